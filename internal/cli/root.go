@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Exit codes of vigil binaries.
+const (
+	ExitOK       = 0
+	ExitFailed   = 1
+	ExitTimedOut = 124
+)
+
+// NewRootCommand returns the vigil command with every verb.
+func NewRootCommand(out, errOut io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "vigil",
+		Short:         "vigil builds, runs and tests Kubernetes modules with startup gates",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.AddCommand(newControlPlaneCommand(out, errOut))
+	return root
+}
+
+// Execute runs the vigil command line and returns the process exit code.
+func Execute(ctx context.Context, args []string, out, errOut io.Writer) int {
+	log := logr.FromSlogHandler(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctrllog.SetLogger(log)
+	ctx = logr.NewContext(ctx, log)
+
+	root := NewRootCommand(out, errOut)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	return exitCode(errOut, err)
+}
+
+func exitCode(errOut io.Writer, err error) int {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, context.DeadlineExceeded):
+		fmt.Fprintf(errOut, "vigil: timed out: %v\n", err)
+		return ExitTimedOut
+	default:
+		fmt.Fprintf(errOut, "vigil: %v\n", err)
+		return ExitFailed
+	}
+}

@@ -1,0 +1,152 @@
+package controlplane
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// EnvAssets is envtest's variable naming a folder of control-plane binaries; when
+// set, it wins over the cache.
+const EnvAssets = "KUBEBUILDER_ASSETS"
+
+// BuildHint is the command that builds the binaries, for error messages.
+const BuildHint = "go run github.com/vigilkit/vigil/cmd/vigil controlplane env"
+
+// Client-side rate limits of the admin config. client-go's default (5 QPS, burst
+// 10) throttles a test that creates a few hundred objects to minutes; a local API
+// server has no other tenants to protect.
+const (
+	DefaultQPS   = 1000
+	DefaultBurst = 2000
+)
+
+// FindBinaries returns the folder of the control-plane binaries: $KUBEBUILDER_ASSETS
+// when set, otherwise the cache folder of DefaultVersions. It does not build; the
+// error says how to.
+func FindBinaries() (string, error) {
+	if dir := os.Getenv(EnvAssets); dir != "" {
+		if err := Check(dir); err != nil {
+			return "", fmt.Errorf("%w (from %s); unset it to use vigil's cache, or build into the cache with: %s", err, EnvAssets, BuildHint)
+		}
+		return dir, nil
+	}
+	dir, err := Dir(DefaultVersions)
+	if err != nil {
+		return "", err
+	}
+	if err := Check(dir); err != nil {
+		return "", fmt.Errorf("%w.\nBuild them once (about 12 minutes on 2 cores, cached afterwards) with:\n    %s\nor, in a clone of vigil, `make control-plane`; or set %s to a folder holding kube-apiserver, etcd and kubectl", err, BuildHint, EnvAssets)
+	}
+	return dir, nil
+}
+
+// StartOptions configures Start.
+type StartOptions struct {
+	// Dir holds the binaries; FindBinaries() when empty.
+	Dir string
+	// DisableWatchCache turns the API server's watch cache off, so that a watch
+	// resumed from a compacted revision gets 410 Gone instead of being replayed
+	// from the cache's history.
+	DisableWatchCache bool
+	// APIServerFlags are set on the kube-apiserver command line (name without
+	// dashes → value).
+	APIServerFlags map[string]string
+	// CRDs and CRDPaths (files or folders of YAML) are installed, and waited for,
+	// before Start returns.
+	CRDs     []*apiextensionsv1.CustomResourceDefinition
+	CRDPaths []string
+	// QPS and Burst of the returned config; DefaultQPS and DefaultBurst when zero.
+	QPS   float32
+	Burst int
+	// Output receives the API server's and etcd's logs; nil discards them.
+	Output io.Writer
+}
+
+// Instance is a running control plane.
+type Instance struct {
+	// Config is an admin (system:masters) config for the API server.
+	Config *rest.Config
+	// Dir is the folder the binaries were run from.
+	Dir string
+
+	env *envtest.Environment
+}
+
+// Start starts etcd and kube-apiserver and waits until the API server serves the
+// default namespace and the given CRDs.
+func Start(opts StartOptions) (*Instance, error) {
+	dir := opts.Dir
+	if dir == "" {
+		var err error
+		if dir, err = FindBinaries(); err != nil {
+			return nil, err
+		}
+	} else if err := Check(dir); err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+		CRDs:                  opts.CRDs,
+		CRDDirectoryPaths:     opts.CRDPaths,
+		ErrorIfCRDPathMissing: true,
+	}
+	// envtest lets KUBEBUILDER_ASSETS override BinaryAssetsDirectory; pin the
+	// paths so the folder chosen here is the one that runs.
+	env.ControlPlane.GetAPIServer().Path = filepath.Join(dir, "kube-apiserver")
+	env.ControlPlane.KubectlPath = filepath.Join(dir, "kubectl")
+	etcd := &envtest.Etcd{Path: filepath.Join(dir, "etcd")}
+	env.ControlPlane.Etcd = etcd
+	args := env.ControlPlane.GetAPIServer().Configure()
+	if opts.DisableWatchCache {
+		args.Set("watch-cache", "false")
+	}
+	for k, v := range opts.APIServerFlags {
+		args.Set(k, v)
+	}
+	if opts.Output != nil {
+		api := env.ControlPlane.GetAPIServer()
+		api.Out, api.Err = opts.Output, opts.Output
+		etcd.Out, etcd.Err = opts.Output, opts.Output
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("start control plane from %s: %w", dir, err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
+	if opts.QPS > 0 {
+		cfg.QPS = opts.QPS
+	}
+	if opts.Burst > 0 {
+		cfg.Burst = opts.Burst
+	}
+	return &Instance{Config: cfg, Dir: dir, env: env}, nil
+}
+
+// EtcdURL is the client URL of the instance's etcd.
+func (i *Instance) EtcdURL() *url.URL { return i.env.ControlPlane.Etcd.URL }
+
+// Environment exposes the underlying envtest environment for what this package
+// does not wrap.
+func (i *Instance) Environment() *envtest.Environment { return i.env }
+
+// KubeConfig returns a kubeconfig for a new user of the given name and groups,
+// authenticated by a client certificate.
+func (i *Instance) KubeConfig(user string, groups ...string) ([]byte, error) {
+	u, err := i.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("add user %q: %w", user, err)
+	}
+	return u.KubeConfig()
+}
+
+// Stop stops the API server and etcd and removes their data.
+func (i *Instance) Stop() error { return i.env.Stop() }

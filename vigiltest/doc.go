@@ -1,0 +1,28 @@
+// Package vigiltest runs a real Kubernetes control plane — kube-apiserver and
+// etcd, built from the Go module proxy by vigil's control-plane builder — for the
+// tests of vigil and of the modules written with it.
+//
+// Start one control plane per test package, in TestMain:
+//
+//	var env *vigiltest.Env
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
+//	}
+//
+// and give each test a namespace of its own with env.Namespace(t): the control
+// plane runs no controller-manager, so a deleted namespace never finishes
+// terminating and cannot be reused.
+//
+// The package carries what tests of admission, gates and watches need beyond a
+// client: InstallCRDs and InstallCRDYAML; ServeWebhook, an HTTPS server on
+// loopback with a certificate the API server is told to trust, which the real API
+// server calls; OutageProxy, which cuts every connection between clients and the
+// API server and refuses new ones for a while, as a restarting API server would;
+// CompactEtcd with Options.DisableWatchCache, which makes a resumed watch receive
+// 410 Gone; and AsServiceAccount, a client that acts as a ServiceAccount, for
+// tests of least-privilege RBAC.
+//
+// When the binaries are missing, Start fails with the command that builds them.
+// It never skips: a test that needs a control plane and has none has not passed.
+package vigiltest

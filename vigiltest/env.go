@@ -1,0 +1,224 @@
+package vigiltest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/vigilkit/vigil/internal/controlplane"
+)
+
+// Options configures Start.
+type Options struct {
+	// Scheme the client decodes with; client-go's types plus apiextensions/v1
+	// when nil.
+	Scheme *runtime.Scheme
+	// CRDs and CRDPaths (files or folders of YAML) are installed and waited for
+	// before Start returns.
+	CRDs     []*apiextensionsv1.CustomResourceDefinition
+	CRDPaths []string
+	// DisableWatchCache turns the API server's watch cache off; with it,
+	// CompactEtcd makes watches resumed from older versions receive 410 Gone.
+	DisableWatchCache bool
+	// APIServerFlags are extra kube-apiserver flags (name without dashes → value).
+	APIServerFlags map[string]string
+	// QPS and Burst of the returned config; generous defaults when zero.
+	QPS   float32
+	Burst int
+	// Build compiles the binaries when they are missing instead of failing. A
+	// cold build takes about 12 minutes: raise go test's -timeout to match.
+	Build bool
+	// Output receives the control plane's own logs; nil discards them.
+	Output io.Writer
+}
+
+// Env is a running control plane and clients for it.
+type Env struct {
+	// Config is an admin config, with deliberate client-side rate limits.
+	Config *rest.Config
+	// Client is a controller-runtime client over Config.
+	Client client.Client
+	// Clientset is a client-go clientset over Config.
+	Clientset kubernetes.Interface
+	// Scheme is the scheme of Client.
+	Scheme *runtime.Scheme
+	// BinDir is the folder of the binaries running, kubectl among them.
+	BinDir string
+
+	cp *controlplane.Instance
+}
+
+// Start starts a control plane and waits until it serves. Call Stop when done.
+func Start(opts Options) (*Env, error) {
+	// controller-runtime complains on stderr when its logger is never set; its
+	// envtest logs nothing a test needs.
+	ctrllog.SetLogger(logr.Discard())
+
+	if opts.Scheme == nil {
+		opts.Scheme = runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(opts.Scheme); err != nil {
+			return nil, err
+		}
+		if err := apiextensionsv1.AddToScheme(opts.Scheme); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := controlplane.FindBinaries()
+	if err != nil && opts.Build {
+		dir, err = controlplane.Ensure(context.Background(), controlplane.BuildOptions{Progress: os.Stderr})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("vigiltest: %w", err)
+	}
+	began := time.Now()
+	cp, err := controlplane.Start(controlplane.StartOptions{
+		Dir:               dir,
+		DisableWatchCache: opts.DisableWatchCache,
+		APIServerFlags:    opts.APIServerFlags,
+		CRDs:              opts.CRDs,
+		CRDPaths:          opts.CRDPaths,
+		QPS:               opts.QPS,
+		Burst:             opts.Burst,
+		Output:            opts.Output,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vigiltest: %w", err)
+	}
+	if os.Getenv("VIGILTEST_VERBOSE") != "" {
+		fmt.Fprintf(os.Stderr, "vigiltest: control plane up in %s (%s)\n", time.Since(began).Round(time.Millisecond), cp.Config.Host)
+	}
+	e := &Env{Config: cp.Config, Scheme: opts.Scheme, BinDir: dir, cp: cp}
+	if e.Client, err = client.New(cp.Config, client.Options{Scheme: opts.Scheme}); err != nil {
+		_ = cp.Stop()
+		return nil, fmt.Errorf("vigiltest: client: %w", err)
+	}
+	if e.Clientset, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		_ = cp.Stop()
+		return nil, fmt.Errorf("vigiltest: clientset: %w", err)
+	}
+	return e, nil
+}
+
+// Stop stops the control plane and removes its data.
+func (e *Env) Stop() error { return e.cp.Stop() }
+
+// Run starts a control plane, stores it in *env, runs the package's tests and
+// stops it; it returns the exit code for os.Exit. A control plane that cannot
+// start fails the package with the reason, never skips it.
+func Run(m *testing.M, opts Options, env **Env) int {
+	e, err := Start(opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		return 1
+	}
+	*env = e
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "vigiltest: stop control plane: %v\n", err)
+	}
+	return code
+}
+
+// KubeConfig returns a kubeconfig for an admin user, for tools such as kubectl.
+func (e *Env) KubeConfig() ([]byte, error) {
+	return e.cp.KubeConfig("vigiltest-admin", "system:masters")
+}
+
+// InstallCRDs creates the CRDs and waits until the API server serves them.
+func (e *Env) InstallCRDs(crds ...*apiextensionsv1.CustomResourceDefinition) error {
+	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{CRDs: crds, Scheme: e.Scheme})
+	if err != nil {
+		return fmt.Errorf("install CRDs: %w", err)
+	}
+	return nil
+}
+
+// InstallCRDYAML decodes one or more CRDs from YAML (documents separated by
+// ---) and installs them as InstallCRDs does.
+func (e *Env) InstallCRDYAML(data []byte) error {
+	crds, err := DecodeCRDs(data)
+	if err != nil {
+		return err
+	}
+	return e.InstallCRDs(crds...)
+}
+
+// DecodeCRDs decodes CustomResourceDefinitions from a YAML or JSON stream.
+func DecodeCRDs(data []byte) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(data)), 4096)
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for i := 0; ; i++ {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := dec.Decode(crd); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("decode CRD document %d: %w", i+1, err)
+		}
+		if crd.Kind == "" && crd.Name == "" {
+			continue // an empty document
+		}
+		if crd.Kind != "CustomResourceDefinition" {
+			return nil, fmt.Errorf("decode CRD document %d: expected kind CustomResourceDefinition, got %q (%s)", i+1, crd.Kind, crd.Name)
+		}
+		crds = append(crds, crd)
+	}
+	if len(crds) == 0 {
+		return nil, fmt.Errorf("decode CRDs: expected at least one CustomResourceDefinition, found none")
+	}
+	return crds, nil
+}
+
+// TestNamespaceLabel marks the namespaces Namespace creates.
+const TestNamespaceLabel = "vigil.dev/test"
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// Namespace creates a namespace for this test alone, named after it, and
+// deletes it when the test ends (without waiting: no controller finishes the
+// deletion here).
+func (e *Env) Namespace(t testing.TB) string {
+	t.Helper()
+	base := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(base) > 50 {
+		base = strings.TrimRight(base[:50], "-")
+	}
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   base + "-" + hex.EncodeToString(suffix),
+		Labels: map[string]string{TestNamespaceLabel: "true"},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.Client.Create(ctx, ns); err != nil {
+		t.Fatalf("create test namespace %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := e.Client.Delete(ctx, ns); err != nil && !isNotFound(err) {
+			t.Errorf("delete test namespace %s: %v", ns.Name, err)
+		}
+	})
+	return ns.Name
+}
