@@ -360,8 +360,9 @@ func scratchEtcdMod(version string) []byte {
 func (b *builder) run(ctx context.Context, dir, label string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, b.opts.GoCommand, args[1:]...)
 	cmd.Dir = dir
+	// The caller's GOFLAGS stay (-modcacherw, say); ours come last and win.
 	cmd.Env = append(os.Environ(),
-		"GOFLAGS=-buildvcs=false -mod=mod",
+		strings.TrimSpace("GOFLAGS="+os.Getenv("GOFLAGS")+" -buildvcs=false -mod=mod"),
 		"GOWORK=off",
 		"CGO_ENABLED=0",
 	)

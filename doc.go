@@ -1,0 +1,14 @@
+// Package vigil is the API a Kubernetes module is written with: one Go program
+// that admits (mutates and validates), watches, reconciles and schedules, and
+// that holds back its own start until the cluster is ready for it.
+//
+// A module is declared once and run in different roles by its own binary:
+//
+//	m := vigil.NewModule("uds-core", vigil.Options{Namespace: "uds-system"})
+//
+// This package is the facade: it names the entry points a module author uses
+// and leaves the work to the packages behind it. Declarations never return
+// errors; the first mistake is recorded with the file and line of the call that
+// made it and reported when the module is validated or run, so a module with a
+// bad definition fails at start and says where.
+package vigil

@@ -1,0 +1,258 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/modfile"
+)
+
+const upstreamMod = `module k8s.io/kubernetes
+
+go 1.26.0
+
+require (
+	k8s.io/api v0.0.0
+	k8s.io/client-go v0.0.0
+	github.com/spf13/cobra v1.10.2
+)
+
+replace (
+	k8s.io/api => ./staging/src/k8s.io/api
+	k8s.io/client-go => ./staging/src/k8s.io/client-go
+	k8s.io/sample-controller => ./staging/src/k8s.io/sample-controller
+	github.com/example/fork => github.com/example/fork v1.2.3
+)
+`
+
+func TestScratchKubernetesModPinsStagingModules(t *testing.T) {
+	out, err := scratchKubernetesMod([]byte(upstreamMod), "v1.37.2", "v0.37.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := modfile.Parse("go.mod", out, nil)
+	if err != nil {
+		t.Fatalf("generated go.mod does not parse: %v\n%s", err, out)
+	}
+	requires := map[string]string{}
+	for _, r := range f.Require {
+		requires[r.Mod.Path] = r.Mod.Version
+	}
+	replaces := map[string]string{}
+	for _, r := range f.Replace {
+		replaces[r.Old.Path] = r.New.Path + "@" + r.New.Version
+	}
+	want := map[string]string{"k8s.io/kubernetes": "v1.37.2", "k8s.io/api": "v0.37.2", "k8s.io/client-go": "v0.37.2"}
+	for p, v := range want {
+		if requires[p] != v {
+			t.Errorf("require %s = %q, want %q", p, requires[p], v)
+		}
+	}
+	if len(requires) != len(want) {
+		t.Errorf("requires %v: want exactly %v", requires, want)
+	}
+	if replaces["k8s.io/api"] != "k8s.io/api@v0.37.2" || replaces["k8s.io/client-go"] != "k8s.io/client-go@v0.37.2" {
+		t.Errorf("replaces %v: want staging modules pinned to their published versions", replaces)
+	}
+	if _, ok := replaces["k8s.io/sample-controller"]; ok {
+		t.Error("sample-controller is pinned, but the module proxy does not serve it")
+	}
+	if _, ok := replaces["github.com/example/fork"]; ok {
+		t.Error("a non-staging replace was copied; only ./staging replaces are rewritten")
+	}
+}
+
+func TestScratchKubernetesModWithoutStagingFails(t *testing.T) {
+	_, err := scratchKubernetesMod([]byte("module k8s.io/kubernetes\n\ngo 1.26\n"), "v1.37.2", "v0.37.2")
+	if err == nil || !strings.Contains(err.Error(), "expected replace directives") {
+		t.Fatalf("err = %v, want one saying staging replaces were expected", err)
+	}
+}
+
+func TestStagingVersion(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{"v1.37.2", "v0.37.2", ""},
+		{"v1.36.0-rc.1", "v0.36.0-rc.1", ""},
+		{"1.37.2", "", "expected the form v1.MINOR.PATCH"},
+		{"v2.0.0", "", "expected the form v1.MINOR.PATCH"},
+	} {
+		got, err := Versions{Kubernetes: tc.in}.stagingVersion()
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err = %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestVersionLDFlagsStampBothVersionPackages(t *testing.T) {
+	flags := versionLDFlags("v1.37.2")
+	for _, want := range []string{
+		"-X k8s.io/component-base/version.gitVersion=v1.37.2",
+		"-X k8s.io/component-base/version.gitMinor=37",
+		"-X k8s.io/client-go/pkg/version.gitVersion=v1.37.2",
+		"-X k8s.io/client-go/pkg/version.gitMajor=1",
+	} {
+		if !strings.Contains(flags, want) {
+			t.Errorf("ldflags %q lack %q", flags, want)
+		}
+	}
+}
+
+// fakeBuild writes executables named like the real binaries.
+func fakeBuild(builds *atomic.Int32, delay time.Duration) func(context.Context, string, string) error {
+	return func(ctx context.Context, _, bin string) error {
+		builds.Add(1)
+		time.Sleep(delay)
+		for _, b := range Binaries {
+			if err := os.WriteFile(filepath.Join(bin, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// Many callers at once: exactly one builds, all get the folder, and the folder
+// appears whole.
+func TestEnsureBuildsOnceUnderConcurrency(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "k8s-test")
+	var builds atomic.Int32
+	var wg sync.WaitGroup
+	results := make([]string, 4)
+	errs := make([]error, 4)
+	var progress syncBuffer
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = Ensure(t.Context(), BuildOptions{Dir: dir, Progress: &progress, build: fakeBuild(&builds, 300*time.Millisecond)})
+		}()
+	}
+	wg.Wait()
+	for i := range results {
+		if errs[i] != nil || results[i] != dir {
+			t.Fatalf("caller %d: %q, %v; want %q", i, results[i], errs[i], dir)
+		}
+	}
+	if n := builds.Load(); n != 1 {
+		t.Fatalf("built %d times, want once", n)
+	}
+	if err := Check(dir); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(progress.String(), "another process is building") {
+		t.Errorf("progress %q: the waiting callers did not say why they wait", progress.String())
+	}
+	// Once built, Ensure returns without building.
+	if _, err := Ensure(t.Context(), BuildOptions{Dir: dir, build: fakeBuild(&builds, 0)}); err != nil || builds.Load() != 1 {
+		t.Fatalf("second Ensure: err %v, builds %d; want no new build", err, builds.Load())
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".k8s-test.build-*"))
+	if len(leftovers) != 0 {
+		t.Fatalf("build folders left behind: %v", leftovers)
+	}
+}
+
+// A failed or incomplete build installs nothing and leaves no temporary folder.
+func TestEnsureFailedBuildInstallsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(context.Context, string, string) error
+		want  string
+	}{
+		{"error", func(context.Context, string, string) error { return errors.New("compiler exploded") }, "compiler exploded"},
+		{"missing binary", func(_ context.Context, _, bin string) error {
+			return os.WriteFile(filepath.Join(bin, "etcd"), []byte("x"), 0o755)
+		}, "kube-apiserver, kubectl missing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "k8s-test")
+			_, err := Ensure(t.Context(), BuildOptions{Dir: dir, build: tc.build})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Fatalf("%s exists after a failed build", dir)
+			}
+			leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".k8s-test.build-*"))
+			if len(leftovers) != 0 {
+				t.Fatalf("build folders left behind: %v", leftovers)
+			}
+		})
+	}
+}
+
+// A caller whose context ends while another holds the lock gives up with the
+// reason instead of waiting forever.
+func TestEnsureWaitingRespectsContext(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "k8s-test")
+	unlock, err := lock(t.Context(), filepath.Join(filepath.Dir(dir), ".k8s-test.lock"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	var builds atomic.Int32
+	_, err = Ensure(ctx, BuildOptions{Dir: dir, build: fakeBuild(&builds, 0)})
+	if !errors.Is(err, context.DeadlineExceeded) || builds.Load() != 0 {
+		t.Fatalf("err = %v, builds %d; want the deadline and no build", err, builds.Load())
+	}
+}
+
+func TestRootHonoursEnvironment(t *testing.T) {
+	want := t.TempDir()
+	t.Setenv(EnvDir, want)
+	got, err := Dir(DefaultVersions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != filepath.Join(want, "k8s-v1.37.2-etcd-v3.7.3") {
+		t.Fatalf("Dir = %q, want it under %s", got, want)
+	}
+}
+
+func TestProgressLogCountsCompiledPackages(t *testing.T) {
+	var p progressLog
+	p.Write([]byte("go: downloading k8s.io/api v0.37.2\nk8s.io/apimachinery/pkg/types\nk8s.io/api/c"))
+	p.Write([]byte("ore/v1\n# some/pkg\nerror: bad thing\n"))
+	if got := p.summary("build"); got != "2 packages compiled, last k8s.io/api/core/v1" {
+		t.Fatalf("summary = %q", got)
+	}
+	if got := p.summary("get"); got != "resolving modules, 1 downloaded" {
+		t.Fatalf("summary = %q", got)
+	}
+	if !strings.Contains(p.tail(), "error: bad thing") {
+		t.Fatalf("tail %q lacks the last error line", p.tail())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
