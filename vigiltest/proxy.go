@@ -17,19 +17,21 @@ import (
 // clients verify the API server's own certificate.
 //
 // Restarting the real API server is no way to test this: it comes back with a
-// new serving CA that existing clients reject. Cutting the connections in
-// between is what a restart looks like to a client, and a reset (not a silent
-// drop) is noticed at once rather than after client-go's 45-second health check.
+// new serving CA that existing clients reject. What a client sees of a restart
+// is what Outage does: every open connection reset at once (a reset, not a
+// silent drop, which client-go would only notice after its 45-second health
+// check), then "connection refused" until the port is served again.
 type OutageProxy struct {
 	target string
-	ln     net.Listener
+	addr   string
 	config *rest.Config
 
-	mu          sync.Mutex
-	conns       map[net.Conn]struct{}
-	refuseUntil time.Time
-	closed      bool
-	stats       ProxyStats
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+	closed bool
+	down   *time.Timer
+	stats  ProxyStats
 
 	wg sync.WaitGroup
 }
@@ -38,7 +40,7 @@ type OutageProxy struct {
 type ProxyStats struct {
 	Accepted int // connections passed through to the API server
 	Reset    int // open connections reset by Outage
-	Refused  int // connections refused during an outage
+	Outages  int // calls of Outage
 }
 
 // NewOutageProxy starts a proxy in front of the API server that cfg talks to.
@@ -52,15 +54,15 @@ func NewOutageProxy(cfg *rest.Config) (*OutageProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outage proxy: listen: %w", err)
 	}
-	p := &OutageProxy{target: u.Host, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &OutageProxy{target: u.Host, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}}
 	p.config = rest.CopyConfig(cfg)
-	p.config.Host = "https://" + ln.Addr().String()
+	p.config.Host = "https://" + p.addr
 	if p.config.TLSClientConfig.ServerName == "" {
 		// Keep verifying the name the API server's certificate was issued for.
 		p.config.TLSClientConfig.ServerName = u.Hostname()
 	}
 	p.wg.Add(1)
-	go p.serve()
+	go p.serve(ln)
 	return p, nil
 }
 
@@ -68,7 +70,7 @@ func NewOutageProxy(cfg *rest.Config) (*OutageProxy, error) {
 func (p *OutageProxy) Config() *rest.Config { return rest.CopyConfig(p.config) }
 
 // Addr is the proxy's listening address.
-func (p *OutageProxy) Addr() string { return p.ln.Addr().String() }
+func (p *OutageProxy) Addr() string { return p.addr }
 
 // Stats returns the proxy's counters.
 func (p *OutageProxy) Stats() ProxyStats {
@@ -77,40 +79,84 @@ func (p *OutageProxy) Stats() ProxyStats {
 	return p.stats
 }
 
-// Outage resets every open connection at once and, for the given duration,
-// resets each new connection as soon as it is accepted. It returns the number of
-// connections it cut.
+// Outage resets every open connection at once and stops listening for the
+// given duration, so that new connections are refused, as by a host whose API
+// server is restarting. It returns the number of connections it cut.
 func (p *OutageProxy) Outage(d time.Duration) int {
 	p.mu.Lock()
-	p.refuseUntil = time.Now().Add(d)
-	conns := make([]net.Conn, 0, len(p.conns))
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0
+	}
+	p.stats.Outages++
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	n := p.cutLocked()
+	if p.down != nil {
+		p.down.Stop()
+	}
+	p.down = time.AfterFunc(d, p.relisten)
+	return n
+}
+
+func (p *OutageProxy) cutLocked() int {
+	n := 0
 	for c := range p.conns {
-		conns = append(conns, c)
-		delete(p.conns, c)
-	}
-	p.stats.Reset += len(conns)
-	p.mu.Unlock()
-	for _, c := range conns {
 		reset(c)
+		delete(p.conns, c)
+		n++
 	}
-	return len(conns)
+	p.stats.Reset += n
+	return n
+}
+
+// relisten serves the proxy's address again after an outage.
+func (p *OutageProxy) relisten() {
+	for attempt := 0; ; attempt++ {
+		p.mu.Lock()
+		if p.closed || p.ln != nil {
+			p.mu.Unlock()
+			return
+		}
+		ln, err := net.Listen("tcp", p.addr)
+		if err == nil {
+			p.ln = ln
+			p.wg.Add(1)
+			go p.serve(ln)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		if attempt == 100 {
+			panic(fmt.Sprintf("outage proxy: listen on %s again after the outage: %v", p.addr, err))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Close stops the proxy and resets every connection through it.
 func (p *OutageProxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
+	if p.down != nil {
+		p.down.Stop()
+	}
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	p.cutLocked()
 	p.mu.Unlock()
-	err := p.ln.Close()
-	p.Outage(0)
 	p.wg.Wait()
-	return err
+	return nil
 }
 
-func (p *OutageProxy) serve() {
+func (p *OutageProxy) serve(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -118,20 +164,12 @@ func (p *OutageProxy) serve() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		p.mu.Lock()
-		if p.closed || time.Now().Before(p.refuseUntil) {
-			p.stats.Refused++
-			p.mu.Unlock()
-			reset(c)
-			continue
-		}
-		p.mu.Unlock()
 		p.wg.Add(1)
-		go p.pipe(c)
+		go p.pipe(ln, c)
 	}
 }
 
-func (p *OutageProxy) pipe(client net.Conn) {
+func (p *OutageProxy) pipe(ln net.Listener, client net.Conn) {
 	defer p.wg.Done()
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
@@ -139,8 +177,8 @@ func (p *OutageProxy) pipe(client net.Conn) {
 		return
 	}
 	p.mu.Lock()
-	if p.closed || time.Now().Before(p.refuseUntil) {
-		p.stats.Refused++
+	if p.ln != ln {
+		// An outage began while this connection was being set up.
 		p.mu.Unlock()
 		reset(client)
 		reset(server)

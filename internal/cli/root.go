@@ -30,6 +30,7 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.AddCommand(newControlPlaneCommand(out, errOut))
+	root.AddCommand(newStoreCommand(out))
 	return root
 }
 

@@ -1,0 +1,162 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/store"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+// A replica cut off from the API server (its connections reset, new ones
+// refused) while another keeps writing, with etcd compacted meanwhile so that
+// its watch must relist after 410 Gone: once it is back, its local copy and its
+// subscriber hold exactly the other replica's final state, and its own writes
+// made during the outage have landed.
+func TestOutageAndGoneLoseNothing(t *testing.T) {
+	// The watch cache would replay history instead of answering 410.
+	gone, err := vigiltest.Start(vigiltest.Options{DisableWatchCache: true, Scheme: scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gone.Stop() })
+	ctx := t.Context()
+	ns := gone.Namespace(t)
+	proxy, err := vigiltest.NewOutageProxy(gone.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+
+	cut := start(t, proxy.Config(), ns)
+	other := start(t, gone.Config, ns)
+	seen := newRecorder()
+	defer cut.Subscribe(seen.record)()
+
+	want := map[string]string{}
+	for i := range 10 {
+		k := fmt.Sprint("before-", i)
+		if err := other.SetAndWait(ctx, k, "1"); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = "1"
+	}
+	seen.waitFor(t, want)
+
+	const outage = 3 * time.Second
+	if n := proxy.Outage(outage); n == 0 {
+		t.Fatal("the outage cut no connections")
+	}
+	// The cut-off replica writes during the outage: its writes wait and land.
+	var wg sync.WaitGroup
+	cutErrs := make([]error, 5)
+	for i := range cutErrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cutErrs[i] = cut.SetAndWait(ctx, fmt.Sprint("from-cut-", i), "x")
+		}()
+	}
+	for i := range 10 {
+		k := fmt.Sprint("during-", i)
+		if err := other.SetAndWait(ctx, k, fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = fmt.Sprint(i)
+	}
+	if err := other.RemoveAndWait(ctx, "before-3"); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "before-3")
+	if _, err := gone.CompactEtcd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, err := range cutErrs {
+		if err != nil {
+			t.Fatalf("write %d of the cut-off replica: %v", i, err)
+		}
+		want[fmt.Sprint("from-cut-", i)] = "x"
+	}
+	// Writes after the outage, from both sides.
+	if err := other.SetAndWait(ctx, "after", "other"); err != nil {
+		t.Fatal(err)
+	}
+	want["after"] = "other"
+	if err := cut.SetAndWait(ctx, "after-cut", "cut"); err != nil {
+		t.Fatal(err)
+	}
+	want["after-cut"] = "cut"
+
+	seen.waitFor(t, want)
+	for k, v := range want {
+		if got, ok := cut.Get(k); !ok || got != v {
+			t.Errorf("cut.Get(%q) = %q, %v; want %q", k, got, ok, v)
+		}
+	}
+	if st := cut.Stats(); st.Gone == 0 {
+		t.Fatalf("stats %+v: the cut-off replica's watch never got 410 Gone, so the relist path was not exercised", st)
+	}
+	if st := proxy.Stats(); st.Reset == 0 {
+		t.Fatalf("proxy stats %+v: the outage reset no connection", st)
+	}
+}
+
+// A module without the right to create CRDs gets an error that says what to
+// apply; one with the right installs the CRD itself.
+func TestMissingCRD(t *testing.T) {
+	bare, err := vigiltest.Start(vigiltest.Options{Scheme: scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bare.Stop() })
+	ctx := t.Context()
+	ns := bare.Namespace(t)
+
+	// Enough RBAC for Stores, none for CRDs.
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "store"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"vigil.dev"}, Resources: []string{"stores"}, Verbs: []string{"get", "list", "watch", "create", "update"}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "store"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "store"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "module"}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := bare.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limited, err := store.New(bare.ServiceAccountConfig(ns, "module"), store.Options{Namespace: ns, Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = limited.Start(ctx)
+	if !errors.Is(err, store.ErrCRDMissing) {
+		t.Fatalf("Start without the CRD or the right to create it: err = %v, want ErrCRDMissing", err)
+	}
+	for _, w := range []string{"stores.vigil.dev is missing", store.ApplyHint} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("err = %q, want it to contain %q", err, w)
+		}
+	}
+
+	admin := start(t, bare.Config, ns)
+	if err := admin.SetAndWait(ctx, "installed", "yes"); err != nil {
+		t.Fatalf("write after installing the CRD: %v", err)
+	}
+	// Now the limited replica starts and reads what the admin wrote.
+	limited2 := start(t, bare.ServiceAccountConfig(ns, "module"), ns)
+	if v, ok := limited2.Get("installed"); !ok || v != "yes" {
+		t.Fatalf("limited replica reads installed = %q, %v", v, ok)
+	}
+}

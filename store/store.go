@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Store is the key/value state of a module, as gate callbacks and handlers see
+// it: either the module-wide scope or the scope of one capability.
+type Store interface {
+	// Get returns a key's value from the local copy.
+	Get(key string) (value string, found bool)
+	// Keys returns the keys of this scope, sorted.
+	Keys() []string
+	// Set sets a key's value. It returns once the API server has accepted the
+	// write.
+	Set(ctx context.Context, key, value string) error
+	// Update sets a key to what fn returns for its current value. fn may run
+	// more than once, against newer values, when other writers get in first;
+	// an error from fn aborts this update and nothing is written.
+	Update(ctx context.Context, key string, fn func(old string, found bool) (string, error)) error
+	// Remove deletes a key; removing a missing key is no error.
+	Remove(ctx context.Context, key string) error
+	// SetAndWait is Set that also waits until this replica's local copy holds
+	// the write.
+	SetAndWait(ctx context.Context, key, value string) error
+	// RemoveAndWait is Remove that also waits until the local copy no longer
+	// holds the key.
+	RemoveAndWait(ctx context.Context, key string) error
+	// Subscribe calls fn with every change of this scope's keys, one at a time,
+	// until unsubscribe is called. fn must not block for long: it holds up
+	// the delivery of later changes.
+	Subscribe(fn func(Change)) (unsubscribe func())
+	// WaitForSync waits until the local copy holds the state as of the first
+	// list from the API server.
+	WaitForSync(ctx context.Context) error
+}
+
+// Change is a key's new state.
+type Change struct {
+	Key string
+	// Value is the new value; empty when Removed.
+	Value string
+	// Removed reports that the key is gone, including when the whole Store
+	// object was deleted.
+	Removed bool
+}
+
+// GetJSON decodes a key's value as JSON into a T.
+func GetJSON[T any](s Store, key string) (v T, found bool, err error) {
+	raw, found := s.Get(key)
+	if !found {
+		return v, false, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return v, true, fmt.Errorf("store: decode key %q as %T: %w", key, v, err)
+	}
+	return v, true, nil
+}
+
+// SetJSON encodes v as JSON and sets key to it.
+func SetJSON[T any](ctx context.Context, s Store, key string, v T) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("store: encode %T for key %q: %w", v, key, err)
+	}
+	return s.Set(ctx, key, string(raw))
+}
+
+// SetJSONAndWait is SetJSON that waits as SetAndWait does.
+func SetJSONAndWait[T any](ctx context.Context, s Store, key string, v T) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("store: encode %T for key %q: %w", v, key, err)
+	}
+	return s.SetAndWait(ctx, key, string(raw))
+}
