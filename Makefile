@@ -3,9 +3,10 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test control-plane vet staticcheck unit
+.PHONY: test control-plane vet staticcheck unit generate bench-store
 
 ## test: build the control plane if needed, then vet, staticcheck and every test
 test:
@@ -31,3 +32,13 @@ staticcheck:
 ## unit: the tests that need no control plane
 unit:
 	go test -count=1 -short ./internal/certs/ ./internal/controlplane/ .
+
+## generate: regenerate deep copies and CRDs from the Go API types
+generate:
+	go run $(CONTROLLER_GEN) object paths=./store/v1alpha1/...
+	go run $(CONTROLLER_GEN) crd:crdVersions=v1 paths=./store/v1alpha1/... output:crd:dir=./store/v1alpha1/crd
+
+## bench-store: Set throughput and SetAndWait latency against the real API server
+bench-store:
+	@assets="$$(hack/control-plane.sh)"; \
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkStore' -benchtime 2000x ./store/

@@ -46,7 +46,7 @@ type Options struct {
 	QPS   float32
 	Burst int
 	// Build compiles the binaries when they are missing instead of failing. A
-	// cold build takes about 12 minutes: raise go test's -timeout to match.
+	// cold build takes 6 to 12 minutes: raise go test's -timeout to match.
 	Build bool
 	// Output receives the control plane's own logs; nil discards them.
 	Output io.Writer

@@ -25,7 +25,7 @@ func newControlPlaneCommand(out, errOut io.Writer) *cobra.Command {
 		Use:   "env",
 		Short: "Print the folder of the control-plane binaries, building them first if needed",
 		Long: `Print the folder holding kube-apiserver, etcd and kubectl, building them from
-the Go module proxy first when they are missing (about 12 minutes cold, cached
+the Go module proxy first when they are missing (6 to 12 minutes cold, cached
 afterwards). The folder is what envtest's KUBEBUILDER_ASSETS expects.
 
 The cache lives under ~/.cache/vigil/control-plane; set VIGIL_CONTROL_PLANE_DIR

@@ -165,7 +165,7 @@ func Ensure(ctx context.Context, opts BuildOptions) (string, error) {
 	start := time.Now()
 	fmt.Fprintf(opts.Progress, "vigil: building the control plane (kube-apiserver and kubectl %s, etcd %s) into %s\n",
 		opts.Versions.Kubernetes, opts.Versions.Etcd, opts.Dir)
-	fmt.Fprintf(opts.Progress, "vigil: a cold build takes about 12 minutes on 2 cores; it is cached afterwards\n")
+	fmt.Fprintf(opts.Progress, "vigil: a cold build takes 6 to 12 minutes on 2 cores; it is cached afterwards\n")
 	build := opts.build
 	if build == nil {
 		b := &builder{opts: opts}
@@ -243,7 +243,7 @@ func (b *builder) build(ctx context.Context, work, bin string) error {
 		return err
 	}
 
-	b.step(3, "building kube-apiserver and kubectl %s (about 11 minutes cold)", v.Kubernetes)
+	b.step(3, "building kube-apiserver and kubectl %s (5 to 11 minutes cold)", v.Kubernetes)
 	cmds := []string{"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kubectl"}
 	get := []string{"go", "get"}
 	for _, c := range cmds {

@@ -11,7 +11,7 @@
 // named after both versions. The build runs under a file lock, into a temporary
 // folder that is renamed into place only when every binary has been built and has
 // reported its version, so parallel callers build once and an interrupted build
-// leaves nothing half-finished behind. A cold build takes about twelve minutes on
+// leaves nothing half-finished behind. A cold build takes 6 to 12 minutes on
 // two cores; afterwards Ensure returns at once.
 //
 // Start runs those binaries through controller-runtime's envtest and returns a

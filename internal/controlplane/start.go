@@ -42,7 +42,7 @@ func FindBinaries() (string, error) {
 		return "", err
 	}
 	if err := Check(dir); err != nil {
-		return "", fmt.Errorf("%w.\nBuild them once (about 12 minutes on 2 cores, cached afterwards) with:\n    %s\nor, in a clone of vigil, `make control-plane`; or set %s to a folder holding kube-apiserver, etcd and kubectl", err, BuildHint, EnvAssets)
+		return "", fmt.Errorf("%w.\nBuild them once (6 to 12 minutes on 2 cores, cached afterwards) with:\n    %s\nor, in a clone of vigil, `make control-plane`; or set %s to a folder holding kube-apiserver, etcd and kubectl", err, BuildHint, EnvAssets)
 	}
 	return dir, nil
 }
