@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -342,6 +343,64 @@ func TestForbiddenNamesTheRule(t *testing.T) {
 		t.Fatalf("Start as an unprivileged ServiceAccount: err = %v, want ErrForbidden", err)
 	}
 	for _, w := range []string{"list stores.vigil.dev", fmt.Sprintf("namespace %q", ns), "resources: [stores]", "verbs: [get, list, watch, create, update]"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("err = %q, want it to contain %q", err, w)
+		}
+	}
+}
+
+// A replica that may read but not write Stores says which verb it lacks.
+func TestForbiddenWriteNamesTheVerb(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	admin := start(t, env.Config, ns)
+	if err := admin.SetAndWait(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "read-stores"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"vigil.dev"}, Resources: []string{"stores"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "read-stores"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "reader"}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var reader *store.Client
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := store.New(env.ServiceAccountConfig(ns, "reader"), store.Options{Namespace: ns, Name: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		startCtx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		if err = s.Start(startCtx); err == nil {
+			reader = s
+			break
+		}
+		cancel()
+		if !errors.Is(err, store.ErrForbidden) || time.Now().After(deadline) {
+			t.Fatalf("start reader: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // the authorizer's informers catch up with the new binding
+	}
+	if err := reader.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := reader.Get("k"); v != "v" {
+		t.Fatalf("reader sees k = %q, want v", v)
+	}
+	err := reader.Set(ctx, "k", "w")
+	if !errors.Is(err, store.ErrForbidden) {
+		t.Fatalf("Set as a reader: err = %v, want ErrForbidden", err)
+	}
+	for _, w := range []string{"update stores.vigil.dev", fmt.Sprintf("namespace %q", ns)} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("err = %q, want it to contain %q", err, w)
 		}
