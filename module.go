@@ -4,17 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 	"sync"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
 // Options configure a module.
 type Options struct {
 	// Namespace the module runs in; "vigil-system" when empty.
 	Namespace string
+	// Scheme the module's Go types are registered in, so that a prototype
+	// such as &udsv1.ClusterConfig{} resolves to its group, version and kind;
+	// client-go's types and apiextensions/v1 when nil.
+	Scheme *runtime.Scheme
 }
 
 // DefaultNamespace is the namespace of a module whose Options name none.
@@ -25,17 +33,22 @@ const DefaultNamespace = "vigil-system"
 type Module struct {
 	name      string
 	namespace string
+	scheme    *runtime.Scheme
 
-	mu   sync.Mutex
-	errs []error
+	mu    sync.Mutex
+	errs  []error
+	gates []*gateDef
 }
 
 // NewModule starts the definition of the module called name, which must be a
 // DNS-1123 label: it names the module's Kubernetes objects.
 func NewModule(name string, opts Options) *Module {
-	m := &Module{name: name, namespace: opts.Namespace}
+	m := &Module{name: name, namespace: opts.Namespace, scheme: opts.Scheme}
 	if m.namespace == "" {
 		m.namespace = DefaultNamespace
+	}
+	if m.scheme == nil {
+		m.scheme = defaultScheme()
 	}
 	if problems := validation.IsDNS1123Label(name); len(problems) > 0 {
 		m.recordf(1, "module name %q is not a valid DNS-1123 label (%s): use lower-case letters, digits and '-', like \"uds-core\"", name, strings.Join(problems, "; "))
@@ -52,22 +65,55 @@ func (m *Module) Name() string { return m.name }
 // Namespace is the namespace the module runs in.
 func (m *Module) Namespace() string { return m.namespace }
 
-// Validate reports every mistake recorded while the module was declared, each
-// with the call site that made it.
+// Validate reports every mistake recorded while the module was declared and
+// every one only the whole definition shows, each with the call site that
+// made it.
 func (m *Module) Validate() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return errors.Join(m.errs...)
+	errs := append([]error(nil), m.errs...)
+	byName := map[string]*gateDef{}
+	for _, g := range m.gates {
+		if g.outcome == "" {
+			errs = append(errs, fmt.Errorf("%s: gate %s has no outcome: end it with ToBeCreated, ToMatch, ToBeDeleted or ToBe", g.site, g.id()))
+		}
+		if other, ok := byName[g.id()]; ok {
+			errs = append(errs, fmt.Errorf("%s: gate name %q is already used by the gate at %s: give one of them another name with Named", g.site, g.id(), other.site))
+		}
+		byName[g.id()] = g
+		if g.fallback != nil && g.timeout == 0 {
+			errs = append(errs, fmt.Errorf("%s: gate %s has OnTimeout but no Timeout: add Timeout(d)", g.site, g.id()))
+		}
+		if g.optional && g.timeout == 0 {
+			errs = append(errs, fmt.Errorf("%s: gate %s is Optional but has no Timeout, so it would never be skipped: add Timeout(d)", g.site, g.id()))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // recordf records a definition error, prefixed with the file and line of the
 // caller skip frames above recordf's caller.
 func (m *Module) recordf(skip int, format string, args ...any) {
 	err := fmt.Errorf(format, args...)
-	if _, file, line, ok := runtime.Caller(skip + 1); ok {
-		err = fmt.Errorf("%s:%d: %w", filepath.Base(file), line, err)
+	if site := callSite(skip + 1); site != "" {
+		err = fmt.Errorf("%s: %w", site, err)
 	}
 	m.mu.Lock()
 	m.errs = append(m.errs, err)
 	m.mu.Unlock()
+}
+
+// callSite is the file:line of the caller skip frames above callSite's caller.
+func callSite(skip int) string {
+	if _, file, line, ok := goruntime.Caller(skip + 1); ok {
+		return fmt.Sprintf("%s:%d", filepath.Base(file), line)
+	}
+	return ""
+}
+
+func defaultScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return s
 }

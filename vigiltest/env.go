@@ -26,12 +26,13 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	storev1alpha1 "github.com/vigilkit/vigil/store/v1alpha1"
 )
 
 // Options configures Start.
 type Options struct {
-	// Scheme the client decodes with; client-go's types plus apiextensions/v1
-	// when nil.
+	// Scheme the client decodes with; client-go's types, apiextensions/v1 and
+	// vigil's Store when nil.
 	Scheme *runtime.Scheme
 	// CRDs and CRDPaths (files or folders of YAML) are installed and waited for
 	// before Start returns.
@@ -80,6 +81,9 @@ func Start(opts Options) (*Env, error) {
 			return nil, err
 		}
 		if err := apiextensionsv1.AddToScheme(opts.Scheme); err != nil {
+			return nil, err
+		}
+		if err := storev1alpha1.AddToScheme(opts.Scheme); err != nil {
 			return nil, err
 		}
 	}

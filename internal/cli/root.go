@@ -10,6 +10,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/vigilkit/vigil/internal/gaterun"
 )
 
 // Exit codes of vigil binaries.
@@ -50,7 +52,7 @@ func exitCode(errOut io.Writer, err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, gaterun.ErrTimedOut):
 		fmt.Fprintf(errOut, "vigil: timed out: %v\n", err)
 		return ExitTimedOut
 	default:

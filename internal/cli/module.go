@@ -1,0 +1,255 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/vigilkit/vigil/internal/gaterun"
+)
+
+// Module is what a module binary's command line needs of the module.
+type Module interface {
+	Name() string
+	Namespace() string
+	Validate() error
+	Plan() []PlanPhase
+	PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Logger, phase int) ([]gaterun.Gate, error)
+}
+
+// PlanPhase is one phase of a module's gates, as `plan` prints it.
+type PlanPhase struct {
+	Phase int
+	Gates []PlanGate
+}
+
+// PlanGate is one gate, as `plan` prints it.
+type PlanGate struct {
+	Name     string
+	WaitsFor string
+	Timeout  time.Duration
+	Optional bool
+	Fallback bool
+	Site     string
+}
+
+// InitContainerName is the init container that runs a phase's gates.
+func InitContainerName(phase int) string { return fmt.Sprintf("gate-phase-%d", phase) }
+
+// ExecuteModule runs a module binary's command line and returns its exit code.
+func ExecuteModule(ctx context.Context, m Module, args []string, out, errOut io.Writer) int {
+	log := logr.FromSlogHandler(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctrllog.SetLogger(log)
+	ctx = logr.NewContext(ctx, log)
+	root := NewModuleCommand(m, out, errOut)
+	root.SetArgs(args)
+	return exitCode(errOut, root.ExecuteContext(ctx))
+}
+
+// NewModuleCommand returns the command line of a module binary.
+func NewModuleCommand(m Module, out, errOut io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           m.Name(),
+		Short:         fmt.Sprintf("%s is a vigil module: run it in one of its roles", m.Name()),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if err := m.Validate(); err != nil {
+				return fmt.Errorf("module %s has definition mistakes:\n%w", m.Name(), err)
+			}
+			return nil
+		},
+	}
+	root.SetOut(out)
+	root.SetErr(errOut)
+
+	g := &GateOptions{Phase: -1}
+	gateCmd := &cobra.Command{
+		Use:   "gate --phase N",
+		Short: "Run the startup gates of one phase, as the module's init container gate-phase-N does",
+		Long: `Run every gate of phase N at once and exit when all required ones are done.
+
+Exit codes: 0 done; 1 failed (a gate.Permanent error, RBAC refused, or a
+definition mistake); 124 timed out (a required gate with a Timeout ran out of
+time — the kubelet then restarts the init container with back-off from 10s
+doubling to 5m, so prefer Optional or OnTimeout with timeouts). A required
+gate without a Timeout waits without limit.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return g.Run(cmd.Context(), m, out) },
+	}
+	f := gateCmd.Flags()
+	f.IntVar(&g.Phase, "phase", -1, "the phase to run (0 or more)")
+	f.StringVar(&g.Kubeconfig, "kubeconfig", "", "kubeconfig file; in a pod, its ServiceAccount is used")
+	f.StringVar(&g.Context, "context", "", "kubeconfig context")
+	f.StringVar(&g.HandoffDir, "handoff-dir", envOr("VIGIL_HANDOFF_DIR", "/var/run/vigil"), "folder the gates' results are written to (env VIGIL_HANDOFF_DIR)")
+	f.StringVar(&g.TerminationLog, "termination-log", "/dev/termination-log", "file the phase's summary is written to, when it exists (the kubelet creates it)")
+	f.DurationVar(&g.Interval, "progress-interval", 5*time.Second, "how often a waiting gate logs what it waits for")
+	root.AddCommand(gateCmd)
+
+	root.AddCommand(&cobra.Command{
+		Use:   "plan",
+		Short: "Print the module's phases, gates and the init containers its deployment gets",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return WritePlan(out, m) },
+	})
+	return root
+}
+
+// GateOptions are the options of `<module> gate`.
+type GateOptions struct {
+	Phase          int
+	Kubeconfig     string
+	Context        string
+	HandoffDir     string
+	TerminationLog string
+	Interval       time.Duration
+}
+
+// Run runs one phase.
+func (o *GateOptions) Run(ctx context.Context, m Module, out io.Writer) error {
+	if o.Phase < 0 {
+		return errors.New("--phase: expected the phase to run, 0 or more, as in `gate --phase 0`")
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues("module", m.Name())
+	cfg, err := LoadConfig(o.Kubeconfig, o.Context)
+	if err != nil {
+		return err
+	}
+	gates, err := m.PhaseGates(ctx, cfg, log, o.Phase)
+	if err != nil {
+		return err
+	}
+	termination := o.TerminationLog
+	if _, err := os.Stat(termination); err != nil && termination == "/dev/termination-log" {
+		termination = "" // not in a pod: the kubelet creates it
+	}
+	opts := gaterun.Options{Log: log, Interval: o.Interval, HandoffDir: o.HandoffDir, TerminationLog: termination}
+	if sink := podEvents(cfg, m.Name(), o.Phase); sink != nil {
+		opts.Events = sink
+	}
+	_, err = gaterun.RunPhase(ctx, o.Phase, gates, opts)
+	return err
+}
+
+// LoadConfig loads a client config the way kubectl does (flag, KUBECONFIG,
+// ~/.kube/config), falling back to the pod's ServiceAccount, with client-side
+// rate limits set deliberately rather than client-go's 5 QPS.
+func LoadConfig(kubeconfig, context string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w (set --kubeconfig or KUBECONFIG, or run in a pod)", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}
+
+// podEvents records Events on the pod named by the downward API, when it is.
+func podEvents(cfg *rest.Config, module string, phase int) gaterun.EventSink {
+	name, ns := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
+	if name == "" || ns == "" {
+		return nil
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil
+	}
+	return &eventSink{cs: cs, pod: corev1.ObjectReference{
+		Kind: "Pod", APIVersion: "v1", Name: name, Namespace: ns, UID: types.UID(os.Getenv("POD_UID")),
+		FieldPath: fmt.Sprintf("spec.initContainers{%s}", InitContainerName(phase)),
+	}, source: module + "-gate"}
+}
+
+// eventSink writes each Event synchronously: gates record few (changes of
+// state only) and the last one, written just before the process exits, must
+// not be lost in an asynchronous queue.
+type eventSink struct {
+	cs     kubernetes.Interface
+	pod    corev1.ObjectReference
+	source string
+}
+
+func (e *eventSink) Event(warning bool, reason, message string) {
+	typ := corev1.EventTypeNormal
+	if warning {
+		typ = corev1.EventTypeWarning
+	}
+	now := metav1.Now()
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: e.pod.Name + ".", Namespace: e.pod.Namespace},
+		InvolvedObject: e.pod,
+		Reason:         reason,
+		Message:        message,
+		Type:           typ,
+		Source:         corev1.EventSource{Component: e.source},
+		FirstTimestamp: now,
+		LastTimestamp:  now,
+		Count:          1,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = e.cs.CoreV1().Events(e.pod.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+}
+
+// WritePlan prints a module's phases and gates.
+func WritePlan(out io.Writer, m Module) error {
+	phases := m.Plan()
+	fmt.Fprintf(out, "module %s (namespace %s)\n", m.Name(), m.Namespace())
+	if len(phases) == 0 {
+		fmt.Fprintln(out, "\nno startup gates: the deployment gets no gate init containers")
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, p := range phases {
+		fmt.Fprintf(tw, "\nphase %d\tinit container %s: gate --phase %d\n", p.Phase, InitContainerName(p.Phase), p.Phase)
+		for _, g := range p.Gates {
+			var how []string
+			if g.Optional {
+				how = append(how, "optional")
+			} else {
+				how = append(how, "required")
+			}
+			if g.Timeout > 0 {
+				how = append(how, "timeout "+g.Timeout.String())
+			} else {
+				how = append(how, "no timeout")
+			}
+			if g.Fallback {
+				how = append(how, "fallback on timeout")
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t[%s]\t%s\n", g.Name, g.WaitsFor, strings.Join(how, ", "), g.Site)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\ninit containers, in order:")
+	for _, p := range phases {
+		fmt.Fprintf(out, "  %s\n", InitContainerName(p.Phase))
+	}
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,359 @@
+package gaterun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/vigilkit/vigil/gate"
+)
+
+// Gate is one gate, as the runner needs it.
+type Gate struct {
+	Name     string
+	Phase    int
+	WaitsFor string // what it waits for, in words
+	Timeout  time.Duration
+	Optional bool
+	// Run waits and runs the gate's callback; it returns the result to hand
+	// off. seen is called with what the wait last saw.
+	Run func(ctx context.Context, seen func(string)) (any, error)
+	// Fallback, when set, produces the result when the timeout expires.
+	Fallback func(ctx context.Context) (any, error)
+}
+
+// EventSink records Kubernetes Events on the gate's Pod.
+type EventSink interface {
+	Event(warning bool, reason, message string)
+}
+
+// Options configure RunPhase.
+type Options struct {
+	Log logr.Logger
+	// Interval between progress lines of a waiting gate; 5s when zero.
+	Interval time.Duration
+	// HandoffDir receives one JSON file per gate; none is written when empty.
+	HandoffDir string
+	// TerminationLog receives the phase's summary; none when empty.
+	TerminationLog string
+	// Events, when set, receives state changes.
+	Events EventSink
+}
+
+// ErrTimedOut ends a phase whose required gate ran out of time.
+var ErrTimedOut = errors.New("timed out")
+
+// Outcome is how one gate ended.
+type Outcome struct {
+	Gate  string
+	State string // done, fallback, skipped, timed out, failed, canceled
+	Took  time.Duration
+	Err   error
+}
+
+// RunPhase runs the gates of one phase and returns when all required ones are
+// done or one has failed. The error wraps ErrTimedOut when a gate timed out.
+func RunPhase(ctx context.Context, phase int, gates []Gate, opts Options) ([]Outcome, error) {
+	if opts.Interval <= 0 {
+		opts.Interval = 5 * time.Second
+	}
+	log := opts.Log.WithValues("phase", phase)
+	began := time.Now()
+	if len(gates) == 0 {
+		log.Info("phase has no gates")
+		writeTermination(opts.TerminationLog, fmt.Sprintf("phase %d: no gates\n", phase))
+		return nil, nil
+	}
+	log.Info("phase started", "gates", len(gates))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	outcomes := make([]Outcome, len(gates))
+	var wg sync.WaitGroup
+	var firstErr error
+	var mu sync.Mutex
+	for i, g := range gates {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := runGate(ctx, phase, g, opts, log.WithValues("gate", g.Name))
+			outcomes[i] = o
+			if o.Err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("gate %s: %w", g.Name, o.Err)
+					cancel(firstErr)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(began)
+	summary := summarize(phase, outcomes, took, firstErr)
+	writeTermination(opts.TerminationLog, summary)
+	if firstErr != nil {
+		log.Error(firstErr, "phase failed", "took", took.Round(time.Millisecond).String())
+		return outcomes, firstErr
+	}
+	log.Info("phase done", "took", took.Round(time.Millisecond).String())
+	return outcomes, nil
+}
+
+func runGate(ctx context.Context, phase int, g Gate, opts Options, log logr.Logger) Outcome {
+	began := time.Now()
+	gctx := ctx
+	if g.Timeout > 0 {
+		var cancel context.CancelFunc
+		gctx, cancel = context.WithTimeoutCause(ctx, g.Timeout, fmt.Errorf("%w after %s", ErrTimedOut, g.Timeout))
+		defer cancel()
+	}
+	st := &state{log: log, events: opts.Events, gate: g, phase: phase, began: began}
+	st.set("Waiting", fmt.Sprintf("gate %s (phase %d) waits for %s", g.Name, phase, g.WaitsFor), false)
+	stop := st.heartbeat(opts.Interval)
+	defer stop()
+
+	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 30 * time.Second}
+	for {
+		result, err := g.Run(gctx, st.saw)
+		if err == nil {
+			if err := writeHandoff(opts.HandoffDir, g, "done", result); err != nil {
+				return st.end("failed", err)
+			}
+			st.set("Done", fmt.Sprintf("gate %s done after %s", g.Name, time.Since(began).Round(time.Millisecond)), false)
+			return st.end("done", nil)
+		}
+		if gate.IsPermanent(err) {
+			st.set("Failed", fmt.Sprintf("gate %s failed: %v", g.Name, err), true)
+			return st.end("failed", err)
+		}
+		if gctx.Err() != nil {
+			cause := context.Cause(gctx)
+			if !errors.Is(cause, ErrTimedOut) {
+				// Another gate of the phase failed, or the process stops.
+				return st.end("canceled", nil)
+			}
+			return timedOut(ctx, g, opts, st)
+		}
+		d := backoff.Step()
+		log.Error(err, "gate callback failed; retrying", "in", d.Round(time.Millisecond).String())
+		st.saw("callback failed: " + err.Error())
+		select {
+		case <-gctx.Done():
+		case <-time.After(d):
+		}
+	}
+}
+
+// timedOut finishes a gate whose time ran out: with its fallback, skipped when
+// optional, or as the phase's failure.
+func timedOut(ctx context.Context, g Gate, opts Options, st *state) Outcome {
+	switch {
+	case g.Fallback != nil:
+		result, err := g.Fallback(ctx)
+		if err != nil {
+			st.set("Failed", fmt.Sprintf("gate %s timed out after %s and its fallback failed: %v", g.Name, g.Timeout, err), true)
+			return st.end("failed", fmt.Errorf("timed out after %s; fallback: %w", g.Timeout, err))
+		}
+		if err := writeHandoff(opts.HandoffDir, g, "fallback", result); err != nil {
+			return st.end("failed", err)
+		}
+		st.set("TimedOut", fmt.Sprintf("gate %s timed out after %s (last seen: %s); finished with its fallback", g.Name, g.Timeout, st.lastSeen()), true)
+		return st.end("fallback", nil)
+	case g.Optional:
+		if err := writeHandoff(opts.HandoffDir, g, "skipped", nil); err != nil {
+			return st.end("failed", err)
+		}
+		st.set("TimedOut", fmt.Sprintf("optional gate %s timed out after %s (last seen: %s); skipped", g.Name, g.Timeout, st.lastSeen()), true)
+		return st.end("skipped", nil)
+	default:
+		err := fmt.Errorf("%w after %s waiting for %s (last seen: %s)", ErrTimedOut, g.Timeout, g.WaitsFor, st.lastSeen())
+		st.set("TimedOut", fmt.Sprintf("gate %s %v", g.Name, err), true)
+		return st.end("timed out", err)
+	}
+}
+
+// state tracks one gate for logs and Events.
+type state struct {
+	log    logr.Logger
+	events EventSink
+	gate   Gate
+	phase  int
+	began  time.Time
+
+	mu     sync.Mutex
+	seen   string
+	reason string
+}
+
+func (s *state) saw(what string) {
+	s.mu.Lock()
+	changed := what != s.seen
+	s.seen = what
+	s.mu.Unlock()
+	if changed && what != "" {
+		s.log.V(1).Info("gate saw", "seen", what)
+		s.set("Seen", fmt.Sprintf("gate %s (phase %d) waits for %s; last seen: %s", s.gate.Name, s.phase, s.gate.WaitsFor, what), false)
+	}
+}
+
+func (s *state) lastSeen() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen == "" {
+		return "nothing yet"
+	}
+	return s.seen
+}
+
+// set records a change of state as an Event; repeats of one state are not
+// recorded again.
+func (s *state) set(reason, msg string, warning bool) {
+	s.mu.Lock()
+	same := reason == s.reason && reason != "Seen"
+	s.reason = reason
+	s.mu.Unlock()
+	if same || s.events == nil {
+		return
+	}
+	s.events.Event(warning, "Gate"+reason, msg)
+}
+
+func (s *state) heartbeat(every time.Duration) func() {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				s.log.Info("gate waiting", "waitsFor", s.gate.WaitsFor, "for", time.Since(s.began).Round(time.Second).String(), "lastSeen", s.lastSeen())
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func (s *state) end(how string, err error) Outcome {
+	took := time.Since(s.began)
+	if err == nil && how != "canceled" {
+		s.log.Info("gate "+how, "took", took.Round(time.Millisecond).String())
+	}
+	return Outcome{Gate: s.gate.Name, State: how, Took: took, Err: err}
+}
+
+// Handoff is the file a gate leaves for the main container.
+type Handoff struct {
+	Gate   string          `json:"gate"`
+	Phase  int             `json:"phase"`
+	State  string          `json:"state"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// HandoffPath is the file of a gate's result in dir.
+func HandoffPath(dir, gateName string) string {
+	return filepath.Join(dir, "gate-"+gateName+".json")
+}
+
+// writeHandoff writes a gate's result atomically: to a temporary file in the
+// same folder, synced, then renamed over the old one.
+func writeHandoff(dir string, g Gate, state string, result any) error {
+	if dir == "" {
+		return nil
+	}
+	h := Handoff{Gate: g.Name, Phase: g.Phase, State: state}
+	if result != nil {
+		raw, err := json.Marshal(result)
+		if err != nil {
+			return fmt.Errorf("encode the result of gate %s for the handoff: %w", g.Name, err)
+		}
+		h.Result = raw
+	}
+	data, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("handoff folder: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".gate-"+g.Name+"-*")
+	if err != nil {
+		return fmt.Errorf("write handoff of gate %s: %w", g.Name, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write handoff of gate %s: %w", g.Name, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), HandoffPath(dir, g.Name)); err != nil {
+		return fmt.Errorf("write handoff of gate %s: %w", g.Name, err)
+	}
+	return nil
+}
+
+// ReadHandoff reads the handoff a gate left in dir.
+func ReadHandoff(dir, gateName string) (*Handoff, error) {
+	data, err := os.ReadFile(HandoffPath(dir, gateName))
+	if err != nil {
+		return nil, err
+	}
+	h := &Handoff{}
+	if err := json.Unmarshal(data, h); err != nil {
+		return nil, fmt.Errorf("decode handoff of gate %s: %w", gateName, err)
+	}
+	return h, nil
+}
+
+// MaxTermination is the most the kubelet keeps of a termination message.
+const MaxTermination = 4096
+
+func summarize(phase int, outcomes []Outcome, took time.Duration, err error) string {
+	var b strings.Builder
+	verdict := "done"
+	if err != nil {
+		verdict = "failed"
+		if errors.Is(err, ErrTimedOut) {
+			verdict = "timed out"
+		}
+	}
+	fmt.Fprintf(&b, "phase %d %s in %s\n", phase, verdict, took.Round(time.Millisecond))
+	sorted := append([]Outcome(nil), outcomes...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Gate < sorted[j].Gate })
+	for _, o := range sorted {
+		fmt.Fprintf(&b, "%s: %s (%s)", o.Gate, o.State, o.Took.Round(time.Millisecond))
+		if o.Err != nil {
+			fmt.Fprintf(&b, ": %v", o.Err)
+		}
+		b.WriteByte('\n')
+	}
+	s := b.String()
+	if len(s) > MaxTermination {
+		s = s[:MaxTermination-4] + "...\n"
+	}
+	return s
+}
+
+func writeTermination(path, summary string) {
+	if path == "" {
+		return
+	}
+	_ = os.WriteFile(path, []byte(summary), 0o644)
+}

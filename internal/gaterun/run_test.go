@@ -1,0 +1,219 @@
+package gaterun_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/gaterun"
+)
+
+type events struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (e *events) Event(warning bool, reason, msg string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, reason)
+}
+
+func (e *events) reasons() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return strings.Join(e.all, ",")
+}
+
+func opts(t *testing.T) (gaterun.Options, *events) {
+	ev := &events{}
+	return gaterun.Options{
+		Log:            logr.Discard(),
+		Interval:       50 * time.Millisecond,
+		HandoffDir:     t.TempDir(),
+		TerminationLog: filepath.Join(t.TempDir(), "termination-log"),
+		Events:         ev,
+	}, ev
+}
+
+// blockUntil is a gate that waits until ready is closed, then returns result.
+func blockUntil(name string, ready <-chan struct{}, result any) gaterun.Gate {
+	return gaterun.Gate{Name: name, WaitsFor: "the test", Run: func(ctx context.Context, seen func(string)) (any, error) {
+		seen("not yet")
+		select {
+		case <-ready:
+			return result, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+}
+
+// Gates of a phase run at once, and the phase ends when the last is done; each
+// result lands in the handoff folder.
+func TestPhaseRunsGatesConcurrently(t *testing.T) {
+	o, ev := opts(t)
+	var running atomic.Int32
+	var peak atomic.Int32
+	gate := func(name string, d time.Duration) gaterun.Gate {
+		return gaterun.Gate{Name: name, WaitsFor: "time", Run: func(ctx context.Context, _ func(string)) (any, error) {
+			n := running.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			time.Sleep(d)
+			running.Add(-1)
+			return map[string]string{"gate": name}, nil
+		}}
+	}
+	began := time.Now()
+	outcomes, err := gaterun.RunPhase(t.Context(), 0, []gaterun.Gate{gate("a", 300*time.Millisecond), gate("b", 300*time.Millisecond), gate("c", 300*time.Millisecond)}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); peak.Load() != 3 || took > 900*time.Millisecond {
+		t.Fatalf("peak concurrency %d in %s: want the three gates at once", peak.Load(), took)
+	}
+	for _, out := range outcomes {
+		if out.State != "done" {
+			t.Errorf("gate %s: %s", out.Gate, out.State)
+		}
+		h, err := gaterun.ReadHandoff(o.HandoffDir, out.Gate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.State != "done" || !strings.Contains(string(h.Result), `"gate":"`+out.Gate+`"`) {
+			t.Errorf("handoff of %s: %+v", out.Gate, h)
+		}
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(o.HandoffDir, ".gate-*")); len(leftovers) > 0 {
+		t.Fatalf("temporary handoff files left: %v", leftovers)
+	}
+	summary, _ := os.ReadFile(o.TerminationLog)
+	if !strings.HasPrefix(string(summary), "phase 0 done") || !strings.Contains(string(summary), "b: done") {
+		t.Fatalf("termination summary %q", summary)
+	}
+	if r := ev.reasons(); !strings.Contains(r, "GateWaiting") || !strings.Contains(r, "GateDone") {
+		t.Fatalf("events %s: want waiting and done", r)
+	}
+}
+
+// A required gate that times out ends the phase as timed out and cancels the
+// others; the termination message says what it last saw.
+func TestRequiredTimeout(t *testing.T) {
+	o, ev := opts(t)
+	never := make(chan struct{})
+	g := blockUntil("slow", never, nil)
+	g.Timeout = 200 * time.Millisecond
+	other := blockUntil("other", never, nil)
+	_, err := gaterun.RunPhase(t.Context(), 2, []gaterun.Gate{g, other}, o)
+	if !errors.Is(err, gaterun.ErrTimedOut) {
+		t.Fatalf("err = %v, want ErrTimedOut", err)
+	}
+	if !strings.Contains(err.Error(), "last seen: not yet") {
+		t.Fatalf("err = %v, want the last thing seen", err)
+	}
+	summary, _ := os.ReadFile(o.TerminationLog)
+	if !strings.HasPrefix(string(summary), "phase 2 timed out") || !strings.Contains(string(summary), "slow: timed out") {
+		t.Fatalf("termination summary %q", summary)
+	}
+	if !strings.Contains(ev.reasons(), "GateTimedOut") {
+		t.Fatalf("events %s: want GateTimedOut", ev.reasons())
+	}
+}
+
+// An optional gate that times out is skipped; one with a fallback finishes
+// with it, and the fallback's result is handed off.
+func TestOptionalAndFallback(t *testing.T) {
+	o, _ := opts(t)
+	never := make(chan struct{})
+	optional := blockUntil("optional", never, nil)
+	optional.Timeout, optional.Optional = 100*time.Millisecond, true
+	withDefaults := blockUntil("defaults", never, nil)
+	withDefaults.Timeout = 100 * time.Millisecond
+	withDefaults.Fallback = func(context.Context) (any, error) { return map[string]string{"from": "file"}, nil }
+	outcomes, err := gaterun.RunPhase(t.Context(), 1, []gaterun.Gate{optional, withDefaults}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]string{}
+	for _, out := range outcomes {
+		states[out.Gate] = out.State
+	}
+	if states["optional"] != "skipped" || states["defaults"] != "fallback" {
+		t.Fatalf("states %v", states)
+	}
+	h, err := gaterun.ReadHandoff(o.HandoffDir, "defaults")
+	if err != nil || h.State != "fallback" || string(h.Result) != `{"from":"file"}` {
+		t.Fatalf("handoff %+v, %v", h, err)
+	}
+}
+
+// A callback error is retried; a permanent one fails the phase at once.
+func TestRetryAndPermanent(t *testing.T) {
+	o, _ := opts(t)
+	var calls atomic.Int32
+	flaky := gaterun.Gate{Name: "flaky", WaitsFor: "x", Run: func(context.Context, func(string)) (any, error) {
+		if calls.Add(1) < 3 {
+			return nil, errors.New("store not ready")
+		}
+		return "ok", nil
+	}}
+	if _, err := gaterun.RunPhase(t.Context(), 0, []gaterun.Gate{flaky}, o); err != nil || calls.Load() != 3 {
+		t.Fatalf("err %v after %d calls, want success on the third", err, calls.Load())
+	}
+	never := make(chan struct{})
+	broken := gaterun.Gate{Name: "broken", WaitsFor: "x", Run: func(context.Context, func(string)) (any, error) {
+		return nil, gate.Permanent(errors.New("exemptions are malformed"))
+	}}
+	began := time.Now()
+	_, err := gaterun.RunPhase(t.Context(), 0, []gaterun.Gate{broken, blockUntil("waiting", never, nil)}, o)
+	if !gate.IsPermanent(err) || !strings.Contains(err.Error(), "gate broken: exemptions are malformed") {
+		t.Fatalf("err = %v, want the permanent error named by gate", err)
+	}
+	if time.Since(began) > 2*time.Second {
+		t.Fatal("a permanent error did not end the phase at once")
+	}
+	summary, _ := os.ReadFile(o.TerminationLog)
+	if !strings.Contains(string(summary), "exemptions are malformed") {
+		t.Fatalf("termination summary %q lacks the message", summary)
+	}
+}
+
+// Rerunning a phase overwrites its handoff; the summary never exceeds what the
+// kubelet keeps.
+func TestRerunAndSummaryLimit(t *testing.T) {
+	o, _ := opts(t)
+	ready := make(chan struct{})
+	close(ready)
+	for _, v := range []string{"first", "second"} {
+		if _, err := gaterun.RunPhase(t.Context(), 0, []gaterun.Gate{blockUntil("g", ready, v)}, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := gaterun.ReadHandoff(o.HandoffDir, "g")
+	if err != nil || string(h.Result) != `"second"` {
+		t.Fatalf("handoff after rerun %+v, %v", h, err)
+	}
+	var many []gaterun.Gate
+	for i := range 200 {
+		g := blockUntil(strings.Repeat("x", 30)+string(rune('a'+i%26))+strings.Repeat("y", i%7), ready, nil)
+		g.Name += "-" + string(rune('a'+i/26))
+		many = append(many, g)
+	}
+	if _, err := gaterun.RunPhase(t.Context(), 0, many, o); err != nil {
+		t.Fatal(err)
+	}
+	summary, _ := os.ReadFile(o.TerminationLog)
+	if len(summary) > gaterun.MaxTermination || len(summary) < 1000 {
+		t.Fatalf("summary of %d bytes, want at most %d", len(summary), gaterun.MaxTermination)
+	}
+}

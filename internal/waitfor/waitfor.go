@@ -1,0 +1,469 @@
+package waitfor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/vigilkit/vigil/gate"
+)
+
+// Mode says how many of the selected objects must satisfy the condition.
+type Mode int
+
+const (
+	// Any: at least one selected object satisfies it (the default).
+	Any Mode = iota
+	// All: every selected object satisfies it, and there is at least one
+	// (unless the condition holds for no object at all, as Deleted does).
+	All
+	// AtLeast: at least N selected objects satisfy it.
+	AtLeast
+)
+
+// Spec is what to wait for.
+type Spec struct {
+	GVK schema.GroupVersionKind
+	// Namespace to look in; empty for cluster-scoped kinds or all namespaces.
+	Namespace string
+	// Name of the one object to wait for; empty to select by labels and fields.
+	Name   string
+	Labels labels.Selector
+	Fields fields.Selector
+	Cond   gate.Cond
+	Mode   Mode
+	N      int
+}
+
+// Describe says in words what s waits for, as logs and plans show it.
+func (s Spec) Describe() string {
+	var b strings.Builder
+	b.WriteString(s.GVK.Kind)
+	if s.GVK.Group != "" {
+		b.WriteString("." + s.GVK.Group)
+	}
+	switch {
+	case s.Name != "" && s.Namespace != "":
+		fmt.Fprintf(&b, " %s/%s", s.Namespace, s.Name)
+	case s.Name != "":
+		fmt.Fprintf(&b, " %s", s.Name)
+	default:
+		sel := []string{}
+		if s.Labels != nil && !s.Labels.Empty() {
+			sel = append(sel, "labels "+s.Labels.String())
+		}
+		if s.Fields != nil && !s.Fields.Empty() {
+			sel = append(sel, "fields "+s.Fields.String())
+		}
+		if s.Namespace != "" {
+			sel = append(sel, "in "+s.Namespace)
+		}
+		switch s.Mode {
+		case All:
+			b.WriteString(" (all")
+		case AtLeast:
+			fmt.Fprintf(&b, " (at least %d", s.N)
+		default:
+			b.WriteString(" (any")
+		}
+		for _, x := range sel {
+			b.WriteString(", " + x)
+		}
+		b.WriteString(")")
+	}
+	if s.Cond != nil {
+		b.WriteString(": " + s.Cond.String())
+	}
+	return b.String()
+}
+
+// Progress is what a wait has seen so far.
+type Progress struct {
+	// State is one of "waiting for type", "not found", "not matching" and "done".
+	State string
+	// Seen says what was last seen, for example "status.phase=Pending, want Ready".
+	Seen string
+}
+
+// Waiter waits on one API server.
+type Waiter struct {
+	dyn    dynamic.Interface
+	mapper meta.ResettableRESTMapper
+	log    logr.Logger
+	// crdPoll is how often discovery is asked again while a type is missing
+	// and CRDs cannot be watched.
+	crdPoll time.Duration
+}
+
+// New returns a Waiter for the API server cfg talks to.
+func New(cfg *rest.Config, log logr.Logger) (*Waiter, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	return &Waiter{
+		dyn:     dyn,
+		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+		log:     log,
+		crdPoll: 2 * time.Second,
+	}, nil
+}
+
+// Mapper is the Waiter's discovery-backed REST mapper.
+func (w *Waiter) Mapper() meta.ResettableRESTMapper { return w.mapper }
+
+// Errors that no waiting can fix.
+var (
+	// ErrForbidden: RBAC does not allow the wait.
+	ErrForbidden = errors.New("forbidden")
+	// ErrNotServable: the kind is not served and no CRD can add it.
+	ErrNotServable = errors.New("kind not servable")
+)
+
+// Wait blocks until spec holds or ctx ends, and returns the objects that
+// satisfy the condition. report, when not nil, is called whenever what the
+// wait sees changes.
+func (w *Waiter) Wait(ctx context.Context, spec Spec, report func(Progress)) ([]*unstructured.Unstructured, error) {
+	if spec.Cond == nil {
+		return nil, errors.New("waitfor: expected a condition, got none")
+	}
+	if st, ok := spec.Cond.(gate.Stateful); ok {
+		spec.Cond = st.Fresh()
+	}
+	rep := newReporter(report)
+	mapping, err := w.resolve(ctx, spec.GVK, rep)
+	if err != nil {
+		return nil, err
+	}
+	return w.watch(ctx, spec, mapping, rep)
+}
+
+// reporter passes progress on when it changes.
+type reporter struct {
+	mu   sync.Mutex
+	last Progress
+	fn   func(Progress)
+}
+
+func newReporter(fn func(Progress)) *reporter { return &reporter{fn: fn} }
+
+func (r *reporter) report(p Progress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p == r.last || r.fn == nil {
+		r.last = p
+		return
+	}
+	r.last = p
+	r.fn(p)
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// resolve finds the resource of a kind, waiting for its CRD when it is not
+// served yet.
+func (w *Waiter) resolve(ctx context.Context, gvk schema.GroupVersionKind, rep *reporter) (*meta.RESTMapping, error) {
+	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 2 * time.Second}
+	crdSeen := false
+	for {
+		m, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err == nil {
+			return m, nil
+		}
+		if !meta.IsNoMatchError(err) {
+			rep.report(Progress{State: "waiting for type", Seen: "discovery failed: " + err.Error()})
+			if err := sleep(ctx, backoff.Step()); err != nil {
+				return nil, err
+			}
+			w.mapper.Reset()
+			continue
+		}
+		if !strings.Contains(gvk.Group, ".") {
+			// Only CRDs add kinds, and their groups always contain a dot.
+			return nil, fmt.Errorf("%w: kind %s is not served by this API server, and no CustomResourceDefinition can add it to the built-in group %q: check the kind and version", ErrNotServable, gvk, gvk.Group)
+		}
+		if crdSeen {
+			// The CRD is Established but discovery has not caught up yet.
+			rep.report(Progress{State: "waiting for type", Seen: fmt.Sprintf("CRD for %s established; waiting for discovery", gvk.GroupKind())})
+			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+				return nil, err
+			}
+			w.mapper.Reset()
+			continue
+		}
+		rep.report(Progress{State: "waiting for type", Seen: fmt.Sprintf("%s is not served yet: no CustomResourceDefinition for it is established", gvk)})
+		if err := w.waitForCRD(ctx, gvk); err != nil {
+			return nil, err
+		}
+		crdSeen = true
+		w.mapper.Reset()
+	}
+}
+
+// waitForCRD watches CRDs until one serving gvk is Established. Without the
+// right to watch CRDs it asks discovery again every few seconds instead.
+func (w *Waiter) waitForCRD(ctx context.Context, gvk schema.GroupVersionKind) error {
+	serves := func(u *unstructured.Unstructured) bool {
+		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
+		if group != gvk.Group || kind != gvk.Kind {
+			return false
+		}
+		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+		served := false
+		for _, v := range versions {
+			if vm, ok := v.(map[string]any); ok && vm["name"] == gvk.Version && vm["served"] == true {
+				served = true
+			}
+		}
+		ok, _ := gate.Established().Check(u)
+		return served && ok
+	}
+	crds := w.dyn.Resource(crdGVR)
+	list, err := crds.List(ctx, metav1.ListOptions{})
+	if apierrors.IsForbidden(err) {
+		w.log.V(1).Info("cannot watch CRDs; asking discovery again periodically", "kind", gvk.String())
+		return sleep(ctx, w.crdPoll)
+	}
+	if err != nil {
+		return sleep(ctx, time.Second) // the caller retries through discovery
+	}
+	for i := range list.Items {
+		if serves(&list.Items[i]) {
+			return nil
+		}
+	}
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return crds.Watch(ctx, o)
+	}}
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), lw)
+	if err != nil {
+		return err
+	}
+	defer rw.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case ev, ok := <-rw.ResultChan():
+			if !ok {
+				return nil // let the caller look again
+			}
+			if u, isU := ev.Object.(*unstructured.Unstructured); isU && ev.Type != watch.Deleted && serves(u) {
+				return nil
+			}
+		}
+	}
+}
+
+// watch runs an informer over the selected objects and evaluates the
+// condition after every change until it holds.
+func (w *Waiter) watch(ctx context.Context, spec Spec, mapping *meta.RESTMapping, rep *reporter) ([]*unstructured.Unstructured, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	res := w.dyn.Resource(mapping.Resource)
+	var ri dynamic.ResourceInterface = res
+	ns := spec.Namespace
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace && ns != "" {
+		ri = res.Namespace(ns)
+	} else if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		ns = ""
+	}
+	fieldSel := spec.Fields
+	if spec.Name != "" {
+		byName := fields.OneTermEqualSelector("metadata.name", spec.Name)
+		if fieldSel == nil || fieldSel.Empty() {
+			fieldSel = byName
+		} else {
+			fieldSel = fields.AndSelectors(fieldSel, byName)
+		}
+	}
+	options := func(o *metav1.ListOptions) {
+		if fieldSel != nil && !fieldSel.Empty() {
+			o.FieldSelector = fieldSel.String()
+		}
+		if spec.Labels != nil && !spec.Labels.Empty() {
+			o.LabelSelector = spec.Labels.String()
+		}
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			options(&o)
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			options(&o)
+			return ri.Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	failed := make(chan error, 1)
+	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		if apierrors.IsForbidden(err) {
+			select {
+			case failed <- forbidden(mapping, ns, spec.Name, err):
+			default:
+			}
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		return nil, err
+	}
+	kick := make(chan struct{}, 1)
+	poke := func(any) {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    poke,
+		UpdateFunc: func(_, o any) { poke(o) },
+		DeleteFunc: poke,
+	})
+	if err != nil {
+		return nil, err
+	}
+	go inf.RunWithContext(ctx)
+	go func() {
+		// An empty first list delivers no event: evaluate once synced.
+		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			poke(nil)
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case err := <-failed:
+			return nil, err
+		case <-kick:
+		}
+		if !reg.HasSynced() {
+			continue
+		}
+		matched, done, progress := evaluate(spec, inf.GetStore().List())
+		rep.report(progress)
+		if done {
+			return matched, nil
+		}
+	}
+}
+
+// evaluate decides whether the objects the informer holds satisfy spec.
+func evaluate(spec Spec, items []any) ([]*unstructured.Unstructured, bool, Progress) {
+	objs := make([]*unstructured.Unstructured, 0, len(items))
+	for _, it := range items {
+		if u, ok := it.(*unstructured.Unstructured); ok {
+			objs = append(objs, u)
+		}
+	}
+	sort.Slice(objs, func(i, j int) bool {
+		if objs[i].GetNamespace() != objs[j].GetNamespace() {
+			return objs[i].GetNamespace() < objs[j].GetNamespace()
+		}
+		return objs[i].GetName() < objs[j].GetName()
+	})
+	if len(objs) == 0 {
+		// The condition decides what no object means: not yet for Created,
+		// done for Deleted.
+		ok, why := spec.Cond.Check(nil)
+		if spec.Mode == AtLeast && spec.N <= 0 {
+			ok = true
+		}
+		if ok {
+			return nil, true, Progress{State: "done", Seen: "no object"}
+		}
+		if why == "" {
+			why = "not found"
+		}
+		return nil, false, Progress{State: "not found", Seen: why}
+	}
+	var matched []*unstructured.Unstructured
+	var firstWhy string
+	for _, o := range objs {
+		ok, why := spec.Cond.Check(o)
+		if ok {
+			matched = append(matched, o.DeepCopy())
+		} else if firstWhy == "" {
+			firstWhy = name(o) + ": " + why
+		}
+	}
+	var done bool
+	switch spec.Mode {
+	case All:
+		done = len(matched) == len(objs)
+	case AtLeast:
+		done = len(matched) >= spec.N
+	default:
+		done = len(matched) > 0
+	}
+	if done {
+		return matched, true, Progress{State: "done", Seen: fmt.Sprintf("%d of %d match", len(matched), len(objs))}
+	}
+	seen := firstWhy
+	if spec.Name == "" {
+		seen = fmt.Sprintf("%d of %d match; %s", len(matched), len(objs), firstWhy)
+	} else if i := strings.Index(firstWhy, ": "); i >= 0 {
+		seen = firstWhy[i+2:]
+	}
+	return nil, false, Progress{State: "not matching", Seen: seen}
+}
+
+func name(o *unstructured.Unstructured) string {
+	if o.GetNamespace() != "" {
+		return o.GetNamespace() + "/" + o.GetName()
+	}
+	return o.GetName()
+}
+
+// forbidden explains an RBAC refusal and the rule that would lift it.
+func forbidden(m *meta.RESTMapping, ns, name string, err error) error {
+	where, role := "cluster-wide", "ClusterRole"
+	if ns != "" {
+		where, role = fmt.Sprintf("in namespace %q", ns), "Role in "+ns
+	}
+	rule := fmt.Sprintf("{apiGroups: [%q], resources: [%q], verbs: [get, list, watch]}", m.Resource.Group, m.Resource.Resource)
+	if name != "" {
+		rule += fmt.Sprintf(" (narrow it with resourceNames: [%q])", name)
+	}
+	return fmt.Errorf("%w: list and watch %s %s: add to a %s bound to this identity the rule %s: %v", ErrForbidden, m.Resource.GroupResource(), where, role, rule, err)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
