@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/vigilkit/vigil/internal/gaterun"
@@ -56,6 +57,8 @@ func InitContainerName(phase int) string { return fmt.Sprintf("gate-phase-%d", p
 func ExecuteModule(ctx context.Context, m Module, args []string, out, errOut io.Writer) int {
 	log := logr.FromSlogHandler(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctrllog.SetLogger(log)
+	// client-go reports watch errors through klog: send them to the same log.
+	klog.SetLogger(log)
 	ctx = logr.NewContext(ctx, log)
 	root := NewModuleCommand(m, out, errOut)
 	root.SetArgs(args)

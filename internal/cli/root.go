@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/vigilkit/vigil/internal/gaterun"
@@ -40,6 +41,8 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 func Execute(ctx context.Context, args []string, out, errOut io.Writer) int {
 	log := logr.FromSlogHandler(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctrllog.SetLogger(log)
+	// client-go reports watch errors through klog: send them to the same log.
+	klog.SetLogger(log)
 	ctx = logr.NewContext(ctx, log)
 
 	root := NewRootCommand(out, errOut)

@@ -1,0 +1,210 @@
+package vigil_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/cli"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+var env *vigiltest.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
+}
+
+// Every definition mistake is reported before anything starts, with the file
+// and line of the call that made it.
+func TestDefinitionMistakesNameTheirCallSite(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		define func(m *vigil.Module)
+		want   []string
+	}{
+		{"invalid CEL", func(m *vigil.Module) {
+			vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").ToBe(gate.CEL("object.data.x =="))
+		}, []string{"gates_test.go:", "CEL"}},
+		{"invalid JSONPath", func(m *vigil.Module) {
+			vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").ToBe(gate.JSONPath("{.data[", "x"))
+		}, []string{"gates_test.go:", "{.data["}},
+		{"negative phase", func(m *vigil.Module) {
+			vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").InPhase(-1).ToBeCreated(nil)
+		}, []string{"gates_test.go:", "InPhase(-1)"}},
+		{"two gates with one name", func(m *vigil.Module) {
+			vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").Named("same").ToBeCreated(nil)
+			vigil.WaitFor(m, &corev1.Secret{}).WithName("b").Named("same").ToBeCreated(nil)
+		}, []string{`gate name "same" is already used by the gate at gates_test.go:`}},
+		{"selector with no outcome", func(m *vigil.Module) {
+			vigil.WaitFor(m, &corev1.ConfigMap{}).WithLabel("app", "x")
+		}, []string{"gates_test.go:", "has no outcome"}},
+		{"established on a ConfigMap", func(m *vigil.Module) {
+			vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").ToBe(gate.Established())
+		}, []string{"gates_test.go:", "Established"}},
+		{"two outcomes", func(m *vigil.Module) {
+			vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").ToBeCreated(nil).ToBeDeleted()
+		}, []string{"gates_test.go:", "ToBeDeleted after ToBeCreated"}},
+		{"fallback without timeout", func(m *vigil.Module) {
+			vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").
+				OnTimeout(func(context.Context) (*corev1.ConfigMap, error) { return nil, nil }).ToBeCreated(nil)
+		}, []string{"has OnTimeout but no Timeout"}},
+		{"type not in the scheme", func(m *vigil.Module) {
+			vigil.WaitFor(m, &notRegistered{}).WithName("a").ToBeCreated(nil)
+		}, []string{"gates_test.go:", "not registered in the module's scheme"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := vigil.NewModule("mod", vigil.Options{})
+			tc.define(m)
+			err := m.Validate()
+			if err == nil {
+				t.Fatal("Validate() = nil, want the mistake")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+				}
+			}
+			// The binary refuses to run any role with them.
+			if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != cli.ExitFailed {
+				t.Errorf("plan with definition mistakes: exit %d, want %d", code, cli.ExitFailed)
+			}
+		})
+	}
+}
+
+type notRegistered struct{ corev1.ConfigMap }
+
+func kubeconfig(t *testing.T) string {
+	t.Helper()
+	data, err := env.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Typed gates hand typed objects to their callbacks, sets get the matched
+// set, and the main process reads the results with GateResult.
+func TestTypedGatesAndGateResult(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	handoff := t.TempDir()
+	t.Setenv(vigil.EnvHandoffDir, handoff)
+	for i, name := range []string{"ex-a", "ex-b", "other"} {
+		app := "exemption"
+		if i == 2 {
+			app = "other"
+		}
+		c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": app}}, Data: map[string]string{"policy": "privileged"}}
+		if err := env.Client.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := vigil.NewModule("typed", vigil.Options{Namespace: ns})
+	var gotCRD *apiextensionsv1.CustomResourceDefinition
+	var gotSet []*corev1.ConfigMap
+	vigil.WaitFor(m, &apiextensionsv1.CustomResourceDefinition{}).
+		WithName("stores.vigil.dev").
+		ToBe(gate.Established()).
+		Then(func(_ context.Context, crd *apiextensionsv1.CustomResourceDefinition, _ vigil.Store) error {
+			gotCRD = crd
+			return nil
+		})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).
+		InNamespace(ns).WithLabel("app", "exemption").Named("exemptions").
+		AtLeast(2).
+		ToMatch(func(c *corev1.ConfigMap) bool { return c.Data["policy"] == "privileged" }).
+		Then(func(_ context.Context, cms []*corev1.ConfigMap, _ vigil.Store) error {
+			gotSet = cms
+			return nil
+		})
+	vigil.Sample(m, func(context.Context) (int, error) { return 42, nil }, vigil.Every(time.Second)).
+		Named("answer").ToMatch(func(n int) bool { return n == 42 })
+	// The Store CRD must exist for the CRD gate: any Store start installs it.
+	if err := env.InstallCRDYAML(storeCRD(t)); err != nil {
+		t.Fatal(err)
+	}
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cli.ExitOK {
+		t.Fatalf("gate --phase 0: exit %d", code)
+	}
+	if gotCRD == nil || gotCRD.Spec.Group != "vigil.dev" {
+		t.Fatalf("CRD callback got %+v", gotCRD)
+	}
+	if len(gotSet) != 2 || gotSet[0].Name != "ex-a" || gotSet[1].Name != "ex-b" {
+		t.Fatalf("set callback got %d objects, want ex-a and ex-b", len(gotSet))
+	}
+	set, found, err := vigil.GateResult[[]corev1.ConfigMap](m, "exemptions")
+	if err != nil || !found || len(set) != 2 || set[1].Data["policy"] != "privileged" {
+		t.Fatalf("GateResult(exemptions) = %v, %v, %v", set, found, err)
+	}
+	answer, found, err := vigil.GateResult[int](m, "answer")
+	if err != nil || !found || answer != 42 {
+		t.Fatalf("GateResult(answer) = %v, %v, %v", answer, found, err)
+	}
+	if _, found, err := vigil.GateResult[int](m, "never-ran"); found || err != nil {
+		t.Fatalf("GateResult of a gate that never ran: found %v, err %v", found, err)
+	}
+}
+
+func storeCRD(t *testing.T) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	if code := cli.Execute(t.Context(), []string{"store", "crd"}, &out, &out); code != 0 {
+		t.Fatalf("vigil store crd: %s", out.String())
+	}
+	return out.Bytes()
+}
+
+// A required gate with a timeout that expires ends the phase with exit 124.
+func TestRequiredGateTimeoutExits124(t *testing.T) {
+	ns := env.Namespace(t)
+	m := vigil.NewModule("slow", vigil.Options{Namespace: ns})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("never").InNamespace(ns).Timeout(300 * time.Millisecond).ToBeCreated(nil)
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	term := filepath.Join(t.TempDir(), "termination-log")
+	code := vigil.Execute(t.Context(), m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t), "--termination-log", term})
+	if code != cli.ExitTimedOut {
+		t.Fatalf("exit %d, want %d", code, cli.ExitTimedOut)
+	}
+	summary, err := os.ReadFile(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(summary), "configmap-never: timed out") || !strings.Contains(string(summary), "not found") {
+		t.Fatalf("termination message %q: want the gate, its state and what it last saw", summary)
+	}
+}
+
+// A callback's gate.Permanent error fails the phase at once with exit 1.
+func TestPermanentCallbackErrorExits1(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"}}); err != nil {
+		t.Fatal(err)
+	}
+	m := vigil.NewModule("strict", vigil.Options{Namespace: ns})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("bad").InNamespace(ns).
+		ToBeCreated(func(context.Context, *corev1.ConfigMap, vigil.Store) error {
+			return gate.Permanent(errors.New("the config is malformed"))
+		})
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cli.ExitFailed {
+		t.Fatalf("exit %d, want %d", code, cli.ExitFailed)
+	}
+}
