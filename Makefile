@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test control-plane vet staticcheck unit generate bench-store
+.PHONY: test control-plane vet staticcheck unit generate bench-store bench-gates
 
 ## test: build the control plane if needed, then vet, staticcheck and every test
 test:
@@ -42,3 +42,8 @@ generate:
 bench-store:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkStore' -benchtime 2000x ./store/
+
+## bench-gates: gate reaction latency, kubectl wait for comparison, a satisfied gate as a process
+bench-gates:
+	@assets="$$(hack/control-plane.sh)"; \
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkGates' -benchtime 200x -timeout 30m ./internal/waitfor/

@@ -1,0 +1,207 @@
+package waitfor_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/waitfor"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+// figures of the last run of each benchmark, for the summary line.
+var bench struct {
+	mu           sync.Mutex
+	react        []time.Duration
+	kubectl      []time.Duration
+	satisfied    []time.Duration
+	satisfiedRSS int64 // KiB, the most of any run
+}
+
+// BenchmarkGates measures, against the real API server: how soon a waiting
+// gate sees an object created (reaction), the same for `kubectl wait
+// --for=create`, and an already-satisfied gate run as a process.
+func BenchmarkGates(b *testing.B) {
+	b.Run("react", benchReact)
+	b.Run("kubectl-wait", benchKubectl)
+	b.Run("satisfied-exec", benchSatisfied)
+	printGatesSummary(b)
+}
+
+// benchReact: a gate waits; the object is created; the time from the create
+// being sent to the gate being done.
+func benchReact(b *testing.B) {
+	ns := env.Namespace(b)
+	w := newWaiter(b, env.Config)
+	var lat []time.Duration
+	for i := range b.N {
+		name := fmt.Sprint("react-", i)
+		listed := make(chan struct{})
+		var once sync.Once
+		done := make(chan error, 1)
+		var finished time.Time
+		go func() {
+			_, err := w.Wait(b.Context(), waitfor.Spec{GVK: configMapGVK, Namespace: ns, Name: name, Cond: gate.Created()}, func(p waitfor.Progress) {
+				if p.State == "not found" {
+					once.Do(func() { close(listed) })
+				}
+			})
+			finished = time.Now()
+			done <- err
+		}()
+		<-listed
+		// From the create's start: the watch event often arrives before the
+		// create's own response.
+		issued := time.Now()
+		if err := env.Client.Create(b.Context(), cm(ns, name, nil, nil)); err != nil {
+			b.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, finished.Sub(issued))
+	}
+	report(b, lat)
+	bench.mu.Lock()
+	bench.react = lat
+	bench.mu.Unlock()
+}
+
+// benchKubectl: the same with kubectl wait --for=create, started well before
+// the create so that it is polling.
+func benchKubectl(b *testing.B) {
+	ns := env.Namespace(b)
+	kc := writeKubeconfig(b)
+	kubectl := filepath.Join(env.BinDir, "kubectl")
+	var lat []time.Duration
+	for i := range b.N {
+		name := fmt.Sprint("kubectl-", i)
+		cmd := exec.Command(kubectl, "wait", "--for=create", "configmap/"+name, "-n", ns, "--timeout=60s", "--kubeconfig", kc)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // started and polling
+		issued := time.Now()
+		if err := env.Client.Create(b.Context(), cm(ns, name, nil, nil)); err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			b.Fatalf("kubectl wait: %v", err)
+		}
+		lat = append(lat, time.Since(issued))
+	}
+	report(b, lat)
+	bench.mu.Lock()
+	bench.kubectl = lat
+	bench.mu.Unlock()
+}
+
+// benchSatisfied: an example module's phase whose gates already hold, run as
+// a process: exec to exit, and peak memory.
+func benchSatisfied(b *testing.B) {
+	ctx := b.Context()
+	ns := env.Namespace(b)
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "satisfied")
+	src := filepath.Join("..", "..", "examples", "phases")
+	if out, err := exec.Command("go", "build", "-o", bin, "./"+src).CombinedOutput(); err != nil {
+		b.Fatalf("build the example module: %v\n%s", err, out)
+	}
+	// Phase 0 of the example waits for its CRD and a ConfigMap: make both hold.
+	crds, err := vigiltest.DecodeCRDs([]byte(widgetCRDYAML))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := env.InstallCRDs(crds...); err != nil {
+		b.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
+		b.Fatal(err)
+	}
+	kc := writeKubeconfig(b)
+	var lat []time.Duration
+	var rss int64
+	b.ResetTimer()
+	for range b.N {
+		cmd := exec.Command(bin, "gate", "--phase", "0")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kc, "PHASES_NAMESPACE="+ns, "VIGIL_HANDOFF_DIR="+dir)
+		began := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("satisfied gate: %v\n%s", err, out)
+		}
+		lat = append(lat, time.Since(began))
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > rss {
+			rss = ru.Maxrss
+		}
+	}
+	report(b, lat)
+	b.ReportMetric(float64(rss)/1024, "peak-MiB")
+	bench.mu.Lock()
+	bench.satisfied, bench.satisfiedRSS = lat, rss
+	bench.mu.Unlock()
+}
+
+const widgetCRDYAML = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.vigil.dev
+spec:
+  group: example.vigil.dev
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+`
+
+func writeKubeconfig(b *testing.B) string {
+	data, err := env.KubeConfig()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := filepath.Join(b.TempDir(), "kubeconfig")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+func report(b *testing.B, lat []time.Duration) {
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	b.ReportMetric(ms(pct(s, 50)), "p50-ms")
+	b.ReportMetric(ms(pct(s, 99)), "p99-ms")
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[(len(sorted)-1)*p/100]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func printGatesSummary(b *testing.B) {
+	bench.mu.Lock()
+	defer bench.mu.Unlock()
+	sorted := func(d []time.Duration) []time.Duration { s := slices.Clone(d); slices.Sort(s); return s }
+	react, kubectl, satisfied := sorted(bench.react), sorted(bench.kubectl), sorted(bench.satisfied)
+	fmt.Printf("gates: react_p50=%.2fms react_p99=%.2fms kubectl_wait_p50=%.2fms satisfied_exec=%.2fms satisfied_rss=%.1fMiB\n",
+		ms(pct(react, 50)), ms(pct(react, 99)), ms(pct(kubectl, 50)), ms(pct(satisfied, 50)), float64(bench.satisfiedRSS)/1024)
+}
