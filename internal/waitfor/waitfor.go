@@ -20,11 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
@@ -120,17 +117,17 @@ type Waiter struct {
 
 // New returns a Waiter for the API server cfg talks to.
 func New(cfg *rest.Config, log logr.Logger) (*Waiter, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	mapper, err := newLazyMapper(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("discovery client: %w", err)
+		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := dynamic.NewForConfigAndClient(cfg, mapper.hc)
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
 	return &Waiter{
 		dyn:     dyn,
-		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+		mapper:  mapper,
 		log:     log,
 		crdPoll: 2 * time.Second,
 	}, nil
