@@ -110,11 +110,11 @@ func (a moduleApp) PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Lo
 		}
 		rg := gaterun.Gate{Name: g.id(), Phase: g.phase, WaitsFor: g.describe(), Timeout: g.timeout, Optional: g.optional}
 		if g.sample != nil {
-			rg.Run = func(ctx context.Context, seen func(string)) (any, error) { return g.sample.run(ctx, seen, st) }
+			rg.Run = func(ctx context.Context, seen gaterun.Seen) (any, error) { return g.sample.run(ctx, seen, st) }
 		} else {
 			spec := g.waitSpec()
-			rg.Run = func(ctx context.Context, seen func(string)) (any, error) {
-				objs, err := waiter.Wait(ctx, spec, func(p waitfor.Progress) { seen(p.Seen) })
+			rg.Run = func(ctx context.Context, seen gaterun.Seen) (any, error) {
+				objs, err := waiter.Wait(ctx, spec, func(p waitfor.Progress) { seen(p.State == waitfor.StateNotMatching, p.Seen) })
 				if err != nil {
 					if errors.Is(err, waitfor.ErrForbidden) || errors.Is(err, waitfor.ErrNotServable) {
 						return nil, gate.Permanent(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/gaterun"
 )
 
 // Interval is how often something is done.
@@ -23,7 +24,7 @@ type sampleDef struct {
 	sampleTimeout time.Duration
 	// run samples until match holds, reporting what it saw, runs the
 	// callback and returns the matching sample.
-	run func(ctx context.Context, seen func(string), s Store) (any, error)
+	run func(ctx context.Context, seen gaterun.Seen, s Store) (any, error)
 }
 
 // SampleBuilder declares a gate that polls a function rather than watching
@@ -46,7 +47,7 @@ func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Int
 		every.every = time.Second
 	}
 	g.sample = &sampleDef{every: every.every, sampleTimeout: every.every}
-	g.sample.run = func(ctx context.Context, seen func(string), s Store) (any, error) {
+	g.sample.run = func(ctx context.Context, seen gaterun.Seen, s Store) (any, error) {
 		v, err := runSample(ctx, fn, b.match, g.sample, seen)
 		if err != nil {
 			return nil, err
@@ -57,7 +58,7 @@ func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Int
 	return b
 }
 
-func runSample[S any](ctx context.Context, fn func(context.Context) (S, error), match func(S) bool, def *sampleDef, seen func(string)) (S, error) {
+func runSample[S any](ctx context.Context, fn func(context.Context) (S, error), match func(S) bool, def *sampleDef, seen gaterun.Seen) (S, error) {
 	var zero S
 	failures := 0
 	for {
@@ -70,14 +71,14 @@ func runSample[S any](ctx context.Context, fn func(context.Context) (S, error), 
 			return zero, err
 		case err != nil:
 			failures++
-			seen("sample failed: " + err.Error())
+			seen(false, "sample failed: "+err.Error())
 			// Back off: twice the interval per failure in a row, at most ten intervals.
 			wait = def.every * time.Duration(min(1<<min(failures, 4), 10))
 		case match == nil || match(v):
 			return v, nil
 		default:
 			failures = 0
-			seen(fmt.Sprintf("sample %s, not matching", truncate(fmt.Sprintf("%+v", v), 120)))
+			seen(true, fmt.Sprintf("sample %s, not matching", truncate(fmt.Sprintf("%+v", v), 120)))
 		}
 		// Jitter of up to a tenth keeps replicas from sampling in lockstep.
 		wait += time.Duration(rand.Int64N(int64(wait)/10 + 1))

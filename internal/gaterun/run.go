@@ -26,11 +26,16 @@ type Gate struct {
 	Timeout  time.Duration
 	Optional bool
 	// Run waits and runs the gate's callback; it returns the result to hand
-	// off. seen is called with what the wait last saw.
-	Run func(ctx context.Context, seen func(string)) (any, error)
+	// off. seen is called with what the wait last saw, and whether that was
+	// the object (or sample) itself, just not as wanted yet.
+	Run func(ctx context.Context, seen Seen) (any, error)
 	// Fallback, when set, produces the result when the timeout expires.
 	Fallback func(ctx context.Context) (any, error)
 }
+
+// Seen reports what a waiting gate saw: found is true when it saw what it
+// waits on (the object, a sample) but not yet as wanted.
+type Seen func(found bool, what string)
 
 // EventSink records Kubernetes Events on the gate's Pod.
 type EventSink interface {
@@ -146,7 +151,7 @@ func runGate(ctx context.Context, phase int, g Gate, opts Options, log logr.Logg
 		}
 		d := backoff.Step()
 		log.Error(err, "gate callback failed; retrying", "in", d.Round(time.Millisecond).String())
-		st.saw("callback failed: " + err.Error())
+		st.saw(true, "callback failed: "+err.Error())
 		select {
 		case <-gctx.Done():
 		case <-time.After(d):
@@ -195,14 +200,19 @@ type state struct {
 	reason string
 }
 
-func (s *state) saw(what string) {
+func (s *state) saw(found bool, what string) {
 	s.mu.Lock()
 	changed := what != s.seen
 	s.seen = what
 	s.mu.Unlock()
-	if changed && what != "" {
-		s.log.V(1).Info("gate saw", "seen", what)
-		s.set("Seen", fmt.Sprintf("gate %s (phase %d) waits for %s; last seen: %s", s.gate.Name, s.phase, s.gate.WaitsFor, what), false)
+	if !changed || what == "" {
+		return
+	}
+	s.log.V(1).Info("gate saw", "seen", what)
+	if found {
+		s.set("Seen", fmt.Sprintf("gate %s (phase %d) waits for %s; seen, not as wanted yet: %s", s.gate.Name, s.phase, s.gate.WaitsFor, what), false)
+	} else {
+		s.set("Waiting", fmt.Sprintf("gate %s (phase %d) waits for %s; %s", s.gate.Name, s.phase, s.gate.WaitsFor, what), false)
 	}
 }
 
@@ -216,10 +226,10 @@ func (s *state) lastSeen() string {
 }
 
 // set records a change of state as an Event; repeats of one state are not
-// recorded again.
+// recorded again, however what was seen changes.
 func (s *state) set(reason, msg string, warning bool) {
 	s.mu.Lock()
-	same := reason == s.reason && reason != "Seen"
+	same := reason == s.reason
 	s.reason = reason
 	s.mu.Unlock()
 	if same || s.events == nil {

@@ -47,8 +47,8 @@ func opts(t *testing.T) (gaterun.Options, *events) {
 
 // blockUntil is a gate that waits until ready is closed, then returns result.
 func blockUntil(name string, ready <-chan struct{}, result any) gaterun.Gate {
-	return gaterun.Gate{Name: name, WaitsFor: "the test", Run: func(ctx context.Context, seen func(string)) (any, error) {
-		seen("not yet")
+	return gaterun.Gate{Name: name, WaitsFor: "the test", Run: func(ctx context.Context, seen gaterun.Seen) (any, error) {
+		seen(false, "not yet")
 		select {
 		case <-ready:
 			return result, nil
@@ -65,7 +65,7 @@ func TestPhaseRunsGatesConcurrently(t *testing.T) {
 	var running atomic.Int32
 	var peak atomic.Int32
 	gate := func(name string, d time.Duration) gaterun.Gate {
-		return gaterun.Gate{Name: name, WaitsFor: "time", Run: func(ctx context.Context, _ func(string)) (any, error) {
+		return gaterun.Gate{Name: name, WaitsFor: "time", Run: func(ctx context.Context, _ gaterun.Seen) (any, error) {
 			n := running.Add(1)
 			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 			}
@@ -161,7 +161,7 @@ func TestOptionalAndFallback(t *testing.T) {
 func TestRetryAndPermanent(t *testing.T) {
 	o, _ := opts(t)
 	var calls atomic.Int32
-	flaky := gaterun.Gate{Name: "flaky", WaitsFor: "x", Run: func(context.Context, func(string)) (any, error) {
+	flaky := gaterun.Gate{Name: "flaky", WaitsFor: "x", Run: func(context.Context, gaterun.Seen) (any, error) {
 		if calls.Add(1) < 3 {
 			return nil, errors.New("store not ready")
 		}
@@ -171,7 +171,7 @@ func TestRetryAndPermanent(t *testing.T) {
 		t.Fatalf("err %v after %d calls, want success on the third", err, calls.Load())
 	}
 	never := make(chan struct{})
-	broken := gaterun.Gate{Name: "broken", WaitsFor: "x", Run: func(context.Context, func(string)) (any, error) {
+	broken := gaterun.Gate{Name: "broken", WaitsFor: "x", Run: func(context.Context, gaterun.Seen) (any, error) {
 		return nil, gate.Permanent(errors.New("exemptions are malformed"))
 	}}
 	began := time.Now()

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -97,9 +99,17 @@ func (s Spec) Describe() string {
 	return b.String()
 }
 
+// States of a wait, as Progress reports them.
+const (
+	StateWaitingForType = "waiting for type"
+	StateNotFound       = "not found"
+	StateNotMatching    = "not matching"
+	StateDone           = "done"
+)
+
 // Progress is what a wait has seen so far.
 type Progress struct {
-	// State is one of "waiting for type", "not found", "not matching" and "done".
+	// State is one of the State constants.
 	State string
 	// Seen says what was last seen, for example "status.phase=Pending, want Ready".
 	Seen string
@@ -113,7 +123,13 @@ type Waiter struct {
 	// crdPoll is how often discovery is asked again while a type is missing
 	// and CRDs cannot be watched.
 	crdPoll time.Duration
+	// gone counts watches that ended in 410 Gone: the informer recovers by
+	// relisting, quietly.
+	gone atomic.Int64
 }
+
+// Gone is the number of watches that ended in 410 Gone and were relisted.
+func (w *Waiter) Gone() int64 { return w.gone.Load() }
 
 // New returns a Waiter for the API server cfg talks to.
 func New(cfg *rest.Config, log logr.Logger) (*Waiter, error) {
@@ -195,7 +211,7 @@ func (w *Waiter) resolve(ctx context.Context, gvk schema.GroupVersionKind, rep *
 			return m, nil
 		}
 		if !meta.IsNoMatchError(err) {
-			rep.report(Progress{State: "waiting for type", Seen: "discovery failed: " + err.Error()})
+			rep.report(Progress{State: StateWaitingForType, Seen: "discovery failed: " + err.Error()})
 			if err := sleep(ctx, backoff.Step()); err != nil {
 				return nil, err
 			}
@@ -208,14 +224,14 @@ func (w *Waiter) resolve(ctx context.Context, gvk schema.GroupVersionKind, rep *
 		}
 		if crdSeen {
 			// The CRD is Established but discovery has not caught up yet.
-			rep.report(Progress{State: "waiting for type", Seen: fmt.Sprintf("CRD for %s established; waiting for discovery", gvk.GroupKind())})
+			rep.report(Progress{State: StateWaitingForType, Seen: fmt.Sprintf("CRD for %s established; waiting for discovery", gvk.GroupKind())})
 			if err := sleep(ctx, 100*time.Millisecond); err != nil {
 				return nil, err
 			}
 			w.mapper.Reset()
 			continue
 		}
-		rep.report(Progress{State: "waiting for type", Seen: fmt.Sprintf("%s is not served yet: no CustomResourceDefinition for it is established", gvk)})
+		rep.report(Progress{State: StateWaitingForType, Seen: fmt.Sprintf("%s is not served yet: no CustomResourceDefinition for it is established", gvk)})
 		if err := w.waitForCRD(ctx, gvk); err != nil {
 			return nil, err
 		}
@@ -317,7 +333,19 @@ func (w *Waiter) watch(ctx context.Context, spec Spec, mapping *meta.RESTMapping
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			options(&o)
-			return ri.Watch(ctx, o)
+			wi, err := ri.Watch(ctx, o)
+			if err != nil {
+				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					w.gone.Add(1)
+				}
+				return nil, err
+			}
+			return watch.Filter(wi, func(ev watch.Event) (watch.Event, bool) {
+				if st, ok := ev.Object.(*metav1.Status); ok && ev.Type == watch.Error && st.Code == http.StatusGone {
+					w.gone.Add(1)
+				}
+				return ev, true
+			}), nil
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
@@ -396,12 +424,12 @@ func evaluate(spec Spec, items []any) ([]*unstructured.Unstructured, bool, Progr
 			ok = true
 		}
 		if ok {
-			return nil, true, Progress{State: "done", Seen: "no object"}
+			return nil, true, Progress{State: StateDone, Seen: "no object"}
 		}
 		if why == "" {
 			why = "not found"
 		}
-		return nil, false, Progress{State: "not found", Seen: why}
+		return nil, false, Progress{State: StateNotFound, Seen: why}
 	}
 	var matched []*unstructured.Unstructured
 	var firstWhy string
@@ -423,7 +451,7 @@ func evaluate(spec Spec, items []any) ([]*unstructured.Unstructured, bool, Progr
 		done = len(matched) > 0
 	}
 	if done {
-		return matched, true, Progress{State: "done", Seen: fmt.Sprintf("%d of %d match", len(matched), len(objs))}
+		return matched, true, Progress{State: StateDone, Seen: fmt.Sprintf("%d of %d match", len(matched), len(objs))}
 	}
 	seen := firstWhy
 	if spec.Name == "" {
@@ -431,7 +459,7 @@ func evaluate(spec Spec, items []any) ([]*unstructured.Unstructured, bool, Progr
 	} else if i := strings.Index(firstWhy, ": "); i >= 0 {
 		seen = firstWhy[i+2:]
 	}
-	return nil, false, Progress{State: "not matching", Seen: seen}
+	return nil, false, Progress{State: StateNotMatching, Seen: seen}
 }
 
 func name(o *unstructured.Unstructured) string {

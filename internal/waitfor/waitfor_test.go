@@ -459,7 +459,9 @@ func TestGoneMidWait(t *testing.T) {
 	}
 	w := newWaiter(t, proxy.Config())
 	ch := waitAsync(ctx, w, waitfor.Spec{GVK: configMapGVK, Namespace: ns, Name: "settings", Cond: gate.JSONPath("{.data.mode}", "final")}, nil)
-	notWithin(t, ch, 500*time.Millisecond)
+	// client-go relists at once after a watch that lasted under a second; an
+	// older one it resumes from its resourceVersion, which is what meets 410.
+	notWithin(t, ch, 1500*time.Millisecond)
 	proxy.Outage(2 * time.Second)
 	for i := 1; i <= 5; i++ {
 		obj.Data["mode"] = fmt.Sprint(i)
@@ -476,6 +478,9 @@ func TestGoneMidWait(t *testing.T) {
 	}
 	if r := within(t, ch, 30*time.Second); r.err != nil || len(r.objs) != 1 {
 		t.Fatalf("result %+v", r)
+	}
+	if w.Gone() == 0 {
+		t.Fatal("the resumed watch never met 410 Gone, so the relist after it was not exercised")
 	}
 }
 
