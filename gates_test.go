@@ -208,3 +208,47 @@ func TestPermanentCallbackErrorExits1(t *testing.T) {
 		t.Fatalf("exit %d, want %d", code, cli.ExitFailed)
 	}
 }
+
+// A sample that fails or hangs is retried with backoff, each call bounded by
+// the sample timeout, until one matches; the first sample is taken at once.
+func TestSampleRetriesErrorsAndHangs(t *testing.T) {
+	ctx := t.Context()
+	m := vigil.NewModule("sampler", vigil.Options{Namespace: env.Namespace(t)})
+	var calls []time.Time
+	vigil.Sample(m, func(ctx context.Context) (string, error) {
+		calls = append(calls, time.Now())
+		switch len(calls) {
+		case 1:
+			return "", errors.New("license server unreachable")
+		case 2:
+			<-ctx.Done() // hangs until the sample timeout
+			return "", ctx.Err()
+		case 3:
+			return "expired", nil
+		default:
+			return "valid", nil
+		}
+	}, vigil.Every(50*time.Millisecond)).Named("license").SampleTimeout(100 * time.Millisecond).
+		ToMatch(func(s string) bool { return s == "valid" })
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	began := time.Now()
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cli.ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	if len(calls) != 4 {
+		t.Fatalf("%d samples, want 4 (error, hang, no match, match)", len(calls))
+	}
+	if first := calls[0].Sub(began); first > time.Second {
+		t.Errorf("first sample after %s, want it at once", first)
+	}
+	if hang := calls[2].Sub(calls[1]); hang < 100*time.Millisecond {
+		t.Errorf("the hanging sample was given up after %s, before its 100ms timeout", hang)
+	}
+	if backoff := calls[1].Sub(calls[0]); backoff < 100*time.Millisecond {
+		t.Errorf("retry after an error came after %s, want a backoff of at least two intervals", backoff)
+	}
+	got, found, err := vigil.GateResult[string](m, "license")
+	if err != nil || !found || got != "valid" {
+		t.Fatalf("GateResult = %q, %v, %v", got, found, err)
+	}
+}
