@@ -86,18 +86,7 @@ func TestDefinitionMistakesNameTheirCallSite(t *testing.T) {
 
 type notRegistered struct{ corev1.ConfigMap }
 
-func kubeconfig(t *testing.T) string {
-	t.Helper()
-	data, err := env.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func kubeconfig(t *testing.T) string { return env.KubeConfigFile(t) }
 
 // Typed gates hand typed objects to their callbacks, sets get the matched
 // set, and the main process reads the results with GateResult.

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,32 +24,10 @@ func TestMain(m *testing.M) {
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
-const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.example.vigil.dev
-spec:
-  group: example.vigil.dev
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec:
-              type: object
-              properties:
-                size: {type: integer}
-`
-
 // proc is one run of the module binary, as the kubelet runs an init container.
 type proc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *vigiltest.Buffer
 	done   chan error
 }
 
@@ -59,7 +35,7 @@ func run(t *testing.T, bin string, envv []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), envv...)
-	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, stderr: &vigiltest.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -102,14 +78,7 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 		t.Fatalf("build the example: %v\n%s", err, out)
 	}
 	ns := env.Namespace(t)
-	kubeconfig, err := env.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kcPath := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kcPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kcPath := env.KubeConfigFile(t)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "phases-0"},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "module", Image: "phases"}}},
@@ -155,7 +124,11 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 			t.Fatalf("phase 0 log lacks %s, so its gates did not wait at once:\n%s", g, log0)
 		}
 	}
-	if err := env.InstallCRDYAML([]byte(widgetCRD)); err != nil {
+	crd, err := os.ReadFile("widgets-crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.InstallCRDYAML(crd); err != nil {
 		t.Fatal(err)
 	}
 	p0.exits(t, 20*time.Second)
@@ -246,21 +219,4 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	again.exits(t, 10*time.Second)
 	t.Logf("rerun of satisfied phase 0 took %s", time.Since(began))
 
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

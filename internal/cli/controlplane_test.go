@@ -7,12 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // `vigil controlplane up` gives a kubeconfig that the bundled kubectl can use,
@@ -25,7 +25,7 @@ func TestControlPlaneUpServesKubectl(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ready := make(chan string, 1)
-	var out, progress syncBuffer
+	var out, progress vigiltest.Buffer
 	opts := &cli.UpOptions{KubeconfigPath: path, Progress: &progress, Ready: func(p string) { ready <- p }}
 	done := make(chan error, 1)
 	go func() { done <- opts.Run(ctx, &out) }()
@@ -79,19 +79,4 @@ func TestExecuteExitCodes(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = vigiltest.Buffer

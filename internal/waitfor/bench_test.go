@@ -18,7 +18,6 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/waitfor"
-	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // figures of the last run of each benchmark, for the summary line.
@@ -120,11 +119,11 @@ func benchSatisfied(b *testing.B) {
 		b.Fatalf("build the example module: %v\n%s", err, out)
 	}
 	// Phase 0 of the example waits for its CRD and a ConfigMap: make both hold.
-	crds, err := vigiltest.DecodeCRDs([]byte(widgetCRDYAML))
+	crd, err := os.ReadFile(filepath.Join(src, "widgets-crd.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := env.InstallCRDs(crds...); err != nil {
+	if err := env.InstallCRDYAML(crd); err != nil {
 		b.Fatal(err)
 	}
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
@@ -163,24 +162,6 @@ func benchSatisfied(b *testing.B) {
 	bench.satisfied, bench.satisfiedRSS = lat, rss
 	bench.mu.Unlock()
 }
-
-const widgetCRDYAML = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.example.vigil.dev
-spec:
-  group: example.vigil.dev
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          x-kubernetes-preserve-unknown-fields: true
-`
 
 // watchPeak samples the process's VmHWM (peak resident set) every
 // millisecond until it exits, and returns a function giving the last sample,
@@ -223,17 +204,7 @@ func watchPeak(pid int) func() int64 {
 	}
 }
 
-func writeKubeconfig(b *testing.B) string {
-	data, err := env.KubeConfig()
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := filepath.Join(b.TempDir(), "kubeconfig")
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	return p
-}
+func writeKubeconfig(b *testing.B) string { return env.KubeConfigFile(b) }
 
 func report(b *testing.B, lat []time.Duration) {
 	s := slices.Clone(lat)
