@@ -78,5 +78,3 @@ func TestExecuteExitCodes(t *testing.T) {
 		t.Fatalf("unknown verb: exit code %d, want %d", code, cli.ExitFailed)
 	}
 }
-
-type syncBuffer = vigiltest.Buffer
