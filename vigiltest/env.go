@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +68,10 @@ type Env struct {
 	BinDir string
 
 	cp *controlplane.Instance
+
+	kubeconfigOnce sync.Once
+	kubeconfig     []byte
+	kubeconfigErr  error
 }
 
 // Start starts a control plane and waits until it serves. Call Stop when done.
@@ -143,9 +148,13 @@ func Run(m *testing.M, opts Options, env **Env) int {
 	return code
 }
 
-// KubeConfig returns a kubeconfig for an admin user, for tools such as kubectl.
+// KubeConfig returns a kubeconfig for an admin user, for tools such as
+// kubectl. The user is made once per control plane: safe from parallel tests.
 func (e *Env) KubeConfig() ([]byte, error) {
-	return e.cp.KubeConfig("vigiltest-admin", "system:masters")
+	e.kubeconfigOnce.Do(func() {
+		e.kubeconfig, e.kubeconfigErr = e.cp.KubeConfig("vigiltest-admin", "system:masters")
+	})
+	return e.kubeconfig, e.kubeconfigErr
 }
 
 // InstallCRDs creates the CRDs and waits until the API server serves them.

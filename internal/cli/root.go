@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -34,21 +35,32 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.SetErr(errOut)
 	root.AddCommand(newControlPlaneCommand(out, errOut))
 	root.AddCommand(newStoreCommand(out))
+	root.AddCommand(newWaitCommand(out, errOut))
 	return root
 }
 
 // Execute runs the vigil command line and returns the process exit code.
 func Execute(ctx context.Context, args []string, out, errOut io.Writer) int {
 	log := logr.FromSlogHandler(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctrllog.SetLogger(log)
-	// client-go reports watch errors through klog: send them to the same log.
-	klog.SetLogger(log)
+	setGlobalLoggers(log)
 	ctx = logr.NewContext(ctx, log)
 
 	root := NewRootCommand(out, errOut)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	return exitCode(errOut, err)
+}
+
+var globalLoggers sync.Once
+
+// setGlobalLoggers sends controller-runtime's and client-go's (klog) logs to
+// the process's log. They are process-wide: the first call wins, so that
+// commands run side by side in one process (tests) do not race.
+func setGlobalLoggers(log logr.Logger) {
+	globalLoggers.Do(func() {
+		ctrllog.SetLogger(log)
+		klog.SetLogger(log)
+	})
 }
 
 func exitCode(errOut io.Writer, err error) int {
