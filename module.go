@@ -7,12 +7,15 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/vigilkit/vigil/admission"
 )
 
 // Options configure a module.
@@ -23,6 +26,14 @@ type Options struct {
 	// such as &udsv1.ClusterConfig{} resolves to its group, version and kind;
 	// client-go's types and apiextensions/v1 when nil.
 	Scheme *runtime.Scheme
+	// FailurePolicy of the module's webhooks: how a binding that fails, panics
+	// or runs out of time is answered. Fail (deny, naming the binding) when
+	// empty; Ignore allows with a warning.
+	FailurePolicy admission.FailurePolicy
+	// WebhookTimeout is the webhooks' timeoutSeconds; 10s when zero. Bindings
+	// are given two seconds less, so the API server always hears the failure
+	// policy's answer rather than its own timeout.
+	WebhookTimeout time.Duration
 }
 
 // DefaultNamespace is the namespace of a module whose Options name none.
@@ -34,16 +45,33 @@ type Module struct {
 	name      string
 	namespace string
 	scheme    *runtime.Scheme
+	policy    admission.FailurePolicy
+	timeout   time.Duration
 
-	mu    sync.Mutex
-	errs  []error
-	gates []*gateDef
+	mu           sync.Mutex
+	errs         []error
+	gates        []*gateDef
+	capabilities []*Capability
+	bindings     []bindingDef
 }
 
 // NewModule starts the definition of the module called name, which must be a
 // DNS-1123 label: it names the module's Kubernetes objects.
 func NewModule(name string, opts Options) *Module {
-	m := &Module{name: name, namespace: opts.Namespace, scheme: opts.Scheme}
+	m := &Module{name: name, namespace: opts.Namespace, scheme: opts.Scheme, policy: opts.FailurePolicy, timeout: opts.WebhookTimeout}
+	switch m.policy {
+	case "":
+		m.policy = admission.Fail
+	case admission.Fail, admission.Ignore:
+	default:
+		m.recordf(1, "Options.FailurePolicy %q: expected Fail or Ignore", m.policy)
+	}
+	if m.timeout == 0 {
+		m.timeout = 10 * time.Second
+	}
+	if m.timeout < 3*time.Second || m.timeout > 30*time.Second {
+		m.recordf(1, "Options.WebhookTimeout %s: expected 3s to 30s (the API server allows 1s to 30s, and bindings get 2s less)", m.timeout)
+	}
 	if m.namespace == "" {
 		m.namespace = DefaultNamespace
 	}
@@ -87,6 +115,20 @@ func (m *Module) Validate() error {
 		if g.optional && g.timeout == 0 {
 			errs = append(errs, fmt.Errorf("%s: gate %s is Optional but has no Timeout, so it would never be skipped: add Timeout(d)", g.site, g.id()))
 		}
+	}
+	capSites := map[string]string{}
+	for _, c := range m.capabilities {
+		if other, ok := capSites[c.name]; ok {
+			errs = append(errs, fmt.Errorf("%s: capability %q is already declared at %s", c.site, c.name, other))
+		}
+		capSites[c.name] = c.site
+	}
+	bindingSites := map[string]string{}
+	for _, b := range m.bindings {
+		if other, ok := bindingSites[b.ID()]; ok {
+			errs = append(errs, fmt.Errorf("%s: binding %q of capability %q is already declared at %s: name it otherwise with Named", b.site, b.Name, b.Capability, other))
+		}
+		bindingSites[b.ID()] = b.site
 	}
 	return errors.Join(errs...)
 }

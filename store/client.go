@@ -213,6 +213,10 @@ func (s *Client) WaitForSync(ctx context.Context) error {
 	return nil
 }
 
+// Synced reports whether the local copy reflects the first list, without
+// waiting: for readiness probes.
+func (s *Client) Synced() bool { return s.started.Load() && s.informer.HasSynced() }
+
 // observe takes a version from the watch into the local copy and tells
 // subscribers what changed.
 func (s *Client) observe(o any, deleted bool) {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,10 +21,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/webhook"
 )
 
 // Module is what a module binary's command line needs of the module.
@@ -32,6 +33,17 @@ type Module interface {
 	Validate() error
 	Plan() []PlanPhase
 	PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Logger, phase int) ([]gaterun.Gate, error)
+	Admission(ctx context.Context, cfg *rest.Config, log logr.Logger, handoffDir string) (*AdmissionSetup, error)
+}
+
+// AdmissionSetup is what the admission role serves.
+type AdmissionSetup struct {
+	// Handler serves the admission paths.
+	Handler http.Handler
+	// Metrics serves Prometheus metrics.
+	Metrics http.Handler
+	// Ready reports what the module still waits for before it may serve.
+	Ready func() error
 }
 
 // PlanPhase is one phase of a module's gates, as `plan` prints it.
@@ -56,9 +68,7 @@ func InitContainerName(phase int) string { return fmt.Sprintf("gate-phase-%d", p
 // ExecuteModule runs a module binary's command line and returns its exit code.
 func ExecuteModule(ctx context.Context, m Module, args []string, out, errOut io.Writer) int {
 	log := logr.FromSlogHandler(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctrllog.SetLogger(log)
-	// client-go reports watch errors through klog: send them to the same log.
-	klog.SetLogger(log)
+	setGlobalLoggers(log)
 	ctx = logr.NewContext(ctx, log)
 	root := NewModuleCommand(m, out, errOut)
 	root.SetArgs(args)
@@ -105,6 +115,28 @@ gate without a Timeout waits without limit.`,
 	f.DurationVar(&g.Interval, "progress-interval", 5*time.Second, "how often a waiting gate logs what it waits for")
 	root.AddCommand(gateCmd)
 
+	a := &AdmissionOptions{}
+	admissionCmd := &cobra.Command{
+		Use:   "admission",
+		Short: "Serve the module's mutations and validations over HTTPS",
+		Long: `Serve the module's admission webhooks: POST /mutate/<module> and
+/validate/<module> (AdmissionReview v1), with /healthz, /readyz (ready once the
+gates' results are handed over and the Store is synced) and /metrics.
+
+On SIGTERM it reports itself not ready, keeps serving for --shutdown-delay while
+endpoints are withdrawn, then drains the requests in flight.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.Run(cmd.Context(), m) },
+	}
+	af := admissionCmd.Flags()
+	af.StringVar(&a.Addr, "addr", ":9443", "address to serve HTTPS on")
+	af.StringVar(&a.CertDir, "cert-dir", "/etc/vigil/tls", "folder holding the serving certificate as tls.crt and tls.key (reloaded on change)")
+	af.StringVar(&a.Kubeconfig, "kubeconfig", "", "kubeconfig file; in a pod, its ServiceAccount is used")
+	af.StringVar(&a.Context, "context", "", "kubeconfig context")
+	af.StringVar(&a.HandoffDir, "handoff-dir", envOr("VIGIL_HANDOFF_DIR", "/var/run/vigil"), "folder the gates' results were written to (env VIGIL_HANDOFF_DIR)")
+	af.DurationVar(&a.ShutdownDelay, "shutdown-delay", 5*time.Second, "how long to keep serving, not ready, after SIGTERM")
+	root.AddCommand(admissionCmd)
+
 	root.AddCommand(&cobra.Command{
 		Use:   "plan",
 		Short: "Print the module's phases, gates and the init containers its deployment gets",
@@ -148,6 +180,42 @@ func (o *GateOptions) Run(ctx context.Context, m Module, out io.Writer) error {
 	}
 	_, err = gaterun.RunPhase(ctx, o.Phase, gates, opts)
 	return err
+}
+
+// AdmissionOptions are the options of `<module> admission`.
+type AdmissionOptions struct {
+	Addr          string
+	CertDir       string
+	Kubeconfig    string
+	Context       string
+	HandoffDir    string
+	ShutdownDelay time.Duration
+	// Listening, when set, is told the address the server listens on.
+	Listening func(addr string)
+}
+
+// Run serves until ctx ends.
+func (o *AdmissionOptions) Run(ctx context.Context, m Module) error {
+	log := logr.FromContextOrDiscard(ctx).WithValues("module", m.Name())
+	cfg, err := LoadConfig(o.Kubeconfig, o.Context)
+	if err != nil {
+		return err
+	}
+	setup, err := m.Admission(ctx, cfg, log, o.HandoffDir)
+	if err != nil {
+		return err
+	}
+	return webhook.Serve(ctx, webhook.Options{
+		Addr:          o.Addr,
+		CertFile:      filepath.Join(o.CertDir, "tls.crt"),
+		KeyFile:       filepath.Join(o.CertDir, "tls.key"),
+		Handler:       setup.Handler,
+		Metrics:       setup.Metrics,
+		Ready:         setup.Ready,
+		ShutdownDelay: o.ShutdownDelay,
+		Listening:     o.Listening,
+		Log:           log,
+	})
 }
 
 // LoadConfig loads a client config the way kubectl does (flag, KUBECONFIG,

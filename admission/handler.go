@@ -1,0 +1,466 @@
+package admission
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/store"
+)
+
+// FailurePolicy is how the handler answers when a binding fails.
+type FailurePolicy string
+
+const (
+	// Fail denies the request, naming the binding that failed.
+	Fail FailurePolicy = "Fail"
+	// Ignore allows the request (without the failed mutations) with a warning.
+	Ignore FailurePolicy = "Ignore"
+)
+
+// Options configure a Handler.
+type Options struct {
+	// Module names the module; it is part of the paths.
+	Module string
+	// FailurePolicy answers for failed bindings; Fail when empty.
+	FailurePolicy FailurePolicy
+	// Timeout bounds the bindings of one request. Set it below the webhooks'
+	// timeoutSeconds so the API server always hears the failure policy's
+	// answer rather than its own timeout; 8s when zero.
+	Timeout time.Duration
+	// MaxBodyBytes bounds a request body; 7 MiB when zero (an object and its
+	// old version, each up to the API server's 3 MiB).
+	MaxBodyBytes int64
+	// Store returns the Store of a capability, as its handlers see it; nil
+	// when the module has none.
+	Store func(capability string) store.Store
+	// Metrics records requests; nil records nothing.
+	Metrics *Metrics
+	Log     logr.Logger
+}
+
+// MutatePath is where the module's mutations are served.
+func MutatePath(module string) string { return "/mutate/" + module }
+
+// ValidatePath is where the module's validations are served.
+func ValidatePath(module string) string { return "/validate/" + module }
+
+// Handler answers AdmissionReview requests with a module's bindings.
+type Handler struct {
+	opts     Options
+	mutate   []*Binding
+	validate []*Binding
+}
+
+// NewHandler returns a handler for the bindings.
+func NewHandler(bindings []Binding, opts Options) *Handler {
+	if opts.FailurePolicy == "" {
+		opts.FailurePolicy = Fail
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 8 * time.Second
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 7 << 20
+	}
+	if opts.Store == nil {
+		opts.Store = func(string) store.Store { return noStore{} }
+	}
+	h := &Handler{opts: opts}
+	for i := range bindings {
+		b := &bindings[i]
+		if b.Action == Mutate {
+			h.mutate = append(h.mutate, b)
+		} else {
+			h.validate = append(h.validate, b)
+		}
+	}
+	return h
+}
+
+// ServeHTTP serves the mutate and validate paths, and allows what comes for
+// any other path: a version of the module with other bindings may have
+// registered it during a rollout.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var action Action
+	switch r.URL.Path {
+	case MutatePath(h.opts.Module):
+		action = Mutate
+	case ValidatePath(h.opts.Module):
+		action = Validate
+	default:
+		action = -1
+	}
+	review, status, err := h.decode(w, r)
+	if err != nil {
+		h.opts.Log.Info("admission request refused", "path", r.URL.Path, "status", status, "err", err.Error())
+		http.Error(w, err.Error(), status)
+		return
+	}
+	var resp *admissionv1.AdmissionResponse
+	if action < 0 {
+		h.opts.Log.Info("admission request for a path this module version does not serve; allowed", "path", r.URL.Path, "kind", review.Request.Kind.Kind, "name", review.Request.Name)
+		resp = &admissionv1.AdmissionResponse{Allowed: true}
+	} else {
+		resp = h.review(r.Context(), action, review.Request)
+	}
+	resp.UID = review.Request.UID
+	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(&out); err != nil {
+		h.opts.Log.Error(err, "write admission response")
+	}
+}
+
+// decode reads an AdmissionReview v1 request, or says what is wrong with it.
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*admissionv1.AdmissionReview, int, error) {
+	if r.Method != http.MethodPost {
+		return nil, http.StatusMethodNotAllowed, fmt.Errorf("expected POST of an AdmissionReview, got %s", r.Method)
+	}
+	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
+		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("expected Content-Type application/json, got %q", r.Header.Get("Content-Type"))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("expected an AdmissionReview of at most %d bytes, got more", h.opts.MaxBodyBytes)
+		}
+		return nil, http.StatusBadRequest, fmt.Errorf("read request body: %w", err)
+	}
+	review, err := DecodeReview(body)
+	if err != nil {
+		return nil, http.StatusBadRequest, err
+	}
+	return review, 0, nil
+}
+
+// DecodeReview decodes an AdmissionReview v1 with a request, or says what was
+// expected and what was seen.
+func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
+	review := &admissionv1.AdmissionReview{}
+	if err := json.Unmarshal(body, review); err != nil {
+		return nil, fmt.Errorf("expected a JSON AdmissionReview (admission.k8s.io/v1): %w", err)
+	}
+	if review.APIVersion != admissionv1.SchemeGroupVersion.String() || review.Kind != "AdmissionReview" {
+		return nil, fmt.Errorf("expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, got apiVersion %q kind %q: list only v1 in the webhook's admissionReviewVersions", review.APIVersion, review.Kind)
+	}
+	if review.Request == nil {
+		return nil, errors.New("expected an AdmissionReview with a request, got none")
+	}
+	if review.Request.UID == "" {
+		return nil, errors.New("expected the request to carry a uid, got none")
+	}
+	return review, nil
+}
+
+// review runs the bindings for one request under the handler's deadline.
+func (h *Handler) review(ctx context.Context, action Action, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	bindings := h.mutate
+	if action == Validate {
+		bindings = h.validate
+	}
+	meta := metaOnce(req)
+	var run []*Binding
+	for _, b := range bindings {
+		if b.matches(req, meta) {
+			run = append(run, b)
+		}
+	}
+	if len(run) == 0 {
+		return &admissionv1.AdmissionResponse{Allowed: true}
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
+	defer cancel()
+	rv := &reviewRun{h: h, req: req, dryRun: req.DryRun != nil && *req.DryRun}
+	done := make(chan *admissionv1.AdmissionResponse, 1)
+	go func() { done <- rv.run(ctx, action, run) }()
+	select {
+	case resp := <-done:
+		return resp
+	case <-ctx.Done():
+		// The binding may ignore its context: answer without it.
+		b := rv.current.Load()
+		err := fmt.Errorf("did not finish within %s", h.opts.Timeout)
+		h.observe(b, "timeout", h.opts.Timeout)
+		return h.failed(b, err)
+	}
+}
+
+// reviewRun is one request's run through its bindings.
+type reviewRun struct {
+	h       *Handler
+	req     *admissionv1.AdmissionRequest
+	dryRun  bool
+	current atomic.Pointer[Binding]
+}
+
+// input is what binding b's typed request is made of, besides its objects.
+func (rv *reviewRun) input(b *Binding) *input {
+	st := rv.h.opts.Store(b.Capability)
+	if rv.dryRun {
+		st = dryRunStore{st}
+	}
+	return &input{raw: rv.req, store: st}
+}
+
+func (rv *reviewRun) run(ctx context.Context, action Action, bindings []*Binding) *admissionv1.AdmissionResponse {
+	objs := &objects{req: rv.req}
+	if action == Mutate {
+		return rv.mutate(ctx, bindings, objs)
+	}
+	var warnings []string
+	for _, b := range bindings {
+		rv.current.Store(b)
+		obj, old, err := objs.decode(b)
+		var v Verdict
+		if err == nil {
+			began := time.Now()
+			v, err = call(func() (Verdict, error) { return b.validate(ctx, obj, old, rv.input(b)) })
+			rv.h.observe(b, verdictLabel(v, err), time.Since(began))
+		}
+		if err != nil {
+			resp := rv.h.failed(b, err)
+			resp.Warnings = append(warnings, resp.Warnings...)
+			return resp
+		}
+		warnings = append(warnings, v.warnings...)
+		if v.denied {
+			return &admissionv1.AdmissionResponse{Allowed: false, Warnings: warnings, Result: &metav1.Status{
+				Status: metav1.StatusFailure, Code: v.code, Message: v.message, Reason: reasonFor(v.code),
+			}}
+		}
+	}
+	return &admissionv1.AdmissionResponse{Allowed: true, Warnings: warnings}
+}
+
+func (rv *reviewRun) mutate(ctx context.Context, bindings []*Binding, objs *objects) *admissionv1.AdmissionResponse {
+	for _, b := range bindings {
+		rv.current.Store(b)
+		obj, old, err := objs.decode(b)
+		if err == nil {
+			began := time.Now()
+			_, err = call(func() (Verdict, error) { return Verdict{}, b.mutate(ctx, obj, old, rv.input(b)) })
+			label := "mutated"
+			if err != nil {
+				label = "error"
+			}
+			rv.h.observe(b, label, time.Since(began))
+		}
+		if err != nil {
+			// A failed mutation may have left half its edits: none are sent.
+			return rv.h.failed(b, err)
+		}
+	}
+	patch, err := objs.patch()
+	if err != nil {
+		return rv.h.failed(rv.current.Load(), err)
+	}
+	resp := &admissionv1.AdmissionResponse{Allowed: true}
+	if len(patch) > 0 {
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = patch, &pt
+	}
+	return resp
+}
+
+// call runs a binding's function, turning a panic into an error.
+func call(fn func() (Verdict, error)) (v Verdict, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, firstFrames(debug.Stack(), 12))
+		}
+	}()
+	return fn()
+}
+
+func firstFrames(stack []byte, lines int) string {
+	parts := strings.SplitN(string(stack), "\n", lines+1)
+	if len(parts) > lines {
+		parts = parts[:lines]
+	}
+	return strings.Join(parts, "\n")
+}
+
+// failed answers for a binding that failed, by the failure policy.
+func (h *Handler) failed(b *Binding, err error) *admissionv1.AdmissionResponse {
+	id := "unknown"
+	if b != nil {
+		id = fmt.Sprintf("capability %q binding %q", b.Capability, b.Name)
+	}
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i] // the stack goes to the log, not to the client
+	}
+	h.opts.Log.Error(err, "admission binding failed", "binding", id, "failurePolicy", string(h.opts.FailurePolicy))
+	if h.opts.FailurePolicy == Ignore {
+		return &admissionv1.AdmissionResponse{Allowed: true, Warnings: []string{
+			fmt.Sprintf("vigil module %s: %s failed and was skipped (failurePolicy Ignore): %s", h.opts.Module, id, msg),
+		}}
+	}
+	return &admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Reason: metav1.StatusReasonInternalError,
+		Message: fmt.Sprintf("vigil module %s: %s failed (failurePolicy Fail): %s", h.opts.Module, id, msg),
+	}}
+}
+
+func (h *Handler) observe(b *Binding, verdict string, d time.Duration) {
+	if h.opts.Metrics == nil || b == nil {
+		return
+	}
+	h.opts.Metrics.observe(b, verdict, d)
+}
+
+func verdictLabel(v Verdict, err error) string {
+	switch {
+	case err != nil:
+		return "error"
+	case v.denied:
+		return "denied"
+	case len(v.warnings) > 0:
+		return "warned"
+	default:
+		return "allowed"
+	}
+}
+
+func reasonFor(code int32) metav1.StatusReason {
+	switch code {
+	case http.StatusForbidden:
+		return metav1.StatusReasonForbidden
+	case http.StatusBadRequest:
+		return metav1.StatusReasonBadRequest
+	case http.StatusUnprocessableEntity:
+		return metav1.StatusReasonInvalid
+	case http.StatusConflict:
+		return metav1.StatusReasonConflict
+	default:
+		return ""
+	}
+}
+
+// metaOnce decodes the object's metadata for filters, once, when first asked.
+func metaOnce(req *admissionv1.AdmissionRequest) func() Meta {
+	var m *Meta
+	return func() Meta {
+		if m != nil {
+			return *m
+		}
+		raw := req.Object.Raw
+		if req.Operation == admissionv1.Delete || len(raw) == 0 {
+			raw = req.OldObject.Raw
+		}
+		pom := &metav1.PartialObjectMetadata{}
+		_ = json.Unmarshal(raw, pom)
+		m = &Meta{Namespace: req.Namespace, Object: pom}
+		return *m
+	}
+}
+
+// objects holds a request's objects as the bindings see them: decoded once
+// into the Go type of the binding that needs them, carried from binding to
+// binding with their edits, and turned into a JSON patch at the end.
+type objects struct {
+	req *admissionv1.AdmissionRequest
+
+	cur, old client.Object
+	// normalized is the object as it came, re-encoded through the Go type:
+	// the patch is computed against it, so that fields the type encodes
+	// differently (a null creationTimestamp, say) are not patched.
+	normalized []byte
+}
+
+func (o *objects) decode(b *Binding) (obj, old client.Object, err error) {
+	raw := o.req.Object.Raw
+	if o.req.Operation == admissionv1.Delete {
+		raw = o.req.OldObject.Raw
+	}
+	if o.cur == nil || !sameType(o.cur, b) {
+		src := raw
+		if o.cur != nil {
+			// Another Go type edited the object before: carry its edits over.
+			if src, err = json.Marshal(o.cur); err != nil {
+				return nil, nil, err
+			}
+		}
+		next := b.newObject()
+		if err := json.Unmarshal(src, next); err != nil {
+			return nil, nil, fmt.Errorf("decode %s %s as %T: %w", o.req.Kind.Kind, o.req.Name, next, err)
+		}
+		o.cur = next
+		if o.normalized == nil && b.Action == Mutate {
+			if o.normalized, err = json.Marshal(next); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if len(o.req.OldObject.Raw) > 0 && o.req.Operation != admissionv1.Create {
+		if o.old == nil || !sameType(o.old, b) {
+			prev := b.newObject()
+			if err := json.Unmarshal(o.req.OldObject.Raw, prev); err != nil {
+				return nil, nil, fmt.Errorf("decode the old %s %s as %T: %w", o.req.Kind.Kind, o.req.Name, prev, err)
+			}
+			o.old = prev
+		}
+	}
+	return o.cur, o.old, nil
+}
+
+func sameType(obj client.Object, b *Binding) bool {
+	return reflect.TypeOf(obj) == b.typ
+}
+
+// patch is the JSON patch from the object as it came to the object now.
+func (o *objects) patch() ([]byte, error) {
+	if o.cur == nil || o.normalized == nil {
+		return nil, nil
+	}
+	final, err := json.Marshal(o.cur)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(final, o.normalized) {
+		return nil, nil
+	}
+	ops, err := jsonpatch.CreatePatch(o.normalized, final)
+	if err != nil {
+		return nil, fmt.Errorf("compute the patch: %w", err)
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(ops)
+}
+
+// noStore is the Store of a module that has none.
+type noStore struct{}
+
+var errNoStore = errors.New("this module has no Store")
+
+func (noStore) Get(string) (string, bool)                 { return "", false }
+func (noStore) Keys() []string                            { return nil }
+func (noStore) Set(context.Context, string, string) error { return errNoStore }
+func (noStore) Update(context.Context, string, func(string, bool) (string, error)) error {
+	return errNoStore
+}
+func (noStore) Remove(context.Context, string) error             { return errNoStore }
+func (noStore) SetAndWait(context.Context, string, string) error { return errNoStore }
+func (noStore) RemoveAndWait(context.Context, string) error      { return errNoStore }
+func (noStore) Subscribe(func(store.Change)) func()              { return func() {} }
+func (noStore) WaitForSync(context.Context) error                { return nil }

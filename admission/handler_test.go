@@ -1,0 +1,336 @@
+package admission_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vigilkit/vigil/admission"
+)
+
+var podGVK = metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
+
+func review(t testing.TB, op admissionv1.Operation, obj, old any) []byte {
+	t.Helper()
+	req := &admissionv1.AdmissionRequest{
+		UID: types.UID("uid-1"), Kind: podGVK, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Operation: op, Namespace: "apps", Name: "web",
+	}
+	if obj != nil {
+		raw, _ := json.Marshal(obj)
+		req.Object = runtime.RawExtension{Raw: raw}
+	}
+	if old != nil {
+		raw, _ := json.Marshal(old)
+		req.OldObject = runtime.RawExtension{Raw: raw}
+	}
+	body, err := json.Marshal(&admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request:  req,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+func pod(labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+	}
+}
+
+func post(t testing.TB, h http.Handler, path, contentType string, body []byte) (*httptest.ResponseRecorder, *admissionv1.AdmissionResponse) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	r.Header.Set("Content-Type", contentType)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		return w, nil
+	}
+	out := &admissionv1.AdmissionReview{}
+	if err := json.Unmarshal(w.Body.Bytes(), out); err != nil {
+		t.Fatalf("decode response: %v\n%s", err, w.Body)
+	}
+	if out.Response == nil || out.Response.UID != "uid-1" {
+		t.Fatalf("response %s: want the request's uid", w.Body)
+	}
+	return w, out.Response
+}
+
+func handler(policy admission.FailurePolicy, timeout time.Duration, bindings ...admission.Binding) (*admission.Handler, *prometheus.Registry) {
+	reg := prometheus.NewRegistry()
+	m, err := admission.NewMetrics(reg, "mod")
+	if err != nil {
+		panic(err)
+	}
+	for i := range bindings {
+		bindings[i].Capability = "policies"
+		if bindings[i].Name == "" {
+			bindings[i].Name = "b" + string(rune('0'+i))
+		}
+		bindings[i].Operations = []admissionv1.Operation{admissionv1.Create, admissionv1.Update}
+	}
+	return admission.NewHandler(bindings, admission.Options{Module: "mod", FailurePolicy: policy, Timeout: timeout, Metrics: m, Log: logr.Discard()}), reg
+}
+
+var gvk = corev1.SchemeGroupVersion.WithKind("Pod")
+
+func TestMutationsAccumulateIntoOnePatch(t *testing.T) {
+	h, reg := handler(admission.Fail, time.Second,
+		admission.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+			r.SetLabel("team", "shop")
+			return nil
+		}),
+		admission.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+			// The second sees the first's edit.
+			if v, _ := r.Label("team"); v != "shop" {
+				return errors.New("the first mutation's label is missing")
+			}
+			r.SetAnnotation("seen-by", "second")
+			r.RemoveLabel("drop")
+			return nil
+		}),
+	)
+	_, resp := post(t, h, admission.MutatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"drop": "x"}), nil))
+	if resp == nil || !resp.Allowed || resp.PatchType == nil {
+		t.Fatalf("response %+v: want allowed with a patch", resp)
+	}
+	var ops []map[string]any
+	if err := json.Unmarshal(resp.Patch, &ops); err != nil {
+		t.Fatal(err)
+	}
+	patch := string(resp.Patch)
+	for _, want := range []string{`"/metadata/labels/team"`, `"/metadata/annotations"`, `"/metadata/labels/drop"`} {
+		if !strings.Contains(patch, want) {
+			t.Errorf("patch %s lacks %s", patch, want)
+		}
+	}
+	if strings.Contains(patch, "creationTimestamp") || strings.Contains(patch, "/status") {
+		t.Errorf("patch %s touches fields no mutation edited", patch)
+	}
+	if n := counter(t, reg, "b0", "mutated"); n != 1 {
+		t.Errorf("vigil_admission_binding_requests_total{binding=b0,verdict=mutated} = %v, want 1", n)
+	}
+}
+
+// counter reads vigil_admission_binding_requests_total for a binding and verdict.
+func counter(t *testing.T, reg *prometheus.Registry, binding, verdict string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "vigil_admission_binding_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["binding"] == binding && labels["verdict"] == verdict && labels["module"] == "mod" && labels["capability"] == "policies" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func TestValidationDeniesWarnsAndSeesOldObject(t *testing.T) {
+	h, _ := handler(admission.Fail, time.Second,
+		admission.ValidateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) admission.Verdict {
+			return admission.Warn("images should be pinned by digest")
+		}),
+		admission.ValidateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) admission.Verdict {
+			if r.Operation == admissionv1.Update && r.OldObject.Labels["app"] != r.Object.Labels["app"] {
+				return admission.DenyCode(422, "label app is immutable: was "+r.OldObject.Labels["app"])
+			}
+			return admission.Allow()
+		}),
+	)
+	_, resp := post(t, h, admission.ValidatePath("mod"), "application/json", review(t, admissionv1.Update, pod(map[string]string{"app": "b"}), pod(map[string]string{"app": "a"})))
+	if resp.Allowed || resp.Result.Code != 422 || resp.Result.Message != "label app is immutable: was a" {
+		t.Fatalf("response %+v, want a 422 denial", resp)
+	}
+	if len(resp.Warnings) != 1 || resp.Warnings[0] != "images should be pinned by digest" {
+		t.Fatalf("warnings %v: want the first binding's warning kept", resp.Warnings)
+	}
+	_, resp = post(t, h, admission.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "b"}), nil))
+	if !resp.Allowed || len(resp.Warnings) != 1 {
+		t.Fatalf("create: %+v, want allowed with a warning", resp)
+	}
+}
+
+func TestFiltersDecideWhichBindingsRun(t *testing.T) {
+	ran := map[string]int{}
+	mk := func(name string, f admission.Filter) admission.Binding {
+		b := admission.ValidateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
+			ran[name]++
+			return admission.Allow()
+		})
+		b.Name, b.Filters = name, []admission.Filter{f}
+		return b
+	}
+	h, _ := handler(admission.Fail, time.Second,
+		mk("label", admission.WithLabel("app", "web")),
+		mk("label-other", admission.WithLabel("app", "db")),
+		mk("label-any", admission.WithLabel("app")),
+		mk("annotation", admission.WithAnnotation("note")),
+		mk("ns", admission.InNamespace("apps")),
+		mk("ns-other", admission.InNamespace("kube-system")),
+		mk("name", admission.WithName("web")),
+		mk("name-re", admission.WithNameRegex(mustRe("^w"))),
+		mk("ns-re", admission.InNamespaceRegex(mustRe("^kube-"))),
+		mk("deleting", admission.WithDeletionTimestamp()),
+	)
+	post(t, h, admission.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "web"}), nil))
+	want := map[string]int{"label": 1, "label-any": 1, "ns": 1, "name": 1, "name-re": 1}
+	for k, v := range want {
+		if ran[k] != v {
+			t.Errorf("binding %s ran %d times, want %d", k, ran[k], v)
+		}
+	}
+	if len(ran) != len(want) {
+		t.Errorf("bindings that ran: %v, want exactly %v", ran, want)
+	}
+}
+
+// A binding that errors, panics or sleeps is answered by the failure policy,
+// naming the binding; the handler keeps serving.
+func TestFailingBindingsAnswerByPolicy(t *testing.T) {
+	errB := admission.ValidateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
+		panic("nil map in the policy")
+	})
+	errB.Name = "panicky"
+	sleepy := admission.MutateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) error {
+		time.Sleep(time.Minute) // ignores its context
+		return nil
+	})
+	sleepy.Name = "sleepy"
+	broken := admission.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+		r.SetLabel("half", "done")
+		return errors.New("exemptions unavailable")
+	})
+	broken.Name = "broken"
+
+	for _, tc := range []struct {
+		policy    admission.FailurePolicy
+		path      string
+		b         admission.Binding
+		wantAllow bool
+		want      string
+	}{
+		{admission.Fail, admission.ValidatePath("mod"), errB, false, `capability "policies" binding "panicky" failed (failurePolicy Fail): panic: nil map in the policy`},
+		{admission.Ignore, admission.ValidatePath("mod"), errB, true, `binding "panicky" failed and was skipped`},
+		{admission.Fail, admission.MutatePath("mod"), sleepy, false, `binding "sleepy" failed (failurePolicy Fail): did not finish within 200ms`},
+		{admission.Ignore, admission.MutatePath("mod"), broken, true, `binding "broken" failed and was skipped (failurePolicy Ignore): exemptions unavailable`},
+	} {
+		t.Run(string(tc.policy)+"-"+tc.b.Name, func(t *testing.T) {
+			h, _ := handler(tc.policy, 200*time.Millisecond, tc.b)
+			began := time.Now()
+			_, resp := post(t, h, tc.path, "application/json", review(t, admissionv1.Create, pod(nil), nil))
+			if took := time.Since(began); took > time.Second {
+				t.Fatalf("answered after %s, want within the 200ms deadline", took)
+			}
+			if resp.Allowed != tc.wantAllow {
+				t.Fatalf("allowed = %v, want %v (%+v)", resp.Allowed, tc.wantAllow, resp)
+			}
+			got := strings.Join(resp.Warnings, "; ")
+			if resp.Result != nil {
+				got += resp.Result.Message
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Fatalf("answer %q, want it to contain %q", got, tc.want)
+			}
+			if resp.Patch != nil {
+				t.Fatalf("a failed mutation sent a patch: %s", resp.Patch)
+			}
+			// The handler keeps serving.
+			_, again := post(t, h, admission.ValidatePath("mod")+"-unknown", "application/json", review(t, admissionv1.Create, pod(nil), nil))
+			if again == nil || !again.Allowed {
+				t.Fatal("the next request was not served")
+			}
+		})
+	}
+}
+
+func TestMalformedRequestsGet4xx(t *testing.T) {
+	h, _ := handler(admission.Fail, time.Second)
+	good := review(t, admissionv1.Create, pod(nil), nil)
+	for _, tc := range []struct {
+		name        string
+		contentType string
+		body        []byte
+		code        int
+		want        string
+	}{
+		{"malformed JSON", "application/json", []byte(`{"apiVersion": "admission.k8s.io/v1", "kind": `), 400, "expected a JSON AdmissionReview"},
+		{"wrong content type", "text/plain", good, 415, `expected Content-Type application/json, got "text/plain"`},
+		{"oversized", "application/json", append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), 8<<20)...), 413, "at most"},
+		{"wrong version", "application/json", bytes.Replace(good, []byte("admission.k8s.io/v1"), []byte("admission.k8s.io/v1beta1"), 1), 400, `got apiVersion "admission.k8s.io/v1beta1"`},
+		{"no request", "application/json", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), 400, "with a request, got none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, _ := post(t, h, admission.MutatePath("mod"), tc.contentType, tc.body)
+			if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.want) {
+				t.Fatalf("got %d %q, want %d containing %q", w.Code, w.Body.String(), tc.code, tc.want)
+			}
+		})
+	}
+}
+
+// A path this version does not serve (another version's, during a rollout) is
+// allowed, not rejected.
+func TestUnknownPathIsAllowed(t *testing.T) {
+	h, _ := handler(admission.Fail, time.Second)
+	_, resp := post(t, h, "/mutate/mod-v2", "application/json", review(t, admissionv1.Create, pod(nil), nil))
+	if resp == nil || !resp.Allowed || resp.Patch != nil {
+		t.Fatalf("response %+v: want allowed without a patch", resp)
+	}
+}
+
+func FuzzDecodeReview(f *testing.F) {
+	f.Add(review(f, admissionv1.Create, pod(map[string]string{"a": "b"}), nil))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","object":null}}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rev, err := admission.DecodeReview(body)
+		if err == nil && (rev.Request == nil || rev.Request.UID == "") {
+			t.Fatalf("accepted a review without a request uid: %s", body)
+		}
+		// Whatever the body, the handler answers without panicking.
+		h, _ := handler(admission.Fail, time.Second, admission.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+			r.SetLabel("fuzz", "1")
+			return nil
+		}))
+		r := httptest.NewRequest(http.MethodPost, admission.MutatePath("mod"), bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 200 && (w.Code < 400 || w.Code >= 500) {
+			t.Fatalf("status %d for %q", w.Code, body)
+		}
+	})
+}
+
+func mustRe(expr string) *regexp.Regexp { return regexp.MustCompile(expr) }

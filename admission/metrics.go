@@ -1,0 +1,44 @@
+package admission
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the admission handler's Prometheus metrics.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewMetrics registers the admission metrics with reg.
+func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
+	labels := []string{"capability", "binding", "action", "verdict"}
+	constLabels := prometheus.Labels{"module": module}
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "vigil", Subsystem: "admission", Name: "binding_requests_total",
+			Help:        "Admission requests a binding ran for, by verdict (allowed, warned, denied, mutated, error, timeout).",
+			ConstLabels: constLabels,
+		}, labels),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "vigil", Subsystem: "admission", Name: "binding_duration_seconds",
+			Help:        "Time a binding took to answer one admission request, by verdict.",
+			ConstLabels: constLabels,
+			Buckets:     []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}, labels),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) observe(b *Binding, verdict string, d time.Duration) {
+	values := []string{b.Capability, b.Name, b.Action.String(), verdict}
+	m.requests.WithLabelValues(values...).Inc()
+	m.duration.WithLabelValues(values...).Observe(d.Seconds())
+}

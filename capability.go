@@ -1,0 +1,213 @@
+package vigil
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/admission"
+)
+
+// Request is an admission request with its objects decoded as T.
+type Request[T client.Object] = admission.Request[T]
+
+// Verdict is a validation's answer: admission.Allow, admission.Deny,
+// admission.DenyCode or admission.Warn.
+type Verdict = admission.Verdict
+
+// Capability groups a module's bindings: they share a name in messages and
+// metrics, a Store scope, and the namespaces they apply to.
+type Capability struct {
+	m          *Module
+	name       string
+	namespaces []string
+	site       string
+}
+
+// CapabilityOption configures a Capability.
+type CapabilityOption func(*Capability)
+
+// InNamespaces limits a capability to the namespaces; without it, it is
+// cluster-wide.
+func InNamespaces(namespaces ...string) CapabilityOption {
+	return func(c *Capability) { c.namespaces = append(c.namespaces, namespaces...) }
+}
+
+// Capability declares a group of bindings.
+func (m *Module) Capability(name string, opts ...CapabilityOption) *Capability {
+	c := &Capability{m: m, name: name, site: callSite(1)}
+	if problems := validation.IsDNS1123Label(name); len(problems) > 0 {
+		m.recordf(1, "capability name %q: %s", name, strings.Join(problems, "; "))
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	for _, ns := range c.namespaces {
+		if problems := validation.IsDNS1123Label(ns); len(problems) > 0 {
+			m.recordf(1, "capability %s: InNamespaces(%q): not a namespace name: %s", name, ns, strings.Join(problems, "; "))
+		}
+	}
+	m.mu.Lock()
+	m.capabilities = append(m.capabilities, c)
+	m.mu.Unlock()
+	return c
+}
+
+// Name is the capability's name.
+func (c *Capability) Name() string { return c.name }
+
+// WhenBuilder declares what a capability does with objects of type T.
+type WhenBuilder[T client.Object] struct {
+	c       *Capability
+	proto   T
+	gvk     schema.GroupVersionKind
+	ops     []admissionv1.Operation
+	filters []admission.Filter
+	name    string
+	site    string
+}
+
+// When starts a binding of the capability to objects of proto's type.
+func When[T client.Object](c *Capability, proto T) *WhenBuilder[T] {
+	b := &WhenBuilder[T]{c: c, proto: proto, site: callSite(1)}
+	gvk, err := gvkOf(c.m.scheme, proto)
+	if err != nil {
+		c.m.recordf(1, "When: %v", err)
+	}
+	b.gvk = gvk
+	return b
+}
+
+// IsCreated binds to CREATE requests.
+func (b *WhenBuilder[T]) IsCreated() *WhenBuilder[T] { return b.on(admissionv1.Create) }
+
+// IsUpdated binds to UPDATE requests.
+func (b *WhenBuilder[T]) IsUpdated() *WhenBuilder[T] { return b.on(admissionv1.Update) }
+
+// IsCreatedOrUpdated binds to CREATE and UPDATE requests.
+func (b *WhenBuilder[T]) IsCreatedOrUpdated() *WhenBuilder[T] {
+	return b.on(admissionv1.Create, admissionv1.Update)
+}
+
+// IsDeleted binds to DELETE requests; the request's Object is the object
+// being deleted.
+func (b *WhenBuilder[T]) IsDeleted() *WhenBuilder[T] { return b.on(admissionv1.Delete) }
+
+func (b *WhenBuilder[T]) on(ops ...admissionv1.Operation) *WhenBuilder[T] {
+	b.ops = append(b.ops, ops...)
+	return b
+}
+
+// InNamespace runs the binding only for objects in these namespaces.
+func (b *WhenBuilder[T]) InNamespace(namespaces ...string) *WhenBuilder[T] {
+	b.filters = append(b.filters, admission.InNamespace(namespaces...))
+	return b
+}
+
+// InNamespaceRegex runs the binding only in namespaces matching the regular
+// expression.
+func (b *WhenBuilder[T]) InNamespaceRegex(expr string) *WhenBuilder[T] {
+	if re := b.compile("InNamespaceRegex", expr); re != nil {
+		b.filters = append(b.filters, admission.InNamespaceRegex(re))
+	}
+	return b
+}
+
+// WithName runs the binding only for the object of this name.
+func (b *WhenBuilder[T]) WithName(name string) *WhenBuilder[T] {
+	b.filters = append(b.filters, admission.WithName(name))
+	return b
+}
+
+// WithNameRegex runs the binding only for objects whose name matches.
+func (b *WhenBuilder[T]) WithNameRegex(expr string) *WhenBuilder[T] {
+	if re := b.compile("WithNameRegex", expr); re != nil {
+		b.filters = append(b.filters, admission.WithNameRegex(re))
+	}
+	return b
+}
+
+// WithLabel runs the binding only for objects with the label (and value).
+func (b *WhenBuilder[T]) WithLabel(key string, value ...string) *WhenBuilder[T] {
+	if len(value) > 1 {
+		b.c.m.recordf(1, "WithLabel(%q): expected one value at most, got %d", key, len(value))
+	}
+	b.filters = append(b.filters, admission.WithLabel(key, value...))
+	return b
+}
+
+// WithAnnotation runs the binding only for objects with the annotation (and
+// value).
+func (b *WhenBuilder[T]) WithAnnotation(key string, value ...string) *WhenBuilder[T] {
+	if len(value) > 1 {
+		b.c.m.recordf(1, "WithAnnotation(%q): expected one value at most, got %d", key, len(value))
+	}
+	b.filters = append(b.filters, admission.WithAnnotation(key, value...))
+	return b
+}
+
+// WithDeletionTimestamp runs the binding only for objects being deleted.
+func (b *WhenBuilder[T]) WithDeletionTimestamp() *WhenBuilder[T] {
+	b.filters = append(b.filters, admission.WithDeletionTimestamp())
+	return b
+}
+
+// Named names the binding in messages and metrics; by default it is named
+// after its kind, action and place.
+func (b *WhenBuilder[T]) Named(name string) *WhenBuilder[T] {
+	if problems := validation.IsDNS1123Label(name); len(problems) > 0 {
+		b.c.m.recordf(1, "binding name %q: %s", name, strings.Join(problems, "; "))
+	}
+	b.name = name
+	return b
+}
+
+func (b *WhenBuilder[T]) compile(method, expr string) *regexp.Regexp {
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		b.c.m.recordf(2, "%s(%q): expected a Go regular expression: %v", method, expr, err)
+		return nil
+	}
+	return re
+}
+
+// Mutate edits matching objects with fn; the module sends the API server the
+// JSON patch of its edits. An error answers by the module's failure policy.
+func (b *WhenBuilder[T]) Mutate(fn func(ctx context.Context, req *Request[T]) error) {
+	b.add(admission.MutateBinding(b.gvk, b.proto, fn), "mutate")
+}
+
+// Validate judges matching objects with fn.
+func (b *WhenBuilder[T]) Validate(fn func(ctx context.Context, req *Request[T]) Verdict) {
+	b.add(admission.ValidateBinding(b.gvk, b.proto, fn), "validate")
+}
+
+func (b *WhenBuilder[T]) add(binding admission.Binding, action string) {
+	m := b.c.m
+	if len(b.ops) == 0 {
+		m.recordf(2, "When(%s).%s: no operation: call IsCreated, IsUpdated, IsCreatedOrUpdated or IsDeleted first", b.gvk.Kind, strings.ToUpper(action[:1])+action[1:])
+	}
+	binding.Capability = b.c.name
+	binding.Operations = b.ops
+	binding.Namespaces = b.c.namespaces
+	binding.Filters = b.filters
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	binding.Name = b.name
+	if binding.Name == "" {
+		binding.Name = fmt.Sprintf("%s-%s-%d", strings.ToLower(b.gvk.Kind), action, len(m.bindings))
+	}
+	m.bindings = append(m.bindings, bindingDef{Binding: binding, site: b.site})
+}
+
+// bindingDef is a binding and where it was declared.
+type bindingDef struct {
+	admission.Binding
+	site string
+}

@@ -1,0 +1,12 @@
+// Package webhook serves a module's admission handler over HTTPS, with the
+// endpoints a Deployment's probes and Prometheus expect: /healthz, /readyz
+// and /metrics.
+//
+// TLS 1.2 is the floor. The serving certificate is read from files and read
+// again when they change — Secrets mounted into a pod change by a symlink
+// swap, so the folder is watched, not the file (controller-runtime's
+// certwatcher). On stop the server first reports itself not ready and keeps
+// serving for a while, so that the endpoints controller and the API server's
+// webhook clients move away before connections close, then drains the
+// requests in flight.
+package webhook

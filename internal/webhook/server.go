@@ -1,0 +1,133 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+)
+
+// Options configure Serve.
+type Options struct {
+	// Addr to listen on; ":9443" when empty.
+	Addr string
+	// CertFile and KeyFile hold the serving certificate (PEM); they are read
+	// again when they change. GetCertificate, when set, is used instead.
+	CertFile, KeyFile string
+	GetCertificate    func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// Handler serves the admission paths.
+	Handler http.Handler
+	// Metrics serves /metrics; none when nil.
+	Metrics http.Handler
+	// Ready reports whether the module may take requests; /readyz answers
+	// 503 with its error until it returns nil.
+	Ready func() error
+	// ShutdownDelay is how long the server keeps serving, not ready, after
+	// it is told to stop; 5s when zero.
+	ShutdownDelay time.Duration
+	// DrainTimeout bounds the wait for requests in flight; 20s when zero.
+	DrainTimeout time.Duration
+	// Listening, when set, is called with the address once the server listens.
+	Listening func(addr string)
+	Log       logr.Logger
+}
+
+// Serve serves until ctx ends, then stops gracefully.
+func Serve(ctx context.Context, opts Options) error {
+	if opts.Addr == "" {
+		opts.Addr = ":9443"
+	}
+	if opts.ShutdownDelay == 0 {
+		opts.ShutdownDelay = 5 * time.Second
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 20 * time.Second
+	}
+	getCert := opts.GetCertificate
+	if getCert == nil {
+		if opts.CertFile == "" || opts.KeyFile == "" {
+			return errors.New("serve admission: expected a serving certificate: set --cert-dir to a folder with tls.crt and tls.key")
+		}
+		cw, err := certwatcher.New(opts.CertFile, opts.KeyFile)
+		if err != nil {
+			return fmt.Errorf("serve admission: load the serving certificate: %w", err)
+		}
+		go func() {
+			if err := cw.Start(ctx); err != nil {
+				opts.Log.Error(err, "certificate watcher stopped")
+			}
+		}()
+		getCert = cw.GetCertificate
+	}
+
+	var stopping atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case stopping.Load():
+			http.Error(w, "stopping", http.StatusServiceUnavailable)
+		case opts.Ready != nil:
+			if err := opts.Ready(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok\n"))
+		default:
+			_, _ = w.Write([]byte("ok\n"))
+		}
+	})
+	if opts.Metrics != nil {
+		mux.Handle("/metrics", opts.Metrics)
+	}
+	mux.Handle("/", opts.Handler)
+
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		TLSConfig: &tls.Config{
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: getCert,
+			NextProtos:     []string{"h2", "http/1.1"},
+		},
+		ErrorLog: nil,
+	}
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return fmt.Errorf("serve admission: listen on %s: %w", opts.Addr, err)
+	}
+	opts.Log.Info("admission server listening", "addr", ln.Addr().String())
+	if opts.Listening != nil {
+		opts.Listening(ln.Addr().String())
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve admission: %w", err)
+	case <-ctx.Done():
+	}
+	stopping.Store(true)
+	opts.Log.Info("stopping: not ready, still serving", "for", opts.ShutdownDelay.String())
+	select {
+	case <-time.After(opts.ShutdownDelay):
+	case err := <-served:
+		return fmt.Errorf("serve admission: %w", err)
+	}
+	drain, cancel := context.WithTimeout(context.Background(), opts.DrainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(drain); err != nil {
+		return fmt.Errorf("drain admission requests: %w", err)
+	}
+	opts.Log.Info("admission server stopped")
+	return nil
+}
