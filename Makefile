@@ -17,7 +17,9 @@ test:
 	echo "==> go vet"; go vet ./...; \
 	echo "==> staticcheck"; go run $(STATICCHECK) ./...; \
 	echo "==> go test ($$(( $$(date +%s) - start ))s of setup)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) ./...; \
+	echo "==> fuzz the AdmissionReview decoder briefly"; \
+	go test -run '^$$' -fuzz FuzzDecodeReview -fuzztime 10s ./admission/
 
 ## control-plane: build kube-apiserver, etcd and kubectl into the cache and print their folder
 control-plane:

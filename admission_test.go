@@ -1,0 +1,471 @@
+package vigil_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/certs"
+)
+
+// servedModule is a module's admission role running against the test API
+// server, with webhook configurations that send it the requests of the
+// given namespaces.
+type servedModule struct {
+	addr    string
+	ca      *certs.CA
+	certDir string
+	stop    func()
+}
+
+// serveAdmission runs `<module> admission` on a free loopback port with a
+// certificate of a fresh CA, waits until /readyz passes, and registers the
+// module's paths for pods, configmaps and widgets in namespaces.
+func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []string) *servedModule {
+	t.Helper()
+	ca, err := certs.NewCA("test-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	writeServing(t, ca, certDir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- vigil.Execute(ctx, m, []string{"admission", "--addr", addr, "--cert-dir", certDir,
+			"--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s"})
+	}()
+	s := &servedModule{addr: addr, ca: ca, certDir: certDir}
+	s.stop = func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("admission exited %d", code)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("admission did not stop within 30s")
+		}
+	}
+	t.Cleanup(s.stop)
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := hc.Get("https://" + addr + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+			err = fmt.Errorf("%d %s", resp.StatusCode, body)
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("admission exited %d before it was ready", code)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("admission not ready within 30s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	register(t, module, "https://"+addr, ca.CertPEM, namespaces)
+	return s
+}
+
+func writeServing(t *testing.T, ca *certs.CA, dir string) {
+	t.Helper()
+	serving, err := ca.Issue([]string{"127.0.0.1", "localhost"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Write beside, then rename: as a Secret volume swaps its files.
+	for name, data := range map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM} {
+		tmp := filepath.Join(dir, "."+name+".new")
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// register creates webhook configurations for the module's paths, scoped to
+// the namespaces, with failurePolicy Fail.
+func register(t *testing.T, module, base string, caBundle []byte, namespaces []string) {
+	t.Helper()
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"", "example.vigil.dev"}, APIVersions: []string{"v1"}, Resources: []string{"pods", "configmaps", "widgets"}},
+	}}
+	selector := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: namespaces,
+	}}}
+	common := func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + path), CABundle: caBundle}
+	}
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: module + "-" + namespaces[0]},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: "mutate." + module + ".vigil.dev", ClientConfig: common(admission.MutatePath(module)),
+			Rules: rules, NamespaceSelector: selector, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds: ptr.To[int32](5),
+		}},
+	}
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: module + "-" + namespaces[0]},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "validate." + module + ".vigil.dev", ClientConfig: common(admission.ValidatePath(module)),
+			Rules: rules, NamespaceSelector: selector, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds: ptr.To[int32](5),
+		}},
+	}
+	for _, o := range []client.Object{mutating, validating} {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+}
+
+// warnings collects the warnings the API server passes on.
+type warnings struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	w.all = append(w.all, text)
+	w.mu.Unlock()
+}
+
+func (w *warnings) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.all, "; ")
+}
+
+func testPod(ns, name string, labels map[string]string, privileged bool) *corev1.Pod {
+	c := corev1.Container{Name: "app", Image: "nginx:1.27"}
+	if privileged {
+		c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+}
+
+// A module's bindings, served over TLS on loopback and called by the real API
+// server: mutations, denials, warnings, filters, namespace scope, old objects,
+// custom resources, dry-run, and bindings that panic or hang.
+func TestAdmissionThroughTheAPIServer(t *testing.T) {
+	ctx := t.Context()
+	apps := env.Namespace(t)
+	other := env.Namespace(t)
+	home := env.Namespace(t)
+	crd, err := os.ReadFile("examples/phases/widgets-crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.InstallCRDYAML(crd); err != nil {
+		t.Fatal(err)
+	}
+
+	m := vigil.NewModule("guard", vigil.Options{Namespace: home, WebhookTimeout: 4 * time.Second})
+	policies := m.Capability("policies", vigil.InNamespaces(apps))
+	vigil.When(policies, &corev1.Pod{}).IsCreatedOrUpdated().Named("label-pods").
+		Mutate(func(_ context.Context, r *vigil.Request[*corev1.Pod]) error {
+			r.SetLabel("vigil.dev/admitted", "true")
+			return nil
+		})
+	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("no-privileged").
+		Validate(func(_ context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+			for _, c := range r.Object.Spec.Containers {
+				if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+					return admission.Deny(fmt.Sprintf("container %s is privileged: privileged pods are not allowed in %s", c.Name, r.Namespace))
+				}
+				if !strings.Contains(c.Image, "@sha256:") {
+					return admission.Warn(fmt.Sprintf("container %s: image %s is not pinned by digest", c.Name, c.Image))
+				}
+			}
+			return admission.Allow()
+		})
+	vigil.When(policies, &corev1.Pod{}).IsUpdated().Named("app-immutable").
+		Validate(func(_ context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+			if r.OldObject.Labels["app"] != r.Object.Labels["app"] {
+				return admission.Deny(fmt.Sprintf("label app is immutable (was %q)", r.OldObject.Labels["app"]))
+			}
+			return admission.Allow()
+		})
+	vigil.When(policies, vigil.Kind("example.vigil.dev", "v1", "Widget")).IsCreated().Named("default-size").
+		Mutate(func(_ context.Context, r *vigil.Request[*unstructured.Unstructured]) error {
+			if _, found, _ := unstructured.NestedInt64(r.Object.Object, "spec", "size"); !found {
+				return unstructured.SetNestedField(r.Object.Object, int64(1), "spec", "size")
+			}
+			return nil
+		})
+	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().WithLabel("record").Named("record").
+		Validate(func(ctx context.Context, r *vigil.Request[*corev1.ConfigMap]) vigil.Verdict {
+			if err := r.Store.Set(ctx, "last", r.Name); err != nil {
+				if errors.Is(err, admission.ErrDryRun) {
+					return admission.Warn("not recorded: " + err.Error())
+				}
+				return admission.Deny(err.Error())
+			}
+			return admission.Allow()
+		})
+	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().WithLabel("panic").Named("panicky").
+		Validate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) vigil.Verdict {
+			var m map[string]int
+			m["boom"]++
+			return admission.Allow()
+		})
+	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().WithLabel("sleep").Named("sleepy").
+		Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error {
+			time.Sleep(time.Minute)
+			return nil
+		})
+	srv := serveAdmission(t, m, "guard", []string{apps, other})
+
+	warned := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = warned
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The API server learns of new webhook configurations through its
+	// informers: retry the first create until the mutation shows.
+	var first *corev1.Pod
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; ; i++ {
+		first = testPod(apps, fmt.Sprint("web-", i), map[string]string{"app": "web"}, false)
+		if err := c.Create(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		if first.Labels["vigil.dev/admitted"] == "true" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the API server never called the module's webhooks")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	t.Run("warning reaches the client", func(t *testing.T) {
+		if !strings.Contains(warned.String(), "image nginx:1.27 is not pinned by digest") {
+			t.Fatalf("warnings %q", warned)
+		}
+	})
+	t.Run("denial", func(t *testing.T) {
+		err := c.Create(ctx, testPod(apps, "root", nil, true))
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "container app is privileged") {
+			t.Fatalf("err = %v, want the module's denial", err)
+		}
+	})
+	t.Run("namespace outside the capability", func(t *testing.T) {
+		p := testPod(other, "root", nil, true)
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatalf("create in a namespace outside the capability: %v", err)
+		}
+		if _, ok := p.Labels["vigil.dev/admitted"]; ok {
+			t.Fatal("a pod outside the capability's namespaces was mutated")
+		}
+	})
+	t.Run("old object on update", func(t *testing.T) {
+		first.Labels["app"] = "changed"
+		err := c.Update(ctx, first)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `label app is immutable (was "web")`) {
+			t.Fatalf("err = %v, want the immutability denial", err)
+		}
+	})
+	t.Run("custom resource", func(t *testing.T) {
+		w := &unstructured.Unstructured{}
+		w.SetAPIVersion("example.vigil.dev/v1")
+		w.SetKind("Widget")
+		w.SetNamespace(apps)
+		w.SetName("w")
+		if err := c.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		if size, _, _ := unstructured.NestedInt64(w.Object, "spec", "size"); size != 1 {
+			t.Fatalf("spec.size = %d, want the default 1", size)
+		}
+	})
+	t.Run("dry run refuses store writes", func(t *testing.T) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "dry", Labels: map[string]string{"record": ""}}}
+		if err := c.Create(ctx, cm, client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(warned.String(), "not recorded: store writes are refused while admitting a dry-run request") {
+			t.Fatalf("warnings %q: want the dry-run refusal", warned)
+		}
+		cm.Name = "wet"
+		if err := c.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("panicking binding", func(t *testing.T) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "p", Labels: map[string]string{"panic": ""}}}
+		err := c.Create(ctx, cm)
+		if err == nil || !strings.Contains(err.Error(), `capability "policies" binding "panicky" failed (failurePolicy Fail): panic: assignment to entry in nil map`) {
+			t.Fatalf("err = %v, want the failure policy's denial naming the binding", err)
+		}
+	})
+	t.Run("hanging binding", func(t *testing.T) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "s", Labels: map[string]string{"sleep": ""}}}
+		began := time.Now()
+		err := c.Create(ctx, cm)
+		if err == nil || !strings.Contains(err.Error(), `binding "sleepy" failed (failurePolicy Fail): did not finish within 2s`) {
+			t.Fatalf("err = %v, want the failure policy's answer before the webhook's timeout", err)
+		}
+		if took := time.Since(began); took > 4*time.Second {
+			t.Fatalf("answered after %s, want before the 4s webhook timeout", took)
+		}
+		// And the next request is served.
+		if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "after"}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("metrics", func(t *testing.T) {
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: srv.ca.Pool()}}}
+		resp, err := hc.Get("https://" + srv.addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{
+			`vigil_admission_binding_requests_total{action="validate",binding="no-privileged",capability="policies",module="guard",verdict="denied"} 1`,
+			`vigil_admission_binding_requests_total{action="validate",binding="panicky",capability="policies",module="guard",verdict="error"} 1`,
+			`vigil_admission_binding_requests_total{action="mutate",binding="sleepy",capability="policies",module="guard",verdict="timeout"} 1`,
+			`vigil_admission_binding_duration_seconds_bucket{action="mutate",binding="label-pods"`,
+		} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+	})
+	got, _ := storeValue(t, home, "guard", "policies/last")
+	if got != "wet" {
+		t.Fatalf("store policies/last = %q, want wet (and never the dry-run's name)", got)
+	}
+}
+
+func storeValue(t *testing.T, ns, name, key string) (string, bool) {
+	t.Helper()
+	st := &unstructured.Unstructured{}
+	st.SetAPIVersion("vigil.dev/v1alpha1")
+	st.SetKind("Store")
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, st); err != nil {
+		t.Fatal(err)
+	}
+	v, ok, _ := unstructured.NestedString(st.Object, "data", key)
+	return v, ok
+}
+
+// The serving certificate is replaced while requests flow through the API
+// server: none fails, and the new one is served.
+func TestCertificateRotationUnderLoad(t *testing.T) {
+	ctx := t.Context()
+	apps := env.Namespace(t)
+	m := vigil.NewModule("rotate", vigil.Options{Namespace: env.Namespace(t)})
+	policies := m.Capability("policies", vigil.InNamespaces(apps))
+	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().Mutate(func(_ context.Context, r *vigil.Request[*corev1.ConfigMap]) error {
+		r.SetLabel("rotated", "checked")
+		return nil
+	})
+	srv := serveAdmission(t, m, "rotate", []string{apps})
+	before := servedSerial(t, srv)
+
+	var created, failed, unmutated atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: fmt.Sprintf("cm-%d-%d", w, i)}}
+				if err := env.Client.Create(ctx, cm); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				created.Add(1)
+				if cm.Labels["rotated"] != "checked" {
+					unmutated.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	writeServing(t, srv.ca, srv.certDir)
+	deadline := time.Now().Add(20 * time.Second)
+	for servedSerial(t, srv) == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the new certificate was not served within 20s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d creates during rotation, %d failed, %d not mutated", created.Load(), failed.Load(), unmutated.Load())
+	if failed.Load() > 0 {
+		t.Fatalf("%d requests failed during rotation; first: %v", failed.Load(), firstErr.Load())
+	}
+	if created.Load() < 20 || unmutated.Load() > 0 {
+		t.Fatalf("%d created, %d not mutated: want a steady flow, all mutated", created.Load(), unmutated.Load())
+	}
+}
+
+// servedSerial is the serial of the certificate the server presents.
+func servedSerial(t *testing.T, srv *servedModule) string {
+	t.Helper()
+	conn, err := tls.Dial("tcp", srv.addr, &tls.Config{RootCAs: srv.ca.Pool()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
