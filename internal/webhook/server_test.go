@@ -1,0 +1,130 @@
+package webhook_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/webhook"
+)
+
+func certDir(t *testing.T) (string, *certs.CA) {
+	t.Helper()
+	ca, err := certs.NewCA("ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ca.Issue([]string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), s.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), s.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, ca
+}
+
+func get(c *http.Client, url string) (int, string, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// On stop the server says it is not ready but keeps serving for the delay,
+// finishes the requests in flight, and only then closes.
+func TestGracefulStop(t *testing.T) {
+	dir, ca := certDir(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	addr := make(chan string, 1)
+	slow := make(chan struct{})
+	var ready error = errors.New("gates not handed over")
+	served := make(chan error, 1)
+	go func() {
+		served <- webhook.Serve(ctx, webhook.Options{
+			Addr: "127.0.0.1:0", CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/slow" {
+					close(slow)
+					time.Sleep(800 * time.Millisecond)
+				}
+				_, _ = w.Write([]byte("admitted"))
+			}),
+			Ready:         func() error { return ready },
+			ShutdownDelay: 600 * time.Millisecond,
+			Listening:     func(a string) { addr <- a },
+			Log:           logr.Discard(),
+		})
+	}()
+	base := "https://" + <-addr
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}}}
+
+	if code, body, err := get(c, base+"/readyz"); err != nil || code != 503 || !strings.Contains(body, "gates not handed over") {
+		t.Fatalf("readyz before ready: %d %q %v", code, body, err)
+	}
+	ready = nil
+	if code, _, err := get(c, base+"/readyz"); err != nil || code != 200 {
+		t.Fatalf("readyz when ready: %d %v", code, err)
+	}
+	if code, _, err := get(c, base+"/healthz"); err != nil || code != 200 {
+		t.Fatalf("healthz: %d %v", code, err)
+	}
+	// TLS 1.1 is refused.
+	old := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MaxVersion: tls.VersionTLS11}}}
+	if _, _, err := get(old, base+"/healthz"); err == nil {
+		t.Fatal("a TLS 1.1 client was served")
+	}
+
+	inflight := make(chan error, 1)
+	go func() {
+		code, body, err := get(c, base+"/slow")
+		if err == nil && (code != 200 || body != "admitted") {
+			err = errors.New("in-flight request answered " + body)
+		}
+		inflight <- err
+	}()
+	<-slow
+	cancel()
+	time.Sleep(100 * time.Millisecond)
+	if code, body, err := get(c, base+"/readyz"); err != nil || code != 503 || !strings.Contains(body, "stopping") {
+		t.Fatalf("readyz while stopping: %d %q %v", code, body, err)
+	}
+	if code, body, err := get(c, base+"/mutate/x"); err != nil || code != 200 || body != "admitted" {
+		t.Fatalf("a request during the shutdown delay: %d %q %v", code, body, err)
+	}
+	if err := <-inflight; err != nil {
+		t.Fatalf("the request in flight at stop: %v", err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not stop")
+	}
+}
+
+func TestServeNeedsACertificate(t *testing.T) {
+	err := webhook.Serve(t.Context(), webhook.Options{Addr: "127.0.0.1:0", Handler: http.NotFoundHandler()})
+	if err == nil || !strings.Contains(err.Error(), "set --cert-dir") {
+		t.Fatalf("err = %v, want it to say how to give a certificate", err)
+	}
+}
