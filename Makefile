@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test control-plane vet staticcheck unit generate bench-store bench-gates
+.PHONY: test control-plane vet staticcheck unit generate bench-store bench-gates bench-admission
 
 ## test: build the control plane if needed, then vet, staticcheck and every test
 test:
@@ -49,3 +49,8 @@ bench-store:
 bench-gates:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkGates' -benchtime 200x -timeout 30m ./internal/waitfor/
+
+## bench-admission: the labeler module under load over TLS keep-alive: req/s, latency, server CPU per request, memory
+bench-admission:
+	@assets="$$(hack/control-plane.sh)"; \
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkAdmission' -benchtime 1x -timeout 20m ./examples/labeler/
