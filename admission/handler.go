@@ -11,11 +11,13 @@ import (
 	"net/http"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	fastjson "github.com/goccy/go-json"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,9 +124,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.UID = review.Request.UID
 	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
+	data, err := fastjson.Marshal(&out)
+	if err != nil {
+		h.opts.Log.Error(err, "encode admission response")
+		http.Error(w, "encode the response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(&out); err != nil {
-		h.opts.Log.Error(err, "write admission response")
+	if _, err := w.Write(data); err != nil {
+		h.opts.Log.V(1).Info("write admission response", "err", err.Error())
 	}
 }
 
@@ -155,7 +163,7 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*admissionv1.A
 // expected and what was seen.
 func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	review := &admissionv1.AdmissionReview{}
-	if err := json.Unmarshal(body, review); err != nil {
+	if err := fastjson.Unmarshal(body, review); err != nil {
 		return nil, fmt.Errorf("expected a JSON AdmissionReview (admission.k8s.io/v1): %w", err)
 	}
 	if review.APIVersion != admissionv1.SchemeGroupVersion.String() || review.Kind != "AdmissionReview" {
@@ -380,10 +388,9 @@ type objects struct {
 	req *admissionv1.AdmissionRequest
 
 	cur, old client.Object
-	// normalized is the object as it came, re-encoded through the Go type:
-	// the patch is computed against it, so that fields the type encodes
-	// differently (a null creationTimestamp, say) are not patched.
-	normalized []byte
+	// orig is a copy of the object as it came, decoded into the Go type of
+	// the first mutation.
+	orig client.Object
 }
 
 func (o *objects) decode(b *Binding) (obj, old client.Object, err error) {
@@ -400,14 +407,12 @@ func (o *objects) decode(b *Binding) (obj, old client.Object, err error) {
 			}
 		}
 		next := b.newObject()
-		if err := json.Unmarshal(src, next); err != nil {
+		if err := fastjson.Unmarshal(src, next); err != nil {
 			return nil, nil, fmt.Errorf("decode %s %s as %T: %w", o.req.Kind.Kind, o.req.Name, next, err)
 		}
 		o.cur = next
-		if o.normalized == nil && b.Action == Mutate {
-			if o.normalized, err = json.Marshal(next); err != nil {
-				return nil, nil, err
-			}
+		if o.orig == nil && b.Action == Mutate {
+			o.orig = next.DeepCopyObject().(client.Object)
 		}
 	}
 	if len(o.req.OldObject.Raw) > 0 && o.req.Operation != admissionv1.Create {
@@ -428,17 +433,32 @@ func sameType(obj client.Object, b *Binding) bool {
 
 // patch is the JSON patch from the object as it came to the object now.
 func (o *objects) patch() ([]byte, error) {
-	if o.cur == nil || o.normalized == nil {
+	if o.cur == nil || o.orig == nil {
 		return nil, nil
+	}
+	if reflect.TypeOf(o.cur) == reflect.TypeOf(o.orig) {
+		if ops, ok := metadataPatch(o.orig, o.cur); ok {
+			if len(ops) == 0 {
+				return nil, nil
+			}
+			return fastjson.Marshal(ops)
+		}
+	}
+	// Edits beyond labels and annotations: diff the two encodings. Both go
+	// through the Go type, so fields it encodes differently from the API
+	// server (a null creationTimestamp, say) are not patched.
+	normalized, err := json.Marshal(o.orig)
+	if err != nil {
+		return nil, err
 	}
 	final, err := json.Marshal(o.cur)
 	if err != nil {
 		return nil, err
 	}
-	if bytes.Equal(final, o.normalized) {
+	if bytes.Equal(final, normalized) {
 		return nil, nil
 	}
-	ops, err := jsonpatch.CreatePatch(o.normalized, final)
+	ops, err := jsonpatch.CreatePatch(normalized, final)
 	if err != nil {
 		return nil, fmt.Errorf("compute the patch: %w", err)
 	}
@@ -447,6 +467,66 @@ func (o *objects) patch() ([]byte, error) {
 	}
 	return json.Marshal(ops)
 }
+
+// metadataPatch is the patch of an edit that touched only labels and
+// annotations — what most mutations do — built from the two maps instead of
+// re-encoding and diffing the whole object. ok is false when anything else
+// changed.
+func metadataPatch(orig, cur client.Object) (ops []jsonpatch.Operation, ok bool) {
+	labels, annotations := cur.GetLabels(), cur.GetAnnotations()
+	cur.SetLabels(orig.GetLabels())
+	cur.SetAnnotations(orig.GetAnnotations())
+	// reflect.DeepEqual may see a difference where there is none (a
+	// Quantity whose string form was cached while reading it): that only
+	// sends the edit down the slower, general path.
+	same := reflect.DeepEqual(cur, orig)
+	cur.SetLabels(labels)
+	cur.SetAnnotations(annotations)
+	if !same {
+		return nil, false
+	}
+	ops = mapPatch(ops, "/metadata/labels", orig.GetLabels(), labels)
+	ops = mapPatch(ops, "/metadata/annotations", orig.GetAnnotations(), annotations)
+	return ops, true
+}
+
+func mapPatch(ops []jsonpatch.Operation, path string, before, after map[string]string) []jsonpatch.Operation {
+	switch {
+	case len(before) == 0 && len(after) == 0:
+		return ops
+	case len(before) == 0:
+		return append(ops, jsonpatch.Operation{Operation: "add", Path: path, Value: after})
+	case len(after) == 0:
+		return append(ops, jsonpatch.Operation{Operation: "remove", Path: path})
+	}
+	keys := make([]string, 0, len(after))
+	for k := range after {
+		keys = append(keys, k)
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p := path + "/" + pointerEscape.Replace(k)
+		old, had := before[k]
+		v, has := after[k]
+		switch {
+		case has && !had:
+			ops = append(ops, jsonpatch.Operation{Operation: "add", Path: p, Value: v})
+		case has && v != old:
+			ops = append(ops, jsonpatch.Operation{Operation: "replace", Path: p, Value: v})
+		case !has:
+			ops = append(ops, jsonpatch.Operation{Operation: "remove", Path: p})
+		}
+	}
+	return ops
+}
+
+// pointerEscape escapes a JSON pointer segment (RFC 6901).
+var pointerEscape = strings.NewReplacer("~", "~0", "/", "~1")
 
 // noStore is the Store of a module that has none.
 type noStore struct{}
