@@ -468,4 +468,3 @@ func servedSerial(t *testing.T, srv *servedModule) string {
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
 }
-
