@@ -3,6 +3,7 @@ package vigil_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -467,4 +468,55 @@ func servedSerial(t *testing.T, srv *servedModule) string {
 	}
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+}
+
+// With --cert-secret the module makes its own CA and serving certificate, in
+// a Secret its replicas share, and serves with it.
+func TestManagedCertificateSecret(t *testing.T) {
+	ns := env.Namespace(t)
+	m := vigil.NewModule("managed", vigil.Options{Namespace: ns})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- vigil.Execute(ctx, m, []string{"admission", "--addr", addr, "--cert-secret", "managed-tls", "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s"})
+	}()
+	defer func() { cancel(); <-done }()
+	secret := &corev1.Secret{}
+	deadline := time.Now().Add(20 * time.Second)
+	for env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "managed-tls"}, secret) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the certificate Secret was not created")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(secret.Data["ca.crt"]) {
+		t.Fatalf("Secret ca.crt holds no certificate: %q", secret.Data["ca.crt"])
+	}
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for {
+		resp, err := hc.Get("https://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not answer with the Secret's certificate: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "managed." + ns + ".svc"})
+	if err != nil {
+		t.Fatalf("the certificate is not valid for the module's Service name: %v", err)
+	}
+	conn.Close()
 }

@@ -34,7 +34,7 @@ func NewCA(commonName string, validFor time.Duration) (*CA, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: commonName},
-		NotBefore:             now.Add(-time.Minute), // tolerate a little clock skew
+		NotBefore:             now.Add(-backdate(validFor)),
 		NotAfter:              now.Add(validFor),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
@@ -77,7 +77,7 @@ func (ca *CA) Issue(hosts []string, validFor time.Duration) (*Serving, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    now.Add(-time.Minute),
+		NotBefore:    now.Add(-backdate(validFor)),
 		NotAfter:     now.Add(validFor),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -106,6 +106,10 @@ func (ca *CA) Pool() *x509.CertPool {
 	p.AddCert(ca.cert)
 	return p
 }
+
+// backdate starts a certificate's validity a little in the past, to tolerate
+// clock skew between the issuer and its clients.
+func backdate(validFor time.Duration) time.Duration { return min(time.Minute, validFor/10) }
 
 func encode(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})

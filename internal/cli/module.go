@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/gaterun"
 	"github.com/vigilkit/vigil/internal/webhook"
 )
@@ -131,6 +132,8 @@ endpoints are withdrawn, then drains the requests in flight.`,
 	af := admissionCmd.Flags()
 	af.StringVar(&a.Addr, "addr", ":9443", "address to serve HTTPS on")
 	af.StringVar(&a.CertDir, "cert-dir", "/etc/vigil/tls", "folder holding the serving certificate as tls.crt and tls.key (reloaded on change)")
+	af.StringVar(&a.CertSecret, "cert-secret", "", "manage the CA and serving certificate in this Secret of the module's namespace instead of --cert-dir: created once, shared by the replicas, renewed before expiry")
+	af.StringSliceVar(&a.CertHosts, "cert-hosts", nil, "DNS names and IPs of the managed certificate (default: the module's Service names and 127.0.0.1)")
 	af.StringVar(&a.Kubeconfig, "kubeconfig", "", "kubeconfig file; in a pod, its ServiceAccount is used")
 	af.StringVar(&a.Context, "context", "", "kubeconfig context")
 	af.StringVar(&a.HandoffDir, "handoff-dir", envOr("VIGIL_HANDOFF_DIR", "/var/run/vigil"), "folder the gates' results were written to (env VIGIL_HANDOFF_DIR)")
@@ -186,6 +189,8 @@ func (o *GateOptions) Run(ctx context.Context, m Module, out io.Writer) error {
 type AdmissionOptions struct {
 	Addr          string
 	CertDir       string
+	CertSecret    string
+	CertHosts     []string
 	Kubeconfig    string
 	Context       string
 	HandoffDir    string
@@ -205,7 +210,7 @@ func (o *AdmissionOptions) Run(ctx context.Context, m Module) error {
 	if err != nil {
 		return err
 	}
-	return webhook.Serve(ctx, webhook.Options{
+	serve := webhook.Options{
 		Addr:          o.Addr,
 		CertFile:      filepath.Join(o.CertDir, "tls.crt"),
 		KeyFile:       filepath.Join(o.CertDir, "tls.key"),
@@ -215,7 +220,25 @@ func (o *AdmissionOptions) Run(ctx context.Context, m Module) error {
 		ShutdownDelay: o.ShutdownDelay,
 		Listening:     o.Listening,
 		Log:           log,
-	})
+	}
+	if o.CertSecret != "" {
+		hosts := o.CertHosts
+		if len(hosts) == 0 {
+			svc := m.Name() + "." + m.Namespace() + ".svc"
+			hosts = []string{svc, svc + ".cluster.local", "127.0.0.1"}
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		mgr := certs.NewSecretManager(cs, certs.SecretOptions{Namespace: m.Namespace(), Name: o.CertSecret, Hosts: hosts, Log: log})
+		if err := mgr.Ensure(ctx); err != nil {
+			return err
+		}
+		go mgr.Run(ctx, time.Minute)
+		serve.GetCertificate = mgr.GetCertificate
+	}
+	return webhook.Serve(ctx, serve)
 }
 
 // LoadConfig loads a client config the way kubectl does (flag, KUBECONFIG,
