@@ -76,14 +76,7 @@ func (g *gateDef) describe() string {
 	if g.sample != nil {
 		return fmt.Sprintf("a sample every %s to match", g.sample.every)
 	}
-	s := g.spec
-	if len(g.labelReqs) > 0 {
-		s.Labels = labels.NewSelector().Add(g.labelReqs...)
-	}
-	if len(g.fieldSet) > 0 {
-		s.Fields = fields.SelectorFromSet(g.fieldSet)
-	}
-	return s.Describe()
+	return g.waitSpec().Describe()
 }
 
 // waitSpec is the spec the engine runs.

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +39,14 @@ type Options struct {
 	// Listening, when set, is called with the address once the server listens.
 	Listening func(addr string)
 	Log       logr.Logger
+}
+
+// logWriter turns net/http's error log into logr lines.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info("http server", "message", strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // Serve serves until ctx ends, then stops gracefully.
@@ -98,7 +108,9 @@ func Serve(ctx context.Context, opts Options) error {
 			GetCertificate: getCert,
 			NextProtos:     []string{"h2", "http/1.1"},
 		},
-		ErrorLog: nil,
+		// TLS handshake failures of probing clients are not the module's
+		// errors: keep them out of its log unless asked for.
+		ErrorLog: log.New(logWriter{opts.Log.V(1)}, "", 0),
 	}
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
