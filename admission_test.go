@@ -249,8 +249,8 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 		})
 	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().WithLabel("panic").Named("panicky").
 		Validate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) vigil.Verdict {
-			var m map[string]int
-			m["boom"]++
+			counts := countsOf(nil)
+			counts["boom"]++ // a bug: the map was never made
 			return admission.Allow()
 		})
 	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().WithLabel("sleep").Named("sleepy").
@@ -520,3 +520,5 @@ func TestManagedCertificateSecret(t *testing.T) {
 	}
 	conn.Close()
 }
+
+func countsOf(m map[string]int) map[string]int { return m }
