@@ -104,19 +104,43 @@ func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []s
 	return s
 }
 
+// writeServing issues a serving certificate into dir laid out as the kubelet
+// lays out a Secret volume: tls.crt and tls.key are links into ..data, a link
+// to a timestamped folder that an update replaces with a new one in one
+// rename, after which the old folder is removed.
 func writeServing(t *testing.T, ca *certs.CA, dir string) {
 	t.Helper()
 	serving, err := ca.Issue([]string{"127.0.0.1", "localhost"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Write beside, then rename: as a Secret volume swaps its files.
+	version := filepath.Join(dir, fmt.Sprintf("..%d", time.Now().UnixNano()))
+	if err := os.Mkdir(version, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, data := range map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM} {
-		tmp := filepath.Join(dir, "."+name+".new")
-		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(version, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+	}
+	old, _ := os.Readlink(filepath.Join(dir, "..data"))
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink(filepath.Base(version), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		link := filepath.Join(dir, name)
+		if _, err := os.Lstat(link); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
 			t.Fatal(err)
 		}
 	}
