@@ -5,17 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -48,7 +53,9 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 	if err != nil {
 		return nil, err
 	}
+	var canaries sync.Map
 	h := admission.NewHandler(bindings, admission.Options{
+		OnCanary:      func(token string) { canaries.Store(token, true) },
 		Module:        m.name,
 		FailurePolicy: m.policy,
 		Timeout:       m.timeout - 2*time.Second,
@@ -80,5 +87,50 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 		Handler: h,
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Ready:   ready,
+		Registrar: func(clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error) {
+			return a.registrar(cfg, log, bindings, clientConfig, caBundle, func(token string) bool {
+				_, ok := canaries.Load(token)
+				return ok
+			})
+		},
 	}, nil
+}
+
+// registrar is the module's webhook registration.
+func (a moduleApp) registrar(cfg *rest.Config, log logr.Logger, bindings []admission.Binding, clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte, canarySeen func(string) bool) (*registration.Registrar, error) {
+	m := a.m
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	var gated []registration.Object
+	for _, g := range m.gates {
+		if g.sample == nil {
+			gated = append(gated, registration.Object{GVK: g.spec.GVK, Namespace: g.spec.Namespace, Name: g.spec.Name})
+		}
+	}
+	m.mu.Unlock()
+	return registration.New(cs, registration.Options{
+		Module: m.name, Namespace: m.namespace, Version: m.version, Bindings: bindings, Gated: gated,
+		ClientConfig: clientConfig, CABundle: caBundle, FailurePolicy: m.policy,
+		TimeoutSeconds: int32(m.timeout / time.Second), Mapper: mapper, CanarySeen: canarySeen, Log: log,
+	}), nil
+}
+
+// Unregister empties the module's webhook configurations.
+func (a moduleApp) Unregister(ctx context.Context, cfg *rest.Config, log logr.Logger) error {
+	r, err := a.registrar(cfg, log, nil, nil, func() []byte { return nil }, nil)
+	if err != nil {
+		return err
+	}
+	return r.Unregister(ctx)
 }

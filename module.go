@@ -30,6 +30,9 @@ type Options struct {
 	// or runs out of time is answered. Fail (deny, naming the binding) when
 	// empty; Ignore allows with a warning.
 	FailurePolicy admission.FailurePolicy
+	// Version of the module, as semantic version: during a rollout, a newer
+	// version's webhook registration is never overwritten by an older one.
+	Version string
 	// WebhookTimeout is the webhooks' timeoutSeconds; 10s when zero. Bindings
 	// are given two seconds less, so the API server always hears the failure
 	// policy's answer rather than its own timeout.
@@ -47,6 +50,7 @@ type Module struct {
 	scheme    *runtime.Scheme
 	policy    admission.FailurePolicy
 	timeout   time.Duration
+	version   string
 
 	mu           sync.Mutex
 	errs         []error
@@ -58,7 +62,7 @@ type Module struct {
 // NewModule starts the definition of the module called name, which must be a
 // DNS-1123 label: it names the module's Kubernetes objects.
 func NewModule(name string, opts Options) *Module {
-	m := &Module{name: name, namespace: opts.Namespace, scheme: opts.Scheme, policy: opts.FailurePolicy, timeout: opts.WebhookTimeout}
+	m := &Module{name: name, namespace: opts.Namespace, scheme: opts.Scheme, policy: opts.FailurePolicy, timeout: opts.WebhookTimeout, version: opts.Version}
 	switch m.policy {
 	case "":
 		m.policy = admission.Fail

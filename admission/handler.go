@@ -54,7 +54,10 @@ type Options struct {
 	Store func(capability string) store.Store
 	// Metrics records requests; nil records nothing.
 	Metrics *Metrics
-	Log     logr.Logger
+	// OnCanary is told the token of each canary the API server sends: proof
+	// that it reaches this replica (see package registration).
+	OnCanary func(token string)
+	Log      logr.Logger
 }
 
 // MutatePath is where the module's mutations are served.
@@ -62,6 +65,9 @@ func MutatePath(module string) string { return "/mutate/" + module }
 
 // ValidatePath is where the module's validations are served.
 func ValidatePath(module string) string { return "/validate/" + module }
+
+// CanaryPath is where the registration's reachability canary is served.
+func CanaryPath(module string) string { return "/canary/" + module }
 
 // Handler answers AdmissionReview requests with a module's bindings.
 type Handler struct {
@@ -116,7 +122,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var resp *admissionv1.AdmissionResponse
-	if action < 0 {
+	if r.URL.Path == CanaryPath(h.opts.Module) {
+		h.canary(review.Request)
+		resp = &admissionv1.AdmissionResponse{Allowed: true}
+	} else if action < 0 {
 		h.opts.Log.Info("admission request for a path this module version does not serve; allowed", "path", r.URL.Path, "kind", review.Request.Kind.Kind, "name", review.Request.Name)
 		resp = &admissionv1.AdmissionResponse{Allowed: true}
 	} else {
@@ -133,6 +142,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	if _, err := w.Write(data); err != nil {
 		h.opts.Log.V(1).Info("write admission response", "err", err.Error())
+	}
+}
+
+// canary records the token of a canary ConfigMap.
+func (h *Handler) canary(req *admissionv1.AdmissionRequest) {
+	if h.opts.OnCanary == nil {
+		return
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := fastjson.Unmarshal(req.Object.Raw, &cm); err == nil && cm.Data["token"] != "" {
+		h.opts.OnCanary(cm.Data["token"])
 	}
 }
 

@@ -15,15 +15,19 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/webhook"
 )
 
@@ -35,6 +39,7 @@ type Module interface {
 	Plan() []PlanPhase
 	PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Logger, phase int) ([]gaterun.Gate, error)
 	Admission(ctx context.Context, cfg *rest.Config, log logr.Logger, handoffDir string) (*AdmissionSetup, error)
+	Unregister(ctx context.Context, cfg *rest.Config, log logr.Logger) error
 }
 
 // AdmissionSetup is what the admission role serves.
@@ -45,6 +50,9 @@ type AdmissionSetup struct {
 	Metrics http.Handler
 	// Ready reports what the module still waits for before it may serve.
 	Ready func() error
+	// Registrar registers the module's webhooks, reached as clientConfig says
+	// and trusted through caBundle.
+	Registrar func(clientConfig func(path string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error)
 }
 
 // PlanPhase is one phase of a module's gates, as `plan` prints it.
@@ -138,7 +146,34 @@ endpoints are withdrawn, then drains the requests in flight.`,
 	af.StringVar(&a.Context, "context", "", "kubeconfig context")
 	af.StringVar(&a.HandoffDir, "handoff-dir", envOr("VIGIL_HANDOFF_DIR", "/var/run/vigil"), "folder the gates' results were written to (env VIGIL_HANDOFF_DIR)")
 	af.DurationVar(&a.ShutdownDelay, "shutdown-delay", 5*time.Second, "how long to keep serving, not ready, after SIGTERM")
+	af.BoolVar(&a.Register, "register", true, "fill the module's webhook configurations once ready (Ignore, then the canary, then the failure policy)")
+	af.StringVar(&a.WebhookURL, "webhook-url", "", "base URL the API server reaches this server at (for local runs); by default the module's Service")
+	af.StringVar(&a.CAFile, "ca-file", "", "CA bundle for the webhooks' caBundle with --cert-dir (default: ca.crt in --cert-dir)")
 	root.AddCommand(admissionCmd)
+
+	var unregKubeconfig, unregContext string
+	unregister := &cobra.Command{
+		Use:   "unregister",
+		Short: "Empty the module's webhook configurations, for uninstall",
+		Long: `Empty the module's MutatingWebhookConfiguration and ValidatingWebhookConfiguration,
+so that nothing is sent to the module any more. Replicas never do this when they
+stop; run it before uninstalling.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := LoadConfig(unregKubeconfig, unregContext)
+			if err != nil {
+				return err
+			}
+			if err := m.Unregister(cmd.Context(), cfg, logr.FromContextOrDiscard(cmd.Context())); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "webhooks of module %s unregistered\n", m.Name())
+			return nil
+		},
+	}
+	unregister.Flags().StringVar(&unregKubeconfig, "kubeconfig", "", "kubeconfig file")
+	unregister.Flags().StringVar(&unregContext, "context", "", "kubeconfig context")
+	root.AddCommand(unregister)
 
 	root.AddCommand(&cobra.Command{
 		Use:   "plan",
@@ -191,6 +226,9 @@ type AdmissionOptions struct {
 	CertDir       string
 	CertSecret    string
 	CertHosts     []string
+	Register      bool
+	WebhookURL    string
+	CAFile        string
 	Kubeconfig    string
 	Context       string
 	HandoffDir    string
@@ -221,6 +259,14 @@ func (o *AdmissionOptions) Run(ctx context.Context, m Module) error {
 		Listening:     o.Listening,
 		Log:           log,
 	}
+	caBundle := func() []byte {
+		path := o.CAFile
+		if path == "" {
+			path = filepath.Join(o.CertDir, "ca.crt")
+		}
+		data, _ := os.ReadFile(path)
+		return data
+	}
 	if o.CertSecret != "" {
 		hosts := o.CertHosts
 		if len(hosts) == 0 {
@@ -237,8 +283,66 @@ func (o *AdmissionOptions) Run(ctx context.Context, m Module) error {
 		}
 		go mgr.Run(ctx, time.Minute)
 		serve.GetCertificate = mgr.GetCertificate
+		caBundle = mgr.CABundle
+	}
+	listening := make(chan struct{})
+	serve.Listening = func(addr string) {
+		close(listening)
+		if o.Listening != nil {
+			o.Listening(addr)
+		}
+	}
+	if o.Register {
+		reg, err := setup.Registrar(o.clientConfig(m), caBundle)
+		if err != nil {
+			return err
+		}
+		go registerWhenReady(ctx, log, listening, setup.Ready, reg)
 	}
 	return webhook.Serve(ctx, serve)
+}
+
+// clientConfig says how the API server reaches the module: a URL for local
+// runs, otherwise the module's Service.
+func (o *AdmissionOptions) clientConfig(m Module) func(path string) admissionregistrationv1.WebhookClientConfig {
+	return func(path string) admissionregistrationv1.WebhookClientConfig {
+		if o.WebhookURL != "" {
+			u := strings.TrimSuffix(o.WebhookURL, "/") + path
+			return admissionregistrationv1.WebhookClientConfig{URL: &u}
+		}
+		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+			Namespace: m.Namespace(), Name: m.Name(), Path: &path, Port: ptr.To[int32](443),
+		}}
+	}
+}
+
+// registerWhenReady registers once the server listens and is ready, retrying
+// what can be retried.
+func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan struct{}, ready func() error, reg *registration.Registrar) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-listening:
+	}
+	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.3, Steps: 1 << 30, Cap: 30 * time.Second}
+	for {
+		err := ready()
+		if err == nil {
+			err = reg.Register(ctx)
+			if err == nil || errors.Is(err, registration.ErrNewer) || errors.Is(err, registration.ErrMissing) {
+				if err != nil {
+					log.Info("webhooks not registered by this replica", "reason", err.Error())
+				}
+				return
+			}
+			log.Error(err, "register webhooks; retrying")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff.Step()):
+		}
+	}
 }
 
 // LoadConfig loads a client config the way kubectl does (flag, KUBECONFIG,

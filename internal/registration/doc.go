@@ -1,0 +1,30 @@
+// Package registration fills a module's webhook configurations from the
+// running module, once it is ready, so that the API server never rejects a
+// request because the module is not there yet.
+//
+// The module's manifests ship its MutatingWebhookConfiguration and
+// ValidatingWebhookConfiguration empty, named after the module (Bootstrap);
+// the module may only get and patch those two (Rule) — it cannot create any
+// other, and uninstalling the manifests removes them.
+//
+// An admission replica whose readiness passes registers in three steps:
+//
+//  1. it fills the configurations from its bindings with failurePolicy
+//     Ignore: rules de-duplicated, namespaces excluded (the module's own,
+//     kube-system, configured ones, and any labelled vigil.dev/ignore=true),
+//     match conditions that keep Nodes, Leases and CSRs away and exclude
+//     exactly the objects the module's gates wait for, and the caBundle;
+//  2. it proves the API server can reach a replica: a canary webhook, which
+//     matches one labelled ConfigMap in the module's namespace, is called by a
+//     server-side dry-run create of that ConfigMap, and the handler records
+//     the call;
+//  3. only then it switches the webhooks to the module's failure policy.
+//
+// Writes are JSON merge patches carrying the configuration's resourceVersion
+// (compare-and-swap) and an annotation with the module's version, a hash of
+// its bindings and a generation. A replica never overwrites a configuration
+// written by a newer version of the module, so during a rollout old and new
+// replicas do not fight. A replica's stop never removes the configurations;
+// Unregister empties them at uninstall. A configuration an admin deleted is
+// reported, not recreated.
+package registration

@@ -1,0 +1,501 @@
+package registration
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/vigilkit/vigil/admission"
+)
+
+// Annotation carries what wrote a configuration: see Record.
+const Annotation = "vigil.dev/registration"
+
+// IgnoreLabel opts a namespace out of every vigil module's webhooks.
+const IgnoreLabel = "vigil.dev/ignore"
+
+// CanaryLabel marks the canary ConfigMap a module dry-runs to prove the API
+// server reaches it.
+const CanaryLabel = "vigil.dev/canary"
+
+// Record is the annotation a registration writes.
+type Record struct {
+	Version    string `json:"version"`
+	Hash       string `json:"hash"`
+	Generation int64  `json:"generation"`
+	// State is "probing" (failurePolicy Ignore until the canary passes) or
+	// "enforced".
+	State string `json:"state"`
+}
+
+// Bootstrap returns the module's two webhook configurations as its manifests
+// ship them: empty, named after the module.
+func Bootstrap(module string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	meta := metav1.ObjectMeta{Name: module, Labels: map[string]string{"app.kubernetes.io/name": module, "app.kubernetes.io/managed-by": "vigil"}}
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
+			ObjectMeta: meta,
+		}, &admissionregistrationv1.ValidatingWebhookConfiguration{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
+			ObjectMeta: *meta.DeepCopy(),
+		}
+}
+
+// Rule is the RBAC rule registration needs: get and patch on exactly the
+// module's two configurations — never create, so the module cannot register
+// anything else.
+func Rule(module string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{
+		APIGroups:     []string{admissionregistrationv1.GroupName},
+		Resources:     []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
+		Verbs:         []string{"get", "patch"},
+		ResourceNames: []string{module},
+	}
+}
+
+// Object is an object the module's gates wait for: its webhooks must never
+// stand in its way.
+type Object struct {
+	GVK       schema.GroupVersionKind
+	Namespace string
+	Name      string
+}
+
+// Options configure a Registrar.
+type Options struct {
+	Module    string
+	Namespace string
+	// Version of the module; a configuration written by a newer one is left
+	// alone. "0.0.0" when empty.
+	Version  string
+	Bindings []admission.Binding
+	// Gated objects are excluded from every webhook by match conditions.
+	Gated []Object
+	// ExcludeNamespaces besides the module's own and kube-system.
+	ExcludeNamespaces []string
+	// ClientConfig says how the API server reaches the module for a path; the
+	// caBundle is filled in from CABundle.
+	ClientConfig func(path string) admissionregistrationv1.WebhookClientConfig
+	CABundle     func() []byte
+	// FailurePolicy the webhooks get once the canary passed.
+	FailurePolicy admission.FailurePolicy
+	// TimeoutSeconds of the webhooks; 10 when zero.
+	TimeoutSeconds int32
+	// Mapper turns the bindings' kinds into resources.
+	Mapper meta.RESTMapper
+	// CanarySeen reports whether the handler recorded the canary with token.
+	CanarySeen func(token string) bool
+	Log        logr.Logger
+}
+
+// Errors a caller may branch on.
+var (
+	// ErrMissing: the configuration is gone (an admin deleted it, or the
+	// manifests were not applied); it is not recreated.
+	ErrMissing = errors.New("webhook configuration missing")
+	// ErrNewer: a newer version of the module registered; this one stands
+	// aside.
+	ErrNewer = errors.New("a newer module version registered")
+)
+
+// Registrar registers one module's webhooks.
+type Registrar struct {
+	c    kubernetes.Interface
+	opts Options
+}
+
+// New returns a Registrar.
+func New(c kubernetes.Interface, opts Options) *Registrar {
+	if opts.Version == "" {
+		opts.Version = "0.0.0"
+	}
+	if opts.TimeoutSeconds == 0 {
+		opts.TimeoutSeconds = 10
+	}
+	if opts.FailurePolicy == "" {
+		opts.FailurePolicy = admission.Fail
+	}
+	return &Registrar{c: c, opts: opts}
+}
+
+// Register runs the protocol: fill with Ignore, prove reachability with the
+// canary, enforce. It retries until done or ctx ends. A configuration already
+// enforced by this version with these bindings is left as it is.
+func (r *Registrar) Register(ctx context.Context) error {
+	hooks, err := r.build()
+	if err != nil {
+		return err
+	}
+	current, err := r.records(ctx)
+	if err != nil {
+		return err
+	}
+	if current[0].Hash == hooks.hash && current[1].Hash == hooks.hash && current[0].State == "enforced" && current[1].State == "enforced" && current[0].Version == r.opts.Version {
+		r.opts.Log.Info("webhooks already registered by this version", "module", r.opts.Module)
+		return nil
+	}
+	if err := r.write(ctx, hooks, admissionregistrationv1.Ignore, "probing"); err != nil {
+		return err
+	}
+	r.opts.Log.Info("webhooks registered with failurePolicy Ignore; probing reachability")
+	if err := r.probe(ctx); err != nil {
+		return err
+	}
+	policy := admissionregistrationv1.Fail
+	if r.opts.FailurePolicy == admission.Ignore {
+		policy = admissionregistrationv1.Ignore
+	}
+	if err := r.write(ctx, hooks, policy, "enforced"); err != nil {
+		return err
+	}
+	r.opts.Log.Info("webhooks enforced", "failurePolicy", string(policy))
+	return nil
+}
+
+// Unregister empties the configurations, for uninstall.
+func (r *Registrar) Unregister(ctx context.Context) error {
+	for _, kind := range kinds {
+		body := map[string]any{"metadata": map[string]any{"annotations": map[string]any{Annotation: nil}}, "webhooks": []any{}}
+		if err := r.patch(ctx, kind, body); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+type hooks struct {
+	mutating   []admissionregistrationv1.MutatingWebhook
+	validating []admissionregistrationv1.ValidatingWebhook
+	hash       string
+}
+
+// build turns the bindings into webhooks, one per capability and action.
+func (r *Registrar) build() (*hooks, error) {
+	type group struct {
+		capability string
+		action     admission.Action
+		namespaces []string
+		rules      map[schema.GroupVersionResource][]admissionregistrationv1.OperationType
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, b := range r.opts.Bindings {
+		key := b.Capability + "/" + b.Action.String()
+		g, ok := groups[key]
+		if !ok {
+			g = &group{capability: b.Capability, action: b.Action, namespaces: b.Namespaces, rules: map[schema.GroupVersionResource][]admissionregistrationv1.OperationType{}}
+			groups[key] = g
+			order = append(order, key)
+		}
+		m, err := r.opts.Mapper.RESTMapping(b.GVK.GroupKind(), b.GVK.Version)
+		if err != nil {
+			return nil, fmt.Errorf("register binding %s: resource of %s: %w", b.ID(), b.GVK, err)
+		}
+		for _, op := range b.Operations {
+			ops := g.rules[m.Resource]
+			if !slices.Contains(ops, admissionregistrationv1.OperationType(op)) {
+				g.rules[m.Resource] = append(ops, admissionregistrationv1.OperationType(op))
+			}
+		}
+	}
+	sort.Strings(order)
+	h := &hooks{}
+	caBundle := r.opts.CABundle()
+	for _, key := range order {
+		g := groups[key]
+		path := admission.MutatePath(r.opts.Module)
+		if g.action == admission.Validate {
+			path = admission.ValidatePath(r.opts.Module)
+		}
+		cc := r.opts.ClientConfig(path)
+		cc.CABundle = caBundle
+		name := fmt.Sprintf("%s.%s.%s.vigil.dev", g.capability, g.action, r.opts.Module)
+		rules := rulesOf(g.rules)
+		selector := r.namespaceSelector(g.namespaces)
+		conds := r.matchConditions()
+		if g.action == admission.Mutate {
+			h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
+				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, MatchConditions: conds,
+				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+				TimeoutSeconds: ptr.To(r.opts.TimeoutSeconds), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
+				ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+			})
+		} else {
+			h.validating = append(h.validating, admissionregistrationv1.ValidatingWebhook{
+				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, MatchConditions: conds,
+				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+				TimeoutSeconds: ptr.To(r.opts.TimeoutSeconds), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
+			})
+		}
+	}
+	// The canary: one labelled ConfigMap in the module's own namespace, never
+	// anything else, and never blocking.
+	cc := r.opts.ClientConfig(admission.CanaryPath(r.opts.Module))
+	cc.CABundle = caBundle
+	h.validating = append(h.validating, admissionregistrationv1.ValidatingWebhook{
+		Name: "canary." + r.opts.Module + ".vigil.dev", ClientConfig: cc,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+		}},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: r.opts.Namespace}},
+		ObjectSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{CanaryLabel: r.opts.Module}},
+		FailurePolicy:     ptr.To(admissionregistrationv1.Ignore),
+		SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+		TimeoutSeconds: ptr.To[int32](5),
+	})
+	sum := sha256.New()
+	_ = json.NewEncoder(sum).Encode(struct {
+		M []admissionregistrationv1.MutatingWebhook
+		V []admissionregistrationv1.ValidatingWebhook
+	}{h.mutating, h.validating})
+	h.hash = hex.EncodeToString(sum.Sum(nil))[:16]
+	return h, nil
+}
+
+func rulesOf(m map[schema.GroupVersionResource][]admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+	keys := make([]schema.GroupVersionResource, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	var rules []admissionregistrationv1.RuleWithOperations
+	for _, k := range keys {
+		ops := m[k]
+		slices.Sort(ops)
+		rules = append(rules, admissionregistrationv1.RuleWithOperations{
+			Operations: ops,
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{k.Group}, APIVersions: []string{k.Version}, Resources: []string{k.Resource}},
+		})
+	}
+	return rules
+}
+
+// namespaceSelector keeps the webhooks out of the module's own namespace,
+// kube-system, the excluded ones and any that opted out; a capability limited
+// to namespaces gets only those.
+func (r *Registrar) namespaceSelector(only []string) *metav1.LabelSelector {
+	excluded := append([]string{r.opts.Namespace, metav1.NamespaceSystem}, r.opts.ExcludeNamespaces...)
+	slices.Sort(excluded)
+	excluded = slices.Compact(excluded)
+	s := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: excluded},
+		{Key: IgnoreLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
+	}}
+	if len(only) > 0 {
+		s.MatchExpressions = append(s.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: only,
+		})
+	}
+	return s
+}
+
+// matchConditions keep cluster plumbing away and exclude exactly the objects
+// the module's gates wait for, so its webhooks never stand in its own way.
+func (r *Registrar) matchConditions() []admissionregistrationv1.MatchCondition {
+	conds := []admissionregistrationv1.MatchCondition{{
+		Name: "not-cluster-plumbing",
+		Expression: `!(request.kind.group == "" && request.kind.kind == "Node") && ` +
+			`!(request.kind.group == "coordination.k8s.io" && request.kind.kind == "Lease") && ` +
+			`!(request.kind.group == "certificates.k8s.io" && request.kind.kind == "CertificateSigningRequest")`,
+	}}
+	var gated []string
+	for _, o := range r.opts.Gated {
+		if o.Name == "" {
+			continue // a selector gate: objects are not known by name
+		}
+		e := fmt.Sprintf(`(request.kind.group == %q && request.kind.kind == %q && request.name == %q`, o.GVK.Group, o.GVK.Kind, o.Name)
+		if o.Namespace != "" {
+			e += fmt.Sprintf(` && request.namespace == %q`, o.Namespace)
+		}
+		gated = append(gated, e+")")
+	}
+	if len(gated) > 0 {
+		slices.Sort(gated)
+		conds = append(conds, admissionregistrationv1.MatchCondition{Name: "not-gated-objects", Expression: "!(" + strings.Join(gated, " || ") + ")"})
+	}
+	return conds
+}
+
+var kinds = []string{"mutating", "validating"}
+
+// records reads both configurations' annotations.
+func (r *Registrar) records(ctx context.Context) ([2]Record, error) {
+	var out [2]Record
+	for i, kind := range kinds {
+		_, rec, err := r.get(ctx, kind)
+		if err != nil {
+			return out, err
+		}
+		out[i] = rec
+	}
+	return out, nil
+}
+
+func (r *Registrar) get(ctx context.Context, kind string) (string, Record, error) {
+	var m metav1.Object
+	var err error
+	if kind == "mutating" {
+		m, err = r.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{})
+	} else {
+		m, err = r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		r.opts.Log.Error(err, "webhook configuration missing: it is not recreated; apply the module's manifests again", "kind", kind)
+		return "", Record{}, fmt.Errorf("%w: %s webhook configuration %q: apply the module's manifests, which ship it empty", ErrMissing, kind, r.opts.Module)
+	}
+	if err != nil {
+		return "", Record{}, r.explain("get", kind, err)
+	}
+	var rec Record
+	if raw := m.GetAnnotations()[Annotation]; raw != "" {
+		_ = json.Unmarshal([]byte(raw), &rec)
+	}
+	return m.GetResourceVersion(), rec, nil
+}
+
+// write patches both configurations, each with a resourceVersion
+// precondition, unless a newer version of the module wrote them.
+func (r *Registrar) write(ctx context.Context, h *hooks, policy admissionregistrationv1.FailurePolicyType, state string) error {
+	for _, kind := range kinds {
+		var webhooks any
+		if kind == "mutating" {
+			ws := slices.Clone(h.mutating)
+			for i := range ws {
+				ws[i].FailurePolicy = ptr.To(policy)
+			}
+			webhooks = ws
+		} else {
+			ws := slices.Clone(h.validating)
+			for i := range ws {
+				if !strings.HasPrefix(ws[i].Name, "canary.") {
+					ws[i].FailurePolicy = ptr.To(policy)
+				}
+			}
+			webhooks = ws
+		}
+		if err := r.writeOne(ctx, kind, webhooks, h.hash, state); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Registrar) writeOne(ctx context.Context, kind string, webhooks any, hash, state string) error {
+	backoff := wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 10, Cap: time.Second}
+	for {
+		rv, rec, err := r.get(ctx, kind)
+		if err != nil {
+			return err
+		}
+		if newer(rec.Version, r.opts.Version) {
+			r.opts.Log.Info("a newer module version registered the webhooks; leaving them", "kind", kind, "theirs", rec.Version, "ours", r.opts.Version)
+			return fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, kind, rec.Version, r.opts.Version)
+		}
+		ann, _ := json.Marshal(Record{Version: r.opts.Version, Hash: hash, Generation: rec.Generation + 1, State: state})
+		body := map[string]any{
+			"metadata": map[string]any{"resourceVersion": rv, "annotations": map[string]any{Annotation: string(ann)}},
+			"webhooks": webhooks,
+		}
+		err = r.patch(ctx, kind, body)
+		if apierrors.IsConflict(err) && backoff.Steps > 1 {
+			time.Sleep(backoff.Step())
+			continue // someone else wrote: read again and decide again
+		}
+		return err
+	}
+}
+
+func (r *Registrar) patch(ctx context.Context, kind string, body map[string]any) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	if kind == "mutating" {
+		_, err = r.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, r.opts.Module, types.MergePatchType, data, metav1.PatchOptions{FieldManager: "vigil"})
+	} else {
+		_, err = r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Patch(ctx, r.opts.Module, types.MergePatchType, data, metav1.PatchOptions{FieldManager: "vigil"})
+	}
+	if err != nil && !apierrors.IsConflict(err) {
+		return r.explain("patch", kind, err)
+	}
+	return err
+}
+
+func (r *Registrar) explain(verb, kind string, err error) error {
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("%s the %s webhook configuration %q: %w: the module needs the rule {apiGroups: [admissionregistration.k8s.io], resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations], verbs: [get, patch], resourceNames: [%s]}", verb, kind, r.opts.Module, err, r.opts.Module)
+	}
+	return fmt.Errorf("%s the %s webhook configuration %q: %w", verb, kind, r.opts.Module, err)
+}
+
+// probe dry-runs the canary until the handler has seen it: proof that the API
+// server reaches a replica through the configuration just written.
+func (r *Registrar) probe(ctx context.Context) error {
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 1.5, Jitter: 0.3, Steps: 1 << 30, Cap: 5 * time.Second}
+	for attempt := 1; ; attempt++ {
+		token := randomToken()
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: r.opts.Module + "-canary", Labels: map[string]string{CanaryLabel: r.opts.Module}},
+			Data:       map[string]string{"token": token},
+		}
+		_, err := r.c.CoreV1().ConfigMaps(r.opts.Namespace).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			if r.opts.CanarySeen(token) {
+				r.opts.Log.Info("the API server reaches the module", "attempts", attempt)
+				return nil
+			}
+		} else if apierrors.IsForbidden(err) {
+			return fmt.Errorf("dry-run the canary ConfigMap in %s: %w: the module needs {apiGroups: [\"\"], resources: [configmaps], verbs: [create]} in its namespace (a dry run writes nothing)", r.opts.Namespace, err)
+		}
+		if attempt%10 == 0 {
+			r.opts.Log.Info("the API server does not reach the module yet; webhooks stay failurePolicy Ignore", "attempts", attempt, "err", fmt.Sprint(err))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("probe reachability: %w", context.Cause(ctx))
+		case <-time.After(backoff.Step()):
+		}
+	}
+}
+
+func randomToken() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newer reports whether version a is newer than b.
+func newer(a, b string) bool {
+	if a == "" {
+		return false
+	}
+	va, err1 := version.ParseGeneric(a)
+	vb, err2 := version.ParseGeneric(b)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return vb.LessThan(va)
+}
