@@ -29,6 +29,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/registration"
 )
 
 // servedModule is a module's admission role running against the test API
@@ -118,7 +119,7 @@ func writeServing(t *testing.T, ca *certs.CA, dir string) {
 	if err := os.Mkdir(version, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM} {
+	for name, data := range map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM, "ca.crt": ca.CertPEM} {
 		if err := os.WriteFile(filepath.Join(version, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +132,7 @@ func writeServing(t *testing.T, ca *certs.CA, dir string) {
 	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"tls.crt", "tls.key"} {
+	for _, name := range []string{"tls.crt", "tls.key", "ca.crt"} {
 		link := filepath.Join(dir, name)
 		if _, err := os.Lstat(link); os.IsNotExist(err) {
 			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
@@ -546,3 +547,90 @@ func TestManagedCertificateSecret(t *testing.T) {
 }
 
 func countsOf(m map[string]int) map[string]int { return m }
+
+// The admission role registers its own webhooks once it is ready and the API
+// server reaches it: nothing is registered while a gate's result is missing.
+func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
+	ctx := t.Context()
+	home, apps := env.Namespace(t), env.Namespace(t)
+	name := "self-" + home[len(home)-6:]
+	mut, val := registration.Bootstrap(name)
+	for _, o := range []client.Object{mut, val} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	m := vigil.NewModule(name, vigil.Options{Namespace: home, Version: "1.0.0"})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("ready").InNamespace(home).Named("ready").ToBeCreated(nil)
+	policies := m.Capability("policies", vigil.InNamespaces(apps))
+	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().Mutate(func(_ context.Context, r *vigil.Request[*corev1.ConfigMap]) error {
+		r.SetLabel("registered", "yes")
+		return nil
+	})
+	ca, err := certs.NewCA("self-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	writeServing(t, ca, certDir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	handoff := t.TempDir()
+	t.Setenv(vigil.EnvHandoffDir, handoff)
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- vigil.Execute(runCtx, m, []string{"admission", "--addr", addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t),
+			"--shutdown-delay", "0s", "--webhook-url", "https://" + addr})
+	}()
+	defer func() { cancel(); <-done }()
+
+	// Not ready: the gate's result is not handed over, so nothing registers.
+	time.Sleep(1500 * time.Millisecond)
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Webhooks) != 0 {
+		t.Fatalf("registered before the module was ready: %+v", cfg.Webhooks)
+	}
+	// The gate's init container runs; the module becomes ready and registers.
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: home, Name: "ready"}}); err != nil {
+		t.Fatal(err)
+	}
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != 0 {
+		t.Fatalf("gate exit %d", code)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: fmt.Sprint("probe-", i)}}
+		if err := env.Client.Create(ctx, c); err != nil {
+			t.Fatalf("a request was rejected while the module registered: %v", err)
+		}
+		if c.Labels["registered"] == "yes" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the module never registered its webhooks")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Webhooks) == 1 && *cfg.Webhooks[0].FailurePolicy == admissionregistrationv1.Fail {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("webhooks %+v: want enforced with Fail after the canary", cfg.Webhooks)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
