@@ -568,6 +568,18 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 		r.SetLabel("registered", "yes")
 		return nil
 	})
+	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().Named("no-bad").Validate(func(_ context.Context, r *vigil.Request[*corev1.ConfigMap]) vigil.Verdict {
+		if r.HasLabel("bad") {
+			return admission.Deny("label bad is not allowed")
+		}
+		return admission.Allow()
+	})
+	// Created before the module registers: it passes unchecked, and the audit
+	// after registration must report it.
+	sneaky := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "sneaky", Labels: map[string]string{"bad": ""}}}
+	if err := env.Client.Create(ctx, sneaky); err != nil {
+		t.Fatal(err)
+	}
 	ca, err := certs.NewCA("self-ca", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -630,6 +642,30 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("webhooks %+v: want enforced with Fail after the canary", cfg.Webhooks)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The audit reports what passed before registration, on the object.
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		evs := &corev1.EventList{}
+		if err := env.Client.List(ctx, evs, client.InNamespace(apps)); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == "sneaky" && e.Reason == "AuditViolation" && strings.Contains(e.Message, "label bad is not allowed") {
+				found = true
+			}
+			if e.Reason == "AuditViolation" && e.InvolvedObject.Name != "sneaky" {
+				t.Fatalf("audit reported %s, which violates nothing", e.InvolvedObject.Name)
+			}
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the audit reported no Event on the object admitted before registration")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -27,6 +27,7 @@ type Capability struct {
 	m          *Module
 	name       string
 	namespaces []string
+	failClosed bool
 	site       string
 }
 
@@ -37,6 +38,14 @@ type CapabilityOption func(*Capability)
 // cluster-wide.
 func InNamespaces(namespaces ...string) CapabilityOption {
 	return func(c *Capability) { c.namespaces = append(c.namespaces, namespaces...) }
+}
+
+// FailClosed makes a capability's webhooks static, with failurePolicy Fail
+// from install on, for policies that must never have an unguarded window. The
+// objects the module's gates wait for are still excluded, so the module
+// cannot lock itself out.
+func FailClosed() CapabilityOption {
+	return func(c *Capability) { c.failClosed = true }
 }
 
 // Capability declares a group of bindings.
@@ -196,6 +205,7 @@ func (b *WhenBuilder[T]) add(binding admission.Binding, action string) {
 	binding.Capability = b.c.name
 	binding.Operations = b.ops
 	binding.Namespaces = b.c.namespaces
+	binding.FailClosed = b.c.failClosed
 	binding.Filters = b.filters
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -59,6 +59,9 @@ type Binding struct {
 	Namespaces []string
 	Filters    []Filter
 	Action     Action
+	// FailClosed bindings are served by static webhooks with failurePolicy
+	// Fail from install on, instead of being registered when ready.
+	FailClosed bool
 
 	newObject func() client.Object
 	typ       reflect.Type

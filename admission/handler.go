@@ -200,6 +200,20 @@ func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	return review, nil
 }
 
+// Audit runs the validations over an object that already exists, as if it
+// were created now, with the Store refusing writes: for the audit of what
+// passed while the webhooks were not registered. It returns the denial's
+// message, or "" when the object passes.
+func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) string {
+	dry := true
+	req.DryRun = &dry
+	resp := h.review(ctx, Validate, req)
+	if resp.Allowed || resp.Result == nil {
+		return ""
+	}
+	return resp.Result.Message
+}
+
 // review runs the bindings for one request under the handler's deadline.
 func (h *Handler) review(ctx context.Context, action Action, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	bindings := h.mutate

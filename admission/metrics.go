@@ -10,6 +10,7 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	audit    prometheus.Counter
 }
 
 // NewMetrics registers the admission metrics with reg.
@@ -29,7 +30,12 @@ func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
 			Buckets:     []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}, labels),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+	m.audit = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "vigil", Subsystem: "admission", Name: "audit_violations_total",
+		Help:        "Existing objects that the validations deny, found by the audit after registration: what passed while the webhooks were not registered.",
+		ConstLabels: constLabels,
+	})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.audit} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -41,4 +47,11 @@ func (m *Metrics) observe(b *Binding, verdict string, d time.Duration) {
 	values := []string{b.Capability, b.Name, b.Action.String(), verdict}
 	m.requests.WithLabelValues(values...).Inc()
 	m.duration.WithLabelValues(values...).Observe(d.Seconds())
+}
+
+// AuditViolation counts one object the audit found in violation.
+func (m *Metrics) AuditViolation() {
+	if m != nil {
+		m.audit.Inc()
+	}
 }

@@ -53,6 +53,9 @@ type AdmissionSetup struct {
 	// Registrar registers the module's webhooks, reached as clientConfig says
 	// and trusted through caBundle.
 	Registrar func(clientConfig func(path string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error)
+	// Audit runs the validations over the objects that exist, after
+	// registration, and reports what passed unchecked before it.
+	Audit func(ctx context.Context) error
 }
 
 // PlanPhase is one phase of a module's gates, as `plan` prints it.
@@ -297,7 +300,13 @@ func (o *AdmissionOptions) Run(ctx context.Context, m Module) error {
 		if err != nil {
 			return err
 		}
-		go registerWhenReady(ctx, log, listening, setup.Ready, reg)
+		go func() {
+			if registerWhenReady(ctx, log, listening, setup.Ready, reg) && setup.Audit != nil {
+				if err := setup.Audit(ctx); err != nil {
+					log.Error(err, "audit of the objects admitted before registration")
+				}
+			}
+		}()
 	}
 	return webhook.Serve(ctx, serve)
 }
@@ -317,11 +326,11 @@ func (o *AdmissionOptions) clientConfig(m Module) func(path string) admissionreg
 }
 
 // registerWhenReady registers once the server listens and is ready, retrying
-// what can be retried.
-func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan struct{}, ready func() error, reg *registration.Registrar) {
+// what can be retried. It reports whether this replica registered.
+func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan struct{}, ready func() error, reg *registration.Registrar) bool {
 	select {
 	case <-ctx.Done():
-		return
+		return false
 	case <-listening:
 	}
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.3, Steps: 1 << 30, Cap: 30 * time.Second}
@@ -329,17 +338,18 @@ func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan st
 		err := ready()
 		if err == nil {
 			err = reg.Register(ctx)
-			if err == nil || errors.Is(err, registration.ErrNewer) || errors.Is(err, registration.ErrMissing) {
-				if err != nil {
-					log.Info("webhooks not registered by this replica", "reason", err.Error())
-				}
-				return
+			if err == nil {
+				return true
+			}
+			if errors.Is(err, registration.ErrNewer) || errors.Is(err, registration.ErrMissing) {
+				log.Info("webhooks not registered by this replica", "reason", err.Error())
+				return false
 			}
 			log.Error(err, "register webhooks; retrying")
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(backoff.Step()):
 		}
 	}

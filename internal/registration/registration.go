@@ -191,8 +191,31 @@ type hooks struct {
 	hash       string
 }
 
-// build turns the bindings into webhooks, one per capability and action.
-func (r *Registrar) build() (*hooks, error) {
+// Static returns the webhook configurations of the module's fail-closed
+// capabilities, as its manifests ship them: named <module>-fail-closed,
+// failurePolicy Fail from the start, never written by the module.
+func (r *Registrar) Static() (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	h, err := r.hooksFor(true)
+	if err != nil {
+		return nil, nil, err
+	}
+	mut, val := Bootstrap(r.opts.Module + "-fail-closed")
+	for _, w := range h.mutating {
+		w.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
+		mut.Webhooks = append(mut.Webhooks, w)
+	}
+	for _, w := range h.validating {
+		w.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
+		val.Webhooks = append(val.Webhooks, w)
+	}
+	return mut, val, nil
+}
+
+// build turns the bindings registered when ready into webhooks, one per
+// capability and action, plus the canary.
+func (r *Registrar) build() (*hooks, error) { return r.hooksFor(false) }
+
+func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 	type group struct {
 		capability string
 		action     admission.Action
@@ -202,6 +225,9 @@ func (r *Registrar) build() (*hooks, error) {
 	groups := map[string]*group{}
 	var order []string
 	for _, b := range r.opts.Bindings {
+		if b.FailClosed != static {
+			continue
+		}
 		key := b.Capability + "/" + b.Action.String()
 		g, ok := groups[key]
 		if !ok {
@@ -249,6 +275,9 @@ func (r *Registrar) build() (*hooks, error) {
 				TimeoutSeconds: ptr.To(r.opts.TimeoutSeconds), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
 			})
 		}
+	}
+	if static {
+		return h, nil
 	}
 	// The canary: one labelled ConfigMap in the module's own namespace, never
 	// anything else, and never blocking.

@@ -332,3 +332,58 @@ func TestRuleIsGetAndPatchOnTheTwoNames(t *testing.T) {
 		t.Fatalf("bootstrap %v %v: want two empty configurations named after the module", mut, val)
 	}
 }
+
+// A fail-closed capability's static webhooks reject while the module is down
+// — and never the objects its gates wait for.
+func TestFailClosedStaticWebhooks(t *testing.T) {
+	ctx := t.Context()
+	home, apps := env.Namespace(t), env.Namespace(t)
+	name := "closed-" + home[len(home)-6:]
+	m := newModule(t, name)
+	opts := options(t, name, home, apps, m, "https://127.0.0.1:1") // nothing listens there
+	opts.Bindings[0].FailClosed = true
+	mut, val, err := registration.New(env.Clientset, opts).Static()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mut.Name != name+"-fail-closed" || len(mut.Webhooks) != 1 || len(val.Webhooks) != 0 || *mut.Webhooks[0].FailurePolicy != admissionregistrationv1.Fail {
+		t.Fatalf("static configurations %+v / %+v", mut, val)
+	}
+	if err := env.Client.Create(ctx, mut); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), mut) })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := env.Client.Create(ctx, pod(apps, "blocked"))
+		if err != nil && strings.Contains(err.Error(), "failed calling webhook") {
+			break
+		}
+		if err == nil {
+			_ = env.Client.Delete(ctx, pod(apps, "blocked"))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fail-closed webhook never rejected while the module was down: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := env.Client.Create(ctx, pod(apps, "gated")); err != nil {
+		t.Fatalf("the fail-closed webhook rejected the object a gate waits for: %v", err)
+	}
+	// The dynamic registration leaves fail-closed bindings out.
+	bootstrap(t, name)
+	if err := registration.New(env.Clientset, options(t, name, home, apps, m, strings.TrimSuffix(m.srv.URL(""), "/"))).Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	opts.ClientConfig = func(path string) admissionregistrationv1.WebhookClientConfig {
+		u := strings.TrimSuffix(m.srv.URL(""), "/") + path
+		return admissionregistrationv1.WebhookClientConfig{URL: &u}
+	}
+	r := registration.New(env.Clientset, opts)
+	if err := r.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, _ := mutating(t, name); len(cfg.Webhooks) != 0 {
+		t.Fatalf("the dynamic configuration holds %d webhooks of a fail-closed capability", len(cfg.Webhooks))
+	}
+}
