@@ -670,3 +670,43 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// plan says per capability whether it is fail-closed or registered when
+// ready, and what may pass unchecked before registration.
+func TestPlanShowsCapabilities(t *testing.T) {
+	m := vigil.NewModule("planned", vigil.Options{})
+	strict := m.Capability("strict", vigil.FailClosed(), vigil.InNamespaces("apps"))
+	vigil.When(strict, &corev1.Pod{}).IsCreated().Named("no-root").Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
+	lenient := m.Capability("lenient")
+	vigil.When(lenient, &corev1.ConfigMap{}).IsCreatedOrUpdated().Named("label").Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error { return nil })
+	out := captureStdout(t, func() {
+		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
+			t.Errorf("plan exit %d", code)
+		}
+	})
+	for _, want := range []string{
+		"strict (in apps): fail-closed: static webhooks with failurePolicy Fail from install on; nothing passes unchecked",
+		"lenient (cluster-wide): registered when ready; until then these pass unchecked",
+		"label mutate ConfigMap CREATE,UPDATE (admission_test.go:",
+		"no-root validate Pod CREATE (admission_test.go:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func captureStdout(t *testing.T, fn func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stdout
+	os.Stdout = w
+	fn()
+	os.Stdout = saved
+	w.Close()
+	data, _ := io.ReadAll(r)
+	return string(data)
+}

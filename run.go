@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -92,6 +93,27 @@ func (a moduleApp) Plan() []cli.PlanPhase {
 	}
 	sort.Slice(phases, func(i, j int) bool { return phases[i].Phase < phases[j].Phase })
 	return phases
+}
+
+func (a moduleApp) Capabilities() []cli.PlanCapability {
+	a.m.mu.Lock()
+	defer a.m.mu.Unlock()
+	var out []cli.PlanCapability
+	for _, c := range a.m.capabilities {
+		pc := cli.PlanCapability{Name: c.name, FailClosed: c.failClosed, Namespaces: c.namespaces}
+		for _, b := range a.m.bindings {
+			if b.Capability != c.name {
+				continue
+			}
+			ops := make([]string, len(b.Operations))
+			for i, op := range b.Operations {
+				ops[i] = string(op)
+			}
+			pc.Bindings = append(pc.Bindings, fmt.Sprintf("%s %s %s %s (%s)", b.Name, b.Action, b.GVK.Kind, strings.Join(ops, ","), b.site))
+		}
+		out = append(out, pc)
+	}
+	return out
 }
 
 func (a moduleApp) PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Logger, phase int) ([]gaterun.Gate, error) {

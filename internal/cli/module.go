@@ -37,6 +37,7 @@ type Module interface {
 	Namespace() string
 	Validate() error
 	Plan() []PlanPhase
+	Capabilities() []PlanCapability
 	PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Logger, phase int) ([]gaterun.Gate, error)
 	Admission(ctx context.Context, cfg *rest.Config, log logr.Logger, handoffDir string) (*AdmissionSetup, error)
 	Unregister(ctx context.Context, cfg *rest.Config, log logr.Logger) error
@@ -62,6 +63,15 @@ type AdmissionSetup struct {
 type PlanPhase struct {
 	Phase int
 	Gates []PlanGate
+}
+
+// PlanCapability is one capability, as `plan` prints it.
+type PlanCapability struct {
+	Name       string
+	FailClosed bool
+	Namespaces []string
+	// Bindings say what each binding admits, e.g. "validate Pod CREATE".
+	Bindings []string
 }
 
 // PlanGate is one gate, as `plan` prints it.
@@ -422,7 +432,7 @@ func WritePlan(out io.Writer, m Module) error {
 	fmt.Fprintf(out, "module %s (namespace %s)\n", m.Name(), m.Namespace())
 	if len(phases) == 0 {
 		fmt.Fprintln(out, "\nno startup gates: the deployment gets no gate init containers")
-		return nil
+		return writeCapabilities(out, m.Capabilities())
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, p := range phases {
@@ -451,6 +461,28 @@ func WritePlan(out io.Writer, m Module) error {
 	fmt.Fprintln(out, "\ninit containers, in order:")
 	for _, p := range phases {
 		fmt.Fprintf(out, "  %s\n", InitContainerName(p.Phase))
+	}
+	return writeCapabilities(out, m.Capabilities())
+}
+
+func writeCapabilities(out io.Writer, caps []PlanCapability) error {
+	if len(caps) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "\ncapabilities:")
+	for _, c := range caps {
+		where := "cluster-wide"
+		if len(c.Namespaces) > 0 {
+			where = "in " + strings.Join(c.Namespaces, ", ")
+		}
+		if c.FailClosed {
+			fmt.Fprintf(out, "  %s (%s): fail-closed: static webhooks with failurePolicy Fail from install on; nothing passes unchecked\n", c.Name, where)
+		} else {
+			fmt.Fprintf(out, "  %s (%s): registered when ready; until then these pass unchecked (the audit after registration reports them):\n", c.Name, where)
+		}
+		for _, b := range c.Bindings {
+			fmt.Fprintf(out, "    %s\n", b)
+		}
 	}
 	return nil
 }
