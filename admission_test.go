@@ -109,7 +109,7 @@ func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []s
 // lays out a Secret volume: tls.crt and tls.key are links into ..data, a link
 // to a timestamped folder that an update replaces with a new one in one
 // rename, after which the old folder is removed.
-func writeServing(t *testing.T, ca *certs.CA, dir string) {
+func writeServing(t testing.TB, ca *certs.CA, dir string) {
 	t.Helper()
 	serving, err := ca.Issue([]string{"127.0.0.1", "localhost"}, time.Hour)
 	if err != nil {

@@ -345,8 +345,9 @@ func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan st
 	}
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.3, Steps: 1 << 30, Cap: 30 * time.Second}
 	for {
-		err := ready()
-		if err == nil {
+		// Readiness is polled briskly: registration should follow it closely.
+		next := 250 * time.Millisecond
+		if err := ready(); err == nil {
 			err = reg.Register(ctx)
 			if err == nil {
 				return true
@@ -356,11 +357,12 @@ func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan st
 				return false
 			}
 			log.Error(err, "register webhooks; retrying")
+			next = backoff.Step()
 		}
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(backoff.Step()):
+		case <-time.After(next):
 		}
 	}
 }

@@ -1,0 +1,204 @@
+package vigil_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/registration"
+)
+
+// front is a stable loopback address in front of whichever replica is
+// current, as a Service is in front of a Deployment's pods.
+type front struct {
+	ln     net.Listener
+	target atomic.Value // string
+}
+
+func newFront(t testing.TB) *front {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &front{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				target, _ := f.target.Load().(string)
+				s, err := net.Dial("tcp", target)
+				if err != nil {
+					c.Close()
+					return
+				}
+				go func() { _, _ = io.Copy(s, c); s.Close() }()
+				_, _ = io.Copy(c, s)
+				c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return f
+}
+
+func freeAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// BenchmarkSoakRegistration (make soak-registration): a client creates
+// ConfigMaps without pause while a module starts with a gate pending for 10 s,
+// registers, and is then replaced by a second replica. No request may be
+// rejected, and every object created after the first registration must carry
+// the module's mutation. Run with -benchtime 1x.
+func BenchmarkSoakRegistration(b *testing.B) {
+	ctx := b.Context()
+	home, apps := env.Namespace(b), env.Namespace(b)
+	name := "soak-" + home[len(home)-6:]
+	mut, val := registration.Bootstrap(name)
+	for _, o := range []client.Object{mut, val} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	newModule := func() *vigil.Module {
+		m := vigil.NewModule(name, vigil.Options{Namespace: home, Version: "1.0.0"})
+		vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("go").InNamespace(home).Named("go").ToBeCreated(nil)
+		c := m.Capability("soak", vigil.InNamespaces(apps))
+		vigil.When(c, &corev1.ConfigMap{}).IsCreated().Mutate(func(_ context.Context, r *vigil.Request[*corev1.ConfigMap]) error {
+			r.SetLabel("soaked", "yes")
+			return nil
+		})
+		return m
+	}
+	ca, err := certs.NewCA("soak", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	certDir := b.TempDir()
+	writeServing(b, ca, certDir)
+	handoff := b.TempDir()
+	b.Setenv(vigil.EnvHandoffDir, handoff)
+	kc := env.KubeConfigFile(b)
+	f := newFront(b)
+
+	replica := func(addr string) (stop func()) {
+		runCtx, cancel := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		go func() {
+			done <- vigil.Execute(runCtx, newModule(), []string{"admission", "--addr", addr, "--cert-dir", certDir, "--kubeconfig", kc,
+				"--shutdown-delay", "1s", "--webhook-url", "https://" + f.ln.Addr().String()})
+		}()
+		return func() { cancel(); <-done }
+	}
+
+	// The client: create, count, check the label.
+	var creates, rejected, unmutated atomic.Int64
+	var registeredAt atomic.Int64 // unix nanos of the first enforcement
+	var firstErr atomic.Value
+	stopClient := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stopClient:
+				return
+			default:
+			}
+			c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: fmt.Sprint("soak-", i)}}
+			began := time.Now()
+			if err := env.Client.Create(ctx, c); err != nil {
+				rejected.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+				continue
+			}
+			creates.Add(1)
+			if reg := registeredAt.Load(); reg != 0 && began.UnixNano() > reg && c.Labels["soaked"] != "yes" {
+				unmutated.Add(1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	// Watch for enforcement.
+	started := time.Now()
+	go func() {
+		for registeredAt.Load() == 0 {
+			cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, cfg); err == nil {
+				var rec registration.Record
+				_ = json.Unmarshal([]byte(cfg.Annotations[registration.Annotation]), &rec)
+				if rec.State == "enforced" {
+					registeredAt.Store(time.Now().UnixNano())
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+
+	addrA := freeAddr(b)
+	f.target.Store(addrA)
+	stopA := replica(addrA)
+	// The gate is pending for 10 s; then its init container runs.
+	time.Sleep(10 * time.Second)
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: home, Name: "go"}}); err != nil {
+		b.Fatal(err)
+	}
+	if code := vigil.Execute(ctx, newModule(), []string{"gate", "--phase", "0", "--kubeconfig", kc}); code != 0 {
+		b.Fatalf("gate exit %d", code)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for registeredAt.Load() == 0 {
+		if time.Now().After(deadline) {
+			b.Fatal("the module never registered")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	registeredAfter := time.Duration(registeredAt.Load() - started.UnixNano())
+	time.Sleep(3 * time.Second)
+
+	// A rolling update: the second replica comes up, the front moves to it,
+	// the first stops.
+	addrB := freeAddr(b)
+	stopB := replica(addrB)
+	defer stopB()
+	time.Sleep(3 * time.Second)
+	f.target.Store(addrB)
+	stopA()
+	time.Sleep(3 * time.Second)
+	close(stopClient)
+	wg.Wait()
+
+	fmt.Printf("registration: creates=%d rejected=%d unmutated_after_registration=%d registered_after=%dms\n",
+		creates.Load(), rejected.Load(), unmutated.Load(), registeredAfter.Milliseconds())
+	if err, _ := firstErr.Load().(error); err != nil {
+		b.Errorf("first rejection: %v", err)
+	}
+	if rejected.Load() > 0 || unmutated.Load() > 0 || creates.Load() < 200 {
+		b.Fatalf("creates=%d rejected=%d unmutated=%d: want at least 200 creates, none rejected or unmutated", creates.Load(), rejected.Load(), unmutated.Load())
+	}
+
+}
