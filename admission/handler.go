@@ -123,8 +123,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var resp *admissionv1.AdmissionResponse
 	if r.URL.Path == CanaryPath(h.opts.Module) {
-		h.canary(review.Request)
 		resp = &admissionv1.AdmissionResponse{Allowed: true}
+		if token := h.canary(review.Request); token != "" {
+			// Echoed to whoever sent the canary, whichever replica answers.
+			resp.Warnings = []string{CanaryWarning(token)}
+		}
 	} else if action < 0 {
 		h.opts.Log.Info("admission request for a path this module version does not serve; allowed", "path", r.URL.Path, "kind", review.Request.Kind.Kind, "name", review.Request.Name)
 		resp = &admissionv1.AdmissionResponse{Allowed: true}
@@ -145,17 +148,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// canary records the token of a canary ConfigMap.
-func (h *Handler) canary(req *admissionv1.AdmissionRequest) {
-	if h.opts.OnCanary == nil {
-		return
-	}
+// CanaryWarning is the warning a replica answers a canary with: the API
+// server passes it back to the client that sent the canary, which is how a
+// registering replica learns that the API server reaches the module — even
+// when another replica answered.
+func CanaryWarning(token string) string { return "vigil-canary " + token }
+
+// canary returns the token of a canary ConfigMap, and records it.
+func (h *Handler) canary(req *admissionv1.AdmissionRequest) string {
 	var cm struct {
 		Data map[string]string `json:"data"`
 	}
-	if err := fastjson.Unmarshal(req.Object.Raw, &cm); err == nil && cm.Data["token"] != "" {
+	if err := fastjson.Unmarshal(req.Object.Raw, &cm); err != nil || cm.Data["token"] == "" {
+		return ""
+	}
+	if h.opts.OnCanary != nil {
 		h.opts.OnCanary(cm.Data["token"])
 	}
+	return cm.Data["token"]
 }
 
 // decode reads an AdmissionReview v1 request, or says what is wrong with it.

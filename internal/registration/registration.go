@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -105,7 +106,9 @@ type Options struct {
 	TimeoutSeconds int32
 	// Mapper turns the bindings' kinds into resources.
 	Mapper meta.RESTMapper
-	// CanarySeen reports whether the handler recorded the canary with token.
+	// CanarySeen reports whether this replica's handler recorded the canary
+	// with token; the canary's warning, echoed by whichever replica answered,
+	// counts too (see admission.CanaryWarning).
 	CanarySeen func(token string) bool
 	Log        logr.Logger
 }
@@ -490,9 +493,19 @@ func (r *Registrar) probe(ctx context.Context) error {
 			ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: r.opts.Module + "-canary", Labels: map[string]string{CanaryLabel: r.opts.Module}},
 			Data:       map[string]string{"token": token},
 		}
-		_, err := r.c.CoreV1().ConfigMaps(r.opts.Namespace).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		var warned atomic.Bool
+		err := r.c.CoreV1().RESTClient().Post().
+			Namespace(r.opts.Namespace).Resource("configmaps").
+			Param("dryRun", metav1.DryRunAll).
+			Body(cm).
+			WarningHandlerWithContext(warningFunc(func(text string) {
+				if text == admission.CanaryWarning(token) {
+					warned.Store(true)
+				}
+			})).
+			Do(ctx).Error()
 		if err == nil || apierrors.IsAlreadyExists(err) {
-			if r.opts.CanarySeen(token) {
+			if warned.Load() || (r.opts.CanarySeen != nil && r.opts.CanarySeen(token)) {
 				r.opts.Log.Info("the API server reaches the module", "attempts", attempt)
 				return nil
 			}
@@ -509,6 +522,11 @@ func (r *Registrar) probe(ctx context.Context) error {
 		}
 	}
 }
+
+// warningFunc adapts a function to client-go's warning handler.
+type warningFunc func(text string)
+
+func (f warningFunc) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) { f(text) }
 
 func randomToken() string {
 	b := make([]byte, 12)

@@ -54,7 +54,7 @@ func newModule(t *testing.T, name string) *module {
 				var cm corev1.ConfigMap
 				_ = json.Unmarshal(req.Object.Raw, &cm)
 				m.tokens[cm.Data["token"]] = true
-				return nil
+				return &admissionv1.AdmissionResponse{Allowed: true, Warnings: []string{admission.CanaryWarning(cm.Data["token"])}}
 			}
 			m.calls++
 			return &admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{Code: 403, Message: "denied by " + name}}
@@ -385,5 +385,25 @@ func TestFailClosedStaticWebhooks(t *testing.T) {
 	}
 	if cfg, _ := mutating(t, name); len(cfg.Webhooks) != 0 {
 		t.Fatalf("the dynamic configuration holds %d webhooks of a fail-closed capability", len(cfg.Webhooks))
+	}
+}
+
+// The canary proves reachability whichever replica answers it: during a
+// rollout the new version's canary may reach an old replica, which echoes it.
+func TestCanaryAnsweredByAnotherReplica(t *testing.T) {
+	ctx := t.Context()
+	home, apps := env.Namespace(t), env.Namespace(t)
+	name := "other-" + home[len(home)-6:]
+	bootstrap(t, name)
+	m := newModule(t, name)
+	opts := options(t, name, home, apps, m, strings.TrimSuffix(m.srv.URL(""), "/"))
+	opts.CanarySeen = func(string) bool { return false } // this replica never sees it
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := registration.New(env.Clientset, opts).Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, rec := mutating(t, name); rec.State != "enforced" {
+		t.Fatalf("record %+v: want enforced on another replica's echo", rec)
 	}
 }
