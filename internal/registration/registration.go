@@ -526,7 +526,9 @@ func (r *Registrar) probe(ctx context.Context) error {
 // warningFunc adapts a function to client-go's warning handler.
 type warningFunc func(text string)
 
-func (f warningFunc) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) { f(text) }
+func (f warningFunc) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	f(text)
+}
 
 func randomToken() string {
 	b := make([]byte, 12)
