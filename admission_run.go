@@ -61,6 +61,12 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 	if err != nil {
 		return nil, err
 	}
+	configMissing := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "vigil", Subsystem: "registration", Name: "configuration_missing",
+		Help:        "1 while one of the module's webhook configurations is missing (deleted, not recreated), else 0.",
+		ConstLabels: prometheus.Labels{"module": m.name},
+	})
+	reg.MustRegister(configMissing)
 	var canaries sync.Map
 	h := admission.NewHandler(bindings, admission.Options{
 		OnCanary:      func(token string) { canaries.Store(token, true) },
@@ -96,6 +102,13 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		Ready:   ready,
 		Audit:   func(ctx context.Context) error { return a.audit(ctx, cfg, log, bindings, h, metrics) },
+		RegistrationProblem: func(err error) {
+			if err != nil {
+				configMissing.Set(1)
+			} else {
+				configMissing.Set(0)
+			}
+		},
 		Registrar: func(clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error) {
 			return a.registrar(cfg, log, bindings, clientConfig, caBundle, func(token string) bool {
 				_, ok := canaries.Load(token)

@@ -598,7 +598,7 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- vigil.Execute(runCtx, m, []string{"admission", "--addr", addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t),
-			"--shutdown-delay", "0s", "--webhook-url", "https://" + addr})
+			"--shutdown-delay", "0s", "--webhook-url", "https://" + addr, "--registration-check-interval", "200ms"})
 	}()
 	defer func() { cancel(); <-done }()
 
@@ -669,6 +669,38 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// An admin deletes a configuration: reported, not recreated.
+	if err := env.Client.Delete(ctx, mut); err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, ready := httpGet(hc, "https://"+addr+"/readyz")
+		_, metrics := httpGet(hc, "https://"+addr+"/metrics")
+		if strings.Contains(ready, "webhook configuration missing") &&
+			strings.Contains(metrics, `vigil_registration_configuration_missing{module="`+name+`"} 1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a deleted configuration was not reported:\nreadyz: %s", ready)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.MutatingWebhookConfiguration{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the deleted configuration was recreated: %v", err)
+	}
+}
+
+func httpGet(c *http.Client, url string) (int, string) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // plan says per capability whether it is fail-closed or registered when

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -57,6 +58,9 @@ type AdmissionSetup struct {
 	// Audit runs the validations over the objects that exist, after
 	// registration, and reports what passed unchecked before it.
 	Audit func(ctx context.Context) error
+	// RegistrationProblem is told of a registration problem an operator must
+	// see (a configuration deleted), or nil when it is gone; it feeds metrics.
+	RegistrationProblem func(err error)
 }
 
 // PlanPhase is one phase of a module's gates, as `plan` prints it.
@@ -161,6 +165,7 @@ endpoints are withdrawn, then drains the requests in flight.`,
 	af.DurationVar(&a.ShutdownDelay, "shutdown-delay", 5*time.Second, "how long to keep serving, not ready, after SIGTERM")
 	af.BoolVar(&a.Register, "register", true, "fill the module's webhook configurations once ready (Ignore, then the canary, then the failure policy)")
 	af.StringVar(&a.WebhookURL, "webhook-url", "", "base URL the API server reaches this server at (for local runs); by default the module's Service")
+	af.DurationVar(&a.CheckInterval, "registration-check-interval", 30*time.Second, "how often to check that the webhook configurations still exist (a deleted one is reported, not recreated)")
 	af.StringVar(&a.CAFile, "ca-file", "", "CA bundle for the webhooks' caBundle with --cert-dir (default: ca.crt in --cert-dir)")
 	root.AddCommand(admissionCmd)
 
@@ -242,6 +247,9 @@ type AdmissionOptions struct {
 	Register      bool
 	WebhookURL    string
 	CAFile        string
+	// CheckInterval is how often a replica checks its configurations still
+	// exist; 30s when zero.
+	CheckInterval time.Duration
 	Kubeconfig    string
 	Context       string
 	HandoffDir    string
@@ -310,12 +318,16 @@ func (o *AdmissionOptions) Run(ctx context.Context, m Module) error {
 		if err != nil {
 			return err
 		}
+		problems := &registrationProblems{log: log, sink: podEvents(cfg, m.Name(), -1), notify: setup.RegistrationProblem}
+		serve.ReadyDetail = problems.detail
 		go func() {
-			if registerWhenReady(ctx, log, listening, setup.Ready, reg) && setup.Audit != nil {
+			registered := registerWhenReady(ctx, log, listening, setup.Ready, reg, problems)
+			if registered && setup.Audit != nil {
 				if err := setup.Audit(ctx); err != nil {
 					log.Error(err, "audit of the objects admitted before registration")
 				}
 			}
+			watchRegistration(ctx, reg, problems, o.CheckInterval)
 		}()
 	}
 	return webhook.Serve(ctx, serve)
@@ -337,7 +349,7 @@ func (o *AdmissionOptions) clientConfig(m Module) func(path string) admissionreg
 
 // registerWhenReady registers once the server listens and is ready, retrying
 // what can be retried. It reports whether this replica registered.
-func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan struct{}, ready func() error, reg *registration.Registrar) bool {
+func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan struct{}, ready func() error, reg *registration.Registrar, problems *registrationProblems) bool {
 	select {
 	case <-ctx.Done():
 		return false
@@ -352,7 +364,11 @@ func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan st
 			if err == nil {
 				return true
 			}
-			if errors.Is(err, registration.ErrNewer) || errors.Is(err, registration.ErrMissing) {
+			if errors.Is(err, registration.ErrMissing) {
+				problems.report(err)
+				return false
+			}
+			if errors.Is(err, registration.ErrNewer) {
 				log.Info("webhooks not registered by this replica", "reason", err.Error())
 				return false
 			}
@@ -365,6 +381,78 @@ func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan st
 		case <-time.After(next):
 		}
 	}
+}
+
+// watchRegistration checks now and then that the configurations still exist,
+// and reports when one is deleted (it is not recreated: an admin may have
+// meant it).
+func watchRegistration(ctx context.Context, reg *registration.Registrar, problems *registrationProblems, every time.Duration) {
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := reg.Check(ctx)
+		switch {
+		case errors.Is(err, registration.ErrMissing):
+			problems.report(err)
+		case err == nil:
+			problems.clear()
+		}
+	}
+}
+
+// registrationProblems reports a missing configuration once per occurrence:
+// in the log, as an Event on the pod, in /readyz's detail, and to metrics.
+type registrationProblems struct {
+	log    logr.Logger
+	sink   gaterun.EventSink
+	notify func(error)
+
+	mu  sync.Mutex
+	err error
+}
+
+func (p *registrationProblems) report(err error) {
+	p.mu.Lock()
+	first := p.err == nil
+	p.err = err
+	p.mu.Unlock()
+	if !first {
+		return
+	}
+	p.log.Error(err, "webhook configuration missing; not recreated: re-apply the module's manifests, or unregister it on purpose")
+	if p.sink != nil {
+		p.sink.Event(true, "WebhookConfigurationMissing", err.Error())
+	}
+	if p.notify != nil {
+		p.notify(err)
+	}
+}
+
+func (p *registrationProblems) clear() {
+	p.mu.Lock()
+	had := p.err != nil
+	p.err = nil
+	p.mu.Unlock()
+	if had && p.notify != nil {
+		p.notify(nil)
+	}
+}
+
+func (p *registrationProblems) detail() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		return ""
+	}
+	return "warning: " + p.err.Error()
 }
 
 // LoadConfig loads a client config the way kubectl does (flag, KUBECONFIG,
@@ -381,7 +469,8 @@ func LoadConfig(kubeconfig, context string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// podEvents records Events on the pod named by the downward API, when it is.
+// podEvents records Events on the pod named by the downward API, when it is;
+// phase is the gate phase whose init container records them, or -1.
 func podEvents(cfg *rest.Config, module string, phase int) gaterun.EventSink {
 	name, ns := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
 	if name == "" || ns == "" {
@@ -391,10 +480,13 @@ func podEvents(cfg *rest.Config, module string, phase int) gaterun.EventSink {
 	if err != nil {
 		return nil
 	}
-	return &eventSink{cs: cs, pod: corev1.ObjectReference{
-		Kind: "Pod", APIVersion: "v1", Name: name, Namespace: ns, UID: types.UID(os.Getenv("POD_UID")),
-		FieldPath: fmt.Sprintf("spec.initContainers{%s}", InitContainerName(phase)),
-	}, source: module + "-gate"}
+	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, Namespace: ns, UID: types.UID(os.Getenv("POD_UID"))}
+	source := module + "-admission"
+	if phase >= 0 {
+		ref.FieldPath = fmt.Sprintf("spec.initContainers{%s}", InitContainerName(phase))
+		source = module + "-gate"
+	}
+	return &eventSink{cs: cs, pod: ref, source: source}
 }
 
 // eventSink writes each Event synchronously: gates record few (changes of

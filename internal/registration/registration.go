@@ -177,6 +177,13 @@ func (r *Registrar) Register(ctx context.Context) error {
 	return nil
 }
 
+// Check reports whether both configurations still exist: an admin may have
+// deleted one (ErrMissing). It recreates nothing.
+func (r *Registrar) Check(ctx context.Context) error {
+	_, err := r.records(ctx)
+	return err
+}
+
 // Unregister empties the configurations, for uninstall.
 func (r *Registrar) Unregister(ctx context.Context) error {
 	for _, kind := range kinds {
@@ -395,7 +402,6 @@ func (r *Registrar) get(ctx context.Context, kind string) (string, Record, error
 		m, err = r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{})
 	}
 	if apierrors.IsNotFound(err) {
-		r.opts.Log.Error(err, "webhook configuration missing: it is not recreated; apply the module's manifests again", "kind", kind)
 		return "", Record{}, fmt.Errorf("%w: %s webhook configuration %q: apply the module's manifests, which ship it empty", ErrMissing, kind, r.opts.Module)
 	}
 	if err != nil {

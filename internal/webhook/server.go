@@ -31,6 +31,9 @@ type Options struct {
 	// Ready reports whether the module may take requests; /readyz answers
 	// 503 with its error until it returns nil.
 	Ready func() error
+	// ReadyDetail, when set, adds lines to a passing /readyz: conditions an
+	// operator should see that do not make the module unready.
+	ReadyDetail func() string
 	// ShutdownDelay is how long the server keeps serving, not ready, after
 	// it is told to stop; 5s when zero.
 	ShutdownDelay time.Duration
@@ -90,6 +93,11 @@ func Serve(ctx context.Context, opts Options) error {
 				return
 			}
 			_, _ = w.Write([]byte("ok\n"))
+			if opts.ReadyDetail != nil {
+				if d := opts.ReadyDetail(); d != "" {
+					_, _ = w.Write([]byte(d + "\n"))
+				}
+			}
 		default:
 			_, _ = w.Write([]byte("ok\n"))
 		}
