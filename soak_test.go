@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/registration"
 )
@@ -201,4 +203,116 @@ func BenchmarkSoakRegistration(b *testing.B) {
 		b.Fatalf("creates=%d rejected=%d unmutated=%d: want at least 200 creates, none rejected or unmutated", creates.Load(), rejected.Load(), unmutated.Load())
 	}
 
+}
+
+// A rollout: the new version registers while the old one still serves
+// behind the same front. The old replica allows what it has no binding for;
+// it never overwrites the newer configuration, even when it restarts.
+func TestRolloutOldAndNewSideBySide(t *testing.T) {
+	ctx := t.Context()
+	home, apps := env.Namespace(t), env.Namespace(t)
+	name := "roll-" + home[len(home)-6:]
+	mut, val := registration.Bootstrap(name)
+	for _, o := range []client.Object{mut, val} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	module := func(version string, withPodPolicy bool) *vigil.Module {
+		m := vigil.NewModule(name, vigil.Options{Namespace: home, Version: version})
+		c := m.Capability("policies", vigil.InNamespaces(apps))
+		vigil.When(c, &corev1.ConfigMap{}).IsCreated().Named("label").Mutate(func(_ context.Context, r *vigil.Request[*corev1.ConfigMap]) error {
+			r.SetLabel("version", version)
+			return nil
+		})
+		if withPodPolicy {
+			vigil.When(c, &corev1.Pod{}).IsCreated().Named("no-bad-pods").Validate(func(_ context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+				if r.HasLabel("bad") {
+					return admission.Deny("bad pods are not allowed")
+				}
+				return admission.Allow()
+			})
+		}
+		return m
+	}
+	ca, err := certs.NewCA("roll", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	writeServing(t, ca, certDir)
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	kc := env.KubeConfigFile(t)
+	f := newFront(t)
+	run := func(m *vigil.Module, addr string) func() {
+		runCtx, cancel := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		go func() {
+			done <- vigil.Execute(runCtx, m, []string{"admission", "--addr", addr, "--cert-dir", certDir, "--kubeconfig", kc,
+				"--shutdown-delay", "0s", "--webhook-url", "https://" + f.ln.Addr().String()})
+		}()
+		return func() { cancel(); <-done }
+	}
+	record := func() registration.Record {
+		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
+			t.Fatal(err)
+		}
+		var rec registration.Record
+		_ = json.Unmarshal([]byte(cfg.Annotations[registration.Annotation]), &rec)
+		return rec
+	}
+	waitFor := func(what string, ok func() bool) {
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	newPod := func(n string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: n, Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+	}
+
+	oldAddr := freeAddr(t)
+	f.target.Store(oldAddr)
+	stopOld := run(module("1.0.0", false), oldAddr)
+	defer func() { stopOld() }()
+	waitFor("the old version to enforce", func() bool { r := record(); return r.State == "enforced" && r.Version == "1.0.0" })
+
+	// The new version registers while the front still sends everything to the
+	// old replica; the old one answers its canary.
+	newAddr := freeAddr(t)
+	stopNew := run(module("1.1.0", true), newAddr)
+	defer stopNew()
+	waitFor("the new version to enforce", func() bool { r := record(); return r.State == "enforced" && r.Version == "1.1.0" })
+	vcfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, vcfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(vcfg.Webhooks) != 2 { // the Pod policy and the canary
+		t.Fatalf("validating webhooks %d, want the new version's Pod policy and the canary", len(vcfg.Webhooks))
+	}
+	// The old replica does not know the Pod policy: it allows.
+	for i := range 3 {
+		if err := env.Client.Create(ctx, newPod(fmt.Sprint("bad-old-", i), map[string]string{"bad": ""})); err != nil {
+			t.Fatalf("the old replica rejected a request for a binding it does not know: %v", err)
+		}
+	}
+	// The old version restarts: it must not overwrite the newer configuration.
+	stopOld()
+	before := record()
+	stopOld = run(module("1.0.0", false), oldAddr)
+	time.Sleep(2 * time.Second)
+	if after := record(); after != before {
+		t.Fatalf("record %+v → %+v: the old version overwrote the newer", before, after)
+	}
+	// The front moves to the new replica: the new policy applies.
+	f.target.Store(newAddr)
+	waitFor("the new replica to serve", func() bool {
+		err := env.Client.Create(ctx, newPod(fmt.Sprint("bad-new-", time.Now().UnixNano()), map[string]string{"bad": ""}))
+		return err != nil && strings.Contains(err.Error(), "bad pods are not allowed")
+	})
 }
