@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -53,32 +52,10 @@ func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []s
 	}
 	certDir := t.TempDir()
 	writeServing(t, ca, certDir)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- vigil.Execute(ctx, m, []string{"admission", "--addr", addr, "--cert-dir", certDir,
-			"--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s"})
-	}()
 	s := &servedModule{addr: addr, ca: ca, certDir: certDir}
-	s.stop = func() {
-		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("admission exited %d", code)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("admission did not stop within 30s")
-		}
-	}
-	t.Cleanup(s.stop)
+	s.stop = runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s")
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -90,11 +67,6 @@ func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []s
 				break
 			}
 			err = fmt.Errorf("%d %s", resp.StatusCode, body)
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("admission exited %d before it was ready", code)
-		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("admission not ready within 30s: %v", err)
@@ -500,19 +472,9 @@ func servedSerial(t *testing.T, srv *servedModule) string {
 func TestManagedCertificateSecret(t *testing.T) {
 	ns := env.Namespace(t)
 	m := vigil.NewModule("managed", vigil.Options{Namespace: ns})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- vigil.Execute(ctx, m, []string{"admission", "--addr", addr, "--cert-secret", "managed-tls", "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s"})
-	}()
-	defer func() { cancel(); <-done }()
+	runAdmission(t, m, addr, "--cert-secret", "managed-tls", "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s")
 	secret := &corev1.Secret{}
 	deadline := time.Now().Add(20 * time.Second)
 	for env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "managed-tls"}, secret) != nil {
@@ -586,21 +548,10 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	}
 	certDir := t.TempDir()
 	writeServing(t, ca, certDir)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	handoff := t.TempDir()
-	t.Setenv(vigil.EnvHandoffDir, handoff)
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() {
-		done <- vigil.Execute(runCtx, m, []string{"admission", "--addr", addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t),
-			"--shutdown-delay", "0s", "--webhook-url", "https://" + addr, "--registration-check-interval", "200ms"})
-	}()
-	defer func() { cancel(); <-done }()
+	addr := freeAddr(t)
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
+		"--webhook-url", "https://"+addr, "--registration-check-interval", "200ms")
 
 	// Not ready: the gate's result is not handed over, so nothing registers.
 	time.Sleep(1500 * time.Millisecond)

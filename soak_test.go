@@ -59,6 +59,30 @@ func newFront(t testing.TB) *front {
 	return f
 }
 
+// runAdmission runs `<module> admission` on addr with the given flags until
+// the returned stop is called; stop fails the test if it did not exit cleanly.
+func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- vigil.Execute(ctx, m, append([]string{"admission", "--addr", addr}, flags...)) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case code := <-done:
+				if code != 0 {
+					t.Errorf("admission exited %d", code)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("admission did not stop within 30s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
 func freeAddr(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -106,13 +130,8 @@ func BenchmarkSoakRegistration(b *testing.B) {
 	f := newFront(b)
 
 	replica := func(addr string) (stop func()) {
-		runCtx, cancel := context.WithCancel(context.Background())
-		done := make(chan int, 1)
-		go func() {
-			done <- vigil.Execute(runCtx, newModule(), []string{"admission", "--addr", addr, "--cert-dir", certDir, "--kubeconfig", kc,
-				"--shutdown-delay", "1s", "--webhook-url", "https://" + f.ln.Addr().String()})
-		}()
-		return func() { cancel(); <-done }
+		return runAdmission(b, newModule(), addr, "--cert-dir", certDir, "--kubeconfig", kc,
+			"--shutdown-delay", "1s", "--webhook-url", "https://"+f.ln.Addr().String())
 	}
 
 	// The client: create, count, check the label.
@@ -246,13 +265,8 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 	kc := env.KubeConfigFile(t)
 	f := newFront(t)
 	run := func(m *vigil.Module, addr string) func() {
-		runCtx, cancel := context.WithCancel(context.Background())
-		done := make(chan int, 1)
-		go func() {
-			done <- vigil.Execute(runCtx, m, []string{"admission", "--addr", addr, "--cert-dir", certDir, "--kubeconfig", kc,
-				"--shutdown-delay", "0s", "--webhook-url", "https://" + f.ln.Addr().String()})
-		}()
-		return func() { cancel(); <-done }
+		return runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kc,
+			"--shutdown-delay", "0s", "--webhook-url", "https://"+f.ln.Addr().String())
 	}
 	record := func() registration.Record {
 		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}

@@ -240,13 +240,13 @@ func (o *GateOptions) Run(ctx context.Context, m Module, out io.Writer) error {
 
 // AdmissionOptions are the options of `<module> admission`.
 type AdmissionOptions struct {
-	Addr          string
-	CertDir       string
-	CertSecret    string
-	CertHosts     []string
-	Register      bool
-	WebhookURL    string
-	CAFile        string
+	Addr       string
+	CertDir    string
+	CertSecret string
+	CertHosts  []string
+	Register   bool
+	WebhookURL string
+	CAFile     string
 	// CheckInterval is how often a replica checks its configurations still
 	// exist; 30s when zero.
 	CheckInterval time.Duration
