@@ -5,7 +5,9 @@
 // The module's manifests ship its MutatingWebhookConfiguration and
 // ValidatingWebhookConfiguration empty, named after the module (Bootstrap);
 // the module may only get and patch those two (Rule) — it cannot create any
-// other, and uninstalling the manifests removes them.
+// other, and uninstalling the manifests removes them. The canary needs one
+// rule more in the module's own namespace (CanaryRule): create on ConfigMaps,
+// only ever used as a dry run.
 //
 // An admission replica whose readiness passes registers in three steps:
 //

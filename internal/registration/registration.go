@@ -76,6 +76,13 @@ func Rule(module string) rbacv1.PolicyRule {
 	}
 }
 
+// CanaryRule is the namespaced rule the reachability canary needs in the
+// module's own namespace: create on ConfigMaps, used only with dryRun=All, so
+// nothing is ever written. (create cannot be narrowed by resourceNames.)
+func CanaryRule() rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}
+}
+
 // Object is an object the module's gates wait for: its webhooks must never
 // stand in its way.
 type Object struct {

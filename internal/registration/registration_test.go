@@ -127,8 +127,8 @@ func mutating(t *testing.T, name string) (*admissionregistrationv1.MutatingWebho
 	return cfg, rec
 }
 
-// grant gives a ServiceAccount exactly what registration needs: get and patch
-// on the module's two configurations, and a dry-run create of its canary.
+// grant gives a ServiceAccount exactly what registration needs: Rule (get and
+// patch on the module's two configurations) and CanaryRule in its namespace.
 func grant(t *testing.T, name, home, sa string) kubernetes.Interface {
 	t.Helper()
 	ctx := t.Context()
@@ -138,8 +138,7 @@ func grant(t *testing.T, name, home, sa string) kubernetes.Interface {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: home, Name: sa}},
 	}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: home, Name: "canary"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: home, Name: "canary"}, Rules: []rbacv1.PolicyRule{registration.CanaryRule()}}
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: home, Name: "canary"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "canary"},
