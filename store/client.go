@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -104,10 +103,9 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if problems := validation.IsDNS1123Label(opts.Namespace); len(problems) > 0 {
 		return nil, fmt.Errorf("store: namespace %q: %s", opts.Namespace, strings.Join(problems, "; "))
 	}
+	// The client handles Stores and, to install their CRD, CRDs: nothing of
+	// client-go's scheme is needed.
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
