@@ -6,6 +6,14 @@
 //
 //	m := vigil.NewModule("uds-core", vigil.Options{Namespace: "uds-system"})
 //
+// Startup gates (WaitFor, Sample) hold the module back until the cluster is
+// ready for it; each phase runs as an init container (`<module> gate --phase
+// N`). Capabilities group admission bindings (When(...).Mutate/Validate),
+// served by `<module> admission`, which registers its webhook configurations
+// only once it is ready and reachable. A Store keeps state the module's
+// replicas share. Run gives the module's binary these roles, and `plan`
+// prints what the module will do.
+//
 // This package is the facade: it names the entry points a module author uses
 // and leaves the work to the packages behind it. Declarations never return
 // errors; the first mistake is recorded with the file and line of the call that
