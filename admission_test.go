@@ -28,7 +28,6 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/certs"
-	"github.com/vigilkit/vigil/internal/registration"
 )
 
 // servedModule is a module's admission role running against the test API
@@ -46,12 +45,7 @@ type servedModule struct {
 // module's paths for pods, configmaps and widgets in namespaces.
 func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []string) *servedModule {
 	t.Helper()
-	ca, err := certs.NewCA("test-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certDir := t.TempDir()
-	writeServing(t, ca, certDir)
+	ca, certDir := servingDir(t)
 	addr := freeAddr(t)
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
 	s := &servedModule{addr: addr, ca: ca, certDir: certDir}
@@ -516,13 +510,7 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	ctx := t.Context()
 	home, apps := env.Namespace(t), env.Namespace(t)
 	name := "self-" + home[len(home)-6:]
-	mut, val := registration.Bootstrap(name)
-	for _, o := range []client.Object{mut, val} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
+	mut, _ := bootstrapConfigs(t, name)
 	m := vigil.NewModule(name, vigil.Options{Namespace: home, Version: "1.0.0"})
 	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("ready").InNamespace(home).Named("ready").ToBeCreated(nil)
 	policies := m.Capability("policies", vigil.InNamespaces(apps))
@@ -542,12 +530,7 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	if err := env.Client.Create(ctx, sneaky); err != nil {
 		t.Fatal(err)
 	}
-	ca, err := certs.NewCA("self-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certDir := t.TempDir()
-	writeServing(t, ca, certDir)
+	ca, certDir := servingDir(t)
 	addr := freeAddr(t)
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
 	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",

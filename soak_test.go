@@ -59,6 +59,31 @@ func newFront(t testing.TB) *front {
 	return f
 }
 
+// bootstrapConfigs creates a module's empty webhook configurations, as its
+// manifests do, and deletes them after the test.
+func bootstrapConfigs(t testing.TB, name string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	mut, val := registration.Bootstrap(name)
+	for _, o := range []client.Object{mut, val} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	return mut, val
+}
+
+// servingDir makes a CA and a folder holding a serving certificate it issued
+// for 127.0.0.1, laid out as a Secret volume.
+func servingDir(t testing.TB) (*certs.CA, string) {
+	ca, err := certs.NewCA("test-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeServing(t, ca, dir)
+	return ca, dir
+}
+
 // runAdmission runs `<module> admission` on addr with the given flags until
 // the returned stop is called; stop fails the test if it did not exit cleanly.
 func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (stop func()) {
@@ -101,13 +126,7 @@ func BenchmarkSoakRegistration(b *testing.B) {
 	ctx := b.Context()
 	home, apps := env.Namespace(b), env.Namespace(b)
 	name := "soak-" + home[len(home)-6:]
-	mut, val := registration.Bootstrap(name)
-	for _, o := range []client.Object{mut, val} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
+	bootstrapConfigs(b, name)
 	newModule := func() *vigil.Module {
 		m := vigil.NewModule(name, vigil.Options{Namespace: home, Version: "1.0.0"})
 		vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("go").InNamespace(home).Named("go").ToBeCreated(nil)
@@ -118,12 +137,7 @@ func BenchmarkSoakRegistration(b *testing.B) {
 		})
 		return m
 	}
-	ca, err := certs.NewCA("soak", time.Hour)
-	if err != nil {
-		b.Fatal(err)
-	}
-	certDir := b.TempDir()
-	writeServing(b, ca, certDir)
+	_, certDir := servingDir(b)
 	handoff := b.TempDir()
 	b.Setenv(vigil.EnvHandoffDir, handoff)
 	kc := env.KubeConfigFile(b)
@@ -231,13 +245,7 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 	ctx := t.Context()
 	home, apps := env.Namespace(t), env.Namespace(t)
 	name := "roll-" + home[len(home)-6:]
-	mut, val := registration.Bootstrap(name)
-	for _, o := range []client.Object{mut, val} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
+	bootstrapConfigs(t, name)
 	module := func(version string, withPodPolicy bool) *vigil.Module {
 		m := vigil.NewModule(name, vigil.Options{Namespace: home, Version: version})
 		c := m.Capability("policies", vigil.InNamespaces(apps))
@@ -255,12 +263,7 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 		}
 		return m
 	}
-	ca, err := certs.NewCA("roll", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certDir := t.TempDir()
-	writeServing(t, ca, certDir)
+	_, certDir := servingDir(t)
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
 	kc := env.KubeConfigFile(t)
 	f := newFront(t)
