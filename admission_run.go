@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -67,9 +66,7 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 		ConstLabels: prometheus.Labels{"module": m.name},
 	})
 	reg.MustRegister(configMissing)
-	var canaries sync.Map
 	h := admission.NewHandler(bindings, admission.Options{
-		OnCanary:      func(token string) { canaries.Store(token, true) },
 		Module:        m.name,
 		FailurePolicy: m.policy,
 		Timeout:       m.timeout - 2*time.Second,
@@ -110,16 +107,13 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 			}
 		},
 		Registrar: func(clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error) {
-			return a.registrar(cfg, log, bindings, clientConfig, caBundle, func(token string) bool {
-				_, ok := canaries.Load(token)
-				return ok
-			})
+			return a.registrar(cfg, log, bindings, clientConfig, caBundle)
 		},
 	}, nil
 }
 
 // registrar is the module's webhook registration.
-func (a moduleApp) registrar(cfg *rest.Config, log logr.Logger, bindings []admission.Binding, clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte, canarySeen func(string) bool) (*registration.Registrar, error) {
+func (a moduleApp) registrar(cfg *rest.Config, log logr.Logger, bindings []admission.Binding, clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error) {
 	m := a.m
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -144,13 +138,13 @@ func (a moduleApp) registrar(cfg *rest.Config, log logr.Logger, bindings []admis
 	return registration.New(cs, registration.Options{
 		Module: m.name, Namespace: m.namespace, Version: m.version, Bindings: bindings, Gated: gated,
 		ClientConfig: clientConfig, CABundle: caBundle, FailurePolicy: m.policy,
-		TimeoutSeconds: int32(m.timeout / time.Second), Mapper: mapper, CanarySeen: canarySeen, Log: log,
+		TimeoutSeconds: int32(m.timeout / time.Second), Mapper: mapper, Log: log,
 	}), nil
 }
 
 // Unregister empties the module's webhook configurations.
 func (a moduleApp) Unregister(ctx context.Context, cfg *rest.Config, log logr.Logger) error {
-	r, err := a.registrar(cfg, log, nil, nil, func() []byte { return nil }, nil)
+	r, err := a.registrar(cfg, log, nil, nil, func() []byte { return nil })
 	if err != nil {
 		return err
 	}

@@ -54,10 +54,7 @@ type Options struct {
 	Store func(capability string) store.Store
 	// Metrics records requests; nil records nothing.
 	Metrics *Metrics
-	// OnCanary is told the token of each canary the API server sends: proof
-	// that it reaches this replica (see package registration).
-	OnCanary func(token string)
-	Log      logr.Logger
+	Log     logr.Logger
 }
 
 // MutatePath is where the module's mutations are served.
@@ -154,16 +151,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // when another replica answered.
 func CanaryWarning(token string) string { return "vigil-canary " + token }
 
-// canary returns the token of a canary ConfigMap, and records it.
+// canary returns the token of a canary ConfigMap.
 func (h *Handler) canary(req *admissionv1.AdmissionRequest) string {
 	var cm struct {
 		Data map[string]string `json:"data"`
 	}
-	if err := fastjson.Unmarshal(req.Object.Raw, &cm); err != nil || cm.Data["token"] == "" {
+	if err := fastjson.Unmarshal(req.Object.Raw, &cm); err != nil {
 		return ""
-	}
-	if h.opts.OnCanary != nil {
-		h.opts.OnCanary(cm.Data["token"])
 	}
 	return cm.Data["token"]
 }

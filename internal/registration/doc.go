@@ -18,8 +18,9 @@
 //     exactly the objects the module's gates wait for, and the caBundle;
 //  2. it proves the API server can reach a replica: a canary webhook, which
 //     matches one labelled ConfigMap in the module's namespace, is called by a
-//     server-side dry-run create of that ConfigMap, and the handler records
-//     the call;
+//     server-side dry-run create of that ConfigMap, and whichever replica
+//     answers echoes the canary's token as a warning, which the API server
+//     passes back to the registering replica;
 //  3. only then it switches the webhooks to the module's failure policy.
 //
 // Writes are JSON merge patches carrying the configuration's resourceVersion

@@ -113,11 +113,7 @@ type Options struct {
 	TimeoutSeconds int32
 	// Mapper turns the bindings' kinds into resources.
 	Mapper meta.RESTMapper
-	// CanarySeen reports whether this replica's handler recorded the canary
-	// with token; the canary's warning, echoed by whichever replica answered,
-	// counts too (see admission.CanaryWarning).
-	CanarySeen func(token string) bool
-	Log        logr.Logger
+	Log    logr.Logger
 }
 
 // Errors a caller may branch on.
@@ -518,7 +514,8 @@ func (r *Registrar) probe(ctx context.Context) error {
 			})).
 			Do(ctx).Error()
 		if err == nil || apierrors.IsAlreadyExists(err) {
-			if warned.Load() || (r.opts.CanarySeen != nil && r.opts.CanarySeen(token)) {
+			// Whichever replica answered echoed the token (admission.CanaryWarning).
+			if warned.Load() {
 				r.opts.Log.Info("the API server reaches the module", "attempts", attempt)
 				return nil
 			}

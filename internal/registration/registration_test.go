@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,28 +34,21 @@ func TestMain(m *testing.M) {
 }
 
 // module is a stand-in admission server: it denies every Pod (so a test sees
-// at once whether the webhook applies) and records canary tokens.
+// at once whether the webhook applies) and echoes canaries as a replica does.
 type module struct {
-	srv    *vigiltest.WebhookServer
-	mu     sync.Mutex
-	tokens map[string]bool
-	calls  int
+	srv *vigiltest.WebhookServer
 }
 
 func newModule(t *testing.T, name string) *module {
 	t.Helper()
-	m := &module{tokens: map[string]bool{}}
+	m := &module{}
 	srv, err := vigiltest.ServeWebhook(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		vigiltest.AdmissionFunc(func(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-			m.mu.Lock()
-			defer m.mu.Unlock()
 			if r.URL.Path == admission.CanaryPath(name) {
 				var cm corev1.ConfigMap
 				_ = json.Unmarshal(req.Object.Raw, &cm)
-				m.tokens[cm.Data["token"]] = true
 				return &admissionv1.AdmissionResponse{Allowed: true, Warnings: []string{admission.CanaryWarning(cm.Data["token"])}}
 			}
-			m.calls++
 			return &admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{Code: 403, Message: "denied by " + name}}
 		}).ServeHTTP(w, r)
 	}))
@@ -66,12 +58,6 @@ func newModule(t *testing.T, name string) *module {
 	t.Cleanup(func() { srv.Close() })
 	m.srv = srv
 	return m
-}
-
-func (m *module) seen(token string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.tokens[token]
 }
 
 // bootstrap creates the module's empty configurations, as its manifests do.
@@ -105,10 +91,9 @@ func options(t *testing.T, name, home, apps string, m *module, base string) regi
 			u := base + path
 			return admissionregistrationv1.WebhookClientConfig{URL: &u}
 		},
-		CABundle:   func() []byte { return m.srv.CABundle },
-		Mapper:     mapper,
-		CanarySeen: m.seen,
-		Log:        logr.Discard(),
+		CABundle: func() []byte { return m.srv.CABundle },
+		Mapper:   mapper,
+		Log:      logr.Discard(),
 	}
 }
 
@@ -396,7 +381,6 @@ func TestCanaryAnsweredByAnotherReplica(t *testing.T) {
 	bootstrap(t, name)
 	m := newModule(t, name)
 	opts := options(t, name, home, apps, m, strings.TrimSuffix(m.srv.URL(""), "/"))
-	opts.CanarySeen = func(string) bool { return false } // this replica never sees it
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := registration.New(env.Clientset, opts).Register(ctx); err != nil {
