@@ -71,6 +71,8 @@ type Handler struct {
 	opts     Options
 	mutate   []*Binding
 	validate []*Binding
+	// stores holds each capability's Store, made once rather than per request.
+	stores map[string]store.Store
 }
 
 // NewHandler returns a handler for the bindings.
@@ -87,9 +89,12 @@ func NewHandler(bindings []Binding, opts Options) *Handler {
 	if opts.Store == nil {
 		opts.Store = func(string) store.Store { return noStore{} }
 	}
-	h := &Handler{opts: opts}
+	h := &Handler{opts: opts, stores: map[string]store.Store{}}
 	for i := range bindings {
 		b := &bindings[i]
+		if _, ok := h.stores[b.Capability]; !ok {
+			h.stores[b.Capability] = opts.Store(b.Capability)
+		}
 		if b.Action == Mutate {
 			h.mutate = append(h.mutate, b)
 		} else {
@@ -261,7 +266,7 @@ type reviewRun struct {
 
 // input is what binding b's typed request is made of, besides its objects.
 func (rv *reviewRun) input(b *Binding) *input {
-	st := rv.h.opts.Store(b.Capability)
+	st := rv.h.stores[b.Capability]
 	if rv.dryRun {
 		st = dryRunStore{st}
 	}
