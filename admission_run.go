@@ -22,12 +22,14 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/gaterun"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/watcher"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -52,6 +54,16 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 	}
 	if err := st.Start(ctx); err != nil {
 		return nil, fmt.Errorf("admission needs the module's Store: %w", err)
+	}
+
+	listersSynced := func() bool { return true }
+	if users := m.listerUsers(); len(users) > 0 {
+		c, synced, err := watcher.StartCache(ctx, cfg, m.scheme, users, log)
+		if err != nil {
+			return nil, fmt.Errorf("admission's listers: %w", err)
+		}
+		m.useCache(c)
+		listersSynced = synced
 	}
 
 	reg := prometheus.NewRegistry()
@@ -91,6 +103,9 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 		}
 		if !st.Synced() {
 			return errors.New("the Store is not synced yet")
+		}
+		if !listersSynced() {
+			return errors.New("the listers' informers have not synced yet")
 		}
 		return nil
 	}
@@ -142,13 +157,34 @@ func (a moduleApp) registrar(cfg *rest.Config, log logr.Logger, bindings []admis
 	}), nil
 }
 
-// Unregister empties the module's webhook configurations.
-func (a moduleApp) Unregister(ctx context.Context, cfg *rest.Config, log logr.Logger) error {
+// Unregister empties the module's webhook configurations and, with
+// removeFinalizers, strips its finalizers from every object.
+func (a moduleApp) Unregister(ctx context.Context, cfg *rest.Config, log logr.Logger, removeFinalizers bool) error {
 	r, err := a.registrar(cfg, log, nil, nil, func() []byte { return nil })
 	if err != nil {
 		return err
 	}
-	return r.Unregister(ctx)
+	if err := r.Unregister(ctx); err != nil {
+		return err
+	}
+	if !removeFinalizers {
+		return nil
+	}
+	var kinds []watcher.Finalized
+	a.m.mu.Lock()
+	for _, w := range a.m.watches {
+		if w.Role == watcher.Finalize {
+			kinds = append(kinds, watcher.Finalized{GVK: w.GVK, Namespaces: w.Select.Namespaces})
+		}
+	}
+	a.m.mu.Unlock()
+	c, err := client.New(cfg, client.Options{Scheme: a.m.scheme})
+	if err != nil {
+		return err
+	}
+	n, err := watcher.RemoveFinalizers(ctx, c, a.m.name, kinds)
+	log.Info("finalizers removed", "objects", n)
+	return err
 }
 
 // audit runs the validations registered when ready over the objects that

@@ -80,6 +80,11 @@ type WhenBuilder[T client.Object] struct {
 	filters []admission.Filter
 	name    string
 	site    string
+
+	// What a watch could select on the server: see watcher.Agree.
+	inNamespaces []string
+	labels       map[string]*string
+	selName      string
 }
 
 // When starts a binding of the capability to objects of proto's type.
@@ -116,6 +121,7 @@ func (b *WhenBuilder[T]) on(ops ...admissionv1.Operation) *WhenBuilder[T] {
 // InNamespace runs the binding only for objects in these namespaces.
 func (b *WhenBuilder[T]) InNamespace(namespaces ...string) *WhenBuilder[T] {
 	b.filters = append(b.filters, admission.InNamespace(namespaces...))
+	b.inNamespaces = append(b.inNamespaces, namespaces...)
 	return b
 }
 
@@ -131,6 +137,7 @@ func (b *WhenBuilder[T]) InNamespaceRegex(expr string) *WhenBuilder[T] {
 // WithName runs the binding only for the object of this name.
 func (b *WhenBuilder[T]) WithName(name string) *WhenBuilder[T] {
 	b.filters = append(b.filters, admission.WithName(name))
+	b.selName = name
 	return b
 }
 
@@ -148,6 +155,14 @@ func (b *WhenBuilder[T]) WithLabel(key string, value ...string) *WhenBuilder[T] 
 		b.c.m.recordf(1, "WithLabel(%q): expected one value at most, got %d", key, len(value))
 	}
 	b.filters = append(b.filters, admission.WithLabel(key, value...))
+	if b.labels == nil {
+		b.labels = map[string]*string{}
+	}
+	if len(value) > 0 {
+		b.labels[key] = &value[0]
+	} else {
+		b.labels[key] = nil
+	}
 	return b
 }
 

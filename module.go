@@ -16,6 +16,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/watcher"
 )
 
 // Options configure a module.
@@ -57,6 +58,9 @@ type Module struct {
 	gates        []*gateDef
 	capabilities []*Capability
 	bindings     []bindingDef
+	watches      []watcher.Binding
+	schedules    []watcher.Schedule
+	listers      []listerDef
 }
 
 // NewModule starts the definition of the module called name, which must be a
@@ -133,6 +137,13 @@ func (m *Module) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: binding %q of capability %q is already declared at %s: name it otherwise with Named", b.site, b.Name, b.Capability, other))
 		}
 		bindingSites[b.ID()] = b.site
+	}
+	watchSites := map[string]string{}
+	for _, w := range m.watches {
+		if other, ok := watchSites[w.ID()]; ok {
+			errs = append(errs, fmt.Errorf("%s: %s binding %q of capability %q is already declared at %s: name it otherwise with Named", w.Site, w.Role, w.Name, w.Capability, other))
+		}
+		watchSites[w.ID()] = w.Site
 	}
 	return errors.Join(errs...)
 }

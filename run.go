@@ -124,7 +124,7 @@ func (a moduleApp) PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Lo
 	if err != nil {
 		return nil, err
 	}
-	st := &lazyStore{ctx: ctx, cfg: cfg, opts: store.Options{Namespace: a.m.namespace, Name: a.m.name, Logger: log}}
+	st := newLazyStore(ctx, cfg, store.Options{Namespace: a.m.namespace, Name: a.m.name, Logger: log})
 	var gates []gaterun.Gate
 	for _, g := range defs {
 		if g.phase != phase {
@@ -154,9 +154,15 @@ func (a moduleApp) PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Lo
 	return gates, nil
 }
 
-// lazyStore connects to the module's Store on first use, so gates that do not
-// use it need neither its CRD nor the RBAC for it.
+// lazyStore connects to the module's Store on first use, so gates and
+// handlers that do not use it need neither its CRD nor the RBAC for it. Its
+// scopes share the connection.
 type lazyStore struct {
+	*lazyConn
+	scope string
+}
+
+type lazyConn struct {
 	ctx  context.Context
 	cfg  *rest.Config
 	opts store.Options
@@ -166,9 +172,18 @@ type lazyStore struct {
 	err  error
 }
 
+func newLazyStore(ctx context.Context, cfg *rest.Config, opts store.Options) *lazyStore {
+	return &lazyStore{lazyConn: &lazyConn{ctx: ctx, cfg: cfg, opts: opts}}
+}
+
+// Scope is the lazy Store of one capability.
+func (l *lazyStore) Scope(capability string) *lazyStore {
+	return &lazyStore{lazyConn: l.lazyConn, scope: capability}
+}
+
 var _ Store = (*lazyStore)(nil)
 
-func (l *lazyStore) get(ctx context.Context) (*store.Client, error) {
+func (l *lazyStore) get(ctx context.Context) (store.Store, error) {
 	l.once.Do(func() {
 		c, err := store.New(l.cfg, l.opts)
 		if err == nil {
@@ -179,71 +194,77 @@ func (l *lazyStore) get(ctx context.Context) (*store.Client, error) {
 		}
 		l.c, l.err = c, err
 	})
-	return l.c, l.err
+	if l.err != nil {
+		return nil, l.err
+	}
+	if l.scope == "" {
+		return l.c, nil
+	}
+	return l.c.Scope(l.scope), nil
 }
 
 func (l *lazyStore) Get(key string) (string, bool) {
-	c, err := l.get(l.ctx)
+	s, err := l.get(l.ctx)
 	if err != nil {
 		return "", false
 	}
-	return c.Get(key)
+	return s.Get(key)
 }
 
 func (l *lazyStore) Keys() []string {
-	c, err := l.get(l.ctx)
+	s, err := l.get(l.ctx)
 	if err != nil {
 		return nil
 	}
-	return c.Keys()
+	return s.Keys()
 }
 
 func (l *lazyStore) Set(ctx context.Context, key, value string) error {
-	c, err := l.get(ctx)
+	s, err := l.get(ctx)
 	if err != nil {
 		return err
 	}
-	return c.Set(ctx, key, value)
+	return s.Set(ctx, key, value)
 }
 
 func (l *lazyStore) Update(ctx context.Context, key string, fn func(string, bool) (string, error)) error {
-	c, err := l.get(ctx)
+	s, err := l.get(ctx)
 	if err != nil {
 		return err
 	}
-	return c.Update(ctx, key, fn)
+	return s.Update(ctx, key, fn)
 }
 
 func (l *lazyStore) Remove(ctx context.Context, key string) error {
-	c, err := l.get(ctx)
+	s, err := l.get(ctx)
 	if err != nil {
 		return err
 	}
-	return c.Remove(ctx, key)
+	return s.Remove(ctx, key)
 }
 
 func (l *lazyStore) SetAndWait(ctx context.Context, key, value string) error {
-	c, err := l.get(ctx)
+	s, err := l.get(ctx)
 	if err != nil {
 		return err
 	}
-	return c.SetAndWait(ctx, key, value)
+	return s.SetAndWait(ctx, key, value)
 }
 
 func (l *lazyStore) RemoveAndWait(ctx context.Context, key string) error {
-	c, err := l.get(ctx)
+	s, err := l.get(ctx)
 	if err != nil {
 		return err
 	}
-	return c.RemoveAndWait(ctx, key)
+	return s.RemoveAndWait(ctx, key)
 }
 
 func (l *lazyStore) Subscribe(fn func(store.Change)) func() {
-	c, err := l.get(l.ctx)
+	s, err := l.get(l.ctx)
 	if err != nil {
 		return func() {}
 	}
-	return c.Subscribe(fn)
+	return s.Subscribe(fn)
 }
 
 func (l *lazyStore) WaitForSync(ctx context.Context) error {

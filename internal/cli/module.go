@@ -41,7 +41,22 @@ type Module interface {
 	Capabilities() []PlanCapability
 	PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Logger, phase int) ([]gaterun.Gate, error)
 	Admission(ctx context.Context, cfg *rest.Config, log logr.Logger, handoffDir string) (*AdmissionSetup, error)
-	Unregister(ctx context.Context, cfg *rest.Config, log logr.Logger) error
+	Watcher(ctx context.Context, cfg *rest.Config, log logr.Logger, o WatcherOptions) error
+	Unregister(ctx context.Context, cfg *rest.Config, log logr.Logger, removeFinalizers bool) error
+}
+
+// WatcherOptions are the options of `<module> watcher`.
+type WatcherOptions struct {
+	Kubeconfig     string
+	Context        string
+	LeaderElection bool
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+	MetricsAddr    string
+	ProbeAddr      string
+	// ReconcileSpacing is the least time between two reconciles of one object.
+	ReconcileSpacing time.Duration
 }
 
 // AdmissionSetup is what the admission role serves.
@@ -169,10 +184,43 @@ endpoints are withdrawn, then drains the requests in flight.`,
 	af.StringVar(&a.CAFile, "ca-file", "", "CA bundle for the webhooks' caBundle with --cert-dir (default: ca.crt in --cert-dir)")
 	root.AddCommand(admissionCmd)
 
+	w := &WatcherOptions{}
+	watcherCmd := &cobra.Command{
+		Use:   "watcher",
+		Short: "Run the module's Watch, Reconcile and Finalize bindings and its schedules",
+		Long: `Run the module's watches, reconciles, finalizers and schedules on shared
+informers (one per type). With leader election (the default), replicas compete
+for the Lease <module>-watcher in the module's namespace: exactly one runs the
+bindings and schedules, the others keep their informers warm and take over
+within --lease-duration of its death, or at once when it stops gracefully (the
+Lease is released on SIGTERM). Serves /healthz and /readyz (ready once the
+informers have synced) on --probe-addr and /metrics on --metrics-addr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := LoadConfig(w.Kubeconfig, w.Context)
+			if err != nil {
+				return err
+			}
+			return m.Watcher(cmd.Context(), cfg, logr.FromContextOrDiscard(cmd.Context()).WithValues("module", m.Name()), *w)
+		},
+	}
+	wf := watcherCmd.Flags()
+	wf.StringVar(&w.Kubeconfig, "kubeconfig", "", "kubeconfig file; in a pod, its ServiceAccount is used")
+	wf.StringVar(&w.Context, "context", "", "kubeconfig context")
+	wf.BoolVar(&w.LeaderElection, "leader-elect", true, "run bindings and schedules only on the replica holding the module's Lease")
+	wf.DurationVar(&w.LeaseDuration, "lease-duration", 15*time.Second, "how long a Lease lasts unrenewed: the longest a dead replica's work waits for another")
+	wf.DurationVar(&w.RenewDeadline, "renew-deadline", 10*time.Second, "how long the active replica tries to renew before it gives up and stops")
+	wf.DurationVar(&w.RetryPeriod, "retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
+	wf.DurationVar(&w.ReconcileSpacing, "reconcile-spacing", 200*time.Millisecond, "least time between the starts of two reconciles of one object: changes that come faster are folded into one run")
+	wf.StringVar(&w.MetricsAddr, "metrics-addr", ":8080", "address to serve /metrics on; empty disables")
+	wf.StringVar(&w.ProbeAddr, "probe-addr", ":8081", "address to serve /healthz and /readyz on; empty disables")
+	root.AddCommand(watcherCmd)
+
 	var unregKubeconfig, unregContext string
+	var removeFinalizers bool
 	unregister := &cobra.Command{
 		Use:   "unregister",
-		Short: "Empty the module's webhook configurations, for uninstall",
+		Short: "Empty the module's webhook configurations (and remove its finalizers), for uninstall",
 		Long: `Empty the module's MutatingWebhookConfiguration and ValidatingWebhookConfiguration,
 so that nothing is sent to the module any more. Replicas never do this when they
 stop; run it before uninstalling.`,
@@ -182,15 +230,19 @@ stop; run it before uninstalling.`,
 			if err != nil {
 				return err
 			}
-			if err := m.Unregister(cmd.Context(), cfg, logr.FromContextOrDiscard(cmd.Context())); err != nil {
+			if err := m.Unregister(cmd.Context(), cfg, logr.FromContextOrDiscard(cmd.Context()), removeFinalizers); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "webhooks of module %s unregistered\n", m.Name())
+			if removeFinalizers {
+				fmt.Fprintf(out, "finalizers of module %s removed\n", m.Name())
+			}
 			return nil
 		},
 	}
 	unregister.Flags().StringVar(&unregKubeconfig, "kubeconfig", "", "kubeconfig file")
 	unregister.Flags().StringVar(&unregContext, "context", "", "kubeconfig context")
+	unregister.Flags().BoolVar(&removeFinalizers, "remove-finalizers", false, "also strip the module's finalizers from every object, so that nothing is left stuck in deletion once it is gone")
 	root.AddCommand(unregister)
 
 	root.AddCommand(&cobra.Command{

@@ -1,0 +1,183 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// addBinding adds a binding's controller (Reconcile, Finalize) or event
+// handler (Watch) to the manager; both run on the active replica only.
+func addBinding(mgr manager.Manager, b *Binding, o Options, m *metrics) error {
+	if b.Role == Watch {
+		return mgr.Add(&watchRunner{b: b, cache: mgr.GetCache(), o: o, metrics: m})
+	}
+	r := &reconciler{b: b, reader: mgr.GetCache(), writer: mgr.GetClient(), o: o, metrics: m, spacing: newSpacing(o.ReconcileSpacing)}
+	c, err := controller.New(controllerName(o.Module, b), mgr, controller.Options{
+		Reconciler:         r,
+		SkipNameValidation: ptr.To(true),
+		RecoverPanic:       ptr.To(false), // recovered by the reconciler, naming the object
+		Logger:             o.Log.WithValues("binding", b.ID()),
+	})
+	if err != nil {
+		return err
+	}
+	return c.Watch(source.Kind(mgr.GetCache(), b.New(), r.spacing.handler(), r.predicate()))
+}
+
+// controllerName names a binding's controller, its queue and their metrics.
+func controllerName(module string, b *Binding) string {
+	return module + "." + b.Capability + "." + b.Name
+}
+
+// reconciler runs a Reconcile or Finalize binding for one queued object.
+type reconciler struct {
+	b       *Binding
+	reader  client.Reader
+	writer  client.Client
+	o       Options
+	metrics *metrics
+	spacing *spacing
+}
+
+func (r *reconciler) predicate() predicate.Predicate {
+	b := r.b
+	if b.Role == Finalize {
+		// Every change may matter: a new object needs the finalizer, a
+		// deletion needs the handler.
+		return predicate.NewPredicateFuncs(b.matches)
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return b.wants(Added) && b.matches(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return b.wants(Modified) && b.matches(e.ObjectNew) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return b.wants(Deleted) && b.matches(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return b.matches(e.Object) },
+	}
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	r.spacing.started(req.NamespacedName)
+	obj := r.b.New()
+	if err := r.reader.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil // gone: nothing left to reconcile
+		}
+		return reconcile.Result{}, err
+	}
+	if !r.b.matches(obj) {
+		return reconcile.Result{}, nil
+	}
+	if r.b.Role == Finalize {
+		return r.finalize(ctx, obj)
+	}
+	return r.result(r.call(ctx, obj))
+}
+
+// finalize keeps the binding's finalizer on a live object, and on a deleted
+// one runs the handler and then removes it.
+func (r *reconciler) finalize(ctx context.Context, obj client.Object) (reconcile.Result, error) {
+	f := r.b.Finalizer
+	if obj.GetDeletionTimestamp().IsZero() {
+		if controllerutil.ContainsFinalizer(obj, f) {
+			return reconcile.Result{}, nil
+		}
+		orig := obj.DeepCopyObject().(client.Object)
+		controllerutil.AddFinalizer(obj, f)
+		return reconcile.Result{}, r.writer.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	}
+	if !controllerutil.ContainsFinalizer(obj, f) {
+		return reconcile.Result{}, nil
+	}
+	if res, err := r.result(r.call(ctx, obj)); err != nil || res.RequeueAfter > 0 {
+		return res, err
+	}
+	orig := obj.DeepCopyObject().(client.Object)
+	controllerutil.RemoveFinalizer(obj, f)
+	err := r.writer.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsNotFound(err) {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{}, err
+}
+
+// call runs the handler, turning a panic into an error that is retried.
+func (r *reconciler) call(ctx context.Context, obj client.Object) (err error) {
+	ctx = handlerContext(ctx, r.o, r.b, obj)
+	defer func() {
+		if p := recover(); p != nil {
+			r.metrics.panics.WithLabelValues(r.o.Module, r.b.ID()).Inc()
+			r.o.Log.Error(fmt.Errorf("%v", p), "handler panicked; retrying like an error", "binding", r.b.ID(), "site", r.b.Site,
+				"kind", r.b.GVK.Kind, "namespace", obj.GetNamespace(), "name", obj.GetName(), "stack", string(debug.Stack()))
+			err = fmt.Errorf("binding %s panicked on %s %s/%s: %v", r.b.ID(), r.b.GVK.Kind, obj.GetNamespace(), obj.GetName(), p)
+		}
+	}()
+	return r.b.Reconcile(ctx, obj.DeepCopyObject().(client.Object))
+}
+
+// result maps a handler's error to the queue's: a requeue request comes back
+// after its delay, other errors with back-off (terminal ones not at all).
+func (r *reconciler) result(err error) (reconcile.Result, error) {
+	if d, ok := RequeueAfter(err); ok {
+		return reconcile.Result{RequeueAfter: d}, nil
+	}
+	return reconcile.Result{}, err
+}
+
+// watchRunner feeds a Watch binding every event of its type's informer, in
+// order, while its replica is active.
+type watchRunner struct {
+	b       *Binding
+	cache   cache.Cache
+	o       Options
+	metrics *metrics
+}
+
+func (w *watchRunner) Start(ctx context.Context) error {
+	inf, err := w.cache.GetInformer(ctx, w.b.New())
+	if err != nil {
+		return err
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.deliver(ctx, obj, Added) },
+		UpdateFunc: func(_, obj any) { w.deliver(ctx, obj, Modified) },
+		DeleteFunc: func(obj any) { w.deliver(ctx, obj, Deleted) },
+	})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return inf.RemoveEventHandler(reg)
+}
+
+func (w *watchRunner) deliver(ctx context.Context, o any, ev Event) {
+	if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = tomb.Obj
+	}
+	obj, ok := o.(client.Object)
+	if !ok || ctx.Err() != nil || !w.b.wants(ev) || !w.b.matches(obj) {
+		return
+	}
+	w.metrics.events.WithLabelValues(w.o.Module, w.b.ID(), string(ev)).Inc()
+	hctx := handlerContext(ctx, w.o, w.b, obj)
+	defer func() {
+		if p := recover(); p != nil {
+			w.metrics.panics.WithLabelValues(w.o.Module, w.b.ID()).Inc()
+			w.o.Log.Error(fmt.Errorf("%v", p), "watch handler panicked; the event is dropped and the next ones are delivered", "binding", w.b.ID(),
+				"site", w.b.Site, "event", ev, "kind", w.b.GVK.Kind, "namespace", obj.GetNamespace(), "name", obj.GetName(), "stack", string(debug.Stack()))
+		}
+	}()
+	w.b.Watch(hctx, obj.DeepCopyObject().(client.Object), ev)
+}

@@ -1,0 +1,228 @@
+package watcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Options configure a watcher.
+type Options struct {
+	// Module names the leader-election Lease (<module>-watcher) and the
+	// metrics.
+	Module string
+	// Namespace holds the Lease.
+	Namespace string
+	Scheme    *runtime.Scheme
+	Bindings  []Binding
+	Schedules []Schedule
+	// Listers are the types the module's listers read.
+	Listers []User
+	// LeaderElection makes one replica active at a time; off, every replica
+	// is.
+	LeaderElection bool
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election:
+	// 15s, 10s and 2s when zero. A replica takes over within LeaseDuration of
+	// the active one's death, and at once after its graceful stop.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// ReconcileSpacing is the least time between the starts of two
+	// reconciles of one object: DefaultSpacing when zero.
+	ReconcileSpacing time.Duration
+	// MetricsAddr serves /metrics; ProbeAddr serves /healthz and /readyz.
+	// Empty disables either.
+	MetricsAddr, ProbeAddr string
+	// Context gives a handler of the capability its context (the Store).
+	Context func(ctx context.Context, capability string) context.Context
+	// Cache is told the shared cache once it is made, for listers.
+	Cache func(cache.Cache)
+	// Ready, when set, is checked by /readyz besides the informers' sync.
+	Ready func() error
+	Log   logr.Logger
+}
+
+// LeaseName is the leader-election Lease of a module's watchers.
+func LeaseName(module string) string { return module + "-watcher" }
+
+// Run runs the watcher until ctx ends, or until the replica loses its lease
+// (an error: the process must restart, as it may no longer act).
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	if o.Context == nil {
+		o.Context = func(ctx context.Context, _ string) context.Context { return ctx }
+	}
+	users := append([]User(nil), o.Listers...)
+	for _, b := range o.Bindings {
+		users = append(users, User{GVK: b.GVK, New: b.New, Select: b.Select})
+	}
+	agreed := Agree(users)
+	byObject, err := ByObject(agreed)
+	if err != nil {
+		return err
+	}
+	mopts := manager.Options{
+		Scheme: o.Scheme,
+		Logger: o.Log,
+		Cache: cache.Options{
+			ByObject:         byObject,
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              LeaseName(o.Module),
+		LeaderElectionNamespace:       o.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: orDisabled(o.MetricsAddr)},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(true), RecoverPanic: ptr.To(true)},
+		GracefulShutdownTimeout:       ptr.To(30 * time.Second),
+	}
+	if o.LeaseDuration > 0 {
+		mopts.LeaseDuration = &o.LeaseDuration
+	}
+	if o.RenewDeadline > 0 {
+		mopts.RenewDeadline = &o.RenewDeadline
+	}
+	if o.RetryPeriod > 0 {
+		mopts.RetryPeriod = &o.RetryPeriod
+	}
+	mgr, err := manager.New(cfg, mopts)
+	if err != nil {
+		return fmt.Errorf("watcher: %w", err)
+	}
+	if o.Cache != nil {
+		o.Cache(mgr.GetCache())
+	}
+	metrics := registerMetrics()
+	var ready atomic.Bool
+	if o.ProbeAddr != "" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("informers", func(*http.Request) error {
+			if !ready.Load() {
+				return errors.New("the informers have not synced yet")
+			}
+			if o.Ready != nil {
+				return o.Ready()
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	for i := range o.Schedules {
+		if err := mgr.Add(&scheduleRunner{s: o.Schedules[i], module: o.Module, log: o.Log, ctx: o.Context, metrics: metrics}); err != nil {
+			return err
+		}
+	}
+	// Bindings start once their types' informers have synced: a type whose
+	// CRD is not installed yet is waited for, not an error.
+	start := manager.RunnableFunc(func(ctx context.Context) error {
+		if err := WarmUp(ctx, mgr.GetCache(), agreed, o.Log); err != nil {
+			return err
+		}
+		for i := range o.Bindings {
+			b := &o.Bindings[i]
+			if err := addBinding(mgr, b, o, metrics); err != nil {
+				return fmt.Errorf("binding %s (%s): %w", b.ID(), b.Site, err)
+			}
+		}
+		ready.Store(true)
+		o.Log.Info("watcher ready", "types", len(agreed), "bindings", len(o.Bindings), "schedules", len(o.Schedules))
+		<-ctx.Done()
+		return nil
+	})
+	if err := mgr.Add(nonLeader{start}); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// WarmUp starts the informers of every agreed type and waits for them to
+// sync. A type the API server does not serve yet (its CRD is missing) is
+// retried with back-off, saying so.
+func WarmUp(ctx context.Context, c cache.Cache, agreed []Agreed, log logr.Logger) error {
+	for _, a := range agreed {
+		backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
+		for {
+			_, err := c.GetInformer(ctx, a.New(), cache.BlockUntilSynced(false))
+			if err == nil {
+				break
+			}
+			if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+				log.Error(err, "starting an informer; retrying", "kind", a.GVK.String())
+			} else {
+				log.Info("waiting for the API server to serve the kind (is its CRD installed?)", "kind", a.GVK.String())
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff.Step()):
+			}
+		}
+	}
+	if !c.WaitForCacheSync(ctx) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// nonLeader runs on every replica, leader or not.
+type nonLeader struct{ manager.Runnable }
+
+func (nonLeader) NeedLeaderElection() bool { return false }
+
+func orDisabled(addr string) string {
+	if addr == "" {
+		return "0"
+	}
+	return addr
+}
+
+// handlerContext is the context a handler of b runs with.
+func handlerContext(ctx context.Context, o Options, b *Binding, obj client.Object) context.Context {
+	log := o.Log.WithValues("binding", b.ID(), "kind", b.GVK.Kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
+	return logr.NewContext(o.Context(ctx, b.Capability), log)
+}
+
+// StartCache starts a shared cache of the users' types outside a manager
+// (for the admission role's listers) and returns it with a function that
+// reports whether every type has synced.
+func StartCache(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, users []User, log logr.Logger) (cache.Cache, func() bool, error) {
+	agreed := Agree(users)
+	byObject, err := ByObject(agreed)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return nil, nil, err
+	}
+	var synced atomic.Bool
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			log.Error(err, "listers' cache stopped")
+		}
+	}()
+	go func() {
+		if WarmUp(ctx, c, agreed, log) == nil {
+			synced.Store(true)
+		}
+	}()
+	return c, synced.Load, nil
+}

@@ -1,0 +1,173 @@
+package vigil
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/internal/watcher"
+)
+
+// Cache is a typed, informer-backed read cache of one kind of object, for
+// handlers of every role: see Lister.
+type Cache[T client.Object] struct {
+	m      *Module
+	gvk    schema.GroupVersionKind
+	newObj func() client.Object
+	newLst func() client.ObjectList
+	reader *atomic.Pointer[client.Reader]
+}
+
+// listerDef is what the roles need of a Lister: its type, and where to plug
+// the shared cache in.
+type listerDef struct {
+	user   watcher.User
+	reader *atomic.Pointer[client.Reader]
+	site   string
+}
+
+// Lister declares a read cache of every object of type T, cluster-wide, fed
+// by the same shared informer as the module's watches of T. The admission and
+// watcher roles sync it before they report ready, so a handler can read live
+// objects — an admission handler can consult the current Exemptions — without
+// a call to the API server. Declare listers with the module, before Run.
+func Lister[T client.Object](m *Module) *Cache[T] {
+	var zero T
+	t := reflect.TypeOf(zero)
+	if t == nil || t.Kind() != reflect.Pointer {
+		m.recordf(1, "Lister[%T]: expected a pointer to a Go type of a Kubernetes object, such as *corev1.ConfigMap", zero)
+		return &Cache[T]{m: m, reader: &atomic.Pointer[client.Reader]{}}
+	}
+	proto := reflect.New(t.Elem()).Interface().(T)
+	if _, ok := any(proto).(*unstructured.Unstructured); ok {
+		m.recordf(1, "Lister[*unstructured.Unstructured]: the kind is unknown: use ListerFor(m, vigil.Kind(group, version, kind))")
+		return &Cache[T]{m: m, reader: &atomic.Pointer[client.Reader]{}}
+	}
+	return listerFor(m, proto, 2)
+}
+
+// ListerFor is Lister for a kind named at run time: ListerFor(m,
+// vigil.Kind("uds.dev", "v1alpha1", "Exemption")) caches unstructured objects.
+func ListerFor[T client.Object](m *Module, proto T) *Cache[T] {
+	return listerFor(m, proto, 2)
+}
+
+func listerFor[T client.Object](m *Module, proto T, skip int) *Cache[T] {
+	c := &Cache[T]{m: m, reader: &atomic.Pointer[client.Reader]{}}
+	gvk, err := gvkOf(m.scheme, proto)
+	if err != nil {
+		m.recordf(skip, "Lister: %v", err)
+		return c
+	}
+	c.gvk = gvk
+	c.newObj = newObjectFunc(proto, gvk)
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	if _, ok := any(proto).(*unstructured.Unstructured); ok {
+		c.newLst = func() client.ObjectList {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(listGVK)
+			return l
+		}
+	} else {
+		if _, err := m.scheme.New(listGVK); err != nil {
+			m.recordf(skip, "Lister: %s is registered in the module's scheme without its list type %s: register both", gvk.Kind, listGVK.Kind)
+			return c
+		}
+		c.newLst = func() client.ObjectList {
+			o, _ := m.scheme.New(listGVK)
+			return o.(client.ObjectList)
+		}
+	}
+	m.mu.Lock()
+	m.listers = append(m.listers, listerDef{user: watcher.User{GVK: gvk, New: c.newObj}, reader: c.reader, site: callSite(skip)})
+	m.mu.Unlock()
+	return c
+}
+
+// Get returns the object of that namespace (empty for cluster-scoped kinds)
+// and name; a missing object is an error for which
+// k8s.io/apimachinery/pkg/api/errors.IsNotFound holds.
+func (c *Cache[T]) Get(ctx context.Context, namespace, name string) (T, error) {
+	var zero T
+	r, err := c.source()
+	if err != nil {
+		return zero, err
+	}
+	obj := c.newObj()
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj); err != nil {
+		return zero, err
+	}
+	return obj.(T), nil
+}
+
+// List returns the cached objects that match the options, such as
+// client.InNamespace("apps") and client.MatchingLabels{"team": "shop"}.
+func (c *Cache[T]) List(ctx context.Context, opts ...client.ListOption) ([]T, error) {
+	r, err := c.source()
+	if err != nil {
+		return nil, err
+	}
+	list := c.newLst()
+	if err := r.List(ctx, list, opts...); err != nil {
+		return nil, err
+	}
+	var out []T
+	err = meta.EachListItem(list, func(o runtime.Object) error {
+		t, ok := o.(T)
+		if !ok {
+			return fmt.Errorf("lister of %s: the cache holds %T, not %T", c.gvk.Kind, o, t)
+		}
+		out = append(out, t)
+		return nil
+	})
+	return out, err
+}
+
+func (c *Cache[T]) source() (client.Reader, error) {
+	if c.newObj == nil {
+		return nil, fmt.Errorf("lister of %T was declared with a mistake: see the module's definition errors", *new(T))
+	}
+	r := c.reader.Load()
+	if r == nil {
+		return nil, fmt.Errorf("lister of %s is not started: listers serve the admission and watcher roles, once started", c.gvk.Kind)
+	}
+	return *r, nil
+}
+
+// useCache plugs a started cache into every lister of the module.
+func (m *Module) useCache(r client.Reader) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range m.listers {
+		l.reader.Store(&r)
+	}
+}
+
+// listerUsers are the types the module's listers read.
+func (m *Module) listerUsers() []watcher.User {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]watcher.User, len(m.listers))
+	for i, l := range m.listers {
+		out[i] = l.user
+	}
+	return out
+}
+
+type storeKey struct{}
+
+// StoreFrom returns the Store a Watch, Reconcile, Finalize or OnSchedule
+// handler was called with: its capability's scope (the module-wide scope for
+// schedules). It returns nil outside such handlers.
+func StoreFrom(ctx context.Context) Store {
+	s, _ := ctx.Value(storeKey{}).(Store)
+	return s
+}

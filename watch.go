@@ -1,0 +1,204 @@
+package vigil
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/vigilkit/vigil/internal/watcher"
+)
+
+// WatchEvent is the kind of change a Watch handler sees: Added, Modified or
+// Deleted.
+type WatchEvent = watcher.Event
+
+// The events a Watch handler sees. Objects that exist when the watcher starts
+// arrive as Added.
+const (
+	Added    WatchEvent = watcher.Added
+	Modified WatchEvent = watcher.Modified
+	Deleted  WatchEvent = watcher.Deleted
+)
+
+// Watch calls fn with every add, update and delete of matching objects, in
+// order, on the module's active watcher. IsCreated, IsUpdated and IsDeleted
+// narrow the events; without them fn sees all. A panic is recovered and logged
+// with the object named; that event is not delivered again.
+func (b *WhenBuilder[T]) Watch(fn func(ctx context.Context, obj T, event WatchEvent)) {
+	b.addWatch(watcher.Watch, func(wb *watcher.Binding) {
+		wb.Watch = func(ctx context.Context, obj client.Object, ev watcher.Event) { fn(ctx, obj.(T), ev) }
+	})
+}
+
+// Reconcile calls fn for matching objects from a work queue keyed by object:
+// changes that arrive while an object waits or is being reconciled collapse
+// into one run, which reads the object as it is then, and runs for one object
+// start at least 200 ms apart (the watcher's --reconcile-spacing), so a burst
+// of updates costs a few runs, not one each. An error is retried
+// with exponential back-off; RequeueAfter comes back later without counting
+// as a failure; a Terminal error is not retried. A panic is recovered, logged
+// with the object named, and retried like an error. Deleted objects are not
+// reconciled: use Finalize to act on deletion.
+func (b *WhenBuilder[T]) Reconcile(fn func(ctx context.Context, obj T) error) {
+	b.addWatch(watcher.Reconcile, func(wb *watcher.Binding) {
+		wb.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
+	})
+}
+
+// Finalize puts the module's finalizer on every matching object (including
+// those that existed before the module started) and, when one is deleted,
+// calls fn and removes the finalizer only once fn succeeds; until then the
+// object stays. Errors are retried as for Reconcile. `<module> unregister
+// --remove-finalizers` strips these finalizers for uninstall.
+func (b *WhenBuilder[T]) Finalize(fn func(ctx context.Context, obj T) error) {
+	b.addWatch(watcher.Finalize, func(wb *watcher.Binding) {
+		wb.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
+	})
+}
+
+func (b *WhenBuilder[T]) addWatch(role watcher.Role, set func(*watcher.Binding)) {
+	m := b.c.m
+	wb := watcher.Binding{
+		Capability: b.c.name,
+		Role:       role,
+		GVK:        b.gvk,
+		New:        newObjectFunc(b.proto, b.gvk),
+		Filters:    b.filters,
+		Site:       b.site,
+		Select: watcher.Selection{
+			Namespaces: b.namespaces(),
+			Labels:     watcher.LabelSelector(b.labels),
+			Name:       b.selName,
+		},
+	}
+	for _, op := range b.ops {
+		switch op {
+		case "CREATE":
+			wb.Events = append(wb.Events, watcher.Added)
+		case "UPDATE":
+			wb.Events = append(wb.Events, watcher.Modified)
+		case "DELETE":
+			wb.Events = append(wb.Events, watcher.Deleted)
+		}
+	}
+	if role == watcher.Finalize && len(b.ops) > 0 {
+		m.recordf(2, "When(%s).Finalize: IsCreated, IsUpdated and IsDeleted do not apply: a Finalize sees every object that matches its filters", b.gvk.Kind)
+	}
+	set(&wb)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wb.Name = b.name
+	if wb.Name == "" {
+		wb.Name = fmt.Sprintf("%s-%s-%d", strings.ToLower(b.gvk.Kind), role, len(m.watches))
+	}
+	wb.Finalizer = watcher.Finalizer(m.name, wb.Capability, wb.Name)
+	m.watches = append(m.watches, wb)
+}
+
+// namespaces are the namespaces a binding is limited to: its own
+// InNamespace, else its capability's; none means all.
+func (b *WhenBuilder[T]) namespaces() []string {
+	if len(b.inNamespaces) > 0 {
+		return b.inNamespaces
+	}
+	return b.c.namespaces
+}
+
+// newObjectFunc returns empty objects of proto's type; unstructured ones
+// carry the kind.
+func newObjectFunc(proto client.Object, gvk schema.GroupVersionKind) func() client.Object {
+	if _, ok := proto.(*unstructured.Unstructured); ok {
+		return func() client.Object {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			return u
+		}
+	}
+	t := reflect.TypeOf(proto).Elem()
+	return func() client.Object { return reflect.New(t).Interface().(client.Object) }
+}
+
+// RequeueAfter, returned by a Reconcile or Finalize handler, reconciles the
+// object again after d, without counting as a failure.
+func RequeueAfter(d time.Duration) error { return &watcher.Requeue{After: d} }
+
+// Terminal marks a Reconcile or Finalize handler's error as one that retrying
+// cannot fix: it is logged and counted, and the object is not retried until
+// it changes.
+func Terminal(err error) error { return reconcile.TerminalError(err) }
+
+// Schedule says when a scheduled function runs: Every(d) or Cron(expr).
+type Schedule interface {
+	// Next returns the first time to run after t.
+	Next(t time.Time) time.Time
+}
+
+// Next is t plus the interval.
+func (i Interval) Next(t time.Time) time.Time { return t.Add(i.every) }
+
+// CronSchedule is a schedule in crontab's five fields (minute, hour, day of
+// month, month, day of week) or a descriptor such as @hourly, in UTC.
+type CronSchedule struct {
+	expr  string
+	sched cron.Schedule
+	err   error
+}
+
+// Cron is the schedule of a crontab expression, such as "*/5 * * * *".
+func Cron(expr string) CronSchedule {
+	s, err := cron.ParseStandard(expr)
+	return CronSchedule{expr: expr, sched: s, err: err}
+}
+
+// Next is the first time after t the expression names.
+func (c CronSchedule) Next(t time.Time) time.Time {
+	if c.sched == nil {
+		return t.Add(100 * 365 * 24 * time.Hour)
+	}
+	return c.sched.Next(t.UTC())
+}
+
+func (c CronSchedule) String() string { return c.expr }
+
+// OnSchedule runs fn on the schedule, on the module's active watcher only.
+// A run is never started while the previous one is still going: the ticks it
+// outlasts are skipped. Every(d) first runs d after the watcher becomes
+// active. A returned error or panic is logged and counted; the next tick runs
+// as usual. fn finds the module's Store with StoreFrom.
+func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Context) error) {
+	site := callSite(1)
+	switch s := when.(type) {
+	case CronSchedule:
+		if s.err != nil {
+			m.recordf(1, "OnSchedule(%q): Cron(%q): expected five fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly: %v", name, s.expr, s.err)
+		}
+	case Interval:
+		if s.every <= 0 {
+			m.recordf(1, "OnSchedule(%q): Every(%s): expected a positive interval", name, s.every)
+		}
+	case nil:
+		m.recordf(1, "OnSchedule(%q): no schedule: pass Every(d) or Cron(expr)", name)
+		return
+	}
+	if fn == nil {
+		m.recordf(1, "OnSchedule(%q): no function to run", name)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.schedules {
+		if s.Name == name {
+			m.errs = append(m.errs, fmt.Errorf("%s: schedule %q is already declared at %s", site, name, s.Site))
+		}
+	}
+	m.schedules = append(m.schedules, watcher.Schedule{Name: name, Next: when.Next, Run: fn, Site: site})
+}
+

@@ -1,0 +1,447 @@
+package vigil_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil"
+)
+
+// runWatcher runs `<module> watcher` in the test process until the test
+// ends (or stop is called) and waits until its /readyz passes.
+func runWatcher(t testing.TB, m *vigil.Module, kubeconfig string, flags ...string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	probe := freeAddr(t)
+	args := append([]string{"watcher", "--kubeconfig", kubeconfig, "--metrics-addr=", "--probe-addr", probe}, flags...)
+	done := make(chan int, 1)
+	go func() { done <- vigil.Execute(ctx, m, args) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case code := <-done:
+				if code != 0 {
+					t.Errorf("watcher exited %d", code)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("watcher did not stop within 30s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	waitReady(t, "http://"+probe+"/readyz", done)
+	return stop
+}
+
+func waitReady(t testing.TB, url string, done <-chan int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+			err = fmt.Errorf("%d %s", resp.StatusCode, body)
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("watcher exited %d before it was ready", code)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watcher not ready within 30s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func newClient(t testing.TB) client.Client {
+	t.Helper()
+	c, err := client.New(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func createConfigMap(t testing.TB, c client.Client, ns, name string, data map[string]string) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+	if err := c.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+// eventually polls cond every 20 ms until it holds, or fails after d.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A Watch sees the create, the update and the delete of one object, in
+// order, each with the object as it was then.
+func TestWatchSeesCreateUpdateDeleteInOrder(t *testing.T) {
+	ns := env.Namespace(t)
+	c := newClient(t)
+	m := vigil.NewModule("watch-order", vigil.Options{Namespace: ns})
+	var mu sync.Mutex
+	var seen []string
+	vigil.When(m.Capability("watch"), &corev1.ConfigMap{}).InNamespace(ns).WithName("target").
+		Watch(func(ctx context.Context, cm *corev1.ConfigMap, ev vigil.WatchEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, fmt.Sprintf("%s v=%s", ev, cm.Data["v"]))
+		})
+	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+
+	createConfigMap(t, c, ns, "other", nil) // filtered out by name
+	cm := createConfigMap(t, c, ns, "target", map[string]string{"v": "1"})
+	cm.Data["v"] = "2"
+	if err := c.Update(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ADDED v=1", "MODIFIED v=2", "DELETED v=2"}
+	eventually(t, 10*time.Second, "three events", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= 3 })
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("events: got %q, want %q", seen, want)
+	}
+}
+
+// A burst of 100 updates of one object collapses into a few reconciles of a
+// 20 ms handler, and the last one sees the final resourceVersion.
+func TestReconcileCollapsesBurst(t *testing.T) {
+	ns := env.Namespace(t)
+	c := newClient(t)
+	m := vigil.NewModule("reconcile-burst", vigil.Options{Namespace: ns})
+	var runs, running, overlaps atomic.Int32
+	var last atomic.Value
+	vigil.When(m.Capability("burst"), &corev1.ConfigMap{}).InNamespace(ns).
+		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
+			if running.Add(1) > 1 {
+				overlaps.Add(1)
+			}
+			defer running.Add(-1)
+			runs.Add(1)
+			time.Sleep(20 * time.Millisecond)
+			last.Store(cm.ResourceVersion)
+			return nil
+		})
+	cm := createConfigMap(t, c, ns, "burst", map[string]string{"n": "0"})
+	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	eventually(t, 10*time.Second, "first reconcile", func() bool { return last.Load() == cm.ResourceVersion })
+	runs.Store(0)
+
+	burstStart := time.Now()
+	var wg sync.WaitGroup
+	var final atomic.Value
+	var maxRV atomic.Int64
+	for w := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				patch := []byte(fmt.Sprintf(`{"data":{"w%d":"%d"}}`, w, i))
+				obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "burst"}}
+				if err := c.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+					t.Error(err)
+					return
+				}
+				var rv int64
+				fmt.Sscan(obj.ResourceVersion, &rv)
+				for {
+					cur := maxRV.Load()
+					if rv <= cur || maxRV.CompareAndSwap(cur, rv) {
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	burst := time.Since(burstStart)
+	final.Store(fmt.Sprint(maxRV.Load()))
+	eventually(t, 10*time.Second, "a reconcile of the final resourceVersion", func() bool { return last.Load() == final.Load() })
+	time.Sleep(200 * time.Millisecond)
+	n := runs.Load()
+	t.Logf("100 updates in %s, %d reconciles", burst.Round(time.Millisecond), n)
+	if n > 10 || n < 1 {
+		t.Fatalf("100 updates gave %d reconciles; want 1 to 10", n)
+	}
+	if last.Load() != final.Load() {
+		t.Fatalf("the last reconcile saw resourceVersion %v, want the final %v", last.Load(), final.Load())
+	}
+	if overlaps.Load() > 0 {
+		t.Fatalf("%d reconciles of one object ran at once", overlaps.Load())
+	}
+}
+
+// An erroring reconcile is retried with growing delays; a Terminal error is
+// not retried; RequeueAfter comes back after its delay; a panic is retried
+// like an error.
+func TestReconcileRetriesRequeuesAndRecovers(t *testing.T) {
+	ns := env.Namespace(t)
+	c := newClient(t)
+	m := vigil.NewModule("reconcile-retry", vigil.Options{Namespace: ns})
+	var mu sync.Mutex
+	attempts := map[string][]time.Time{}
+	vigil.When(m.Capability("retry"), &corev1.ConfigMap{}).InNamespace(ns).
+		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
+			mu.Lock()
+			attempts[cm.Name] = append(attempts[cm.Name], time.Now())
+			n := len(attempts[cm.Name])
+			mu.Unlock()
+			switch cm.Name {
+			case "failing":
+				if n <= 7 {
+					return errors.New("not yet")
+				}
+			case "terminal":
+				return vigil.Terminal(errors.New("cannot be fixed by retrying"))
+			case "requeue":
+				if n == 1 {
+					return vigil.RequeueAfter(400 * time.Millisecond)
+				}
+			case "panics":
+				if n == 1 {
+					panic("handler bug")
+				}
+			}
+			return nil
+		})
+	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	for _, name := range []string{"failing", "terminal", "requeue", "panics"} {
+		createConfigMap(t, c, ns, name, nil)
+	}
+	count := func(name string) int { mu.Lock(); defer mu.Unlock(); return len(attempts[name]) }
+	eventually(t, 20*time.Second, "8 attempts of the failing reconcile", func() bool { return count("failing") >= 8 })
+	eventually(t, 10*time.Second, "the requeue", func() bool { return count("requeue") >= 2 })
+	eventually(t, 10*time.Second, "the retry after the panic", func() bool { return count("panics") >= 2 })
+	time.Sleep(time.Second)
+
+	mu.Lock()
+	defer mu.Unlock()
+	at := attempts["failing"]
+	var gaps []time.Duration
+	for i := 1; i < len(at); i++ {
+		gaps = append(gaps, at[i].Sub(at[i-1]))
+	}
+	t.Logf("retry gaps: %v", gaps)
+	if len(at) != 8 {
+		t.Errorf("the failing reconcile ran %d times; want 8 (7 errors, then success, then no more)", len(at))
+	}
+	// Exponential back-off: 5ms, 10ms, 20ms ... 320ms.
+	if gaps[len(gaps)-1] < 4*gaps[1] || gaps[len(gaps)-1] < 200*time.Millisecond {
+		t.Errorf("retry delays did not grow: %v", gaps)
+	}
+	if n := len(attempts["terminal"]); n != 1 {
+		t.Errorf("a terminal error was tried %d times; want 1", n)
+	}
+	rq := attempts["requeue"]
+	if len(rq) != 2 || rq[1].Sub(rq[0]) < 400*time.Millisecond {
+		t.Errorf("RequeueAfter(400ms): attempts at %v", rq)
+	}
+	if n := len(attempts["panics"]); n != 2 {
+		t.Errorf("the panicking reconcile ran %d times; want 2 (panic, then success)", n)
+	}
+}
+
+// Finalize puts its finalizer on objects that existed before the module
+// started and on new ones; a deleted object stays while the handler fails and
+// goes once it succeeds; `unregister --remove-finalizers` strips the rest.
+func TestFinalizeHoldsDeletionUntilHandlerSucceeds(t *testing.T) {
+	ns := env.Namespace(t)
+	c := newClient(t)
+	const module = "finalize"
+	m := vigil.NewModule(module, vigil.Options{Namespace: ns})
+	var allow atomic.Bool
+	var calls atomic.Int32
+	vigil.When(m.Capability("cleanup"), &corev1.ConfigMap{}).InNamespace(ns).WithLabel("cleanup").Named("configmaps").
+		Finalize(func(ctx context.Context, cm *corev1.ConfigMap) error {
+			calls.Add(1)
+			if !allow.Load() {
+				return errors.New("the external resource is still in use")
+			}
+			return nil
+		})
+	before := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "before", Labels: map[string]string{"cleanup": "yes"}}}
+	if err := c.Create(t.Context(), before); err != nil {
+		t.Fatal(err)
+	}
+	createConfigMap(t, c, ns, "unlabelled", nil)
+	stop := runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	after := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "after", Labels: map[string]string{"cleanup": "yes"}}}
+	if err := c.Create(t.Context(), after); err != nil {
+		t.Fatal(err)
+	}
+	finalizer := "finalize.vigil.dev/cleanup.configmaps"
+	hasFinalizer := func(name string) bool {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+			return false
+		}
+		for _, f := range cm.Finalizers {
+			if f == finalizer {
+				return true
+			}
+		}
+		return false
+	}
+	eventually(t, 10*time.Second, "finalizer on the object that existed before", func() bool { return hasFinalizer("before") })
+	eventually(t, 10*time.Second, "finalizer on the new object", func() bool { return hasFinalizer("after") })
+	if hasFinalizer("unlabelled") {
+		t.Fatal("an object the binding does not select got its finalizer")
+	}
+
+	if err := c.Delete(t.Context(), before); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "failing finalize calls", func() bool { return calls.Load() >= 3 })
+	got := &corev1.ConfigMap{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(before), got); err != nil {
+		t.Fatalf("the object went while its finalize handler failed: %v", err)
+	}
+	if got.DeletionTimestamp == nil {
+		t.Fatal("the deleted object has no deletionTimestamp")
+	}
+	allow.Store(true)
+	eventually(t, 10*time.Second, "deletion after the handler succeeds", func() bool {
+		return apierrors.IsNotFound(c.Get(context.Background(), client.ObjectKeyFromObject(before), &corev1.ConfigMap{}))
+	})
+
+	// Uninstall: with the watcher gone, the remaining finalizer is stripped.
+	stop()
+	out := &strings.Builder{}
+	code := vigil.Execute(t.Context(), m, []string{"unregister", "--remove-finalizers", "--kubeconfig", kubeconfig(t)})
+	if code != 0 {
+		t.Fatalf("unregister --remove-finalizers exited %d %s", code, out)
+	}
+	if hasFinalizer("after") {
+		t.Fatal("unregister --remove-finalizers left the finalizer")
+	}
+	if err := c.Delete(t.Context(), after); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "deletion without the module", func() bool {
+		return apierrors.IsNotFound(c.Get(context.Background(), client.ObjectKeyFromObject(after), &corev1.ConfigMap{}))
+	})
+}
+
+// OnSchedule runs on its ticks, and a run that outlasts a tick is not
+// started twice: the tick is skipped.
+func TestOnScheduleRunsOnTimeWithoutOverlap(t *testing.T) {
+	ns := env.Namespace(t)
+	m := vigil.NewModule("schedule", vigil.Options{Namespace: ns})
+	type run struct{ start, end time.Time }
+	var mu sync.Mutex
+	var runs []run
+	var running atomic.Int32
+	var overlaps atomic.Int32
+	m.OnSchedule("tick", vigil.Every(200*time.Millisecond), func(ctx context.Context) error {
+		if running.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		defer running.Add(-1)
+		start := time.Now()
+		mu.Lock()
+		n := len(runs)
+		mu.Unlock()
+		if n == 2 {
+			time.Sleep(500 * time.Millisecond) // outlasts two ticks
+		}
+		if vigil.StoreFrom(ctx) == nil {
+			t.Error("a schedule's context carries no Store")
+		}
+		mu.Lock()
+		runs = append(runs, run{start, time.Now()})
+		mu.Unlock()
+		return nil
+	})
+	began := time.Now()
+	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	eventually(t, 10*time.Second, "six runs", func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) >= 6 })
+	mu.Lock()
+	defer mu.Unlock()
+	if overlaps.Load() > 0 {
+		t.Fatalf("%d runs overlapped", overlaps.Load())
+	}
+	for i, r := range runs[:6] {
+		// Runs start on the 200 ms grid: offsets from the first are
+		// multiples of 200 ms, give or take scheduling.
+		off := r.start.Sub(runs[0].start)
+		rem := off % (200 * time.Millisecond)
+		if rem > 60*time.Millisecond && rem < 140*time.Millisecond {
+			t.Errorf("run %d started %s after the first: off the 200ms grid", i, off)
+		}
+		if i > 0 && r.start.Before(runs[i-1].end) {
+			t.Errorf("run %d started before run %d ended", i, i-1)
+		}
+	}
+	// The long third run (500 ms) makes the next start on the grid after it.
+	if gap := runs[3].start.Sub(runs[2].start); gap < 500*time.Millisecond || gap > 800*time.Millisecond {
+		t.Errorf("after a 500ms run the next started %s later; want the next tick, 600ms", gap)
+	}
+	if first := runs[0].start.Sub(began); first > 3*time.Second {
+		t.Errorf("the first run came %s after start", first)
+	}
+}
+
+// Mistakes in watches and schedules are reported before anything starts,
+// with the call site.
+func TestWatchDefinitionMistakes(t *testing.T) {
+	m := vigil.NewModule("mistakes", vigil.Options{})
+	c := m.Capability("c")
+	vigil.When(c, &corev1.ConfigMap{}).IsCreated().Finalize(func(context.Context, *corev1.ConfigMap) error { return nil })
+	m.OnSchedule("bad-cron", vigil.Cron("every five minutes"), func(context.Context) error { return nil })
+	m.OnSchedule("zero", vigil.Every(0), func(context.Context) error { return nil })
+	m.OnSchedule("twice", vigil.Cron("*/5 * * * *"), func(context.Context) error { return nil })
+	m.OnSchedule("twice", vigil.Every(time.Minute), func(context.Context) error { return nil })
+	vigil.When(c, &corev1.ConfigMap{}).Named("same").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
+	vigil.When(c, &corev1.ConfigMap{}).Named("same").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
+	err := m.Validate()
+	if err == nil {
+		t.Fatal("no mistakes reported")
+	}
+	for _, want := range []string{
+		"watch_test.go:", "Finalize: IsCreated, IsUpdated and IsDeleted do not apply",
+		`Cron("every five minutes"): expected five fields`,
+		`Every(0s): expected a positive interval`,
+		`schedule "twice" is already declared at watch_test.go:`,
+		`reconcile binding "same" of capability "c" is already declared`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("mistakes lack %q:\n%v", want, err)
+		}
+	}
+}
