@@ -36,6 +36,7 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.AddCommand(newControlPlaneCommand(out, errOut))
 	root.AddCommand(newStoreCommand(out))
 	root.AddCommand(newWaitCommand(out, errOut))
+	root.AddCommand(newInitCommand(out))
 	return root
 }
 
