@@ -58,7 +58,7 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 
 	listersSynced := func() bool { return true }
 	if users := m.listerUsers(); len(users) > 0 {
-		c, synced, err := watcher.StartCache(ctx, cfg, m.scheme, users, log)
+		c, synced, err := watcher.StartCache(ctx, cfg, m.name, m.scheme, users, log)
 		if err != nil {
 			return nil, fmt.Errorf("admission's listers: %w", err)
 		}

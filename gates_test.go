@@ -23,6 +23,10 @@ import (
 var env *vigiltest.Env
 
 func TestMain(m *testing.M) {
+	if role := os.Getenv(childRoleEnv); role != "" {
+		// The test binary re-run as one of a test's module processes.
+		os.Exit(runChild(role))
+	}
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 

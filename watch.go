@@ -201,4 +201,3 @@ func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Cont
 	}
 	m.schedules = append(m.schedules, watcher.Schedule{Name: name, Next: when.Next, Run: fn, Site: site})
 }
-

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // runWatcher runs `<module> watcher` in the test process until the test
@@ -444,4 +446,204 @@ func TestWatchDefinitionMistakes(t *testing.T) {
 			t.Errorf("mistakes lack %q:\n%v", want, err)
 		}
 	}
+}
+
+// An API server outage in the middle of the stream, and a forced 410 Gone on
+// resume: no change is lost; the final state of every object is reconciled,
+// and deletions are seen.
+func TestWatcherSurvivesOutageAndGone(t *testing.T) {
+	gone, err := vigiltest.Start(vigiltest.Options{DisableWatchCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gone.Stop() })
+	ctx := t.Context()
+	ns := gone.Namespace(t)
+	c, err := client.New(gone.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := vigiltest.NewOutageProxy(gone.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+
+	m := vigil.NewModule("outage", vigil.Options{Namespace: ns})
+	var mu sync.Mutex
+	reconciled := map[string]string{} // name → data v last reconciled
+	lastEvent := map[string]vigil.WatchEvent{}
+	cap := m.Capability("state")
+	vigil.When(cap, &corev1.ConfigMap{}).InNamespace(ns).WithLabel("tracked").
+		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
+			mu.Lock()
+			reconciled[cm.Name] = cm.Data["v"]
+			mu.Unlock()
+			return nil
+		})
+	vigil.When(cap, &corev1.ConfigMap{}).InNamespace(ns).WithLabel("tracked").
+		Watch(func(ctx context.Context, cm *corev1.ConfigMap, ev vigil.WatchEvent) {
+			mu.Lock()
+			lastEvent[cm.Name] = ev
+			mu.Unlock()
+		})
+	metrics := freeAddr(t)
+	runWatcher(t, m, vigiltest.WriteKubeConfig(t, proxy.Config()), "--leader-elect=false", "--metrics-addr", metrics)
+
+	put := func(name, v string) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"tracked": "yes"}}, Data: map[string]string{"v": v}}
+		err := c.Create(ctx, cm)
+		if apierrors.IsAlreadyExists(err) {
+			err = c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"v":"`+v+`"}}`)))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{}
+	for i := range 10 {
+		name := fmt.Sprint("cm-", i)
+		put(name, "1")
+		want[name] = "1"
+	}
+	settled := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for name, v := range want {
+			if reconciled[name] != v || lastEvent[name] == vigil.Deleted {
+				return false
+			}
+		}
+		return true
+	}
+	eventually(t, 10*time.Second, "the first state reconciled", settled)
+	// client-go relists at once after a watch that lasted under a second; an
+	// older one resumes from its resourceVersion, which the compaction expires.
+	time.Sleep(1100 * time.Millisecond)
+
+	cut := proxy.Outage(3 * time.Second)
+	for i := range 10 {
+		name := fmt.Sprint("cm-", i)
+		switch {
+		case i < 3:
+			if err := c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, name)
+		default:
+			put(name, "2")
+			want[name] = "2"
+		}
+	}
+	for i := range 5 {
+		name := fmt.Sprint("new-", i)
+		put(name, "3")
+		want[name] = "3"
+	}
+	if _, err := gone.CompactEtcd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the final state reconciled after the outage", settled)
+	mu.Lock()
+	for i := range 3 {
+		if ev := lastEvent[fmt.Sprint("cm-", i)]; ev != vigil.Deleted {
+			t.Errorf("cm-%d was deleted during the outage; the watch's last event for it is %q", i, ev)
+		}
+	}
+	mu.Unlock()
+	if cut == 0 {
+		t.Fatal("the outage cut no connection")
+	}
+	body := scrape(t, "http://"+metrics+"/metrics")
+	if !strings.Contains(body, `vigil_watch_errors_total{module="outage",reason="expired"}`) {
+		t.Errorf("no expired (410) watch counted after the compaction:\n%s", grepLines(body, "vigil_watch"))
+	}
+	for _, want := range []string{
+		`controller_runtime_reconcile_total{controller="outage.state.configmap-reconcile-0",result="success"}`,
+		`workqueue_depth{controller="outage.state.configmap-reconcile-0"`,
+		`controller_runtime_reconcile_time_seconds_count{controller="outage.state.configmap-reconcile-0"}`,
+		`vigil_watch_events_total{binding="state/configmap-watch-1",event="DELETED",module="outage"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func scrape(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// A Lister is a live read cache: an admission handler consults it on every
+// request, so a new exemption takes effect without a restart, and a Reconcile
+// handler reads other objects through it. Before a role starts it, it says so.
+func TestListerServesAdmissionAndWatcherLive(t *testing.T) {
+	ns := env.Namespace(t)
+	c := newClient(t)
+	m := vigil.NewModule("lister", vigil.Options{Namespace: ns})
+	secrets := vigil.Lister[*corev1.Secret](m)
+	if _, err := secrets.List(t.Context()); err == nil || !strings.Contains(err.Error(), "lister of Secret is not started") {
+		t.Fatalf("a lister before start: got %v, want an error saying it is not started", err)
+	}
+	policy := m.Capability("policy")
+	vigil.When(policy, &corev1.ConfigMap{}).IsCreated().WithLabel("guarded").
+		Validate(func(ctx context.Context, r *vigil.Request[*corev1.ConfigMap]) vigil.Verdict {
+			if _, err := secrets.Get(ctx, r.Namespace, "exempt-"+r.Name); err == nil {
+				return admission.Allow()
+			} else if !apierrors.IsNotFound(err) {
+				return admission.Deny(err.Error())
+			}
+			return admission.Deny("no exemption for " + r.Name)
+		})
+	var mirrored atomic.Int32
+	vigil.When(policy, &corev1.ConfigMap{}).InNamespace(ns).WithLabel("mirror").
+		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
+			list, err := secrets.List(ctx, client.InNamespace(ns), client.MatchingLabels{"team": "shop"})
+			if err != nil {
+				return err
+			}
+			mirrored.Store(int32(len(list)))
+			return nil
+		})
+	serveAdmission(t, m, "lister", []string{ns})
+
+	guarded := func(name string) error {
+		return c.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"guarded": "yes"}}})
+	}
+	if err := guarded("app"); err == nil || !strings.Contains(err.Error(), "no exemption for app") {
+		t.Fatalf("without an exemption: got %v, want the denial", err)
+	}
+	if err := c.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "exempt-app"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the new exemption admits the object", func() bool { return guarded("app") == nil })
+
+	for i := range 3 {
+		if err := c.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("shop-", i), Labels: map[string]string{"team": "shop"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	createConfigMap(t, c, ns, "mirror", nil)
+	if err := c.Patch(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mirror"}}, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"mirror":"yes"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the reconcile lists the three labelled Secrets through the lister", func() bool { return mirrored.Load() == 3 })
 }

@@ -17,6 +17,7 @@ type metrics struct {
 	scheduleRuns    *prometheus.CounterVec
 	scheduleSkipped *prometheus.CounterVec
 	scheduleSeconds *prometheus.HistogramVec
+	watchErrors     *prometheus.CounterVec
 }
 
 var (
@@ -49,8 +50,12 @@ func registerMetrics() *metrics {
 				Namespace: "vigil", Subsystem: "schedule", Name: "run_seconds",
 				Help: "How long schedule runs take.",
 			}, []string{"module", "schedule"}),
+			watchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "vigil", Subsystem: "watch", Name: "errors_total",
+				Help: "Watches of the shared informers that ended in error, by reason; expired (410 Gone) ones are followed by a relist.",
+			}, []string{"module", "reason"}),
 		}
-		ctrlmetrics.Registry.MustRegister(shared.events, shared.panics, shared.scheduleRuns, shared.scheduleSkipped, shared.scheduleSeconds)
+		ctrlmetrics.Registry.MustRegister(shared.events, shared.panics, shared.scheduleRuns, shared.scheduleSkipped, shared.scheduleSeconds, shared.watchErrors)
 	})
 	return shared
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,12 +77,15 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
+	metrics := registerMetrics()
 	mopts := manager.Options{
 		Scheme: o.Scheme,
 		Logger: o.Log,
 		Cache: cache.Options{
-			ByObject:         byObject,
-			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject:                 byObject,
+			DefaultTransform:         cache.TransformStripManagedFields(),
+			DefaultWatchErrorHandler: watchErrorHandler(o.Module, metrics),
+			NewInformer:              newInformer(o.Module, metrics),
 		},
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              LeaseName(o.Module),
@@ -107,7 +112,6 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.Cache != nil {
 		o.Cache(mgr.GetCache())
 	}
-	metrics := registerMetrics()
 	var ready atomic.Bool
 	if o.ProbeAddr != "" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -203,13 +207,17 @@ func handlerContext(ctx context.Context, o Options, b *Binding, obj client.Objec
 // StartCache starts a shared cache of the users' types outside a manager
 // (for the admission role's listers) and returns it with a function that
 // reports whether every type has synced.
-func StartCache(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, users []User, log logr.Logger) (cache.Cache, func() bool, error) {
+func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []User, log logr.Logger) (cache.Cache, func() bool, error) {
 	agreed := Agree(users)
 	byObject, err := ByObject(agreed)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()})
+	c, err := cache.New(cfg, cache.Options{
+		Scheme: scheme, ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultWatchErrorHandler: watchErrorHandler(module, registerMetrics()),
+		NewInformer:              newInformer(module, registerMetrics()),
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -225,4 +233,24 @@ func StartCache(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, u
 		}
 	}()
 	return c, synced.Load, nil
+}
+
+// watchErrorHandler counts the informers' watch errors by reason, then lets
+// client-go log them and relist or resume as it does.
+func watchErrorHandler(module string, m *metrics) toolscache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *toolscache.Reflector, err error) {
+		// Expired watches are counted where they end (see newInformer);
+		// client-go passes only some of them here.
+		reason := "other"
+		switch {
+		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+			reason = ""
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			reason = "closed"
+		}
+		if reason != "" {
+			m.watchErrors.WithLabelValues(module, reason).Inc()
+		}
+		toolscache.DefaultWatchErrorHandler(ctx, r, err)
+	}
 }

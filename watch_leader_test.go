@@ -1,0 +1,238 @@
+package vigil_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+// childRoleEnv makes the test binary run as a module process (see TestMain):
+// its value names the module, its arguments follow VIGIL_TEST_ARGS.
+const childRoleEnv = "VIGIL_TEST_CHILD"
+
+func runChild(role string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("VIGIL_TEST_KUBECONFIG"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	var m *vigil.Module
+	switch role {
+	case "leader":
+		m = leaderModule(os.Getenv("VIGIL_TEST_NAMESPACE"), cfg)
+	default:
+		fmt.Fprintf(os.Stderr, "unknown child role %q\n", role)
+		return 2
+	}
+	return vigil.Execute(ctx, m, strings.Split(os.Getenv("VIGIL_TEST_ARGS"), " "))
+}
+
+// leaderModule reconciles ConfigMaps labelled work by stamping them with its
+// process ID. A reconcile holds a lock object while it runs; meeting another
+// replica's lock records an overlap.
+func leaderModule(ns string, cfg *rest.Config) *vigil.Module {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		panic(err)
+	}
+	m := vigil.NewModule("leader", vigil.Options{Namespace: ns})
+	pid := fmt.Sprint(os.Getpid())
+	vigil.When(m.Capability("work"), &corev1.ConfigMap{}).InNamespace(ns).WithLabel("work").
+		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
+			lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lock-" + cm.Name}, Data: map[string]string{"pid": pid}}
+			if err := c.Create(ctx, lock); apierrors.IsAlreadyExists(err) {
+				// Held by another process: an overlap, unless the holder
+				// is dead (killed while it reconciled).
+				held := &corev1.ConfigMap{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(lock), held); err == nil {
+					var holder int
+					fmt.Sscan(held.Data["pid"], &holder)
+					if holder > 0 && syscall.Kill(holder, 0) == nil {
+						overlap := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "overlap-"}, Data: map[string]string{"object": cm.Name, "pid": pid, "holder": held.Data["pid"]}}
+						_ = c.Create(ctx, overlap)
+					}
+				}
+			} else if err != nil {
+				return err
+			}
+			defer c.Delete(context.Background(), lock)
+			time.Sleep(30 * time.Millisecond)
+			if cm.Annotations["reconciled-by"] == pid {
+				return nil
+			}
+			patch := client.MergeFrom(cm.DeepCopy())
+			if cm.Annotations == nil {
+				cm.Annotations = map[string]string{}
+			}
+			cm.Annotations["reconciled-by"] = pid
+			return c.Patch(ctx, cm, patch)
+		})
+	return m
+}
+
+// watcherProcess is one module process started from the test binary.
+type watcherProcess struct {
+	cmd    *exec.Cmd
+	out    *vigiltest.Buffer
+	probe  string
+	done   chan error
+	exited chan int
+}
+
+func startWatcherProcess(t *testing.T, ns, kubeconfig string) *watcherProcess {
+	t.Helper()
+	probe := freeAddr(t)
+	args := []string{"watcher", "--kubeconfig", kubeconfig, "--metrics-addr=", "--probe-addr", probe,
+		"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms"}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childRoleEnv+"=leader", "VIGIL_TEST_NAMESPACE="+ns, "VIGIL_TEST_ARGS="+strings.Join(args, " "), "VIGIL_TEST_KUBECONFIG="+kubeconfig)
+	p := &watcherProcess{cmd: cmd, out: &vigiltest.Buffer{}, probe: probe, done: make(chan error, 1), exited: make(chan int, 1)}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := cmd.Wait()
+		p.exited <- cmd.ProcessState.ExitCode()
+		p.done <- err
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("process %d output:\n%s", cmd.Process.Pid, p.out)
+		}
+	})
+	return p
+}
+
+func (p *watcherProcess) pid() string { return fmt.Sprint(p.cmd.Process.Pid) }
+
+func (p *watcherProcess) waitReady(t *testing.T) {
+	t.Helper()
+	waitReady(t, "http://"+p.probe+"/readyz", p.exited)
+}
+
+// Two watcher processes: only the Lease holder reconciles; when it is killed
+// the other takes over within the lease duration; when one stops gracefully
+// it releases the Lease and the other takes over at once. No object is ever
+// reconciled by both at the same time.
+func TestWatcherLeaderElection(t *testing.T) {
+	ns := env.Namespace(t)
+	c := newClient(t)
+	kc := kubeconfig(t)
+	a := startWatcherProcess(t, ns, kc)
+	b := startWatcherProcess(t, ns, kc)
+	a.waitReady(t)
+	b.waitReady(t)
+
+	batch := 0
+	// work creates five labelled objects and returns who reconciled them.
+	work := func(within time.Duration) (by map[string]int, took time.Duration) {
+		t.Helper()
+		batch++
+		start := time.Now()
+		var names []string
+		for i := range 5 {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("work-%d-%d", batch, i), Labels: map[string]string{"work": "yes"}}}
+			if err := c.Create(t.Context(), cm); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, cm.Name)
+		}
+		by = map[string]int{}
+		eventually(t, within, fmt.Sprintf("batch %d reconciled", batch), func() bool {
+			clear(by)
+			for _, n := range names {
+				cm := &corev1.ConfigMap{}
+				if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: n}, cm); err != nil || cm.Annotations["reconciled-by"] == "" {
+					return false
+				}
+				by[cm.Annotations["reconciled-by"]]++
+			}
+			return true
+		})
+		return by, time.Since(start)
+	}
+
+	by, _ := work(15 * time.Second)
+	if len(by) != 1 {
+		t.Fatalf("two replicas reconciled: %v", by)
+	}
+	leader, standby := a, b
+	if by[b.pid()] == 5 {
+		leader, standby = b, a
+	} else if by[a.pid()] != 5 {
+		t.Fatalf("reconciled by %v, neither %s nor %s", by, a.pid(), b.pid())
+	}
+
+	// A crash: the Lease is not released, the standby waits it out.
+	killed := time.Now()
+	if err := leader.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	by, _ = work(15 * time.Second)
+	takeover := time.Since(killed)
+	t.Logf("takeover after a kill: %s (lease duration 2s, retry period 200ms)", takeover.Round(time.Millisecond))
+	if by[standby.pid()] != 5 {
+		t.Fatalf("after the leader was killed, reconciled by %v; want all by %s", by, standby.pid())
+	}
+	if takeover > 2*time.Second+1500*time.Millisecond {
+		t.Errorf("takeover took %s; want within the lease duration (2s) and a retry", takeover)
+	}
+
+	// A graceful stop releases the Lease: the new replica takes over at once.
+	c2 := startWatcherProcess(t, ns, kc)
+	c2.waitReady(t)
+	stopped := time.Now()
+	if err := standby.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-standby.exited:
+		standby.exited <- code
+		if code != 0 {
+			t.Errorf("the leader exited %d on SIGTERM", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the leader did not stop on SIGTERM")
+	}
+	by, _ = work(15 * time.Second)
+	handover := time.Since(stopped)
+	t.Logf("handover after a graceful stop: %s", handover.Round(time.Millisecond))
+	if by[c2.pid()] != 5 {
+		t.Fatalf("after a graceful stop, reconciled by %v; want all by %s", by, c2.pid())
+	}
+	if handover > 1500*time.Millisecond {
+		t.Errorf("handover after a graceful stop took %s; the Lease should be released at once", handover)
+	}
+
+	list := &corev1.ConfigMapList{}
+	if err := c.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range list.Items {
+		if strings.HasPrefix(cm.Name, "overlap-") {
+			t.Errorf("object %s was reconciled by two replicas at once (%s and %s)", cm.Data["object"], cm.Data["pid"], cm.Data["holder"])
+		}
+	}
+}
