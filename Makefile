@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test control-plane vet staticcheck unit generate bench-store bench-gates bench-admission soak-registration
+.PHONY: test control-plane vet staticcheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration
 
 ## test: build the control plane if needed, then vet, staticcheck and every test
 test:
@@ -54,6 +54,11 @@ bench-gates:
 bench-admission:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkAdmission' -benchtime 1x -timeout 20m ./examples/labeler/
+
+## bench-watch: 10,000 ConfigMaps created while a watcher process runs: time until each is reconciled, events/s, peak RSS
+bench-watch:
+	@assets="$$(hack/control-plane.sh)"; \
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkWatch' -benchtime 1x -timeout 20m .
 
 ## soak-registration: creates without pause while a module starts, registers and is replaced: none rejected
 soak-registration:

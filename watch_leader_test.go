@@ -39,6 +39,8 @@ func runChild(role string) int {
 	switch role {
 	case "leader":
 		m = leaderModule(os.Getenv("VIGIL_TEST_NAMESPACE"), cfg)
+	case "bench":
+		m = benchModule(os.Getenv("VIGIL_TEST_NAMESPACE"))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown child role %q\n", role)
 		return 2
