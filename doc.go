@@ -10,8 +10,11 @@
 // ready for it; each phase runs as an init container (`<module> gate --phase
 // N`). Capabilities group admission bindings (When(...).Mutate/Validate),
 // served by `<module> admission`, which registers its webhook configurations
-// only once it is ready and reachable. A Store keeps state the module's
-// replicas share. Run gives the module's binary these roles, and `plan`
+// only once it is ready and reachable. The same When chain declares Watch,
+// Reconcile and Finalize bindings, and OnSchedule declares schedules: `<module>
+// watcher` runs them on shared informers, on the one replica that holds the
+// module's Lease. Lister gives handlers of every role a live read cache. A
+// Store keeps state the module's replicas share. Run gives the module's binary these roles, and `plan`
 // prints what the module will do.
 //
 // This package is the facade: it names the entry points a module author uses

@@ -647,3 +647,34 @@ func TestListerServesAdmissionAndWatcherLive(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "the reconcile lists the three labelled Secrets through the lister", func() bool { return mirrored.Load() == 3 })
 }
+
+// `plan` shows the watcher's bindings, finalizers, schedules, and what each
+// shared informer selects: the namespaces every user of a type agrees on.
+func TestPlanShowsWatcher(t *testing.T) {
+	m := vigil.NewModule("planned", vigil.Options{})
+	apps := m.Capability("apps", vigil.InNamespaces("shop", "web"))
+	vigil.When(apps, &corev1.ConfigMap{}).Named("sync").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
+	vigil.When(apps, &corev1.ConfigMap{}).Named("cleanup").Finalize(func(context.Context, *corev1.ConfigMap) error { return nil })
+	vigil.When(m.Capability("audit"), &corev1.Pod{}).WithLabel("team", "shop").Watch(func(context.Context, *corev1.Pod, vigil.WatchEvent) {})
+	vigil.Lister[*corev1.Secret](m)
+	m.OnSchedule("nightly", vigil.Cron("0 3 * * *"), func(context.Context) error { return nil })
+	out := captureStdout(t, func() {
+		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
+			t.Errorf("plan exit %d", code)
+		}
+	})
+	for _, want := range []string{
+		"watcher (one active replica, by leader election):",
+		"apps/sync reconcile ConfigMap (watch_test.go:",
+		"apps/cleanup finalize ConfigMap (finalizer planned.vigil.dev/apps.cleanup) (watch_test.go:",
+		"audit/pod-watch-2 watch Pod (watch_test.go:",
+		"schedule nightly (watch_test.go:",
+		"ConfigMap: namespaces shop,web",
+		"Pod: labels team=shop",
+		"Secret: everything, cluster-wide",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}

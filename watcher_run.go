@@ -2,6 +2,8 @@ package vigil
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
@@ -45,4 +47,41 @@ func (a moduleApp) Watcher(ctx context.Context, cfg *rest.Config, log logr.Logge
 		Cache: func(c cache.Cache) { m.useCache(c) },
 		Log:   log,
 	})
+}
+
+// Watching is what `plan` shows of the watcher role.
+func (a moduleApp) Watching() cli.PlanWatcher {
+	m := a.m
+	users := m.listerUsers()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var w cli.PlanWatcher
+	for _, b := range m.watches {
+		line := fmt.Sprintf("%s %s %s", b.ID(), b.Role, b.GVK.Kind)
+		if b.Role == watcher.Finalize {
+			line += " (finalizer " + b.Finalizer + ")"
+		}
+		w.Bindings = append(w.Bindings, line+" ("+b.Site+")")
+		users = append(users, watcher.User{GVK: b.GVK, New: b.New, Select: b.Select})
+	}
+	for _, s := range m.schedules {
+		w.Schedules = append(w.Schedules, fmt.Sprintf("%s (%s)", s.Name, s.Site))
+	}
+	for _, ag := range watcher.Agree(users) {
+		var sel []string
+		if len(ag.Namespaces) > 0 {
+			sel = append(sel, "namespaces "+strings.Join(ag.Namespaces, ","))
+		}
+		if ag.Labels != "" {
+			sel = append(sel, "labels "+ag.Labels)
+		}
+		if ag.Name != "" {
+			sel = append(sel, "name "+ag.Name)
+		}
+		if len(sel) == 0 {
+			sel = append(sel, "everything, cluster-wide")
+		}
+		w.Informers = append(w.Informers, fmt.Sprintf("%s: %s", ag.GVK.Kind, strings.Join(sel, "; ")))
+	}
+	return w
 }

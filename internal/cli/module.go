@@ -39,6 +39,7 @@ type Module interface {
 	Validate() error
 	Plan() []PlanPhase
 	Capabilities() []PlanCapability
+	Watching() PlanWatcher
 	PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Logger, phase int) ([]gaterun.Gate, error)
 	Admission(ctx context.Context, cfg *rest.Config, log logr.Logger, handoffDir string) (*AdmissionSetup, error)
 	Watcher(ctx context.Context, cfg *rest.Config, log logr.Logger, o WatcherOptions) error
@@ -91,6 +92,16 @@ type PlanCapability struct {
 	Namespaces []string
 	// Bindings say what each binding admits, e.g. "validate Pod CREATE".
 	Bindings []string
+}
+
+// PlanWatcher is what the watcher role runs, as `plan` prints it.
+type PlanWatcher struct {
+	// Bindings say what each Watch, Reconcile and Finalize does.
+	Bindings []string
+	// Schedules say when each schedule runs.
+	Schedules []string
+	// Informers say, per type, what its shared informer selects.
+	Informers []string
 }
 
 // PlanGate is one gate, as `plan` prints it.
@@ -578,7 +589,10 @@ func WritePlan(out io.Writer, m Module) error {
 	fmt.Fprintf(out, "module %s (namespace %s)\n", m.Name(), m.Namespace())
 	if len(phases) == 0 {
 		fmt.Fprintln(out, "\nno startup gates: the deployment gets no gate init containers")
-		return writeCapabilities(out, m.Capabilities())
+		if err := writeCapabilities(out, m.Capabilities()); err != nil {
+			return err
+		}
+		return writeWatcher(out, m.Watching())
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, p := range phases {
@@ -608,7 +622,30 @@ func WritePlan(out io.Writer, m Module) error {
 	for _, p := range phases {
 		fmt.Fprintf(out, "  %s\n", InitContainerName(p.Phase))
 	}
-	return writeCapabilities(out, m.Capabilities())
+	if err := writeCapabilities(out, m.Capabilities()); err != nil {
+		return err
+	}
+	return writeWatcher(out, m.Watching())
+}
+
+func writeWatcher(out io.Writer, w PlanWatcher) error {
+	if len(w.Bindings) == 0 && len(w.Schedules) == 0 && len(w.Informers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "\nwatcher (one active replica, by leader election):")
+	for _, b := range w.Bindings {
+		fmt.Fprintf(out, "  %s\n", b)
+	}
+	for _, s := range w.Schedules {
+		fmt.Fprintf(out, "  schedule %s\n", s)
+	}
+	if len(w.Informers) > 0 {
+		fmt.Fprintln(out, "  shared informers (one per type, for watches and listers):")
+		for _, i := range w.Informers {
+			fmt.Fprintf(out, "    %s\n", i)
+		}
+	}
+	return nil
 }
 
 func writeCapabilities(out io.Writer, caps []PlanCapability) error {
