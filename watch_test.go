@@ -2,6 +2,7 @@ package vigil_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -676,5 +677,34 @@ func TestPlanShowsWatcher(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// `plan -o json` is the plan for tools: phases with their init containers,
+// capabilities and the watcher.
+func TestPlanJSON(t *testing.T) {
+	m := vigil.NewModule("planned", vigil.Options{})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithName("settings").InPhase(1).ToBeCreated(nil)
+	vigil.When(m.Capability("apps"), &corev1.ConfigMap{}).Named("sync").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
+	out := captureStdout(t, func() {
+		if code := vigil.Execute(t.Context(), m, []string{"plan", "-o", "json"}); code != 0 {
+			t.Errorf("plan -o json exit %d", code)
+		}
+	})
+	var p struct {
+		Module string
+		Phases []struct {
+			Phase         int
+			InitContainer string
+			Gates         []struct{ Name, WaitsFor string }
+		}
+		Watcher struct{ Bindings []string }
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("plan -o json is not JSON: %v\n%s", err, out)
+	}
+	if p.Module != "planned" || len(p.Phases) != 1 || p.Phases[0].Phase != 1 || p.Phases[0].InitContainer != "gate-phase-1" ||
+		len(p.Phases[0].Gates) != 1 || len(p.Watcher.Bindings) != 1 {
+		t.Fatalf("plan -o json: %s", out)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -87,31 +89,31 @@ type PlanPhase struct {
 
 // PlanCapability is one capability, as `plan` prints it.
 type PlanCapability struct {
-	Name       string
-	FailClosed bool
-	Namespaces []string
+	Name       string   `json:"name"`
+	FailClosed bool     `json:"failClosed"`
+	Namespaces []string `json:"namespaces"`
 	// Bindings say what each binding admits, e.g. "validate Pod CREATE".
-	Bindings []string
+	Bindings []string `json:"bindings"`
 }
 
 // PlanWatcher is what the watcher role runs, as `plan` prints it.
 type PlanWatcher struct {
 	// Bindings say what each Watch, Reconcile and Finalize does.
-	Bindings []string
+	Bindings []string `json:"bindings"`
 	// Schedules say when each schedule runs.
-	Schedules []string
+	Schedules []string `json:"schedules"`
 	// Informers say, per type, what its shared informer selects.
-	Informers []string
+	Informers []string `json:"informers"`
 }
 
 // PlanGate is one gate, as `plan` prints it.
 type PlanGate struct {
-	Name     string
-	WaitsFor string
-	Timeout  time.Duration
-	Optional bool
-	Fallback bool
-	Site     string
+	Name     string        `json:"name"`
+	WaitsFor string        `json:"waitsFor"`
+	Timeout  time.Duration `json:"timeout"`
+	Optional bool          `json:"optional"`
+	Fallback bool          `json:"fallback"`
+	Site     string        `json:"site"`
 }
 
 // InitContainerName is the init container that runs a phase's gates.
@@ -192,6 +194,7 @@ endpoints are withdrawn, then drains the requests in flight.`,
 	af.BoolVar(&a.Register, "register", true, "fill the module's webhook configurations once ready (Ignore, then the canary, then the failure policy)")
 	af.StringVar(&a.WebhookURL, "webhook-url", "", "base URL the API server reaches this server at (for local runs); by default the module's Service")
 	af.DurationVar(&a.CheckInterval, "registration-check-interval", 30*time.Second, "how often to check that the webhook configurations still exist (a deleted one is reported, not recreated)")
+	af.BoolVar(&a.Bootstrap, "bootstrap", false, "create the module's empty webhook configurations when they are missing, as its manifests would: for local runs such as vigil dev")
 	af.StringVar(&a.CAFile, "ca-file", "", "CA bundle for the webhooks' caBundle with --cert-dir (default: ca.crt in --cert-dir)")
 	root.AddCommand(admissionCmd)
 
@@ -256,12 +259,24 @@ stop; run it before uninstalling.`,
 	unregister.Flags().BoolVar(&removeFinalizers, "remove-finalizers", false, "also strip the module's finalizers from every object, so that nothing is left stuck in deletion once it is gone")
 	root.AddCommand(unregister)
 
-	root.AddCommand(&cobra.Command{
+	var planOutput string
+	planCmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Print the module's phases, gates and the init containers its deployment gets",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return WritePlan(out, m) },
-	})
+		RunE: func(*cobra.Command, []string) error {
+			switch planOutput {
+			case "", "text":
+				return WritePlan(out, m)
+			case "json":
+				return WritePlanJSON(out, m)
+			default:
+				return fmt.Errorf("-o %q: expected text or json", planOutput)
+			}
+		},
+	}
+	planCmd.Flags().StringVarP(&planOutput, "output", "o", "text", "text, or json for tools (vigil dev)")
+	root.AddCommand(planCmd)
 	return root
 }
 
@@ -310,6 +325,8 @@ type AdmissionOptions struct {
 	Register   bool
 	WebhookURL string
 	CAFile     string
+	// Bootstrap creates the empty webhook configurations when missing.
+	Bootstrap bool
 	// CheckInterval is how often a replica checks its configurations still
 	// exist; 30s when zero.
 	CheckInterval time.Duration
@@ -374,6 +391,11 @@ func (o *AdmissionOptions) Run(ctx context.Context, m Module) error {
 		close(listening)
 		if o.Listening != nil {
 			o.Listening(addr)
+		}
+	}
+	if o.Bootstrap {
+		if err := bootstrapConfigurations(ctx, cfg, m.Name()); err != nil {
+			return err
 		}
 	}
 	if o.Register {
@@ -675,4 +697,48 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// bootstrapConfigurations creates the module's empty webhook configurations
+// when they are missing, as its manifests install them.
+func bootstrapConfigurations(ctx context.Context, cfg *rest.Config, module string) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mut, val := registration.Bootstrap(module)
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mut, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("--bootstrap: create MutatingWebhookConfiguration %s: %w", module, err)
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, val, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("--bootstrap: create ValidatingWebhookConfiguration %s: %w", module, err)
+	}
+	return nil
+}
+
+// PlanJSON is `plan -o json`: the module's roles as tools read them.
+type PlanJSON struct {
+	Module       string           `json:"module"`
+	Namespace    string           `json:"namespace"`
+	Phases       []PlanPhaseJSON  `json:"phases"`
+	Capabilities []PlanCapability `json:"capabilities"`
+	Watcher      PlanWatcher      `json:"watcher"`
+}
+
+// PlanPhaseJSON is one phase in `plan -o json`.
+type PlanPhaseJSON struct {
+	Phase         int        `json:"phase"`
+	InitContainer string     `json:"initContainer"`
+	Gates         []PlanGate `json:"gates"`
+}
+
+// WritePlanJSON writes the plan as JSON.
+func WritePlanJSON(out io.Writer, m Module) error {
+	p := PlanJSON{Module: m.Name(), Namespace: m.Namespace(), Phases: []PlanPhaseJSON{}, Capabilities: m.Capabilities(), Watcher: m.Watching()}
+	for _, ph := range m.Plan() {
+		p.Phases = append(p.Phases, PlanPhaseJSON{Phase: ph.Phase, InitContainer: InitContainerName(ph.Phase), Gates: ph.Gates})
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(p)
 }
