@@ -432,6 +432,7 @@ func gvkOf(scheme *runtime.Scheme, proto client.Object) (schema.GroupVersionKind
 		}
 		return gvk, nil
 	}
+	defer lockGroupOf(scheme, proto)()
 	gvk, err := apiutil.GVKForObject(proto, scheme)
 	if err != nil {
 		return gvk, fmt.Errorf("type %T is not registered in the module's scheme: add it with its AddToScheme to Options.Scheme (%v)", proto, err)

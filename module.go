@@ -9,11 +9,8 @@ import (
 	"sync"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/watcher"
@@ -168,9 +165,7 @@ func callSite(skip int) string {
 	return ""
 }
 
-func defaultScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	return s
-}
+// defaultScheme is the scheme of a module whose Options name none: client-go's
+// groups and apiextensions/v1, registered as they are needed (see
+// lazyGroups in scheme.go).
+func defaultScheme() *runtime.Scheme { return newLazyScheme() }

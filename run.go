@@ -36,6 +36,12 @@ func Run(m *Module) {
 // Execute is Run without the exit, for tests and embedding: it runs the role
 // args name and returns the exit code.
 func Execute(ctx context.Context, m *Module, args []string) int {
+	if len(args) == 0 || args[0] != "gate" {
+		// The other roles hand the scheme to controller-runtime's clients
+		// and caches, which may meet any of its types; a gate needs only the
+		// groups its definition named.
+		completeScheme(m.scheme)
+	}
 	return cli.ExecuteModule(ctx, moduleApp{m}, args, os.Stdout, os.Stderr)
 }
 
