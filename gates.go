@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -440,14 +441,23 @@ func gvkOf(scheme *runtime.Scheme, proto client.Object) (schema.GroupVersionKind
 	return gvk, nil
 }
 
-// convert turns an unstructured object into a fresh T.
+// convert turns an unstructured object into a fresh T, by way of JSON: the
+// result the API machinery's reflective converter is specified to give (its
+// mismatch detector compares against this very round trip), without its
+// field cache, which copies a whole map for each struct field it meets for
+// the first time: for a CRD's nested schema types, about a megabyte of
+// garbage in a short-lived gate process.
 func convert[T client.Object](proto T, u *unstructured.Unstructured) (T, error) {
 	var zero T
 	if _, ok := any(proto).(*unstructured.Unstructured); ok {
 		return any(u.DeepCopy()).(T), nil
 	}
 	obj := reflect.New(reflect.TypeOf(proto).Elem()).Interface().(T)
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+	data, err := utiljson.Marshal(u.Object)
+	if err == nil {
+		err = utiljson.Unmarshal(data, obj)
+	}
+	if err != nil {
 		return zero, fmt.Errorf("convert %s %s to %T: %w", u.GetKind(), u.GetName(), obj, err)
 	}
 	return obj, nil
