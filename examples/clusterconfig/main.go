@@ -1,0 +1,352 @@
+// Command clusterconfig is the module of vigil's founding discussion: UDS
+// Core's policy engine, which must not admit anything before it knows the
+// cluster's configuration and its exemptions.
+//
+//   - phase 0: the ClusterConfig CRD (clusterconfigs.uds.dev) is Established;
+//   - phase 1: the ClusterConfig "initial" exists with a cluster name; its
+//     spec, merged over the defaults of a mounted file, is stored with
+//     SetAndWait. When none appears within CLUSTERCONFIG_TIMEOUT the gate
+//     finishes with the defaults alone (the file comes from a Secret that is
+//     guaranteed to exist at pod start);
+//   - phase 2: the Exemption CRD (exemptions.uds.dev) is Established and the
+//     Exemptions that exist are loaded.
+//
+// Then it admits: every Pod gets the label uds.dev/cluster with the cluster's
+// name, and privileged Pods are denied unless an Exemption matches them. The
+// Exemptions are read from a live cache, so a new one applies to the next
+// request without a restart. A Reconcile keeps the ClusterConfig's status up
+// to date and shares its spec with the admission replicas through the Store.
+//
+// Its CRDs are crds.yaml; clusterconfig.yaml and exemption.yaml are samples.
+// Run it locally with `vigil dev ./examples/clusterconfig`, or see it all
+// with `make demo`.
+//
+// Environment: CLUSTERCONFIG_NAMESPACE (default uds-system),
+// CLUSTERCONFIG_DEFAULTS (default /etc/uds/defaults.yaml), CLUSTERCONFIG_TIMEOUT
+// (default 2m).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/store"
+)
+
+const (
+	group   = "uds.dev"
+	version = "v1alpha1"
+
+	// ClusterLabel is the label every admitted Pod carries.
+	ClusterLabel = "uds.dev/cluster"
+	// PolicyPrivileged is the policy an Exemption names to allow privileged Pods.
+	PolicyPrivileged = "DisallowPrivileged"
+
+	// Store keys: what the gates found (module-wide scope) and the current
+	// spec the Reconcile shares with admission (the policies capability's
+	// scope, which is the one its handlers see).
+	keyInitialConfig     = "initialClusterConfig"
+	keyInitialExemptions = "initialExemptions"
+	keyClusterConfig     = "clusterConfig"
+
+	gateInitial = "clusterconfig-initial"
+)
+
+func main() {
+	s, err := settingsFromEnv()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "clusterconfig: %v\n", err)
+		os.Exit(1)
+	}
+	vigil.Run(newModule(s))
+}
+
+// settings are what the module reads from its environment.
+type settings struct {
+	namespace    string
+	defaultsPath string
+	timeout      time.Duration
+}
+
+func settingsFromEnv() (settings, error) {
+	s := settings{
+		namespace:    envOr("CLUSTERCONFIG_NAMESPACE", "uds-system"),
+		defaultsPath: envOr("CLUSTERCONFIG_DEFAULTS", "/etc/uds/defaults.yaml"),
+		timeout:      2 * time.Minute,
+	}
+	if v := os.Getenv("CLUSTERCONFIG_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return s, fmt.Errorf("CLUSTERCONFIG_TIMEOUT=%q: expected a positive duration such as 30s or 2m", v)
+		}
+		s.timeout = d
+	}
+	return s, nil
+}
+
+func newModule(s settings) *vigil.Module {
+	m := vigil.NewModule("uds-core", vigil.Options{Namespace: s.namespace})
+
+	// Phase 0: ClusterConfigs are served.
+	vigil.WaitFor(m, &apiextensionsv1.CustomResourceDefinition{}).
+		WithName("clusterconfigs.uds.dev").
+		ToBe(gate.Established())
+
+	// Phase 1: the initial ClusterConfig names the cluster, or the defaults
+	// stand in for it once the timeout is up.
+	vigil.WaitFor(m, vigil.Kind(group, version, "ClusterConfig")).
+		WithName("initial").InPhase(1).Named(gateInitial).
+		ToBe(gate.CEL(`object.?spec.?attributes.?clusterName.orValue("") != ""`)).
+		Timeout(s.timeout).
+		OnTimeout(func(context.Context) (*unstructured.Unstructured, error) {
+			spec, err := s.defaults(true)
+			if err != nil {
+				return nil, err
+			}
+			cc := vigil.Kind(group, version, "ClusterConfig")
+			cc.SetName("initial")
+			cc.Object["spec"] = spec
+			return cc, nil
+		}).
+		Then(func(ctx context.Context, cc *unstructured.Unstructured, st vigil.Store) error {
+			spec, err := s.effective(cc)
+			if err != nil {
+				return err
+			}
+			logr.FromContextOrDiscard(ctx).Info("cluster configuration", "clusterName", clusterName(spec))
+			return store.SetJSONAndWait(ctx, st, keyInitialConfig, spec)
+		})
+
+	// Phase 2: Exemptions are served; load those that exist.
+	vigil.WaitFor(m, &apiextensionsv1.CustomResourceDefinition{}).
+		WithName("exemptions.uds.dev").InPhase(2).
+		ToBe(gate.Established()).
+		Then(func(ctx context.Context, _ *apiextensionsv1.CustomResourceDefinition, st vigil.Store) error {
+			c, err := kube()
+			if err != nil {
+				return err
+			}
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(vigil.Kind(group, version, "ExemptionList").GroupVersionKind())
+			if err := c.List(ctx, list); err != nil {
+				return fmt.Errorf("list exemptions: %w", err) // retried: discovery may lag the CRD
+			}
+			names := []string{}
+			for _, e := range list.Items {
+				names = append(names, e.GetNamespace()+"/"+e.GetName())
+			}
+			logr.FromContextOrDiscard(ctx).Info("exemptions loaded", "count", len(names), "exemptions", names)
+			return store.SetJSONAndWait(ctx, st, keyInitialExemptions, names)
+		})
+
+	exemptions := vigil.ListerFor(m, vigil.Kind(group, version, "Exemption"))
+	policies := m.Capability("policies")
+
+	initial := sync.OnceValues(func() (map[string]any, error) {
+		cc, found, err := vigil.GateResult[*unstructured.Unstructured](m, gateInitial)
+		if err != nil || !found {
+			return nil, fmt.Errorf("the cluster configuration is unknown: gate %s handed nothing over (found %v): %v", gateInitial, found, err)
+		}
+		return s.effective(cc)
+	})
+	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("label-cluster").
+		Mutate(func(_ context.Context, r *vigil.Request[*corev1.Pod]) error {
+			// The Reconcile's copy follows edits of the ClusterConfig; before
+			// its first run, what the gate found stands.
+			spec, found, err := store.GetJSON[map[string]any](r.Store, keyClusterConfig)
+			if err != nil || !found {
+				if spec, err = initial(); err != nil {
+					return err
+				}
+			}
+			r.SetLabel(ClusterLabel, clusterName(spec))
+			return nil
+		})
+	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("disallow-privileged").
+		Validate(func(ctx context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+			container := privileged(r.Object)
+			if container == "" {
+				return admission.Allow()
+			}
+			name := r.Object.Name
+			if name == "" {
+				name = r.Object.GenerateName
+			}
+			list, err := exemptions.List(ctx)
+			if err != nil {
+				return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
+			}
+			if ex := matchExemption(list, r.Namespace, name, PolicyPrivileged); ex != "" {
+				return admission.Allow().WithWarnings(fmt.Sprintf("privileged container %q admitted under Exemption %s", container, ex))
+			}
+			return admission.Deny(fmt.Sprintf(
+				"Pod %s/%s: container %q is privileged, which policy %s denies. Drop securityContext.privileged, or add an Exemption (uds.dev/v1alpha1) whose matcher names namespace %q and this pod's name, with policy %s",
+				r.Namespace, name, container, PolicyPrivileged, r.Namespace, PolicyPrivileged))
+		})
+
+	// The ClusterConfig's status says the module has taken it in, and admission
+	// learns of edits through the Store.
+	vigil.When(policies, vigil.Kind(group, version, "ClusterConfig")).WithName("initial").Named("clusterconfig-status").
+		Reconcile(func(ctx context.Context, cc *unstructured.Unstructured) error {
+			spec, err := s.effective(cc)
+			if err != nil {
+				return vigil.Terminal(err)
+			}
+			if st := vigil.StoreFrom(ctx); st != nil {
+				if err := store.SetJSON(ctx, st, keyClusterConfig, spec); err != nil {
+					return err
+				}
+			}
+			return updateStatus(ctx, cc, clusterName(spec))
+		})
+	return m
+}
+
+// updateStatus records on the ClusterConfig that this generation was taken in.
+func updateStatus(ctx context.Context, cc *unstructured.Unstructured, name string) error {
+	gen, _, _ := unstructured.NestedInt64(cc.Object, "status", "observedGeneration")
+	phase, _, _ := unstructured.NestedString(cc.Object, "status", "phase")
+	seen, _, _ := unstructured.NestedString(cc.Object, "status", "clusterName")
+	if gen == cc.GetGeneration() && phase == "Ready" && seen == name {
+		return nil
+	}
+	c, err := kube()
+	if err != nil {
+		return err
+	}
+	orig := cc.DeepCopy()
+	status := map[string]any{"phase": "Ready", "observedGeneration": cc.GetGeneration(), "clusterName": name}
+	if err := unstructured.SetNestedMap(cc.Object, status, "status"); err != nil {
+		return err
+	}
+	if err := c.Status().Patch(ctx, cc, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("patch the status of clusterconfig %q: %w", cc.GetName(), err)
+	}
+	logr.FromContextOrDiscard(ctx).Info("clusterconfig status updated", "name", cc.GetName(), "generation", cc.GetGeneration(), "clusterName", name)
+	return nil
+}
+
+// kube is a client for what vigil's handlers do not do themselves (listing
+// Exemptions, patching status), from the same kubeconfig the roles use
+// (KUBECONFIG, or the pod's ServiceAccount).
+var kube = sync.OnceValues(func() (client.Client, error) {
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("client config: %w", err)
+	}
+	return client.New(cfg, client.Options{})
+})
+
+// defaults reads the default ClusterConfig spec from the mounted file; a
+// missing file is an error only when required.
+func (s settings) defaults(required bool) (map[string]any, error) {
+	raw, err := os.ReadFile(s.defaultsPath)
+	if os.IsNotExist(err) && !required {
+		return map[string]any{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the ClusterConfig defaults (mount the defaults Secret, or set CLUSTERCONFIG_DEFAULTS): %w", err)
+	}
+	spec := map[string]any{}
+	if err := yaml.Unmarshal(raw, &spec); err != nil {
+		return nil, fmt.Errorf("decode the ClusterConfig defaults %s: expected a YAML ClusterConfig spec: %w", s.defaultsPath, err)
+	}
+	return spec, nil
+}
+
+// effective is the ClusterConfig's spec merged over the defaults.
+func (s settings) effective(cc *unstructured.Unstructured) (map[string]any, error) {
+	spec, err := s.defaults(false)
+	if err != nil {
+		return nil, err
+	}
+	if cc != nil {
+		if own, ok := cc.Object["spec"].(map[string]any); ok {
+			merge(spec, own)
+		}
+	}
+	return spec, nil
+}
+
+// merge sets over's values into into, merging nested objects.
+func merge(into, over map[string]any) {
+	for k, v := range over {
+		if sub, ok := v.(map[string]any); ok {
+			if have, ok := into[k].(map[string]any); ok {
+				merge(have, sub)
+				continue
+			}
+		}
+		into[k] = v
+	}
+}
+
+func clusterName(spec map[string]any) string {
+	name, _, _ := unstructured.NestedString(spec, "attributes", "clusterName")
+	return name
+}
+
+// privileged names the first privileged container of the pod, or "".
+func privileged(pod *corev1.Pod) string {
+	var all []corev1.Container
+	all = append(all, pod.Spec.InitContainers...)
+	all = append(all, pod.Spec.Containers...)
+	for _, c := range all {
+		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+			return c.Name
+		}
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
+			return c.Name
+		}
+	}
+	return ""
+}
+
+// matchExemption returns the Exemption (namespace/name) one of whose entries
+// exempts the pod from the policy, or "".
+func matchExemption(exemptions []*unstructured.Unstructured, namespace, pod, policy string) string {
+	for _, ex := range exemptions {
+		entries, _, _ := unstructured.NestedSlice(ex.Object, "spec", "exemptions")
+		for _, e := range entries {
+			entry, ok := e.(map[string]any)
+			if !ok {
+				continue
+			}
+			ns, _, _ := unstructured.NestedString(entry, "matcher", "namespace")
+			expr, _, _ := unstructured.NestedString(entry, "matcher", "name")
+			policies, _, _ := unstructured.NestedStringSlice(entry, "policies")
+			if ns != namespace || !slices.Contains(policies, policy) {
+				continue
+			}
+			if re, err := regexp.Compile(expr); err == nil && re.MatchString(pod) {
+				return ex.GetNamespace() + "/" + ex.GetName()
+			}
+		}
+	}
+	return ""
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vigilkit/vigil/store/v1alpha1"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+var env *vigiltest.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
+}
+
+// proc is one run of the module binary, as the kubelet runs a container.
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *vigiltest.Buffer
+	done   chan error
+}
+
+func run(t *testing.T, bin string, envv []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), envv...)
+	p := &proc{cmd: cmd, stderr: &vigiltest.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
+	return p
+}
+
+func (p *proc) running(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		t.Fatalf("%v exited early (%v):\n%s", p.cmd.Args, err, p.stderr)
+	case <-time.After(d):
+	}
+}
+
+func (p *proc) exits(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", p.cmd.Args, err, p.stderr)
+		}
+	case <-time.After(d):
+		t.Fatalf("%v did not finish within %s:\n%s", p.cmd.Args, d, p.stderr)
+	}
+}
+
+// logged waits until the process has logged want.
+func (p *proc) logged(t *testing.T, want string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(p.stderr.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v did not log %q within %s:\n%s", p.cmd.Args, want, d, p.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func readYAML(t *testing.T, file string) *unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return u
+}
+
+func pod(ns, name string, privileged bool) *corev1.Pod {
+	c := corev1.Container{Name: "main", Image: "busybox"}
+	if privileged {
+		c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+}
+
+// The module's roles run as separate processes, as in its pod: the three
+// phases in order — the ClusterConfig never comes in time, so phase 1 ends
+// with the mounted defaults — then admission and the watcher. Admission uses
+// what the gates found, consults Exemptions live, and follows the
+// ClusterConfig once the watcher's Reconcile has taken it in.
+func TestModuleRolesAsInAPod(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "clusterconfig")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build the example: %v\n%s", err, out)
+	}
+	ns := env.Namespace(t)
+	apps := env.Namespace(t)
+	kc := env.KubeConfigFile(t)
+	handoff := filepath.Join(dir, "handoff")
+	envv := []string{
+		"KUBECONFIG=" + kc, "VIGIL_HANDOFF_DIR=" + handoff, "CLUSTERCONFIG_NAMESPACE=" + ns,
+		"CLUSTERCONFIG_DEFAULTS=" + filepath.Join(".", "defaults.yaml"), "CLUSTERCONFIG_TIMEOUT=1s",
+	}
+	gateArgs := func(phase string) []string {
+		return []string{"gate", "--phase", phase, "--progress-interval", "200ms"}
+	}
+
+	plan, err := exec.Command(bin, "plan", "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	var p struct {
+		Phases []struct {
+			Gates []struct{ Name string } `json:"gates"`
+		} `json:"phases"`
+	}
+	if err := json.Unmarshal(plan, &p); err != nil || len(p.Phases) != 3 {
+		t.Fatalf("plan -o json: want 3 phases (%v):\n%s", err, plan)
+	}
+
+	// Phase 0 waits for the ClusterConfig CRD.
+	p0 := run(t, bin, envv, gateArgs("0")...)
+	p0.logged(t, "gate waiting", 10*time.Second)
+	crds, err := os.ReadFile("crds.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.InstallCRDYAML(crds); err != nil {
+		t.Fatal(err)
+	}
+	p0.exits(t, 20*time.Second)
+
+	// Phase 1: no ClusterConfig within its second, so the defaults stand.
+	p1 := run(t, bin, envv, gateArgs("1")...)
+	p1.exits(t, 20*time.Second)
+	if !strings.Contains(p1.stderr.String(), "gate fallback") {
+		t.Errorf("phase 1 did not finish with its fallback:\n%s", p1.stderr)
+	}
+	st := &v1alpha1.Store{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "uds-core"}, st); err != nil {
+		t.Fatalf("the Store phase 1 wrote: %v", err)
+	}
+	if got := st.Data[keyInitialConfig]; !strings.Contains(got, `"clusterName":"unnamed-cluster"`) || !strings.Contains(got, `"adminDomain":"admin.uds.dev"`) {
+		t.Errorf("Store %s = %s, want the defaults", keyInitialConfig, got)
+	}
+
+	// Phase 2 loads the Exemptions that exist.
+	exemptionNS := env.Namespace(t)
+	existing := readYAML(t, "exemption.yaml")
+	existing.SetNamespace(exemptionNS)
+	if err := env.Client.Create(ctx, existing); err != nil {
+		t.Fatal(err)
+	}
+	p2 := run(t, bin, envv, gateArgs("2")...)
+	p2.exits(t, 20*time.Second)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(st), st); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := st.Data[keyInitialExemptions], `["`+exemptionNS+`/node-exporter"]`; got != want {
+		t.Errorf("Store %s = %s, want %s", keyInitialExemptions, got, want)
+	}
+
+	// Admission registers itself once ready, through a loopback URL.
+	addr := freePort(t)
+	adm := run(t, bin, envv, "admission", "--bootstrap", "--addr", addr, "--webhook-url", "https://"+addr,
+		"--cert-secret", "uds-core-tls", "--cert-hosts", "127.0.0.1", "--shutdown-delay", "10ms")
+	adm.logged(t, "webhooks enforced", 30*time.Second)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = env.Client.Delete(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "uds-core"}})
+		_ = env.Client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "uds-core"}})
+	})
+
+	web := pod(apps, "web", false)
+	if err := env.Client.Create(ctx, web); err != nil {
+		t.Fatalf("create an ordinary pod: %v", err)
+	}
+	if got := web.Labels[ClusterLabel]; got != "unnamed-cluster" {
+		t.Errorf("pod label %s = %q, want the defaults' cluster name", ClusterLabel, got)
+	}
+	err = env.Client.Create(ctx, pod(apps, "debug-shell", true))
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `container "main" is privileged, which policy DisallowPrivileged denies`) {
+		t.Fatalf("privileged pod: got %v, want it denied by DisallowPrivileged", err)
+	}
+
+	// A new Exemption applies to the next request, without a restart.
+	debug := readYAML(t, "exemption.yaml")
+	debug.SetNamespace(exemptionNS)
+	debug.SetName("debug")
+	_ = unstructured.SetNestedSlice(debug.Object, []any{map[string]any{
+		"matcher":  map[string]any{"namespace": apps, "name": "^debug-"},
+		"policies": []any{PolicyPrivileged},
+	}}, "spec", "exemptions")
+	if err := env.Client.Create(ctx, debug); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Create(ctx, pod(apps, "debug-shell", true))
+		return err == nil, ignoreForbidden(err)
+	})
+	if err != nil {
+		t.Fatalf("privileged pod after its Exemption: %v", err)
+	}
+
+	// The watcher takes the ClusterConfig in: status, then admission follows.
+	w := run(t, bin, envv, "watcher", "--probe-addr", freePort(t), "--metrics-addr", freePort(t), "--leader-elect=false")
+	w.logged(t, "watcher ready", 30*time.Second)
+	cc := readYAML(t, "clusterconfig.yaml")
+	if err := env.Client.Create(ctx, cc); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cc), cc); err != nil {
+			return false, err
+		}
+		phase, _, _ := unstructured.NestedString(cc.Object, "status", "phase")
+		gen, _, _ := unstructured.NestedInt64(cc.Object, "status", "observedGeneration")
+		return phase == "Ready" && gen == cc.GetGeneration(), nil
+	})
+	if err != nil {
+		t.Fatalf("ClusterConfig status not reconciled (%v): %v\n%s", cc.Object["status"], err, w.stderr)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		p := pod(apps, "", false)
+		p.GenerateName = "web-"
+		if err := env.Client.Create(ctx, p); err != nil {
+			return false, err
+		}
+		return p.Labels[ClusterLabel] == "demo-cluster", nil
+	})
+	if err != nil {
+		t.Fatalf("admission did not follow the ClusterConfig's cluster name: %v", err)
+	}
+}
+
+func ignoreForbidden(err error) error {
+	if apierrors.IsForbidden(err) {
+		return nil
+	}
+	return err
+}
+
+// The defaults merge under what the ClusterConfig sets.
+func TestEffectiveMergesOverDefaults(t *testing.T) {
+	s := settings{defaultsPath: "defaults.yaml"}
+	cc := readYAML(t, "clusterconfig.yaml")
+	spec, err := s.effective(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(spec)
+	for _, want := range []string{`"clusterName":"demo-cluster"`, `"adminDomain":"admin.uds.dev"`, `"allowAllNsExemptions":false`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("effective spec %s lacks %s", raw, want)
+		}
+	}
+	s.defaultsPath = filepath.Join(t.TempDir(), "missing.yaml")
+	if _, err := s.defaults(true); err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing defaults when required: %v, want not-exist", err)
+	}
+}
