@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/watcher"
 )
 
@@ -58,6 +59,7 @@ type Module struct {
 	watches      []watcher.Binding
 	schedules    []watcher.Schedule
 	listers      []listerDef
+	rules        []manifests.Rule
 }
 
 // NewModule starts the definition of the module called name, which must be a

@@ -39,6 +39,8 @@ func runChild(role string) int {
 	switch role {
 	case "leader":
 		m = leaderModule(os.Getenv("VIGIL_TEST_NAMESPACE"), cfg)
+	case "least":
+		m = leastModule(os.Getenv("VIGIL_TEST_NAMESPACE"), os.Getenv("VIGIL_TEST_APPS"), cfg)
 	case "bench":
 		m = benchModule(os.Getenv("VIGIL_TEST_NAMESPACE"))
 	default:

@@ -33,7 +33,9 @@ func (s *Client) ensureCRD(ctx context.Context) error {
 	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 2 * time.Second}
 	installed := false
 	for {
-		err := s.c.List(ctx, &v1alpha1.StoreList{}, client.InNamespace(s.ns), client.Limit(1))
+		// Listed by name, as the watch does, so that RBAC can narrow the
+		// module to its own Store object with resourceNames.
+		err := s.c.List(ctx, &v1alpha1.StoreList{}, client.InNamespace(s.ns), client.MatchingFields{"metadata.name": s.obj})
 		switch {
 		case err == nil:
 			return nil

@@ -30,6 +30,7 @@ import (
 
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/webhook"
 )
@@ -42,6 +43,7 @@ type Module interface {
 	Plan() []PlanPhase
 	Capabilities() []PlanCapability
 	Watching() PlanWatcher
+	Deployment() manifests.Module
 	PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Logger, phase int) ([]gaterun.Gate, error)
 	Admission(ctx context.Context, cfg *rest.Config, log logr.Logger, handoffDir string) (*AdmissionSetup, error)
 	Watcher(ctx context.Context, cfg *rest.Config, log logr.Logger, o WatcherOptions) error
@@ -258,6 +260,31 @@ stop; run it before uninstalling.`,
 	unregister.Flags().StringVar(&unregContext, "context", "", "kubeconfig context")
 	unregister.Flags().BoolVar(&removeFinalizers, "remove-finalizers", false, "also strip the module's finalizers from every object, so that nothing is left stuck in deletion once it is gone")
 	root.AddCommand(unregister)
+
+	mf := &ManifestsOptions{}
+	manifestsCmd := &cobra.Command{
+		Use:   "manifests --image IMAGE",
+		Short: "Print the module's Kubernetes objects, with RBAC derived from its definition",
+		Long: `Print (or write into -o DIR, one file per object) everything the module needs
+in a cluster, derived from its definition: Namespace, ServiceAccount, Roles and
+ClusterRole with exactly the rules its gates, bindings, listers, Store, leader
+election and registration use (see plan for why each is there), the Store CRD,
+the admission Deployment with one init container per gate phase (gate-phase-N,
+ascending), the watcher Deployment, Services, PodDisruptionBudgets, the empty
+webhook configurations that registration fills once the module is ready, and
+full ones for fail-closed capabilities. The same module and flags always print
+the same bytes.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error { return mf.Run(m, out) },
+	}
+	mff := manifestsCmd.Flags()
+	mff.StringVar(&mf.Image, "image", "", "the module's container image (required)")
+	mff.StringVar(&mf.Namespace, "namespace", "", "namespace to deploy into (default: the module's)")
+	mff.Int32Var(&mf.Replicas, "replicas", 2, "replicas of the admission and watcher Deployments")
+	mff.StringVarP(&mf.Dir, "output-dir", "o", "", "write one file per object into this folder instead of printing")
+	mff.StringVar(&mf.CABundleFile, "ca-bundle", "", "PEM CA bundle for the fail-closed webhook configurations (default: the module fills it in once it serves)")
+	mff.BoolVar(&mf.AllowDeadlock, "allow-deadlock", false, "print even when plan finds a startup deadlock")
+	root.AddCommand(manifestsCmd)
 
 	var planOutput string
 	planCmd := &cobra.Command{
@@ -741,4 +768,56 @@ func WritePlanJSON(out io.Writer, m Module) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(p)
+}
+
+// ManifestsOptions are the options of `<module> manifests`.
+type ManifestsOptions struct {
+	Image         string
+	Namespace     string
+	Replicas      int32
+	Dir           string
+	CABundleFile  string
+	AllowDeadlock bool
+}
+
+// Run renders the module's objects.
+func (o *ManifestsOptions) Run(m Module, out io.Writer) error {
+	opts := manifests.Options{Image: o.Image, Namespace: o.Namespace, Replicas: o.Replicas}
+	if o.CABundleFile != "" {
+		data, err := os.ReadFile(o.CABundleFile)
+		if err != nil {
+			return fmt.Errorf("--ca-bundle: %w", err)
+		}
+		opts.CABundle = data
+	}
+	if o.Replicas < 1 {
+		return fmt.Errorf("--replicas %d: expected 1 or more (2 keeps the webhooks up through a node's loss)", o.Replicas)
+	}
+	objs, err := manifests.Render(m.Deployment(), opts)
+	if err != nil {
+		return err
+	}
+	if o.Dir == "" {
+		data, err := manifests.YAML(objs)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(data)
+		return err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return err
+	}
+	for i, obj := range objs {
+		data, err := manifests.YAML(objs[i : i+1])
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(o.Dir, manifests.FileName(i, obj))
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, path)
+	}
+	return nil
 }

@@ -1,0 +1,415 @@
+package manifests
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strconv"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/store"
+)
+
+// Options are the deployment's settings, from `<module> manifests` flags.
+type Options struct {
+	// Image runs every container: the module's own binary.
+	Image string
+	// Namespace overrides the module's namespace.
+	Namespace string
+	// Replicas of each Deployment; 2 when zero.
+	Replicas int32
+	// CABundle, when given, goes into the fail-closed webhook
+	// configurations; otherwise the module fills it in once it serves.
+	CABundle []byte
+}
+
+// HandoffDir is where gates hand their results to the main container.
+const HandoffDir = "/var/run/vigil"
+
+// Render returns the module's objects, in apply order.
+func Render(m Module, o Options) ([]client.Object, error) {
+	if o.Image == "" {
+		return nil, fmt.Errorf("--image: expected the module's container image, as in --image ghcr.io/acme/%s:1.0.0", m.Name)
+	}
+	if o.Namespace != "" {
+		m.Namespace = o.Namespace
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 2
+	}
+	labels := func(component string) map[string]string {
+		l := map[string]string{
+			"app.kubernetes.io/name":       m.Name,
+			"app.kubernetes.io/managed-by": "vigil",
+			"app.kubernetes.io/part-of":    m.Name,
+		}
+		if m.Version != "" {
+			l["app.kubernetes.io/version"] = m.Version
+		}
+		if component != "" {
+			l["app.kubernetes.io/component"] = component
+		}
+		return l
+	}
+	objMeta := func(name, ns, component string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels(component)}
+	}
+	var objs []client.Object
+	objs = append(objs, &corev1.Namespace{TypeMeta: tm("v1", "Namespace"), ObjectMeta: objMeta(m.Namespace, "", "")})
+	sa := &corev1.ServiceAccount{TypeMeta: tm("v1", "ServiceAccount"), ObjectMeta: objMeta(m.Name, m.Namespace, "")}
+	objs = append(objs, sa)
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: m.Name, Namespace: m.Namespace}}
+	for _, merged := range Merge(Rules(&m)) {
+		if merged.Namespace == "" {
+			name := "vigil:" + m.Name
+			objs = append(objs,
+				&rbacv1.ClusterRole{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: objMeta(name, "", ""), Rules: merged.Rules},
+				&rbacv1.ClusterRoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: objMeta(name, "", ""),
+					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}, Subjects: subject})
+			continue
+		}
+		name := "vigil:" + m.Name
+		objs = append(objs,
+			&rbacv1.Role{TypeMeta: tm("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: objMeta(name, merged.Namespace, ""), Rules: merged.Rules},
+			&rbacv1.RoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: objMeta(name, merged.Namespace, ""),
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subject})
+	}
+	if m.HasAdmission() || m.HasWatcher() {
+		crd, err := store.CRD()
+		if err != nil {
+			return nil, err
+		}
+		crd.TypeMeta = tm("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+		// Shared by every module; each labels it as its own when it applies
+		// it, which changes nothing else.
+		crd.Labels = labels("store")
+		objs = append(objs, crd)
+	}
+	if m.HasAdmission() {
+		objs = append(objs, admissionDeployment(m, o, objMeta, labels))
+		objs = append(objs, &corev1.Service{
+			TypeMeta: tm("v1", "Service"), ObjectMeta: objMeta(m.Name, m.Namespace, "admission"),
+			Spec: corev1.ServiceSpec{
+				Selector: selectorOf(m.Name, "admission"),
+				Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("https")}},
+			},
+		})
+		objs = append(objs, pdb(m, "admission", objMeta))
+	}
+	if m.HasWatcher() {
+		objs = append(objs, watcherDeployment(m, o, objMeta))
+		objs = append(objs, &corev1.Service{
+			TypeMeta: tm("v1", "Service"), ObjectMeta: objMeta(m.Name+"-watcher-metrics", m.Namespace, "watcher"),
+			Spec: corev1.ServiceSpec{
+				Selector: selectorOf(m.Name, "watcher"),
+				Ports:    []corev1.ServicePort{{Name: "metrics", Port: 8080, TargetPort: intstr.FromString("metrics")}},
+			},
+		})
+		objs = append(objs, pdb(m, "watcher", objMeta))
+	}
+	if len(m.Bindings) > 0 {
+		mut, val := registration.Bootstrap(m.Name)
+		mut.Labels, val.Labels = labels("admission"), labels("admission")
+		objs = append(objs, mut, val)
+		smut, sval, err := static(m, o)
+		if err != nil {
+			return nil, err
+		}
+		if len(smut.Webhooks) > 0 {
+			smut.Labels = labels("admission")
+			objs = append(objs, smut)
+		}
+		if len(sval.Webhooks) > 0 {
+			sval.Labels = labels("admission")
+			objs = append(objs, sval)
+		}
+	}
+	return objs, nil
+}
+
+func tm(apiVersion, kind string) metav1.TypeMeta { return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind} }
+
+func selectorOf(module, component string) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": module, "app.kubernetes.io/component": component}
+}
+
+// static builds the fail-closed webhook configurations, reached through the
+// module's Service.
+func static(m Module, o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, b := range m.Bindings {
+		mapper.Add(b.GVK, meta.RESTScopeNamespace)
+	}
+	var gated []registration.Object
+	for _, g := range m.Gates {
+		if !g.Sample {
+			gated = append(gated, registration.Object{GVK: g.GVK, Namespace: g.Namespace, Name: g.ObjectName})
+		}
+	}
+	r := registration.New(nil, registration.Options{
+		Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Gated: gated,
+		FailurePolicy: m.FailurePolicy, TimeoutSeconds: m.TimeoutSeconds, Mapper: mapper,
+		CABundle: func() []byte { return o.CABundle },
+		ClientConfig: func(path string) admissionregistrationv1.WebhookClientConfig {
+			return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+				Namespace: m.Namespace, Name: m.Name, Path: ptr.To(path), Port: ptr.To[int32](443),
+			}}
+		},
+	})
+	return r.Static()
+}
+
+var restricted = &corev1.SecurityContext{
+	RunAsNonRoot:             ptr.To(true),
+	ReadOnlyRootFilesystem:   ptr.To(true),
+	AllowPrivilegeEscalation: ptr.To(false),
+	Privileged:               ptr.To(false),
+	Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+}
+
+func resources(cpu, memory, limit string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)},
+	}
+}
+
+var podEnv = []corev1.EnvVar{
+	{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+	{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+	{Name: "POD_UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}},
+	{Name: "VIGIL_HANDOFF_DIR", Value: HandoffDir},
+}
+
+// Phases are the module's gate phases, ascending.
+func Phases(m *Module) []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, g := range m.Gates {
+		if !seen[g.Phase] {
+			seen[g.Phase] = true
+			out = append(out, g.Phase)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// InitContainerName is the init container that runs a phase's gates.
+func InitContainerName(phase int) string { return fmt.Sprintf("gate-phase-%d", phase) }
+
+func podSpec(m Module, containers, inits []corev1.Container, component string) corev1.PodSpec {
+	var volumes []corev1.Volume
+	if component == "admission" {
+		volumes = []corev1.Volume{{Name: "handoff", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			SizeLimit: ptr.To(resource.MustParse("16Mi")),
+		}}}}
+	}
+	return corev1.PodSpec{
+		ServiceAccountName: m.Name,
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		InitContainers: inits,
+		Containers:     containers,
+		Volumes:        volumes,
+		Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+				Weight: 100,
+				PodAffinityTerm: corev1.PodAffinityTerm{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: selectorOf(m.Name, component)},
+					TopologyKey:   corev1.LabelHostname,
+				},
+			}},
+		}},
+		TerminationGracePeriodSeconds: ptr.To[int64](30),
+	}
+}
+
+var handoffMount = []corev1.VolumeMount{{Name: "handoff", MountPath: HandoffDir}}
+
+func admissionDeployment(m Module, o Options, objMeta func(string, string, string) metav1.ObjectMeta, labels func(string) map[string]string) *appsv1.Deployment {
+	var inits []corev1.Container
+	for _, p := range Phases(&m) {
+		inits = append(inits, corev1.Container{
+			Name: InitContainerName(p), Image: o.Image,
+			Args:                     []string{"gate", "--phase", strconv.Itoa(p)},
+			Env:                      podEnv,
+			VolumeMounts:             handoffMount,
+			SecurityContext:          restricted,
+			Resources:                resources("10m", "32Mi", "128Mi"),
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		})
+	}
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: path, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS,
+		}}, PeriodSeconds: 5, FailureThreshold: 3}
+	}
+	main := corev1.Container{
+		Name: "admission", Image: o.Image,
+		Args:            []string{"admission", "--cert-secret", CertSecret(m.Name), "--addr", ":9443"},
+		Env:             podEnv,
+		Ports:           []corev1.ContainerPort{{Name: "https", ContainerPort: 9443}},
+		VolumeMounts:    handoffMount,
+		SecurityContext: restricted,
+		Resources:       resources("50m", "64Mi", "256Mi"),
+		LivenessProbe:   probe("/healthz"),
+		ReadinessProbe:  probe("/readyz"),
+	}
+	d := &appsv1.Deployment{
+		TypeMeta:   tm("apps/v1", "Deployment"),
+		ObjectMeta: objMeta(m.Name, m.Namespace, "admission"),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(o.Replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: selectorOf(m.Name, "admission")},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels("admission")},
+				Spec:       podSpec(m, []corev1.Container{main}, inits, "admission"),
+			},
+		},
+	}
+	return d
+}
+
+func watcherDeployment(m Module, o Options, objMeta func(string, string, string) metav1.ObjectMeta) *appsv1.Deployment {
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("probes")}}, PeriodSeconds: 5, FailureThreshold: 3}
+	}
+	main := corev1.Container{
+		Name: "watcher", Image: o.Image,
+		Args:            []string{"watcher", "--metrics-addr", ":8080", "--probe-addr", ":8081"},
+		Env:             podEnv,
+		Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080}, {Name: "probes", ContainerPort: 8081}},
+		SecurityContext: restricted,
+		Resources:       resources("50m", "64Mi", "512Mi"),
+		LivenessProbe:   probe("/healthz"),
+		ReadinessProbe:  probe("/readyz"),
+	}
+	objm := objMeta(m.Name+"-watcher", m.Namespace, "watcher")
+	return &appsv1.Deployment{
+		TypeMeta:   tm("apps/v1", "Deployment"),
+		ObjectMeta: objm,
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(o.Replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: selectorOf(m.Name, "watcher")},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: objm.Labels},
+				Spec:       podSpec(m, []corev1.Container{main}, nil, "watcher"),
+			},
+		},
+	}
+}
+
+func pdb(m Module, component string, objMeta func(string, string, string) metav1.ObjectMeta) *policyv1.PodDisruptionBudget {
+	name := m.Name
+	if component != "admission" {
+		name += "-" + component
+	}
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   tm("policy/v1", "PodDisruptionBudget"),
+		ObjectMeta: objMeta(name, m.Namespace, component),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector:     &metav1.LabelSelector{MatchLabels: selectorOf(m.Name, component)},
+		},
+	}
+}
+
+// YAML renders objects as one multi-document YAML stream, deterministic.
+func YAML(objs []client.Object) ([]byte, error) {
+	var buf bytes.Buffer
+	for i, o := range objs {
+		data, err := clean(o)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		buf.Write(data)
+	}
+	return buf.Bytes(), nil
+}
+
+// clean renders an object as YAML without the fields a typed object
+// serializes empty: a null creationTimestamp and an empty status.
+func clean(o client.Object) ([]byte, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	if md, ok := u["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	if st, ok := u["status"].(map[string]any); ok && len(st) == 0 {
+		delete(u, "status")
+	}
+	dropNullTimestamps(u)
+	return yaml.Marshal(u)
+}
+
+// dropNullTimestamps removes the null creationTimestamp of embedded
+// templates.
+func dropNullTimestamps(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			if k == "creationTimestamp" && x == nil {
+				delete(t, k)
+				continue
+			}
+			dropNullTimestamps(x)
+		}
+	case []any:
+		for _, x := range t {
+			dropNullTimestamps(x)
+		}
+	}
+}
+
+// FileName is the name an object is written under by `manifests -o DIR`:
+// its apply position, kind and name.
+func FileName(i int, o client.Object) string {
+	kind := o.GetObjectKind().GroupVersionKind().Kind
+	name := o.GetName()
+	if ns := o.GetNamespace(); ns != "" {
+		name = ns + "." + name
+	}
+	return fmt.Sprintf("%02d-%s-%s.yaml", i, lower(kind), sanitize(name))
+}
+
+func lower(s string) string { return string(bytes.ToLower([]byte(s))) }
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == ':' || c == '/' {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+

@@ -1,0 +1,206 @@
+package manifests
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/watcher"
+	"github.com/vigilkit/vigil/store/v1alpha1"
+)
+
+var (
+	read      = []string{"get", "list", "watch"}
+	crdGroup  = "apiextensions.k8s.io"
+	crdPlural = "customresourcedefinitions"
+)
+
+// Resource is the plural resource of a kind, as RBAC and webhooks name it.
+func Resource(gvk schema.GroupVersionKind) string {
+	plural, _ := meta.UnsafeGuessKindToResource(gvk)
+	return plural.Resource
+}
+
+// Rules derives every RBAC rule the module needs, each with why. Rules
+// narrow to namespaces and, where the code reads one object by a name field
+// selector, to resourceNames; nothing is a wildcard.
+func Rules(m *Module) []Rule {
+	var out []Rule
+	add := func(ns, group, resource string, names []string, why string, verbs ...string) {
+		out = append(out, Rule{Namespace: ns, Why: why, PolicyRule: rbacv1.PolicyRule{
+			APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs, ResourceNames: names,
+		}})
+	}
+	names := func(n string) []string {
+		if n == "" {
+			return nil
+		}
+		return []string{n}
+	}
+	podEvents := false
+	for _, g := range m.Gates {
+		if g.Sample {
+			continue
+		}
+		why := fmt.Sprintf("gate %s (phase %d, %s) waits for it", g.Name, g.Phase, g.Site)
+		add(g.Namespace, g.GVK.Group, Resource(g.GVK), names(g.ObjectName), why, read...)
+		if isCustom(g.GVK.Group) {
+			add("", crdGroup, crdPlural, nil, fmt.Sprintf("gate %s (%s) waits for the CRD of %s when it is not installed yet", g.Name, g.Site, g.GVK.Kind), "list", "watch")
+		}
+		podEvents = true
+	}
+	if podEvents {
+		add(m.Namespace, "", "events", nil, "gates record their progress as Events on their Pod", "create", "patch")
+	}
+	usesStore := m.HasAdmission() || m.HasWatcher()
+	if usesStore {
+		why := "the module's Store (admission, gate callbacks and handlers)"
+		add(m.Namespace, v1alpha1.GroupVersion.Group, "stores", []string{m.Name}, why, "get", "list", "watch", "update")
+		add(m.Namespace, v1alpha1.GroupVersion.Group, "stores", nil, why+": created on first write", "create")
+	}
+	if len(m.Bindings) > 0 {
+		reg := registration.Rule(m.Name)
+		out = append(out, Rule{PolicyRule: reg, Why: "registration when ready: fill the module's two webhook configurations, and nothing else"})
+		out = append(out, Rule{Namespace: m.Namespace, PolicyRule: registration.CanaryRule(), Why: "registration's reachability canary (dry run only: nothing is written)"})
+		add(m.Namespace, "", "secrets", []string{CertSecret(m.Name)}, "the serving certificate, shared by the replicas and renewed before expiry", "get", "update")
+		add(m.Namespace, "", "secrets", nil, "the serving certificate: created by the first replica", "create")
+		add(m.Namespace, "", "events", nil, "registration problems are reported as Events on the module's Pods", "create", "patch")
+		audited := map[schema.GroupVersionKind][]string{}
+		var order []schema.GroupVersionKind
+		for _, b := range m.Bindings {
+			if b.Action != admission.Validate || b.FailClosed {
+				continue
+			}
+			if _, ok := audited[b.GVK]; !ok {
+				order = append(order, b.GVK)
+				audited[b.GVK] = b.Namespaces
+			} else if len(b.Namespaces) == 0 || len(audited[b.GVK]) == 0 {
+				audited[b.GVK] = nil
+			} else {
+				audited[b.GVK] = append(audited[b.GVK], b.Namespaces...)
+			}
+		}
+		for _, gvk := range order {
+			why := fmt.Sprintf("the audit after registration runs the validations of %s over the objects that exist", gvk.Kind)
+			for _, ns := range orAll(audited[gvk]) {
+				add(ns, gvk.Group, Resource(gvk), nil, why, "list")
+				add(ns, "", "events", nil, why+" and reports violations as Events on them", "create")
+			}
+		}
+	}
+	for _, gvk := range m.Listers {
+		add("", gvk.Group, Resource(gvk), nil, fmt.Sprintf("a Lister of %s keeps every object of the kind in a read cache", gvk.Kind), read...)
+	}
+	if m.HasWatcher() {
+		lease := watcher.LeaseName(m.Name)
+		add(m.Namespace, "coordination.k8s.io", "leases", []string{lease}, "leader election among the watcher's replicas", "get", "update")
+		add(m.Namespace, "coordination.k8s.io", "leases", nil, "leader election: the first replica creates the Lease", "create")
+		add(m.Namespace, "", "events", nil, "leader election records changes of leader as Events", "create", "patch")
+	}
+	for _, w := range m.Watches {
+		why := fmt.Sprintf("%s %s (%s) watches it through the shared informer", w.Role, w.ID, w.Site)
+		for _, ns := range orAll(w.Namespaces) {
+			add(ns, w.GVK.Group, Resource(w.GVK), nil, why, read...)
+			if w.Finalize {
+				add(ns, w.GVK.Group, Resource(w.GVK), nil, fmt.Sprintf("finalize %s (%s) adds and removes its finalizer", w.ID, w.Site), "patch")
+			}
+		}
+	}
+	out = append(out, m.Rules...)
+	return out
+}
+
+// CertSecret is the Secret that holds a module's CA and serving certificate.
+func CertSecret(module string) string { return module + "-tls" }
+
+func orAll(namespaces []string) []string {
+	if len(namespaces) == 0 {
+		return []string{""}
+	}
+	out := slices.Clone(namespaces)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// isCustom reports whether a group is one only a CRD can add: groups with a
+// dot that Kubernetes does not serve itself.
+func isCustom(group string) bool {
+	return strings.Contains(group, ".") && !strings.HasSuffix(group, ".k8s.io") && group != "apiextensions.k8s.io"
+}
+
+// Merged is the rules of one namespace (empty: cluster-wide) merged per
+// API group, resource and resource names, verbs united and sorted.
+type Merged struct {
+	Namespace string
+	Rules     []rbacv1.PolicyRule
+}
+
+// Merge folds rules into one list per namespace, deterministic.
+func Merge(rules []Rule) []Merged {
+	type key struct{ ns, group, resource, names string }
+	verbs := map[key][]string{}
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				names := slices.Clone(r.ResourceNames)
+				slices.Sort(names)
+				k := key{r.Namespace, g, res, strings.Join(names, ",")}
+				verbs[k] = append(verbs[k], r.Verbs...)
+			}
+		}
+	}
+	keys := make([]key, 0, len(verbs))
+	for k := range verbs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.ns != b.ns {
+			return a.ns < b.ns
+		}
+		if a.group != b.group {
+			return a.group < b.group
+		}
+		if a.resource != b.resource {
+			return a.resource < b.resource
+		}
+		return a.names < b.names
+	})
+	var out []Merged
+	for _, k := range keys {
+		if len(out) == 0 || out[len(out)-1].Namespace != k.ns {
+			out = append(out, Merged{Namespace: k.ns})
+		}
+		v := slices.Clone(verbs[k])
+		slices.Sort(v)
+		v = slices.Compact(v)
+		pr := rbacv1.PolicyRule{APIGroups: []string{k.group}, Resources: []string{k.resource}, Verbs: v}
+		if k.names != "" {
+			pr.ResourceNames = strings.Split(k.names, ",")
+		}
+		out[len(out)-1].Rules = append(out[len(out)-1].Rules, pr)
+	}
+	return out
+}
+
+// Wildcards reports every wildcard a rule holds, for the check that none does.
+func Wildcards(rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.ResourceNames} {
+			for _, v := range list {
+				if v == "*" || strings.Contains(v, "*") {
+					out = append(out, fmt.Sprintf("%v", r))
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,85 @@
+package vigil
+
+import (
+	"fmt"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/vigilkit/vigil/internal/manifests"
+	"github.com/vigilkit/vigil/internal/watcher"
+)
+
+// RBAC declares a permission the module's handlers need beyond what vigil
+// derives from the definition (gates, bindings, listers, the Store, leader
+// election and registration are derived): a status subresource a Reconcile
+// patches, objects a handler creates. why is printed beside the rule by
+// `plan`. With namespaces the rule goes in a Role in each; without, in the
+// module's ClusterRole. Wildcards are refused: name verbs, groups and
+// resources.
+func (m *Module) RBAC(why string, rule rbacv1.PolicyRule, namespaces ...string) {
+	site := callSite(1)
+	for _, list := range [][]string{rule.Verbs, rule.APIGroups, rule.Resources, rule.ResourceNames} {
+		for _, v := range list {
+			if strings.Contains(v, "*") {
+				m.recordf(1, "RBAC(%q): %q is a wildcard: name the verbs, API groups and resources the handlers use", why, v)
+				return
+			}
+		}
+	}
+	if len(rule.Verbs) == 0 || len(rule.APIGroups) == 0 || len(rule.Resources) == 0 {
+		m.recordf(1, "RBAC(%q): expected verbs, API groups (\"\" for the core group) and resources, got %+v", why, rule)
+		return
+	}
+	for _, ns := range namespaces {
+		if problems := validation.IsDNS1123Label(ns); len(problems) > 0 {
+			m.recordf(1, "RBAC(%q): namespace %q: %s", why, ns, strings.Join(problems, "; "))
+			return
+		}
+	}
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ns := range namespaces {
+		m.rules = append(m.rules, manifests.Rule{Namespace: ns, PolicyRule: rule, Why: fmt.Sprintf("%s (declared at %s)", why, site)})
+	}
+}
+
+// deployment is the module's definition as the manifests need it.
+func (a moduleApp) deployment() manifests.Module {
+	m := a.m
+	users := m.listerUsers()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := manifests.Module{
+		Name: m.name, Namespace: m.namespace, Version: m.version,
+		FailurePolicy: m.policy, TimeoutSeconds: int32(m.timeout.Seconds()),
+		Rules: append([]manifests.Rule(nil), m.rules...),
+	}
+	for _, g := range m.gates {
+		mg := manifests.Gate{Name: g.id(), Phase: g.phase, Sample: g.sample != nil, Site: g.site}
+		if g.sample == nil {
+			mg.GVK, mg.Namespace, mg.ObjectName = g.spec.GVK, g.spec.Namespace, g.spec.Name
+		}
+		d.Gates = append(d.Gates, mg)
+	}
+	for _, b := range m.bindings {
+		d.Bindings = append(d.Bindings, b.Binding)
+	}
+	for _, w := range m.watches {
+		d.Watches = append(d.Watches, manifests.Watch{
+			ID: w.ID(), Role: w.Role.String(), GVK: w.GVK, Namespaces: w.Select.Namespaces,
+			Finalize: w.Role == watcher.Finalize, Site: w.Site,
+		})
+	}
+	for _, u := range users {
+		d.Listers = append(d.Listers, u.GVK)
+	}
+	for _, s := range m.schedules {
+		d.Schedules = append(d.Schedules, s.Name)
+	}
+	return d
+}
