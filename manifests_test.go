@@ -165,12 +165,11 @@ func applyObjects(t *testing.T, objs []*unstructured.Unstructured, dryRun bool) 
 	t.Helper()
 	c := newClient(t)
 	for _, o := range objs {
-		opts := []client.PatchOption{client.FieldOwner("vigil-test"), client.ForceOwnership}
+		opts := []client.ApplyOption{client.FieldOwner("vigil-test"), client.ForceOwnership}
 		if dryRun {
 			opts = append(opts, client.DryRunAll)
 		}
-		o = o.DeepCopy()
-		if err := c.Patch(t.Context(), o, client.Apply, opts...); err != nil {
+		if err := c.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(o.DeepCopy()), opts...); err != nil {
 			t.Fatalf("apply %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}
 	}
@@ -323,7 +322,9 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 	}{
 		{
 			name: "the gate's read of its ConfigMap",
-			drop: func(r rbacv1.PolicyRule) bool { return r.Resources[0] == "configmaps" && slicesContain(r.Verbs, "watch") },
+			drop: func(r rbacv1.PolicyRule) bool {
+				return r.Resources[0] == "configmaps" && slicesContain(r.Verbs, "watch")
+			},
 			role: []string{"gate", "--phase", "0", "--kubeconfig", kc, "--handoff-dir", t.TempDir()},
 			want: []string{"forbidden", "configmaps", apps}, waitExit: true,
 		},

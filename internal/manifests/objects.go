@@ -141,7 +141,9 @@ func Render(m Module, o Options) ([]client.Object, error) {
 	return objs, nil
 }
 
-func tm(apiVersion, kind string) metav1.TypeMeta { return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind} }
+func tm(apiVersion, kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}
 
 func selectorOf(module, component string) map[string]string {
 	return map[string]string{"app.kubernetes.io/name": module, "app.kubernetes.io/component": component}
@@ -412,4 +414,3 @@ func sanitize(s string) string {
 	}
 	return string(b)
 }
-
