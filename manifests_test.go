@@ -487,3 +487,29 @@ func TestExampleManifestsApplyWithoutWildcards(t *testing.T) {
 		})
 	}
 }
+
+// plan prints every derived rule with why it is there, and the webhooks'
+// failure policy and registration mode.
+func TestPlanShowsRBACAndWebhooks(t *testing.T) {
+	m := leastModule("least-system", "apps", nil)
+	out := captureStdout(t, func() {
+		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
+			t.Errorf("plan exit %d", code)
+		}
+	})
+	for _, want := range []string{
+		"RBAC of ServiceAccount least-system/least",
+		"configmaps ",
+		"gate configmap-settings (phase 0, manifests_test.go:",
+		"the sync reconcile annotates ConfigMaps (declared at manifests_test.go:",
+		"least-watcher",
+		"leader election among the watcher's replicas",
+		"registration when ready: fill the module's two webhook configurations",
+		"a Lister of Secret keeps every object of the kind in a read cache",
+		"failurePolicy Ignore until the canary proves the API server reaches the module, then Fail",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -106,7 +106,7 @@ func (a moduleApp) Capabilities() []cli.PlanCapability {
 	defer a.m.mu.Unlock()
 	var out []cli.PlanCapability
 	for _, c := range a.m.capabilities {
-		pc := cli.PlanCapability{Name: c.name, FailClosed: c.failClosed, Namespaces: c.namespaces}
+		pc := cli.PlanCapability{Name: c.name, FailClosed: c.failClosed, Namespaces: c.namespaces, FailurePolicy: string(a.m.policy)}
 		for _, b := range a.m.bindings {
 			if b.Capability != c.name {
 				continue

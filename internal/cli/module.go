@@ -93,6 +93,8 @@ type PlanPhase struct {
 type PlanCapability struct {
 	Name       string   `json:"name"`
 	FailClosed bool     `json:"failClosed"`
+	// FailurePolicy is the webhooks' policy once enforced.
+	FailurePolicy string `json:"failurePolicy"`
 	Namespaces []string `json:"namespaces"`
 	// Bindings say what each binding admits, e.g. "validate Pod CREATE".
 	Bindings []string `json:"bindings"`
@@ -433,6 +435,14 @@ func (o *AdmissionOptions) Run(ctx context.Context, m Module) error {
 		problems := &registrationProblems{log: log, sink: podEvents(cfg, m.Name(), -1), notify: setup.RegistrationProblem}
 		serve.ReadyDetail = problems.detail
 		go func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-listening:
+			}
+			if err := reg.InjectCABundle(ctx); err != nil {
+				log.Error(err, "fail-closed webhook configurations: put the serving CA in")
+			}
 			registered := registerWhenReady(ctx, log, listening, setup.Ready, reg, problems)
 			if registered && setup.Audit != nil {
 				if err := setup.Audit(ctx); err != nil {
@@ -641,7 +651,10 @@ func WritePlan(out io.Writer, m Module) error {
 		if err := writeCapabilities(out, m.Capabilities()); err != nil {
 			return err
 		}
-		return writeWatcher(out, m.Watching())
+		if err := writeWatcher(out, m.Watching()); err != nil {
+			return err
+		}
+		return writeRBAC(out, m.Deployment())
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, p := range phases {
@@ -674,7 +687,37 @@ func WritePlan(out io.Writer, m Module) error {
 	if err := writeCapabilities(out, m.Capabilities()); err != nil {
 		return err
 	}
-	return writeWatcher(out, m.Watching())
+	if err := writeWatcher(out, m.Watching()); err != nil {
+		return err
+	}
+	return writeRBAC(out, m.Deployment())
+}
+
+// writeRBAC prints every rule the module's ServiceAccount gets, and why.
+func writeRBAC(out io.Writer, d manifests.Module) error {
+	rules := manifests.Rules(&d)
+	if len(rules) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\nRBAC of ServiceAccount %s/%s (derived; `manifests` renders it):\n", d.Namespace, d.Name)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SCOPE\tVERBS\tRESOURCE\tNAMES\tWHY")
+	for _, r := range rules {
+		scope := "cluster"
+		if r.Namespace != "" {
+			scope = r.Namespace
+		}
+		res := strings.Join(r.Resources, ",")
+		if g := strings.Join(r.APIGroups, ","); g != "" {
+			res += "." + g
+		}
+		names := strings.Join(r.ResourceNames, ",")
+		if names == "" {
+			names = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", scope, strings.Join(r.Verbs, ","), res, names, r.Why)
+	}
+	return tw.Flush()
 }
 
 func writeWatcher(out io.Writer, w PlanWatcher) error {
@@ -710,7 +753,7 @@ func writeCapabilities(out io.Writer, caps []PlanCapability) error {
 		if c.FailClosed {
 			fmt.Fprintf(out, "  %s (%s): fail-closed: static webhooks with failurePolicy Fail from install on; nothing passes unchecked\n", c.Name, where)
 		} else {
-			fmt.Fprintf(out, "  %s (%s): registered when ready; until then these pass unchecked (the audit after registration reports them):\n", c.Name, where)
+			fmt.Fprintf(out, "  %s (%s): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then %s); until then these pass unchecked (the audit after registration reports them):\n", c.Name, where, c.FailurePolicy)
 		}
 		for _, b := range c.Bindings {
 			fmt.Fprintf(out, "    %s\n", b)

@@ -68,6 +68,12 @@ func Rules(m *Module) []Rule {
 	if len(m.Bindings) > 0 {
 		reg := registration.Rule(m.Name)
 		out = append(out, Rule{PolicyRule: reg, Why: "registration when ready: fill the module's two webhook configurations, and nothing else"})
+		for _, b := range m.Bindings {
+			if b.FailClosed {
+				out = append(out, Rule{PolicyRule: registration.StaticRule(m.Name), Why: "fail-closed capabilities: keep the serving CA in their static webhook configurations"})
+				break
+			}
+		}
 		out = append(out, Rule{Namespace: m.Namespace, PolicyRule: registration.CanaryRule(), Why: "registration's reachability canary (dry run only: nothing is written)"})
 		add(m.Namespace, "", "secrets", []string{CertSecret(m.Name)}, "the serving certificate, shared by the replicas and renewed before expiry", "get", "update")
 		add(m.Namespace, "", "secrets", nil, "the serving certificate: created by the first replica", "create")

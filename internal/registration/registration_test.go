@@ -372,6 +372,54 @@ func TestFailClosedStaticWebhooks(t *testing.T) {
 	}
 }
 
+// Fail-closed configurations shipped without a CA get the module's serving
+// CA once it serves; a second pass changes nothing.
+func TestInjectCABundleIntoFailClosedConfigurations(t *testing.T) {
+	ctx := t.Context()
+	home, apps := env.Namespace(t), env.Namespace(t)
+	name := "inject-" + home[len(home)-6:]
+	m := newModule(t, name)
+	opts := options(t, name, home, apps, m, "https://127.0.0.1:1")
+	opts.Bindings[0].FailClosed = true
+	withCA := opts.CABundle
+	opts.CABundle = func() []byte { return nil }
+	mut, _, err := registration.New(env.Clientset, opts).Static()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mut.Webhooks) == 0 || len(mut.Webhooks[0].ClientConfig.CABundle) != 0 {
+		t.Fatalf("static configuration without a CA: %+v", mut.Webhooks)
+	}
+	if err := env.Client.Create(ctx, mut); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), mut) })
+	opts.CABundle = withCA
+	r := registration.New(env.Clientset, opts)
+	if err := r.InjectCABundle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: registration.StaticName(name)}, got); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range got.Webhooks {
+		if string(w.ClientConfig.CABundle) != string(withCA()) {
+			t.Fatalf("webhook %s has caBundle %q after the injection", w.Name, w.ClientConfig.CABundle)
+		}
+	}
+	rv := got.ResourceVersion
+	if err := r.InjectCABundle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: registration.StaticName(name)}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != rv {
+		t.Fatal("a second injection with the same CA wrote the configuration again")
+	}
+}
+
 // The canary proves reachability whichever replica answers it: during a
 // rollout the new version's canary may reach an old replica, which echoes it.
 func TestCanaryAnsweredByAnotherReplica(t *testing.T) {
