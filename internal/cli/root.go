@@ -37,6 +37,7 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.AddCommand(newStoreCommand(out))
 	root.AddCommand(newWaitCommand(out, errOut))
 	root.AddCommand(newInitCommand(out))
+	root.AddCommand(newDevCommand(out, errOut))
 	return root
 }
 

@@ -1,0 +1,23 @@
+// Package dev runs a module locally the way a cluster runs it, for `vigil dev`
+// and the demo: it builds the module's binary, reads its plan, runs its gate
+// phases one after the other as separate processes (as the kubelet runs init
+// containers), then its admission role — which bootstraps its empty webhook
+// configurations, as its manifests would, and registers itself through its
+// own protocol once ready — and its watcher role side by side.
+//
+// The cluster is the one a kubeconfig names, or an embedded control plane
+// (kube-apiserver and etcd on loopback) started for the session. The API
+// server reaches the admission role through a loopback URL, with the CA the
+// role keeps in its Secret; between the two sits a small proxy that plays the
+// module's Service and reads each AdmissionReview as it passes, which is how
+// the timeline tells which requests were admitted, mutated or denied.
+//
+// Everything the session sees becomes an Event: what it built, each phase
+// starting, what each gate waits for and last saw (parsed from the gate
+// processes' structured logs), each phase done, the webhooks registered and
+// enforced, the watcher ready, each admission decision. A Printer writes them
+// as a readable timeline, coloured on a terminal; a script (the demo) reads
+// them to know when to act. When the session's context ends it removes the
+// module's webhook configurations first, so the API server stops calling
+// it, then stops the roles and the control plane it started.
+package dev

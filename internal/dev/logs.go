@@ -1,0 +1,166 @@
+package dev
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// parseLine reads one line of a module's structured log (log/slog's text
+// format: key=value pairs, values quoted as Go strings when they need to be).
+// ok is false for lines that are not in that format.
+func parseLine(line string) (fields map[string]string, ok bool) {
+	fields = map[string]string{}
+	i := 0
+	for i < len(line) {
+		for i < len(line) && line[i] == ' ' {
+			i++
+		}
+		if i == len(line) {
+			break
+		}
+		eq := strings.IndexByte(line[i:], '=')
+		if eq <= 0 || strings.ContainsAny(line[i:i+eq], " \"") {
+			return nil, false
+		}
+		key := line[i : i+eq]
+		i += eq + 1
+		var value string
+		if i < len(line) && line[i] == '"' {
+			end := i + 1
+			for end < len(line) && line[end] != '"' {
+				if line[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			if end >= len(line) {
+				return nil, false
+			}
+			v, err := strconv.Unquote(line[i : end+1])
+			if err != nil {
+				return nil, false
+			}
+			value, i = v, end+1
+		} else {
+			end := strings.IndexByte(line[i:], ' ')
+			if end < 0 {
+				end = len(line) - i
+			}
+			value, i = line[i:i+end], i+end
+		}
+		fields[key] = value
+	}
+	_, hasMsg := fields["msg"]
+	_, hasLevel := fields["level"]
+	return fields, hasMsg && hasLevel
+}
+
+// gateEvent turns a gate process's log line into an event; ok is false for
+// lines the timeline leaves out.
+func gateEvent(phase int, f map[string]string) (e Event, ok bool) {
+	e = Event{Role: fmt.Sprintf("phase %d", phase), Phase: phase, Gate: f["gate"]}
+	switch msg := f["msg"]; msg {
+	case "phase started", "phase done", "phase has no gates":
+		return e, false // the session reports these itself, from the process
+	case "gate waiting":
+		e.Kind, e.Seen = GateWaiting, f["lastSeen"]
+		e.Text = fmt.Sprintf("gate %s waiting (%s): last saw %s", e.Gate, f["for"], e.Seen)
+	case "gate done", "gate fallback", "gate skipped":
+		e.Kind, e.State = GateDone, strings.TrimPrefix(msg, "gate ")
+		switch e.State {
+		case "done":
+			e.Text = fmt.Sprintf("gate %s done after %s", e.Gate, f["took"])
+		case "fallback":
+			e.Text = fmt.Sprintf("gate %s timed out after %s: finished with its fallback", e.Gate, f["took"])
+		default:
+			e.Text = fmt.Sprintf("gate %s timed out after %s: optional, skipped", e.Gate, f["took"])
+		}
+	default:
+		return logEvent(e, f)
+	}
+	return e, true
+}
+
+// admissionEvent turns an admission process's log line into an event.
+func admissionEvent(f map[string]string) (e Event, ok bool) {
+	e = Event{Role: "admission"}
+	switch msg := f["msg"]; {
+	case msg == "admission server listening":
+		e.Kind, e.Text = AdmissionServing, "serving on "+f["addr"]+"; registers its webhooks once ready"
+	case msg == "webhooks registered with failurePolicy Ignore; probing reachability":
+		e.Kind, e.Text = WebhooksRegistered, "webhooks registered with failurePolicy Ignore; probing that the API server reaches the module"
+	case msg == "the API server reaches the module":
+		e.Kind, e.Text = Log, "the API server reaches the module (its canary came back)"
+	case msg == "webhooks enforced":
+		e.Kind, e.Text = WebhooksEnforced, "webhooks enforced with failurePolicy "+f["failurePolicy"]
+	case msg == "webhooks already registered by this version":
+		e.Kind, e.Text = WebhooksEnforced, "webhooks already registered by this version of the module"
+	case msg == "audit done":
+		e.Kind, e.Text = Log, "audit of the objects admitted before registration: "+f["violations"]+" violations"
+	case strings.HasPrefix(msg, "audit: "):
+		e.Kind, e.Text = Problem, fmt.Sprintf("audit: %s %s/%s violates a validation: %s", f["kind"], f["namespace"], f["name"], f["violation"])
+	default:
+		return logEvent(e, f)
+	}
+	return e, true
+}
+
+// watcherEvent turns a watcher process's log line into an event.
+func watcherEvent(f map[string]string) (e Event, ok bool) {
+	e = Event{Role: "watcher"}
+	if f["msg"] == "watcher ready" {
+		e.Kind = WatcherReady
+		e.Text = fmt.Sprintf("ready: %s, %s on %s", count(f["bindings"], "binding"), count(f["schedules"], "schedule"), count(f["types"], "shared informer"))
+		return e, true
+	}
+	return logEvent(e, f)
+}
+
+// noise are library messages the timeline leaves out.
+var noise = []string{
+	"Starting ", "starting ", "Stopping ", "stopping ", "Waiting for", "http server", "attempting to acquire", "successfully acquired",
+	"All workers finished", "Shutdown signal", "Serving ", "shutting down", "Wait completed",
+}
+
+// logEvent shows errors always, and the module's own info lines — those that
+// carry the module's key and none of a library's.
+func logEvent(e Event, f map[string]string) (Event, bool) {
+	msg := f["msg"]
+	if f["level"] == "ERROR" || f["level"] == "WARN" {
+		e.Kind, e.Text = Problem, msg
+		if err := f["err"]; err != "" {
+			e.Text += ": " + err
+		}
+		return e, true
+	}
+	if f["level"] != "INFO" || f["module"] == "" || f["controller"] != "" || f["logger"] != "" {
+		return e, false
+	}
+	for _, n := range noise {
+		if strings.HasPrefix(msg, n) {
+			return e, false
+		}
+	}
+	e.Kind, e.Text = Log, msg
+	for _, k := range slices.Sorted(maps.Keys(f)) {
+		switch k {
+		case "time", "level", "msg", "module", "phase", "gate":
+			continue
+		}
+		if f[k] == "" {
+			continue
+		}
+		e.Text += " " + k + "=" + f[k]
+	}
+	return e, true
+}
+
+func count(n, what string) string {
+	if n == "1" {
+		return "1 " + what
+	}
+	return n + " " + what + "s"
+}

@@ -1,0 +1,499 @@
+package dev
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vigilkit/vigil/internal/controlplane"
+)
+
+// Options configure a session.
+type Options struct {
+	// Path is the folder of the module's main package; "." when empty.
+	Path string
+	// Kubeconfig names the cluster: a file, or a list as KUBECONFIG holds
+	// them. When empty, an embedded control plane is started.
+	Kubeconfig string
+	// Context is the kubeconfig context; its current one when empty.
+	Context string
+	// Progress receives the control plane's build progress, on first use.
+	Progress io.Writer
+	// OnEvent receives every event, one at a time, in order.
+	OnEvent func(Event)
+	// GateProgress is how often a waiting gate reports; 1s when zero.
+	GateProgress time.Duration
+}
+
+// Session is a module running locally in all its roles.
+type Session struct {
+	// Module and Namespace are the module's name and namespace.
+	Module, Namespace string
+	// Config is an admin config of the cluster the module runs against.
+	Config *rest.Config
+	// Kubeconfig is what the module's processes are given as KUBECONFIG.
+	Kubeconfig string
+	// Started is when the session began: the timeline's zero.
+	Started time.Time
+
+	opts    Options
+	plan    *plan
+	tmp     string
+	bin     string
+	handoff string
+	cs      kubernetes.Interface
+	cp      *controlplane.Instance
+
+	emitMu sync.Mutex
+
+	mu        sync.Mutex
+	stopping  bool // roles' errors from here on are their shutdown's
+	procs     []*proc
+	admission bool // the admission role was started: its configurations exist
+
+	done chan struct{}
+	err  error
+}
+
+// Start builds the module, reads its plan, brings up the cluster and starts
+// running the module's roles in the background; it returns once they are
+// started. The session ends when ctx does (or a role fails): Wait returns then.
+func Start(ctx context.Context, o Options) (s *Session, err error) {
+	if o.Path == "" {
+		o.Path = "."
+	}
+	if o.GateProgress <= 0 {
+		o.GateProgress = time.Second
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	s = &Session{opts: o, Started: time.Now(), done: make(chan struct{})}
+	dir, err := filepath.Abs(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	pkg, err := inspect(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if s.tmp, err = os.MkdirTemp("", "vigil-dev-"); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
+	s.bin = filepath.Join(s.tmp, filepath.Base(pkg.Dir))
+	s.handoff = filepath.Join(s.tmp, "handoff")
+	began := time.Now()
+	if err := build(ctx, pkg.Dir, s.bin); err != nil {
+		return nil, err
+	}
+	if s.plan, err = readPlan(ctx, s.bin); err != nil {
+		return nil, err
+	}
+	s.Module, s.Namespace = s.plan.Module, s.plan.Namespace
+	bindings := 0
+	for _, c := range s.plan.Capabilities {
+		bindings += len(c.Bindings)
+	}
+	s.emit(Event{Kind: Built, Role: "dev", Text: fmt.Sprintf("built module %s from %s in %s: %s, %s, %s, %s",
+		s.Module, o.Path, since(began), plural(len(s.plan.Phases), "gate phase"), plural(bindings, "admission binding"),
+		plural(len(s.plan.Watcher.Bindings), "watcher binding"), plural(len(s.plan.Watcher.Schedules), "schedule"))})
+
+	if err := s.connect(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.ensureNamespace(ctx); err != nil {
+		return nil, err
+	}
+	go s.run(ctx)
+	return s, nil
+}
+
+// Wait returns when the session is over: nil when its context ended, the
+// error of a phase or role that failed otherwise.
+func (s *Session) Wait() error {
+	<-s.done
+	return s.err
+}
+
+// Done is closed when the session is over.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Run runs a session until ctx ends or a role fails.
+func Run(ctx context.Context, o Options) error {
+	s, err := Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	return s.Wait()
+}
+
+func (s *Session) emit(e Event) {
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	s.emitMu.Lock()
+	defer s.emitMu.Unlock()
+	if s.opts.OnEvent != nil {
+		s.opts.OnEvent(e)
+	}
+}
+
+// connect reaches the cluster the kubeconfig names, or starts one.
+func (s *Session) connect(ctx context.Context) error {
+	began := time.Now()
+	if s.opts.Kubeconfig == "" {
+		dir, err := controlplane.FindBinaries()
+		if err != nil {
+			fmt.Fprintln(s.opts.Progress, "vigil dev: building the control plane (kube-apiserver, etcd, kubectl) from the Go module proxy: 6 to 12 minutes, once")
+			if dir, err = controlplane.Ensure(ctx, controlplane.BuildOptions{Progress: s.opts.Progress}); err != nil {
+				return err
+			}
+		}
+		if s.cp, err = controlplane.Start(controlplane.StartOptions{Dir: dir}); err != nil {
+			return err
+		}
+		kc, err := s.cp.KubeConfig("vigil-dev", "system:masters")
+		if err != nil {
+			return err
+		}
+		s.Kubeconfig = filepath.Join(s.tmp, "kubeconfig")
+		if err := os.WriteFile(s.Kubeconfig, kc, 0o600); err != nil {
+			return err
+		}
+		s.Config = s.cp.Config
+	} else {
+		s.Kubeconfig = s.opts.Kubeconfig
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.Precedence = filepath.SplitList(s.opts.Kubeconfig)
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: s.opts.Context}).ClientConfig()
+		if err != nil {
+			return fmt.Errorf("load kubeconfig %s: %w", s.opts.Kubeconfig, err)
+		}
+		cfg.QPS, cfg.Burst = 50, 100
+		s.Config = cfg
+	}
+	cs, err := kubernetes.NewForConfig(s.Config)
+	if err != nil {
+		return err
+	}
+	s.cs = cs
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		return fmt.Errorf("reach the API server at %s: %w", s.Config.Host, err)
+	}
+	if s.cp != nil {
+		s.emit(Event{Kind: ClusterUp, Role: "cluster", Text: fmt.Sprintf("embedded control plane up in %s: kube-apiserver %s at %s", since(began), v.GitVersion, s.Config.Host)})
+	} else {
+		s.emit(Event{Kind: ClusterUp, Role: "cluster", Text: fmt.Sprintf("kube-apiserver %s at %s (kubeconfig %s)", v.GitVersion, s.Config.Host, s.Kubeconfig)})
+	}
+	return nil
+}
+
+// ensureNamespace creates the module's namespace, as its manifests would.
+func (s *Session) ensureNamespace(ctx context.Context) error {
+	_, err := s.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace}}, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		s.emit(Event{Kind: Log, Role: "cluster", Text: "namespace " + s.Namespace + " created, as the module's manifests would"})
+	case apierrors.IsAlreadyExists(err):
+	default:
+		return fmt.Errorf("create the module's namespace %s: %w", s.Namespace, err)
+	}
+	return nil
+}
+
+func (s *Session) run(ctx context.Context) {
+	defer close(s.done)
+	err := s.phases(ctx)
+	if err == nil {
+		err = s.roles(ctx)
+	}
+	s.cleanup()
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		err = nil
+	}
+	s.err = err
+	text := "stopped"
+	if err != nil {
+		s.emit(Event{Kind: Problem, Role: "dev", Text: err.Error()})
+		text = "stopped after a failure"
+	}
+	s.emit(Event{Kind: Stopped, Role: "dev", Text: fmt.Sprintf("%s after %s", text, since(s.Started))})
+}
+
+// phases runs the gate phases in order, one process each.
+func (s *Session) phases(ctx context.Context) error {
+	for _, ph := range s.plan.Phases {
+		role := fmt.Sprintf("phase %d", ph.Phase)
+		began := time.Now()
+		s.emit(Event{Kind: PhaseStarted, Role: role, Phase: ph.Phase, Text: fmt.Sprintf("%s started: %s, waited for at once", ph.InitContainer, plural(len(ph.Gates), "gate"))})
+		for _, g := range ph.Gates {
+			how := "no timeout"
+			if g.Timeout > 0 {
+				how = "timeout " + g.Timeout.String()
+				if g.Fallback {
+					how += ", then its fallback"
+				} else if g.Optional {
+					how += ", then skipped"
+				}
+			}
+			s.emit(Event{Kind: GateWaiting, Role: role, Phase: ph.Phase, Gate: g.Name, Text: fmt.Sprintf("gate %s waits for %s (%s)", g.Name, g.WaitsFor, how)})
+		}
+		phase := ph.Phase
+		p, err := s.spawn(role, func(f map[string]string) (Event, bool) { return gateEvent(phase, f) },
+			"gate", "--phase", fmt.Sprint(ph.Phase), "--progress-interval", s.opts.GateProgress.String(), "--handoff-dir", s.handoff)
+		if err != nil {
+			return err
+		}
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			p.stop()
+			return ctx.Err()
+		}
+		if p.err != nil {
+			var exit *exec.ExitError
+			if errors.As(p.err, &exit) && exit.ExitCode() == 124 {
+				return fmt.Errorf("phase %d timed out: a required gate ran out of time (in a cluster, the kubelet restarts %s with back-off):\n%s", ph.Phase, ph.InitContainer, p.tail())
+			}
+			return fmt.Errorf("phase %d failed (%v):\n%s", ph.Phase, p.err, p.tail())
+		}
+		s.emit(Event{Kind: PhaseDone, Role: role, Phase: ph.Phase, Text: fmt.Sprintf("%s done in %s", ph.InitContainer, since(began))})
+	}
+	return nil
+}
+
+// roles runs admission and the watcher until ctx ends or one of them exits.
+func (s *Session) roles(ctx context.Context) error {
+	proxy, err := newReviewProxy(s.cs, s.Namespace, s.Module+"-dev-tls")
+	if err != nil {
+		return err
+	}
+	defer proxy.close()
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	proxy.serve(addr, func(path string, req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
+		r := review(path, req, resp)
+		kind := Admitted
+		if !r.Allowed {
+			kind = Denied
+		}
+		s.emit(Event{Kind: kind, Role: "request", Review: r, Text: r.describe()})
+	})
+	s.mu.Lock()
+	s.admission = true
+	s.mu.Unlock()
+	adm, err := s.spawn("admission", admissionEvent,
+		"admission", "--bootstrap", "--addr", addr, "--webhook-url", "https://"+proxy.Addr(),
+		"--cert-secret", s.Module+"-dev-tls", "--cert-hosts", "127.0.0.1", "--handoff-dir", s.handoff,
+		"--shutdown-delay", "100ms", "--registration-check-interval", "5s")
+	if err != nil {
+		return err
+	}
+	watcherDone := make(<-chan struct{})
+	var w *proc
+	if len(s.plan.Watcher.Bindings)+len(s.plan.Watcher.Schedules) > 0 {
+		probe, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		metrics, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		if w, err = s.spawn("watcher", watcherEvent, "watcher", "--probe-addr", probe, "--metrics-addr", metrics); err != nil {
+			return err
+		}
+		watcherDone = w.done
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-adm.done:
+		return fmt.Errorf("the admission role exited (%v):\n%s", adm.err, adm.tail())
+	case <-watcherDone:
+		return fmt.Errorf("the watcher role exited (%v):\n%s", w.err, w.tail())
+	}
+}
+
+// cleanup removes the webhook configurations first, so the API server stops
+// calling the module, then stops its processes and the control plane.
+func (s *Session) cleanup() {
+	s.mu.Lock()
+	admission := s.admission
+	procs := s.procs
+	s.stopping = true
+	s.mu.Unlock()
+	if admission {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var errs []error
+		reg := s.cs.AdmissionregistrationV1()
+		if err := reg.MutatingWebhookConfigurations().Delete(ctx, s.Module, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+		if err := reg.ValidatingWebhookConfigurations().Delete(ctx, s.Module, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+		cancel()
+		if err := errors.Join(errs...); err != nil {
+			s.emit(Event{Kind: Problem, Role: "dev", Text: "remove the webhook configurations " + s.Module + ": " + err.Error()})
+		} else {
+			s.emit(Event{Kind: Log, Role: "dev", Text: "webhook configurations " + s.Module + " removed (mutating and validating)"})
+		}
+	}
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.stop() }()
+	}
+	wg.Wait()
+	s.release()
+}
+
+// release stops the control plane and removes the session's files.
+func (s *Session) release() {
+	if s.cp != nil {
+		if err := s.cp.Stop(); err != nil {
+			s.emit(Event{Kind: Problem, Role: "cluster", Text: "stop the control plane: " + err.Error()})
+		} else {
+			s.emit(Event{Kind: Log, Role: "cluster", Text: "embedded control plane stopped"})
+		}
+	}
+	if s.tmp != "" {
+		_ = os.RemoveAll(s.tmp)
+	}
+}
+
+// proc is one of the module's processes.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+
+	mu    sync.Mutex
+	lines []string // the last ones, for errors
+}
+
+const tailLines = 15
+
+// spawn starts the module's binary; parse turns its log lines into events.
+func (s *Session) spawn(role string, parse func(map[string]string) (Event, bool), args ...string) (*proc, error) {
+	if s.opts.Context != "" {
+		args = append(args, "--context", s.opts.Context)
+	}
+	cmd := exec.Command(s.bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.Kubeconfig, "VIGIL_HANDOFF_DIR="+s.handoff)
+	detach(cmd)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", role, err)
+	}
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.keep(line)
+			if f, ok := parseLine(line); ok {
+				if e, ok := parse(f); ok && !(e.Kind == Problem && s.isStopping()) {
+					s.emit(e)
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		p.err = cmd.Wait()
+		_ = pw.Close()
+		<-scanned
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (s *Session) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
+func (p *proc) keep(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lines = append(p.lines, line)
+	if len(p.lines) > tailLines {
+		p.lines = p.lines[len(p.lines)-tailLines:]
+	}
+}
+
+func (p *proc) tail() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return "  " + strings.Join(p.lines, "\n  ")
+}
+
+// stop asks the process to stop, as the kubelet does, and kills it when it
+// does not within ten seconds.
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	terminate(p.cmd)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
