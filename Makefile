@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test control-plane vet staticcheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration
+.PHONY: test demo control-plane vet staticcheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration
 
 ## test: build the control plane if needed, then vet, staticcheck and every test
 test:
@@ -64,3 +64,9 @@ bench-watch:
 soak-registration:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakRegistration' -benchtime 1x -timeout 10m .
+
+## demo: the clusterconfig module from an empty cluster to admission, narrated (builds the control plane on first use)
+demo:
+	@echo "==> control plane (built from the Go module proxy on first use, then cached)"; \
+	hack/control-plane.sh >/dev/null; \
+	go run ./examples/clusterconfig/demo
