@@ -112,7 +112,7 @@ func readPlan(ctx context.Context, bin string) (*plan, error) {
 		msg := strings.TrimSpace(stderr.String())
 		if strings.Contains(msg, "definition mistakes") {
 			// The binary prints "vigil: module X has definition mistakes:\n<file:line>: ...".
-			return nil, fmt.Errorf("%w:\n%s", ErrDefinition, strings.TrimPrefix(msg, "vigil: "))
+			return nil, definitionError(strings.TrimPrefix(msg, "vigil: "))
 		}
 		return nil, fmt.Errorf("%w: `%s plan -o json` failed (%v): %s", ErrNotModule, filepath.Base(bin), err, firstLines(msg, 5))
 	}
@@ -122,6 +122,12 @@ func readPlan(ctx context.Context, bin string) (*plan, error) {
 	}
 	return p, nil
 }
+
+// definitionError is the module's own report of its mistakes.
+type definitionError string
+
+func (e definitionError) Error() string { return string(e) }
+func (e definitionError) Unwrap() error { return ErrDefinition }
 
 func firstLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")

@@ -75,7 +75,7 @@ type Session struct {
 // Start builds the module, reads its plan, brings up the cluster and starts
 // running the module's roles in the background; it returns once they are
 // started. The session ends when ctx does (or a role fails): Wait returns then.
-func Start(ctx context.Context, o Options) (s *Session, err error) {
+func Start(ctx context.Context, o Options) (_ *Session, err error) {
 	if o.Path == "" {
 		o.Path = "."
 	}
@@ -85,7 +85,7 @@ func Start(ctx context.Context, o Options) (s *Session, err error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	s = &Session{opts: o, Started: time.Now(), done: make(chan struct{})}
+	s := &Session{opts: o, Started: time.Now(), done: make(chan struct{})}
 	dir, err := filepath.Abs(o.Path)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,66 @@
+package dev
+
+import (
+	"reflect"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+func TestParseLine(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want map[string]string
+	}{
+		{`time=2026-01-01T00:00:00.000Z level=INFO msg="gate waiting" module=m phase=0 gate=crd-x waitsFor="CRD x: established" for=2s lastSeen="not found"`,
+			map[string]string{"time": "2026-01-01T00:00:00.000Z", "level": "INFO", "msg": "gate waiting", "module": "m", "phase": "0", "gate": "crd-x", "waitsFor": "CRD x: established", "for": "2s", "lastSeen": "not found"}},
+		{`level=ERROR msg="phase failed" err="gate g: \"quoted\" thing"`,
+			map[string]string{"level": "ERROR", "msg": "phase failed", "err": `gate g: "quoted" thing`}},
+		{`level=INFO msg=ready empty=`, map[string]string{"level": "INFO", "msg": "ready", "empty": ""}},
+		{`panic: runtime error`, nil},
+		{`level=INFO msg="unterminated`, nil},
+		{`msg=no-level`, nil},
+	} {
+		got, ok := parseLine(tc.line)
+		if tc.want == nil {
+			if ok {
+				t.Errorf("parseLine(%q) = %v, want not a log line", tc.line, got)
+			}
+			continue
+		}
+		if !ok || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("parseLine(%q) = %v, %v; want %v", tc.line, got, ok, tc.want)
+		}
+	}
+}
+
+func TestGateEvents(t *testing.T) {
+	f, _ := parseLine(`level=INFO msg="gate fallback" module=m phase=1 gate=cc took=1.002s`)
+	e, ok := gateEvent(1, f)
+	if !ok || e.Kind != GateDone || e.State != "fallback" || e.Gate != "cc" || e.Role != "phase 1" {
+		t.Errorf("gate fallback line: %+v, %v", e, ok)
+	}
+	f, _ = parseLine(`level=INFO msg="phase done" module=m phase=1 took=1s`)
+	if _, ok := gateEvent(1, f); ok {
+		t.Errorf("phase done is reported by the session, not from the log")
+	}
+	f, _ = parseLine(`level=INFO msg="Starting workers" module=m controller=x`)
+	if _, ok := watcherEvent(f); ok {
+		t.Errorf("a library's line was shown")
+	}
+}
+
+func TestReviewSummarizesPatchAndDenial(t *testing.T) {
+	req := &admissionv1.AdmissionRequest{Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Kind: "Pod"}, Namespace: "demo",
+		Object: runtime.RawExtension{Raw: []byte(`{"metadata":{"generateName":"web-"}}`)}}
+	r := review("/mutate/m", req, &admissionv1.AdmissionResponse{Allowed: true, Patch: []byte(`[{"op":"add","path":"/metadata/labels/a~1b","value":"c"}]`)})
+	if r.Webhook != "mutate" || r.Object() != "demo/web-*" || !reflect.DeepEqual(r.Patch, []string{`add /metadata/labels/a/b = "c"`}) {
+		t.Errorf("mutate review: %+v", r)
+	}
+	r = review("/validate/m", req, &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: "no"}})
+	if r.Webhook != "validate" || r.Allowed || r.describe() != "CREATE Pod demo/web-* (validate): denied: no" {
+		t.Errorf("validate review: %+v: %s", r, r.describe())
+	}
+}
