@@ -53,16 +53,6 @@ func run(t *testing.T, bin string, envv []string, args ...string) *proc {
 	return p
 }
 
-func (p *proc) running(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err
-		t.Fatalf("%v exited early (%v):\n%s", p.cmd.Args, err, p.stderr)
-	case <-time.After(d):
-	}
-}
-
 func (p *proc) exits(t *testing.T, d time.Duration) {
 	t.Helper()
 	select {
