@@ -652,7 +652,7 @@ func TestPlanShowsCapabilities(t *testing.T) {
 	})
 	for _, want := range []string{
 		"strict (in apps): fail-closed: static webhooks with failurePolicy Fail from install on; nothing passes unchecked",
-		"lenient (cluster-wide): registered when ready; until then these pass unchecked",
+		"lenient (cluster-wide): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then Fail); until then these pass unchecked",
 		"label mutate ConfigMap CREATE,UPDATE (admission_test.go:",
 		"no-root validate Pod CREATE (admission_test.go:",
 	} {

@@ -46,6 +46,8 @@ type gateDef struct {
 	fieldSet  fields.Set
 	sample    *sampleDef
 
+	creates []createdObject
+
 	outcome     string // how the gate was completed, e.g. "ToBe"; empty until then
 	outcomeSite string
 	// finish turns what the wait found into the handoff result, running the
@@ -114,7 +116,7 @@ func (g *gateDef) id() string {
 
 // addGate records a new gate declared at the caller's caller.
 func (m *Module) addGate(g *gateDef) {
-	g.site = callSite(3)
+	g.site = callSite(2)
 	m.mu.Lock()
 	g.index = len(m.gates)
 	m.gates = append(m.gates, g)
@@ -211,6 +213,14 @@ func (b *GateBuilder[T]) Timeout(d time.Duration) *GateBuilder[T] { setTimeout(b
 
 // Optional lets the phase finish without this gate when it times out.
 func (b *GateBuilder[T]) Optional() *GateBuilder[T] { b.g.optional = true; return b }
+
+// Creates declares that the gate's callback creates the object (name empty
+// for any of the kind), so that `plan` can find a phase waiting for what only
+// a later phase creates.
+func (b *GateBuilder[T]) Creates(proto client.Object, namespace, name string) *GateBuilder[T] {
+	addCreates(b.m, b.g, proto, namespace, name)
+	return b
+}
 
 // OnTimeout finishes the gate with fn's object when the timeout expires: the
 // callback runs with it and it is handed off like a found one.
@@ -331,6 +341,13 @@ func (b *SetGateBuilder[T]) Timeout(d time.Duration) *SetGateBuilder[T] {
 // Optional: see GateBuilder.Optional.
 func (b *SetGateBuilder[T]) Optional() *SetGateBuilder[T] { b.g.optional = true; return b }
 
+// Creates declares that the gate's callback creates the object: see
+// GateBuilder.Creates.
+func (b *SetGateBuilder[T]) Creates(proto client.Object, namespace, name string) *SetGateBuilder[T] {
+	addCreates(b.m, b.g, proto, namespace, name)
+	return b
+}
+
 // OnTimeout finishes the gate with fn's objects when the timeout expires.
 func (b *SetGateBuilder[T]) OnTimeout(fn func(ctx context.Context) ([]T, error)) *SetGateBuilder[T] {
 	b.g.fallback = func(ctx context.Context, s Store) (any, error) {
@@ -380,6 +397,21 @@ func (b *SetGateBuilder[T]) ToBe(conds ...gate.Cond) *SetGateBuilder[T] {
 func (b *SetGateBuilder[T]) Then(cb func(ctx context.Context, objs []T, s Store) error) *SetGateBuilder[T] {
 	b.then = cb
 	return b
+}
+
+// createdObject is an object a gate's callback creates.
+type createdObject struct {
+	gvk             schema.GroupVersionKind
+	namespace, name string
+}
+
+func addCreates(m *Module, g *gateDef, proto client.Object, namespace, name string) {
+	gvk, err := gvkOf(m.scheme, proto)
+	if err != nil {
+		m.recordf(2, "Creates: %v", err)
+		return
+	}
+	g.creates = append(g.creates, createdObject{gvk: gvk, namespace: namespace, name: name})
 }
 
 func setPhase(m *Module, g *gateDef, n int) {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/gaterun"
 )
@@ -134,6 +136,13 @@ func (b *SampleBuilder[S]) Timeout(d time.Duration) *SampleBuilder[S] {
 
 // Optional: see GateBuilder.Optional.
 func (b *SampleBuilder[S]) Optional() *SampleBuilder[S] { b.g.optional = true; return b }
+
+// Creates declares that the gate's callback creates the object: see
+// GateBuilder.Creates.
+func (b *SampleBuilder[S]) Creates(proto client.Object, namespace, name string) *SampleBuilder[S] {
+	addCreates(b.m, b.g, proto, namespace, name)
+	return b
+}
 
 // OnTimeout finishes the gate with fn's sample when the timeout expires.
 func (b *SampleBuilder[S]) OnTimeout(fn func(ctx context.Context) (S, error)) *SampleBuilder[S] {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -684,6 +685,7 @@ func TestPlanShowsWatcher(t *testing.T) {
 // capabilities and the watcher.
 func TestPlanJSON(t *testing.T) {
 	m := vigil.NewModule("planned", vigil.Options{})
+	_, _, line, _ := goruntime.Caller(0)
 	vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithName("settings").InPhase(1).ToBeCreated(nil)
 	vigil.When(m.Capability("apps"), &corev1.ConfigMap{}).Named("sync").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
 	out := captureStdout(t, func() {
@@ -696,7 +698,7 @@ func TestPlanJSON(t *testing.T) {
 		Phases []struct {
 			Phase         int
 			InitContainer string
-			Gates         []struct{ Name, WaitsFor string }
+			Gates         []struct{ Name, WaitsFor, Site string }
 		}
 		Watcher struct{ Bindings []string }
 	}
@@ -706,5 +708,8 @@ func TestPlanJSON(t *testing.T) {
 	if p.Module != "planned" || len(p.Phases) != 1 || p.Phases[0].Phase != 1 || p.Phases[0].InitContainer != "gate-phase-1" ||
 		len(p.Phases[0].Gates) != 1 || len(p.Watcher.Bindings) != 1 {
 		t.Fatalf("plan -o json: %s", out)
+	}
+	if want := fmt.Sprintf("watch_test.go:%d", line+1); p.Phases[0].Gates[0].Site != want {
+		t.Fatalf("the gate's site is %s, want %s (its WaitFor call)", p.Phases[0].Gates[0].Site, want)
 	}
 }
