@@ -1,0 +1,489 @@
+package deadlock
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Object is what a gate waits for or creates.
+type Object struct {
+	Group, Version, Kind string
+	Namespace            string // "" = any namespace / cluster-scoped
+	Name                 string // "" = any object matching Labels
+	Labels               string // label selector text, informational
+}
+
+// Gate is one gate of a module.
+type Gate struct {
+	Name    string
+	Phase   int
+	Waits   Object   // what it waits for; Kind "" when it waits for no Kubernetes object
+	Creates []Object // what its callback creates once its wait passed
+	Site    string   // file:line of its declaration
+}
+
+// Webhook is a fail-closed webhook: installed statically with failurePolicy
+// Fail, it rejects what it matches until its module serves.
+type Webhook struct {
+	Name        string   // e.g. capability/binding
+	Group, Kind string   // the kind it admits ("*" for any)
+	Operations  []string // CREATE, UPDATE, DELETE ("*" for all)
+	Namespaces  []string // empty = all namespaces
+	Site        string
+}
+
+// Module is one module as far as its startup goes.
+type Module struct {
+	Name, Namespace string
+	Gates           []Gate
+	FailClosed      []Webhook
+}
+
+// Cycle is one deadlock: the steps around it, each a sentence, e.g.
+// "uds-core phase 1 (gate clusterconfig-initial at main.go:40) waits for ClusterConfig initial",
+// "ClusterConfig initial is created only by uds-core phase 2 (gate x at main.go:52)",
+// "uds-core phase 2 runs after phase 1".
+type Cycle struct{ Steps []string }
+
+// String joins the steps with arrows and ends back at the first one.
+func (c Cycle) String() string {
+	if len(c.Steps) == 0 {
+		return ""
+	}
+	return strings.Join(c.Steps, " → ") + " → " + c.Steps[0]
+}
+
+// maxCycles bounds the cycles Find reports: the count of elementary cycles
+// can grow exponentially, and past this many nobody reads them.
+const maxCycles = 1000
+
+// Find returns every distinct deadlock among the modules: each elementary
+// cycle of blocking dependencies once, starting at its smallest node (modules
+// by name; within a module its pods, then its phases in order — each phase
+// before its gates, gates by name — then its serving webhooks), in that
+// order. It reports at most 1000.
+func Find(mods []Module) []Cycle {
+	g := build(mods)
+	live := g.live()
+	adj := g.blocking(live)
+	var out []Cycle
+	for _, c := range elementaryCycles(adj) {
+		var steps []string
+		for i, v := range c {
+			w := c[(i+1)%len(c)]
+			for _, e := range adj[v] {
+				if e.to == w {
+					steps = append(steps, e.steps...)
+					break
+				}
+			}
+		}
+		out = append(out, Cycle{Steps: steps})
+	}
+	return out
+}
+
+// The graph: node v depends on its edges' targets ("v cannot finish before
+// them"). A node finishes once every "and" edge's target finished and, if it
+// has "or" edges (the creators of what it waits for), one of their targets.
+type graph struct {
+	nodes []node
+}
+
+type node struct {
+	and, or []edge
+}
+
+type edge struct {
+	to    int
+	steps []string // why the dependency exists, as sentences
+}
+
+// mod is a module with its nodes.
+type mod struct {
+	m            *Module
+	pods         int
+	serving      int
+	phases       []int       // ascending, each with gates
+	phaseNode    map[int]int // phase → node
+	gatesOfPhase map[int][]*gateRef
+}
+
+// gateRef is a gate with its nodes: wait (its wait passed) and done (its wait
+// passed after the previous phase finished: its callback creates).
+type gateRef struct {
+	mod        *mod
+	g          *Gate
+	wait, done int
+}
+
+func (g *graph) add() int {
+	g.nodes = append(g.nodes, node{})
+	return len(g.nodes) - 1
+}
+
+func (g *graph) and(from, to int, steps ...string) {
+	g.nodes[from].and = append(g.nodes[from].and, edge{to: to, steps: steps})
+}
+
+// build lays out the nodes in their reporting order and adds the edges.
+func build(in []Module) *graph {
+	mods := make([]*mod, len(in))
+	for i := range in {
+		mods[i] = &mod{m: &in[i], phaseNode: map[int]int{}, gatesOfPhase: map[int][]*gateRef{}}
+	}
+	slices.SortStableFunc(mods, func(a, b *mod) int { return cmp.Compare(a.m.Name, b.m.Name) })
+
+	g := &graph{}
+	var gates []*gateRef
+	for _, md := range mods {
+		md.pods = g.add()
+		for i := range md.m.Gates {
+			gt := &md.m.Gates[i]
+			if _, ok := md.gatesOfPhase[gt.Phase]; !ok {
+				md.phases = append(md.phases, gt.Phase)
+			}
+			md.gatesOfPhase[gt.Phase] = append(md.gatesOfPhase[gt.Phase], &gateRef{mod: md, g: gt})
+		}
+		slices.Sort(md.phases)
+		for _, p := range md.phases {
+			md.phaseNode[p] = g.add()
+			refs := md.gatesOfPhase[p]
+			slices.SortStableFunc(refs, func(a, b *gateRef) int { return cmp.Compare(a.g.Name, b.g.Name) })
+			for _, r := range refs {
+				r.wait, r.done = g.add(), g.add()
+				gates = append(gates, r)
+			}
+		}
+		md.serving = g.add()
+	}
+
+	for _, md := range mods {
+		name := md.m.Name
+		// Its pods are created by the Deployment and ReplicaSet controllers in
+		// its namespace, through every other module's fail-closed webhooks.
+		for _, n := range mods {
+			if n == md {
+				continue
+			}
+			var hooks []string
+			for _, k := range podObjects {
+				o := k
+				o.Namespace = md.m.Namespace
+				for _, h := range n.m.FailClosed {
+					if admits(n.m, &h, o) {
+						hooks = append(hooks, fmt.Sprintf("webhook %s%s on %s CREATE", h.Name, at(h.Site), o.Kind))
+					}
+				}
+			}
+			if len(hooks) > 0 {
+				where := ""
+				if md.m.Namespace != "" {
+					where = " in namespace " + md.m.Namespace
+				}
+				g.and(md.pods, n.serving, fmt.Sprintf("%s's pods%s are created only once %s serves: they must pass its fail-closed %s",
+					name, where, n.m.Name, strings.Join(hooks, " and ")))
+			}
+		}
+		// Phases run in order, in the module's pods.
+		for i, p := range md.phases {
+			from := md.phaseNode[p]
+			prev, why := md.before(i)
+			g.and(from, prev, why)
+			for _, r := range md.gatesOfPhase[p] {
+				g.and(from, r.wait)
+				g.and(r.done, prev, why)
+				g.and(r.done, r.wait)
+			}
+		}
+		// It serves once its last phase finished.
+		if len(md.phases) == 0 {
+			g.and(md.serving, md.pods, fmt.Sprintf("%s serves only once its pods exist", name))
+		} else {
+			last := md.phases[len(md.phases)-1]
+			g.and(md.serving, md.phaseNode[last], fmt.Sprintf("%s serves only after its phase %d finished", name, last))
+		}
+	}
+
+	// A gate's wait needs one of the object's creators and every fail-closed
+	// webhook the object must pass.
+	for _, r := range gates {
+		o := r.g.Waits
+		if o.Kind == "" {
+			continue
+		}
+		waits := fmt.Sprintf("%s waits for %s", r.desc(), describe(o))
+		var creators []*gateRef
+		for _, c := range gates {
+			if slices.ContainsFunc(c.g.Creates, func(cr Object) bool { return creates(cr, o) }) {
+				creators = append(creators, c)
+			}
+		}
+		for i, c := range creators {
+			s := fmt.Sprintf("%s is created only by %s", describe(o), c.desc())
+			if len(creators) > 1 {
+				var others []string
+				for j, d := range creators {
+					if j != i {
+						others = append(others, d.desc())
+					}
+				}
+				s += fmt.Sprintf(" (or by %s, blocked too)", strings.Join(others, ", "))
+			}
+			g.nodes[r.wait].or = append(g.nodes[r.wait].or, edge{to: c.done, steps: []string{waits, s}})
+		}
+		for _, n := range mods {
+			var hooks []string
+			for _, h := range n.m.FailClosed {
+				if admits(n.m, &h, o) {
+					hooks = append(hooks, fmt.Sprintf("webhook %s%s on CREATE", h.Name, at(h.Site)))
+				}
+			}
+			if len(hooks) > 0 {
+				g.and(r.wait, n.serving, waits, fmt.Sprintf("%s is admitted only once %s serves: it must pass %s's fail-closed %s",
+					describe(o), n.m.Name, n.m.Name, strings.Join(hooks, " and ")))
+			}
+		}
+	}
+	return g
+}
+
+// podObjects are what the controllers create, in the module's namespace, for
+// its pods to exist.
+var podObjects = []Object{
+	{Group: "apps", Version: "v1", Kind: "ReplicaSet"},
+	{Version: "v1", Kind: "Pod"},
+}
+
+// before is the node phase i of the module runs after, and why.
+func (md *mod) before(i int) (int, string) {
+	p := md.phases[i]
+	if i == 0 {
+		return md.pods, fmt.Sprintf("%s phase %d runs only once %s's pods exist", md.m.Name, p, md.m.Name)
+	}
+	q := md.phases[i-1]
+	return md.phaseNode[q], fmt.Sprintf("%s phase %d runs after phase %d", md.m.Name, p, q)
+}
+
+func (r *gateRef) desc() string {
+	return fmt.Sprintf("%s phase %d (gate %s%s)", r.mod.m.Name, r.g.Phase, r.g.Name, at(r.g.Site))
+}
+
+func at(site string) string {
+	if site == "" {
+		return ""
+	}
+	return " at " + site
+}
+
+// describe names an object: "ClusterConfig initial", "ConfigMap apps/x",
+// "Pod with labels app=x in namespace apps", "any Secret".
+func describe(o Object) string {
+	if o.Name != "" {
+		if o.Namespace != "" {
+			return o.Kind + " " + o.Namespace + "/" + o.Name
+		}
+		return o.Kind + " " + o.Name
+	}
+	s := "any " + o.Kind
+	if o.Labels != "" {
+		s = o.Kind + " with labels " + o.Labels
+	}
+	if o.Namespace != "" {
+		s += " in namespace " + o.Namespace
+	}
+	return s
+}
+
+// creates says whether creating c may create what wait waits for: an
+// unnamed create may have any name, an unnamed wait takes any name, a
+// namespace left out may be any.
+func creates(c, wait Object) bool {
+	return c.Group == wait.Group && c.Kind == wait.Kind &&
+		(c.Name == "" || wait.Name == "" || c.Name == wait.Name) &&
+		(c.Namespace == "" || wait.Namespace == "" || c.Namespace == wait.Namespace)
+}
+
+// admits says whether creating o must pass module n's fail-closed webhook h,
+// as package registration installs it (namespaceSelector, matchConditions).
+func admits(n *Module, h *Webhook, o Object) bool {
+	if o.Kind == "" || !slices.ContainsFunc(h.Operations, func(op string) bool { return strings.EqualFold(op, "CREATE") || op == "*" }) {
+		return false
+	}
+	if (h.Group != o.Group && h.Group != "*") || (h.Kind != o.Kind && h.Kind != "*") {
+		return false
+	}
+	switch {
+	case o.Group == "" && o.Kind == "Node",
+		o.Group == "coordination.k8s.io" && o.Kind == "Lease",
+		o.Group == "certificates.k8s.io" && o.Kind == "CertificateSigningRequest":
+		return false // cluster plumbing, kept away by a match condition
+	}
+	// The namespace selector looks at the object's namespace, or at the
+	// Namespace itself; cluster-scoped objects pass it. Unknown: it may match.
+	ns := o.Namespace
+	if o.Group == "" && o.Kind == "Namespace" {
+		ns = o.Name
+	}
+	if ns != "" {
+		if ns == n.Namespace || ns == "kube-system" {
+			return false
+		}
+		if len(h.Namespaces) > 0 && !slices.Contains(h.Namespaces, ns) {
+			return false
+		}
+	}
+	// The objects n's gates wait for by name are excluded by name, and by
+	// namespace when the gate gives one.
+	if o.Name != "" {
+		for _, gt := range n.Gates {
+			w := gt.Waits
+			if w.Name == o.Name && w.Group == o.Group && w.Kind == o.Kind && (w.Namespace == "" || w.Namespace == o.Namespace) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// live says which nodes finish: the least fixpoint of the rule in graph.
+func (g *graph) live() []bool {
+	live := make([]bool, len(g.nodes))
+	for changed := true; changed; {
+		changed = false
+		for v, n := range g.nodes {
+			if live[v] {
+				continue
+			}
+			ok := !slices.ContainsFunc(n.and, func(e edge) bool { return !live[e.to] })
+			if ok && len(n.or) > 0 {
+				ok = slices.ContainsFunc(n.or, func(e edge) bool { return live[e.to] })
+			}
+			if ok {
+				live[v], changed = true, true
+			}
+		}
+	}
+	return live
+}
+
+// blocking keeps the edges that hold a blocked node: "and" edges to blocked
+// nodes, and "or" edges when every alternative is blocked. Every blocked node
+// keeps one at least, so every blocked node leads into a cycle. Edges are
+// sorted by target.
+func (g *graph) blocking(live []bool) [][]edge {
+	adj := make([][]edge, len(g.nodes))
+	for v, n := range g.nodes {
+		if live[v] {
+			continue
+		}
+		for _, e := range n.and {
+			if !live[e.to] {
+				adj[v] = append(adj[v], e)
+			}
+		}
+		if !slices.ContainsFunc(n.or, func(e edge) bool { return live[e.to] }) {
+			adj[v] = append(adj[v], n.or...)
+		}
+		slices.SortStableFunc(adj[v], func(a, b edge) int { return cmp.Compare(a.to, b.to) })
+	}
+	return adj
+}
+
+// elementaryCycles lists each elementary cycle once, as its nodes starting at
+// the smallest, in lexicographic order; at most maxCycles. It is Johnson's
+// algorithm: for each start s, the circuits through s among the nodes above
+// it that share its strongly connected component, with blocking, so the time
+// between two cycles found is linear in the graph.
+func elementaryCycles(adj [][]edge) [][]int {
+	n := len(adj)
+	fadj, radj := make([][]int, n), make([][]int, n)
+	for v, es := range adj {
+		for _, e := range es {
+			fadj[v] = append(fadj[v], e.to)
+			radj[e.to] = append(radj[e.to], v)
+		}
+	}
+	var (
+		out     [][]int
+		fwd     = make([]bool, n)
+		inSCC   = make([]bool, n)
+		blocked = make([]bool, n)
+		b       = make([][]int, n)
+		path    []int
+	)
+	// mark sets seen for the nodes at or above s reachable from s along adj.
+	mark := func(s int, seen []bool, adj [][]int) {
+		clear(seen)
+		seen[s] = true
+		stack := []int{s}
+		for len(stack) > 0 {
+			v := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, u := range adj[v] {
+				if u > s && !seen[u] {
+					seen[u] = true
+					stack = append(stack, u)
+				}
+			}
+		}
+	}
+	var unblock func(u int)
+	unblock = func(u int) {
+		blocked[u] = false
+		for _, w := range b[u] {
+			if blocked[w] {
+				unblock(w)
+			}
+		}
+		b[u] = b[u][:0]
+	}
+	var circuit func(s, v int) bool
+	circuit = func(s, v int) bool {
+		found := false
+		path = append(path, v)
+		blocked[v] = true
+		for _, e := range adj[v] {
+			if len(out) >= maxCycles {
+				return true
+			}
+			switch w := e.to; {
+			case w == s:
+				out = append(out, slices.Clone(path))
+				found = true
+			case inSCC[w] && !blocked[w]:
+				if circuit(s, w) {
+					found = true
+				}
+			}
+		}
+		if found {
+			unblock(v)
+		} else {
+			for _, e := range adj[v] {
+				if w := e.to; inSCC[w] && !slices.Contains(b[w], v) {
+					b[w] = append(b[w], v)
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		return found
+	}
+	for s := 0; s < n && len(out) < maxCycles; s++ {
+		if len(adj[s]) == 0 {
+			continue
+		}
+		mark(s, fwd, fadj)
+		mark(s, inSCC, radj)
+		for v := range inSCC {
+			inSCC[v] = inSCC[v] && fwd[v]
+			blocked[v] = false
+			b[v] = b[v][:0]
+		}
+		path = path[:0]
+		circuit(s, s)
+	}
+	return out
+}

@@ -1,0 +1,30 @@
+// Package deadlock finds startup deadlocks among modules' gate phases and
+// fail-closed webhooks.
+//
+// A module starts in steps: its admission pods are created, their init
+// containers run the gate phases in ascending order, each phase waiting for
+// objects (which a gate's callback, or someone outside, creates), and only
+// then does the admission container serve the module's webhooks. A
+// fail-closed webhook rejects what it matches until its module serves, so a
+// module whose startup needs an object that another module — or itself —
+// must first admit depends on that module having started.
+//
+// Find builds the graph of those "cannot finish before" dependencies for a
+// set of modules and reports every cycle in it that really blocks startup,
+// each as readable steps saying why each dependency exists (gate names and
+// sites, kinds, names, webhooks).
+//
+// A module's pods come from its Deployment: the Deployment and ReplicaSet
+// controllers create a ReplicaSet and then Pods in the module's namespace,
+// and each must pass every other module's fail-closed webhooks.
+//
+// A wait for an object is held up by its creators only when every declared
+// creator is itself blocked: one creator that can finish is enough. An object
+// nobody declares to create is external. Webhook matching follows what
+// package registration installs: a module's webhooks never match objects in
+// its own namespace or kube-system, nor Nodes, Leases and
+// CertificateSigningRequests, nor the named objects its own gates wait for;
+// a webhook limited to namespaces matches only those (and cluster-scoped
+// objects, which namespace selectors do not filter). What is not known — an
+// object waited for in any namespace — is assumed to match.
+package deadlock
