@@ -62,7 +62,14 @@ func (a moduleApp) deployment() manifests.Module {
 	for _, g := range m.gates {
 		mg := manifests.Gate{Name: g.id(), Phase: g.phase, Sample: g.sample != nil, Site: g.site}
 		if g.sample == nil {
-			mg.GVK, mg.Namespace, mg.ObjectName = g.spec.GVK, g.spec.Namespace, g.spec.Name
+			spec := g.waitSpec()
+			mg.GVK, mg.Namespace, mg.ObjectName = spec.GVK, spec.Namespace, spec.Name
+			if spec.Labels != nil {
+				mg.Labels = spec.Labels.String()
+			}
+		}
+		for _, c := range g.creates {
+			mg.Creates = append(mg.Creates, manifests.Object{GVK: c.gvk, Namespace: c.namespace, Name: c.name})
 		}
 		d.Gates = append(d.Gates, mg)
 	}
@@ -71,7 +78,7 @@ func (a moduleApp) deployment() manifests.Module {
 	}
 	for _, w := range m.watches {
 		d.Watches = append(d.Watches, manifests.Watch{
-			ID: w.ID(), Role: w.Role.String(), GVK: w.GVK, Namespaces: w.Select.Namespaces,
+			ID: w.ID(), Role: w.Role.String(), GVK: w.GVK, Namespaces: w.Select.Namespaces, Name: w.Select.Name,
 			Finalize: w.Role == watcher.Finalize, Site: w.Site,
 		})
 	}

@@ -444,6 +444,9 @@ func TestExampleManifestsApplyWithoutWildcards(t *testing.T) {
 				}
 				return out
 			}
+			if out, err := exec.Command(exe, "plan").CombinedOutput(); err != nil || !strings.Contains(string(out), "deadlocks: none found") {
+				t.Fatalf("%s plan: %v\n%s", name, err, out)
+			}
 			first, second := render(), render()
 			if !bytes.Equal(first, second) {
 				t.Fatalf("two runs of %s manifests differ", name)
@@ -512,4 +515,79 @@ func TestPlanShowsRBACAndWebhooks(t *testing.T) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// runCapture runs a module command in process and returns its exit code and
+// what it printed on stdout.
+func runCapture(t *testing.T, m *vigil.Module, args ...string) (int, string) {
+	t.Helper()
+	var code int
+	out := captureStdout(t, func() { code = vigil.Execute(t.Context(), m, args) })
+	return code, out
+}
+
+// plan finds each kind of startup deadlock, spells out the cycle and exits
+// 1; manifests refuses to print such a module unless --allow-deadlock.
+func TestPlanFindsDeadlocks(t *testing.T) {
+	noop := func(context.Context, *corev1.ConfigMap, vigil.Store) error { return nil }
+	t.Run("a phase waits for what only a later phase creates", func(t *testing.T) {
+		m := vigil.NewModule("later", vigil.Options{Namespace: "later-system"})
+		vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithName("made-later").ToBeCreated(noop)
+		vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithName("input").InPhase(1).ToBeCreated(noop).
+			Creates(&corev1.ConfigMap{}, "apps", "made-later")
+		code, out := runCapture(t, m, "plan")
+		if code != 1 || !strings.Contains(out, "deadlocks: 1 found") || !strings.Contains(out, "made-later") || !strings.Contains(out, "phase 1") {
+			t.Fatalf("plan exit %d:\n%s", code, out)
+		}
+		code, out = runCapture(t, m, "manifests", "--image", "example.com/later:1")
+		if code != 1 || strings.Contains(out, "kind: Deployment") {
+			t.Fatalf("manifests of a deadlocked module: exit %d, printed %d bytes", code, len(out))
+		}
+		code, out = runCapture(t, m, "manifests", "--image", "example.com/later:1", "--allow-deadlock")
+		if code != 0 || !strings.Contains(out, "kind: Deployment") {
+			t.Fatalf("manifests --allow-deadlock: exit %d", code)
+		}
+	})
+	t.Run("a gate waits for what its own fail-closed webhook must admit", func(t *testing.T) {
+		m := vigil.NewModule("selfblock", vigil.Options{Namespace: "selfblock-system"})
+		vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithLabel("team").ToBeCreated(noop)
+		strict := m.Capability("strict", vigil.FailClosed(), vigil.InNamespaces("apps"))
+		vigil.When(strict, &corev1.ConfigMap{}).IsCreated().Validate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) vigil.Verdict { return admission.Allow() })
+		code, out := runCapture(t, m, "plan")
+		if code != 1 || !strings.Contains(out, "deadlocks: 1 found") || !strings.Contains(out, "strict/") {
+			t.Fatalf("plan exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("a named gated object is excluded from the module's own webhooks", func(t *testing.T) {
+		m := vigil.NewModule("excluded", vigil.Options{Namespace: "excluded-system"})
+		vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithName("settings").ToBeCreated(noop)
+		strict := m.Capability("strict", vigil.FailClosed(), vigil.InNamespaces("apps"))
+		vigil.When(strict, &corev1.ConfigMap{}).IsCreated().Validate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) vigil.Verdict { return admission.Allow() })
+		if code, out := runCapture(t, m, "plan"); code != 0 || !strings.Contains(out, "deadlocks: none found") {
+			t.Fatalf("plan exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("two modules wait on each other", func(t *testing.T) {
+		a := vigil.NewModule("mod-a", vigil.Options{Namespace: "a-system"})
+		vigil.WaitFor(a, &corev1.ConfigMap{}).InNamespace("shared").WithName("from-b").ToBeCreated(noop).Creates(&corev1.ConfigMap{}, "shared", "from-a")
+		b := vigil.NewModule("mod-b", vigil.Options{Namespace: "b-system"})
+		vigil.WaitFor(b, &corev1.ConfigMap{}).InNamespace("shared").WithName("from-a").ToBeCreated(noop).Creates(&corev1.ConfigMap{}, "shared", "from-b")
+		for _, m := range []*vigil.Module{a, b} {
+			if code, out := runCapture(t, m, "plan"); code != 0 {
+				t.Fatalf("%s alone: plan exit %d:\n%s", m.Name(), code, out)
+			}
+		}
+		code, bJSON := runCapture(t, b, "plan", "-o", "json")
+		if code != 0 {
+			t.Fatalf("plan -o json exit %d", code)
+		}
+		other := filepath.Join(t.TempDir(), "mod-b.json")
+		if err := os.WriteFile(other, []byte(bJSON), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out := runCapture(t, a, "plan", "--with", other)
+		if code != 1 || !strings.Contains(out, "together with mod-b: 1 found") || !strings.Contains(out, "mod-a") || !strings.Contains(out, "mod-b") {
+			t.Fatalf("plan --with: exit %d:\n%s", code, out)
+		}
+	})
 }

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/deadlock"
 	"github.com/vigilkit/vigil/internal/gaterun"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/registration"
@@ -286,17 +287,33 @@ the same bytes.`,
 	mff.StringVarP(&mf.Dir, "output-dir", "o", "", "write one file per object into this folder instead of printing")
 	mff.StringVar(&mf.CABundleFile, "ca-bundle", "", "PEM CA bundle for the fail-closed webhook configurations (default: the module fills it in once it serves)")
 	mff.BoolVar(&mf.AllowDeadlock, "allow-deadlock", false, "print even when plan finds a startup deadlock")
+	mff.StringSliceVar(&mf.With, "with", nil, "other modules' `plan -o json` files, for the deadlock analysis across modules")
 	root.AddCommand(manifestsCmd)
 
 	var planOutput string
+	var planWith []string
 	planCmd := &cobra.Command{
 		Use:   "plan",
-		Short: "Print the module's phases, gates and the init containers its deployment gets",
-		Args:  cobra.NoArgs,
+		Short: "Print the module's phases, init containers, webhooks, RBAC, and any startup deadlock",
+		Long: `Print what the module will do: its gate phases and the init containers that
+run them, its capabilities and how their webhooks are registered, its watcher,
+the RBAC its manifests derive (each rule with why), and a deadlock analysis: a
+gate waiting for an object one of the module's own fail-closed webhooks must
+admit, a phase waiting for what only a later phase creates, or — with --with,
+given other modules' ` + "`plan -o json`" + ` — modules whose gates wait on each other.
+A deadlock makes plan exit 1 with the cycle spelled out.`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			others, err := readOtherModules(planWith)
+			if err != nil {
+				return err
+			}
 			switch planOutput {
 			case "", "text":
-				return WritePlan(out, m)
+				if err := WritePlan(out, m); err != nil {
+					return err
+				}
+				return writeDeadlocks(out, findDeadlocks(m, others), others)
 			case "json":
 				return WritePlanJSON(out, m)
 			default:
@@ -304,7 +321,8 @@ the same bytes.`,
 			}
 		},
 	}
-	planCmd.Flags().StringVarP(&planOutput, "output", "o", "text", "text, or json for tools (vigil dev)")
+	planCmd.Flags().StringVarP(&planOutput, "output", "o", "text", "text, or json for tools (vigil dev) and for another module's --with")
+	planCmd.Flags().StringSliceVar(&planWith, "with", nil, "other modules' `plan -o json` files: find deadlocks across the modules")
 	root.AddCommand(planCmd)
 	return root
 }
@@ -793,6 +811,9 @@ type PlanJSON struct {
 	Phases       []PlanPhaseJSON  `json:"phases"`
 	Capabilities []PlanCapability `json:"capabilities"`
 	Watcher      PlanWatcher      `json:"watcher"`
+	// Deadlock is what the deadlock analysis needs of the module, for
+	// `plan --with` of another module.
+	Deadlock deadlock.Module `json:"deadlock"`
 }
 
 // PlanPhaseJSON is one phase in `plan -o json`.
@@ -804,7 +825,7 @@ type PlanPhaseJSON struct {
 
 // WritePlanJSON writes the plan as JSON.
 func WritePlanJSON(out io.Writer, m Module) error {
-	p := PlanJSON{Module: m.Name(), Namespace: m.Namespace(), Phases: []PlanPhaseJSON{}, Capabilities: m.Capabilities(), Watcher: m.Watching()}
+	p := PlanJSON{Module: m.Name(), Namespace: m.Namespace(), Phases: []PlanPhaseJSON{}, Capabilities: m.Capabilities(), Watcher: m.Watching(), Deadlock: deadlockModule(m.Deployment())}
 	for _, ph := range m.Plan() {
 		p.Phases = append(p.Phases, PlanPhaseJSON{Phase: ph.Phase, InitContainer: InitContainerName(ph.Phase), Gates: ph.Gates})
 	}
@@ -821,6 +842,7 @@ type ManifestsOptions struct {
 	Dir           string
 	CABundleFile  string
 	AllowDeadlock bool
+	With          []string
 }
 
 // Run renders the module's objects.
@@ -835,6 +857,15 @@ func (o *ManifestsOptions) Run(m Module, out io.Writer) error {
 	}
 	if o.Replicas < 1 {
 		return fmt.Errorf("--replicas %d: expected 1 or more (2 keeps the webhooks up through a node's loss)", o.Replicas)
+	}
+	others, err := readOtherModules(o.With)
+	if err != nil {
+		return err
+	}
+	if cycles := findDeadlocks(m, others); len(cycles) > 0 && !o.AllowDeadlock {
+		var b strings.Builder
+		_ = writeDeadlocks(&b, cycles, others)
+		return fmt.Errorf("%w: refusing to print manifests that would never become ready (--allow-deadlock prints them anyway):%s", ErrDeadlock, strings.TrimRight(b.String(), "\n"))
 	}
 	objs, err := manifests.Render(m.Deployment(), opts)
 	if err != nil {

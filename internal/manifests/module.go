@@ -42,7 +42,18 @@ type Gate struct {
 	// ObjectName is the one object the gate waits for, watched with a
 	// metadata.name field selector; empty for selectors.
 	ObjectName string
-	Site       string
+	// Labels is the gate's label selector, as text.
+	Labels string
+	// Creates are the objects the gate's callback creates.
+	Creates []Object
+	Site    string
+}
+
+// Object is an object by kind, namespace and name (empty for any).
+type Object struct {
+	GVK       schema.GroupVersionKind
+	Namespace string
+	Name      string
 }
 
 // Watch is one Watch, Reconcile or Finalize binding.
@@ -52,8 +63,10 @@ type Watch struct {
 	GVK  schema.GroupVersionKind
 	// Namespaces the binding is limited to; empty for all.
 	Namespaces []string
-	Finalize   bool
-	Site       string
+	// Name is the one object the binding selects; empty for all.
+	Name     string
+	Finalize bool
+	Site     string
 }
 
 // Rule is an RBAC rule and why the module needs it.

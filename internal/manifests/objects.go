@@ -57,8 +57,9 @@ func Render(m Module, o Options) ([]client.Object, error) {
 			"app.kubernetes.io/managed-by": "vigil",
 			"app.kubernetes.io/part-of":    m.Name,
 		}
-		if m.Version != "" {
-			l["app.kubernetes.io/version"] = m.Version
+		l["app.kubernetes.io/version"] = m.Version
+		if m.Version == "" {
+			l["app.kubernetes.io/version"] = "0.0.0" // as registration counts an unversioned module
 		}
 		if component != "" {
 			l["app.kubernetes.io/component"] = component

@@ -110,10 +110,23 @@ func Rules(m *Module) []Rule {
 		add(m.Namespace, "coordination.k8s.io", "leases", nil, "leader election: the first replica creates the Lease", "create")
 		add(m.Namespace, "", "events", nil, "leader election records changes of leader as Events", "create", "patch")
 	}
+	// The shared informer of a type selects one object by name only when
+	// every user of the type names it; then RBAC can name it too.
+	var users []watcher.User
+	for _, w := range m.Watches {
+		users = append(users, watcher.User{GVK: w.GVK, Select: watcher.Selection{Namespaces: w.Namespaces, Name: w.Name}})
+	}
+	for _, gvk := range m.Listers {
+		users = append(users, watcher.User{GVK: gvk})
+	}
+	informerName := map[schema.GroupVersionKind]string{}
+	for _, a := range watcher.Agree(users) {
+		informerName[a.GVK] = a.Name
+	}
 	for _, w := range m.Watches {
 		why := fmt.Sprintf("%s %s (%s) watches it through the shared informer", w.Role, w.ID, w.Site)
 		for _, ns := range orAll(w.Namespaces) {
-			add(ns, w.GVK.Group, Resource(w.GVK), nil, why, read...)
+			add(ns, w.GVK.Group, Resource(w.GVK), names(informerName[w.GVK]), why, read...)
 			if w.Finalize {
 				add(ns, w.GVK.Group, Resource(w.GVK), nil, fmt.Sprintf("finalize %s (%s) adds and removes its finalizer", w.ID, w.Site), "patch")
 			}

@@ -1,0 +1,135 @@
+package manifests
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vigilkit/vigil/admission"
+)
+
+var cm = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+
+func sample() Module {
+	return Module{
+		Name: "uds-core", Namespace: "uds-system", Version: "1.2.3",
+		Gates: []Gate{
+			{Name: "settings", Phase: 2, GVK: cm, Namespace: "apps", ObjectName: "settings", Site: "main.go:1"},
+			{Name: "crd", Phase: 0, GVK: schema.GroupVersionKind{Group: "uds.dev", Version: "v1alpha1", Kind: "ClusterConfig"}, ObjectName: "initial", Site: "main.go:2"},
+		},
+		Bindings: []admission.Binding{{Capability: "policy", Name: "deny", GVK: cm, Action: admission.Validate, Operations: []admissionv1.Operation{admissionv1.Create}}},
+		Watches:  []Watch{{ID: "policy/sync", Role: "reconcile", GVK: cm, Namespaces: []string{"apps"}, Name: "settings", Site: "main.go:3"}},
+	}
+}
+
+func TestRulesNarrowToNamespacesAndNames(t *testing.T) {
+	m := sample()
+	rules := Rules(&m)
+	var found bool
+	for _, r := range rules {
+		if r.Why == "" {
+			t.Errorf("rule %v has no why", r.PolicyRule)
+		}
+		if r.Namespace == "apps" && r.Resources[0] == "configmaps" && strings.Join(r.Verbs, ",") == "get,list,watch" {
+			found = true
+			if len(r.ResourceNames) != 1 || r.ResourceNames[0] != "settings" {
+				t.Errorf("the gate's and the watch's read of one named ConfigMap is not narrowed to it: %+v", r)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no read of ConfigMaps in apps among %+v", rules)
+	}
+	for _, merged := range Merge(rules) {
+		if w := Wildcards(merged.Rules); len(w) > 0 {
+			t.Errorf("wildcards: %v", w)
+		}
+	}
+	if w := Wildcards([]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"*"}, Verbs: []string{"get"}}}); len(w) != 1 {
+		t.Errorf("a wildcard resource went unnoticed: %v", w)
+	}
+}
+
+func TestMergeUnitesVerbsDeterministically(t *testing.T) {
+	rules := []Rule{
+		{Namespace: "b", PolicyRule: rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"watch", "get"}}},
+		{Namespace: "a", PolicyRule: rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "get"}}},
+		{Namespace: "b", PolicyRule: rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}},
+	}
+	got := Merge(rules)
+	if len(got) != 2 || got[0].Namespace != "a" || strings.Join(got[1].Rules[0].Verbs, ",") != "get,list,watch" {
+		t.Fatalf("merged: %+v", got)
+	}
+}
+
+func TestRenderDeploymentShape(t *testing.T) {
+	objs, err := Render(sample(), Options{Image: "example.com/uds-core:1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep *appsv1.Deployment
+	var pdbs int
+	for _, o := range objs {
+		if o.GetLabels()["app.kubernetes.io/name"] != "uds-core" || o.GetLabels()["app.kubernetes.io/version"] != "1.2.3" {
+			t.Errorf("%T %s lacks the module's name and version labels", o, o.GetName())
+		}
+		switch v := o.(type) {
+		case *appsv1.Deployment:
+			if v.Name == "uds-core" {
+				dep = v
+			}
+		case *policyv1.PodDisruptionBudget:
+			pdbs++
+		}
+	}
+	if dep == nil || pdbs != 2 {
+		t.Fatalf("admission Deployment %v, PodDisruptionBudgets %d", dep != nil, pdbs)
+	}
+	spec := dep.Spec.Template.Spec
+	var inits []string
+	for _, c := range spec.InitContainers {
+		inits = append(inits, c.Name+" "+strings.Join(c.Args, " "))
+	}
+	if strings.Join(inits, "; ") != "gate-phase-0 gate --phase 0; gate-phase-2 gate --phase 2" {
+		t.Fatalf("init containers: %v", inits)
+	}
+	if *dep.Spec.Replicas != 2 || dep.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("replicas %d, maxUnavailable %v", *dep.Spec.Replicas, dep.Spec.Strategy.RollingUpdate.MaxUnavailable)
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	if !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("main container: %+v", c)
+	}
+	env := map[string]bool{}
+	for _, e := range c.Env {
+		env[e.Name] = true
+	}
+	for _, want := range []string{"POD_NAME", "POD_NAMESPACE", "POD_UID"} {
+		if !env[want] {
+			t.Errorf("no %s from the downward API", want)
+		}
+	}
+	if spec.Volumes[0].EmptyDir == nil || c.VolumeMounts[0].MountPath != HandoffDir {
+		t.Errorf("no handoff emptyDir at %s", HandoffDir)
+	}
+	if spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != corev1.LabelHostname {
+		t.Error("no preferred anti-affinity across nodes")
+	}
+	a, _ := YAML(objs)
+	objs2, _ := Render(sample(), Options{Image: "example.com/uds-core:1.2.3"})
+	b, _ := YAML(objs2)
+	if !bytes.Equal(a, b) {
+		t.Fatal("two renders differ")
+	}
+	if _, err := Render(sample(), Options{}); err == nil || !strings.Contains(err.Error(), "--image") {
+		t.Fatalf("no image: %v", err)
+	}
+}
