@@ -39,7 +39,6 @@ func deadlockModule(d manifests.Module) deadlock.Module {
 	return out
 }
 
-
 // readOtherModules reads the `plan -o json` of other modules, given with
 // --with, for the analysis across modules.
 func readOtherModules(paths []string) ([]deadlock.Module, error) {

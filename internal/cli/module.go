@@ -92,11 +92,11 @@ type PlanPhase struct {
 
 // PlanCapability is one capability, as `plan` prints it.
 type PlanCapability struct {
-	Name       string   `json:"name"`
-	FailClosed bool     `json:"failClosed"`
+	Name       string `json:"name"`
+	FailClosed bool   `json:"failClosed"`
 	// FailurePolicy is the webhooks' policy once enforced.
-	FailurePolicy string `json:"failurePolicy"`
-	Namespaces []string `json:"namespaces"`
+	FailurePolicy string   `json:"failurePolicy"`
+	Namespaces    []string `json:"namespaces"`
 	// Bindings say what each binding admits, e.g. "validate Pod CREATE".
 	Bindings []string `json:"bindings"`
 }
