@@ -78,8 +78,10 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 		ConstLabels: prometheus.Labels{"module": m.name},
 	})
 	reg.MustRegister(configMissing)
+	rc := &roleClients{cfg: cfg, scheme: m.scheme}
 	h := admission.NewHandler(bindings, admission.Options{
 		Module:        m.name,
+		Context:       func(ctx context.Context) context.Context { return withClients(ctx, rc) },
 		FailurePolicy: m.policy,
 		Timeout:       m.timeout - 2*time.Second,
 		Metrics:       metrics,

@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
@@ -39,8 +38,9 @@ const leastName = "least"
 // leastModule uses every part of vigil that needs a permission: a gate on
 // a named object whose callback writes the Store, a sample gate, a mutation
 // and a validation registered when ready, a Lister, a Reconcile that patches
-// (declared with RBAC), a Finalize, and a schedule that writes the Store.
-func leastModule(ns, apps string, cfg *rest.Config) *vigil.Module {
+// through ClientFrom (declared with RBAC), a Finalize, and a schedule that
+// writes the Store.
+func leastModule(ns, apps string) *vigil.Module {
 	m := vigil.NewModule(leastName, vigil.Options{Namespace: ns, Version: "1.0.0"})
 	vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace(apps).WithName("settings").
 		ToBeCreated(func(ctx context.Context, cm *corev1.ConfigMap, s vigil.Store) error {
@@ -67,11 +67,7 @@ func leastModule(ns, apps string, cfg *rest.Config) *vigil.Module {
 			if cm.Annotations["reconciled"] == "yes" {
 				return nil
 			}
-			c, err := client.New(cfg, client.Options{})
-			if err != nil {
-				return err
-			}
-			return c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"reconciled":"yes"}}}`)))
+			return vigil.ClientFrom(ctx).Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"reconciled":"yes"}}}`)))
 		})
 	m.RBAC("the sync reconcile annotates ConfigMaps", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}, apps)
 	vigil.When(policy, &corev1.ConfigMap{}).WithLabel("guarded").Named("guard").
@@ -197,7 +193,7 @@ func forbiddenLines(out string) []string {
 func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 	ns, apps := env.Namespace(t), env.Namespace(t)
 	admin := newClient(t)
-	objs := renderManifests(t, leastModule(ns, apps, nil))
+	objs := renderManifests(t, leastModule(ns, apps))
 	for _, o := range objs {
 		if o.GetKind() == "ValidatingWebhookConfiguration" || o.GetKind() == "MutatingWebhookConfiguration" {
 			// Cluster-scoped, named after the module: removed after the test.
@@ -494,7 +490,7 @@ func TestExampleManifestsApplyWithoutWildcards(t *testing.T) {
 // plan prints every derived rule with why it is there, and the webhooks'
 // failure policy and registration mode.
 func TestPlanShowsRBACAndWebhooks(t *testing.T) {
-	m := leastModule("least-system", "apps", nil)
+	m := leastModule("least-system", "apps")
 	out := captureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
 			t.Errorf("plan exit %d", code)

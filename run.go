@@ -131,6 +131,7 @@ func (a moduleApp) PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Lo
 		return nil, err
 	}
 	st := newLazyStore(ctx, cfg, store.Options{Namespace: a.m.namespace, Name: a.m.name, Logger: log})
+	rc := &roleClients{cfg: cfg, scheme: a.m.scheme}
 	var gates []gaterun.Gate
 	for _, g := range defs {
 		if g.phase != phase {
@@ -138,10 +139,13 @@ func (a moduleApp) PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Lo
 		}
 		rg := gaterun.Gate{Name: g.id(), Phase: g.phase, WaitsFor: g.describe(), Timeout: g.timeout, Optional: g.optional}
 		if g.sample != nil {
-			rg.Run = func(ctx context.Context, seen gaterun.Seen) (any, error) { return g.sample.run(ctx, seen, st) }
+			rg.Run = func(ctx context.Context, seen gaterun.Seen) (any, error) {
+				return g.sample.run(withClients(ctx, rc), seen, st)
+			}
 		} else {
 			spec := g.waitSpec()
 			rg.Run = func(ctx context.Context, seen gaterun.Seen) (any, error) {
+				ctx = withClients(ctx, rc)
 				objs, err := waiter.Wait(ctx, spec, func(p waitfor.Progress) { seen(p.State == waitfor.StateNotMatching, p.Seen) })
 				if err != nil {
 					if errors.Is(err, waitfor.ErrForbidden) || errors.Is(err, waitfor.ErrNotServable) {
@@ -153,7 +157,7 @@ func (a moduleApp) PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Lo
 			}
 		}
 		if g.fallback != nil {
-			rg.Fallback = func(ctx context.Context) (any, error) { return g.fallback(ctx, st) }
+			rg.Fallback = func(ctx context.Context) (any, error) { return g.fallback(withClients(ctx, rc), st) }
 		}
 		gates = append(gates, rg)
 	}

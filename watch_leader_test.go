@@ -40,7 +40,7 @@ func runChild(role string) int {
 	case "leader":
 		m = leaderModule(os.Getenv("VIGIL_TEST_NAMESPACE"), cfg)
 	case "least":
-		m = leastModule(os.Getenv("VIGIL_TEST_NAMESPACE"), os.Getenv("VIGIL_TEST_APPS"), cfg)
+		m = leastModule(os.Getenv("VIGIL_TEST_NAMESPACE"), os.Getenv("VIGIL_TEST_APPS"))
 	case "bench":
 		m = benchModule(os.Getenv("VIGIL_TEST_NAMESPACE"))
 	default:

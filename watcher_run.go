@@ -24,6 +24,7 @@ func (a moduleApp) Watcher(ctx context.Context, cfg *rest.Config, log logr.Logge
 	schedules := append([]watcher.Schedule(nil), m.schedules...)
 	m.mu.Unlock()
 	st := newLazyStore(ctx, cfg, store.Options{Namespace: m.namespace, Name: m.name, Logger: log})
+	rc := &roleClients{cfg: cfg, scheme: m.scheme}
 	return watcher.Run(ctx, cfg, watcher.Options{
 		Module:           m.name,
 		Namespace:        m.namespace,
@@ -43,7 +44,7 @@ func (a moduleApp) Watcher(ctx context.Context, cfg *rest.Config, log logr.Logge
 			if capability != "" {
 				s = st.Scope(capability)
 			}
-			return context.WithValue(ctx, storeKey{}, s)
+			return withClients(context.WithValue(ctx, storeKey{}, s), rc)
 		},
 		Cache: func(c cache.Cache) { m.useCache(c) },
 		Log:   log,

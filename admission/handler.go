@@ -55,6 +55,9 @@ type Options struct {
 	// Metrics records requests; nil records nothing.
 	Metrics *Metrics
 	Log     logr.Logger
+	// Context, when set, gives the bindings' context what the role hands
+	// its handlers.
+	Context func(context.Context) context.Context
 }
 
 // MutatePath is where the module's mutations are served.
@@ -238,6 +241,9 @@ func (h *Handler) review(ctx context.Context, action Action, req *admissionv1.Ad
 	}
 	if len(run) == 0 {
 		return &admissionv1.AdmissionResponse{Allowed: true}
+	}
+	if h.opts.Context != nil {
+		ctx = h.opts.Context(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 	defer cancel()

@@ -37,10 +37,10 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/yaml"
 
 	"github.com/vigilkit/vigil"
@@ -138,10 +138,7 @@ func newModule(s settings) *vigil.Module {
 		WithName("exemptions.uds.dev").InPhase(2).
 		ToBe(gate.Established()).
 		Then(func(ctx context.Context, _ *apiextensionsv1.CustomResourceDefinition, st vigil.Store) error {
-			c, err := kube()
-			if err != nil {
-				return err
-			}
+			c := vigil.ClientFrom(ctx)
 			list := &unstructured.UnstructuredList{}
 			list.SetGroupVersionKind(vigil.Kind(group, version, "ExemptionList").GroupVersionKind())
 			if err := c.List(ctx, list); err != nil {
@@ -201,7 +198,11 @@ func newModule(s settings) *vigil.Module {
 		})
 
 	// The ClusterConfig's status says the module has taken it in, and admission
-	// learns of edits through the Store.
+	// learns of edits through the Store. Patching the status is the one call
+	// beyond what vigil derives RBAC for.
+	m.RBAC("the clusterconfig-status reconcile patches the ClusterConfig's status", rbacv1.PolicyRule{
+		APIGroups: []string{group}, Resources: []string{"clusterconfigs/status"}, Verbs: []string{"patch"}, ResourceNames: []string{"initial"},
+	})
 	vigil.When(policies, vigil.Kind(group, version, "ClusterConfig")).WithName("initial").Named("clusterconfig-status").
 		Reconcile(func(ctx context.Context, cc *unstructured.Unstructured) error {
 			spec, err := s.effective(cc)
@@ -226,10 +227,7 @@ func updateStatus(ctx context.Context, cc *unstructured.Unstructured, name strin
 	if gen == cc.GetGeneration() && phase == "Ready" && seen == name {
 		return nil
 	}
-	c, err := kube()
-	if err != nil {
-		return err
-	}
+	c := vigil.ClientFrom(ctx)
 	orig := cc.DeepCopy()
 	status := map[string]any{"phase": "Ready", "observedGeneration": cc.GetGeneration(), "clusterName": name}
 	if err := unstructured.SetNestedMap(cc.Object, status, "status"); err != nil {
@@ -241,17 +239,6 @@ func updateStatus(ctx context.Context, cc *unstructured.Unstructured, name strin
 	logr.FromContextOrDiscard(ctx).Info("clusterconfig status updated", "name", cc.GetName(), "generation", cc.GetGeneration(), "clusterName", name)
 	return nil
 }
-
-// kube is a client for what vigil's handlers do not do themselves (listing
-// Exemptions, patching status), from the same kubeconfig the roles use
-// (KUBECONFIG, or the pod's ServiceAccount).
-var kube = sync.OnceValues(func() (client.Client, error) {
-	cfg, err := config.GetConfig()
-	if err != nil {
-		return nil, fmt.Errorf("client config: %w", err)
-	}
-	return client.New(cfg, client.Options{})
-})
 
 // defaults reads the default ClusterConfig spec from the mounted file; a
 // missing file is an error only when required.

@@ -578,9 +578,13 @@ func StaticRule(module string) rbacv1.PolicyRule {
 // ship them without one when the CA is made at run time. Missing
 // configurations are no error: the module may have none.
 func (r *Registrar) InjectCABundle(ctx context.Context) error {
+	failClosed := false
+	for _, b := range r.opts.Bindings {
+		failClosed = failClosed || b.FailClosed
+	}
 	ca := r.opts.CABundle()
-	if len(ca) == 0 {
-		return nil
+	if !failClosed || len(ca) == 0 {
+		return nil // nothing to fill, and no right to look: see StaticRule
 	}
 	name := StaticName(r.opts.Module)
 	type hook struct {
