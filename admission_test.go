@@ -28,6 +28,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // servedModule is a module's admission role running against the test API
@@ -46,7 +47,7 @@ type servedModule struct {
 func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []string) *servedModule {
 	t.Helper()
 	ca, certDir := servingDir(t)
-	addr := freeAddr(t)
+	addr := vigiltest.FreeAddr(t)
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
 	s := &servedModule{addr: addr, ca: ca, certDir: certDir}
 	s.stop = runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s")
@@ -466,7 +467,7 @@ func servedSerial(t *testing.T, srv *servedModule) string {
 func TestManagedCertificateSecret(t *testing.T) {
 	ns := env.Namespace(t)
 	m := vigil.NewModule("managed", vigil.Options{Namespace: ns})
-	addr := freeAddr(t)
+	addr := vigiltest.FreeAddr(t)
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
 	runAdmission(t, m, addr, "--cert-secret", "managed-tls", "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s")
 	secret := &corev1.Secret{}
@@ -531,7 +532,7 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca, certDir := servingDir(t)
-	addr := freeAddr(t)
+	addr := vigiltest.FreeAddr(t)
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
 	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
 		"--webhook-url", "https://"+addr, "--registration-check-interval", "200ms")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,7 +74,7 @@ func BenchmarkWatch(b *testing.B) {
 		query := `controller_runtime_reconcile_total{controller="bench.all.configmaps",result="success"}`
 		w.waitReconciled(b, query, objects)
 		took := time.Since(start)
-		rss := w.stop()
+		rss := w.stop(b)
 
 		// A fresh watcher over the 10,000 existing objects: list, sync and
 		// reconcile each, from exec.
@@ -83,7 +82,7 @@ func BenchmarkWatch(b *testing.B) {
 		cold := startBenchWatcher(b, ns)
 		cold.waitReconciled(b, query, objects)
 		coldTook := time.Since(start)
-		coldRSS := cold.stop()
+		coldRSS := cold.stop(b)
 
 		b.ReportMetric(took.Seconds(), "reconcile_10k_s")
 		fmt.Printf("watch: created_10k=%.2fs (16 clients); a fresh watcher over the 10k: reconciled_after=%.2fs rss=%.1fMiB\n", created.Seconds(), coldTook.Seconds(), float64(coldRSS)/1024)
@@ -92,44 +91,35 @@ func BenchmarkWatch(b *testing.B) {
 }
 
 type benchWatcher struct {
-	cmd     *exec.Cmd
-	out     *vigiltest.Buffer
-	exited  chan int
+	*vigiltest.Process
 	metrics string
 	probe   string
 }
 
 func startBenchWatcher(b *testing.B, ns string) *benchWatcher {
-	w := &benchWatcher{out: &vigiltest.Buffer{}, exited: make(chan int, 1), metrics: freeAddr(b), probe: freeAddr(b)}
+	metrics, probe := vigiltest.FreeAddr(b), vigiltest.FreeAddr(b)
 	kc := env.KubeConfigFile(b)
-	args := []string{"watcher", "--kubeconfig", kc, "--metrics-addr", w.metrics, "--probe-addr", w.probe}
-	w.cmd = exec.Command(os.Args[0])
-	w.cmd.Env = append(os.Environ(), childRoleEnv+"=bench", "VIGIL_TEST_NAMESPACE="+ns, "VIGIL_TEST_ARGS="+strings.Join(args, " "), "VIGIL_TEST_KUBECONFIG="+kc)
-	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
-	if err := w.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = w.cmd.Wait(); w.exited <- w.cmd.ProcessState.ExitCode() }()
-	return w
+	p := startChild(b, "bench", map[string]string{"VIGIL_TEST_NAMESPACE": ns, "VIGIL_TEST_KUBECONFIG": kc},
+		"watcher", "--kubeconfig", kc, "--metrics-addr", metrics, "--probe-addr", probe)
+	return &benchWatcher{Process: p, metrics: metrics, probe: probe}
 }
 
-func (w *benchWatcher) waitReady(b *testing.B) { waitReady(b, "http://"+w.probe+"/readyz", w.exited) }
+func (w *benchWatcher) waitReady(b *testing.B) { waitReady(b, "http://"+w.probe+"/readyz", w.Exited()) }
 
 func (w *benchWatcher) waitReconciled(b *testing.B, series string, n float64) {
 	deadline := time.Now().Add(5 * time.Minute)
 	for reconciled("http://"+w.metrics+"/metrics", series) < n {
 		if time.Now().After(deadline) {
-			b.Fatalf("not every object reconciled within 5 minutes:\n%s", w.out)
+			b.Fatalf("not every object reconciled within 5 minutes:\n%s", w.Output)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // stop ends the watcher gracefully and returns its peak RSS in KiB.
-func (w *benchWatcher) stop() int64 {
-	rss := procStatus(w.cmd.Process.Pid, "VmHWM")
-	_ = w.cmd.Process.Signal(os.Interrupt)
-	<-w.exited
+func (w *benchWatcher) stop(b *testing.B) int64 {
+	rss := procStatus(w.Pid(), "VmHWM")
+	w.Stop(b, time.Minute)
 	return rss
 }
 

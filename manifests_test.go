@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -76,53 +75,6 @@ func leastModule(ns, apps string) *vigil.Module {
 		return vigil.StoreFrom(ctx).Set(ctx, "tick", time.Now().UTC().Format(time.RFC3339Nano))
 	})
 	return m
-}
-
-// moduleProcess is the test binary re-run as one role of a module.
-type moduleProcess struct {
-	cmd    *exec.Cmd
-	out    *vigiltest.Buffer
-	exited chan int
-}
-
-func startModuleProcess(t *testing.T, role string, env map[string]string, args ...string) *moduleProcess {
-	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childRoleEnv+"="+role, "VIGIL_TEST_ARGS="+strings.Join(args, " "))
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	p := &moduleProcess{cmd: cmd, out: &vigiltest.Buffer{}, exited: make(chan int, 1)}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait(); p.exited <- cmd.ProcessState.ExitCode() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		code := <-p.exited
-		p.exited <- code
-	})
-	return p
-}
-
-// wait returns the process's exit code, or fails after d.
-func (p *moduleProcess) wait(t *testing.T, d time.Duration) int {
-	t.Helper()
-	select {
-	case code := <-p.exited:
-		p.exited <- code
-		return code
-	case <-time.After(d):
-		t.Fatalf("%v still running after %s:\n%s", p.cmd.Env[len(p.cmd.Env)-1], d, p.out)
-		return -1
-	}
-}
-
-func (p *moduleProcess) stop(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	p.wait(t, 30*time.Second)
 }
 
 // renderManifests runs `<module> manifests` and decodes its objects.
@@ -206,23 +158,23 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 	kc := vigiltest.WriteKubeConfig(t, saConfig)
 	handoff := t.TempDir()
 	childEnv := map[string]string{"VIGIL_TEST_NAMESPACE": ns, "VIGIL_TEST_APPS": apps, "VIGIL_TEST_KUBECONFIG": kc}
-	var outputs []*moduleProcess
+	var outputs []*vigiltest.Process
 
 	// Gates, phase by phase.
 	if err := admin.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "settings"}, Data: map[string]string{"team": "shop"}}); err != nil {
 		t.Fatal(err)
 	}
 	for phase := range 2 {
-		g := startModuleProcess(t, "least", childEnv, "gate", "--phase", fmt.Sprint(phase), "--kubeconfig", kc, "--handoff-dir", handoff)
-		if code := g.wait(t, 60*time.Second); code != 0 {
-			t.Fatalf("gate phase %d as the ServiceAccount exited %d:\n%s", phase, code, g.out)
+		g := startChild(t, "least", childEnv, "gate", "--phase", fmt.Sprint(phase), "--kubeconfig", kc, "--handoff-dir", handoff)
+		if code := g.Wait(t, 60*time.Second); code != 0 {
+			t.Fatalf("gate phase %d as the ServiceAccount exited %d:\n%s", phase, code, g.Output)
 		}
 		outputs = append(outputs, g)
 	}
 
 	// Admission: registers itself, then admits.
-	addr := freeAddr(t)
-	adm := startModuleProcess(t, "least", childEnv, "admission", "--kubeconfig", kc, "--addr", addr, "--cert-secret", leastName+"-tls",
+	addr := vigiltest.FreeAddr(t)
+	adm := startChild(t, "least", childEnv, "admission", "--kubeconfig", kc, "--addr", addr, "--cert-secret", leastName+"-tls",
 		"--cert-hosts", "127.0.0.1", "--webhook-url", "https://"+addr, "--handoff-dir", handoff, "--shutdown-delay", "0s")
 	outputs = append(outputs, adm)
 	eventually(t, 60*time.Second, "the webhooks registered with their failure policy", func() bool {
@@ -256,11 +208,11 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 	eventually(t, 10*time.Second, "the exemption, read through the Lister, admits", func() bool { return bad() == nil })
 
 	// The watcher, with leader election.
-	probe := freeAddr(t)
-	w := startModuleProcess(t, "least", childEnv, "watcher", "--kubeconfig", kc, "--probe-addr", probe, "--metrics-addr=",
+	probe := vigiltest.FreeAddr(t)
+	w := startChild(t, "least", childEnv, "watcher", "--kubeconfig", kc, "--probe-addr", probe, "--metrics-addr=",
 		"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms")
 	outputs = append(outputs, w)
-	waitReady(t, "http://"+probe+"/readyz", w.exited)
+	waitReady(t, "http://"+probe+"/readyz", w.Exited())
 	for name, label := range map[string]string{"synced": "sync", "guarded": "guarded"} {
 		if err := admin.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: name, Labels: map[string]string{label: "yes"}}}); err != nil {
 			t.Fatal(err)
@@ -299,11 +251,11 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		_, ticked := st.Get("tick")
 		return team == "shop" && ticked
 	})
-	adm.stop(t)
-	w.stop(t)
+	adm.Stop(t, 30*time.Second)
+	w.Stop(t, 30*time.Second)
 	for _, p := range outputs {
-		if lines := forbiddenLines(p.out.String()); len(lines) > 0 {
-			t.Errorf("%s met Forbidden with the derived RBAC:\n%s", strings.Join(p.cmd.Args, " "), strings.Join(lines, "\n"))
+		if lines := forbiddenLines(p.Output.String()); len(lines) > 0 {
+			t.Errorf("%s met Forbidden with the derived RBAC:\n%s", p, strings.Join(lines, "\n"))
 		}
 	}
 
@@ -333,25 +285,25 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		{
 			name: "the Store",
 			drop: func(r rbacv1.PolicyRule) bool { return r.Resources[0] == "stores" && len(r.ResourceNames) > 0 },
-			role: []string{"admission", "--kubeconfig", kc, "--addr", freeAddr(t), "--cert-secret", leastName + "-tls", "--cert-hosts", "127.0.0.1", "--register=false", "--handoff-dir", handoff},
+			role: []string{"admission", "--kubeconfig", kc, "--addr", vigiltest.FreeAddr(t), "--cert-secret", leastName + "-tls", "--cert-hosts", "127.0.0.1", "--register=false", "--handoff-dir", handoff},
 			want: []string{"forbidden", "stores"}, waitExit: true,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			restore := dropRule(t, objs, tc.drop)
 			defer restore()
-			p := startModuleProcess(t, "least", childEnv, tc.role...)
+			p := startChild(t, "least", childEnv, tc.role...)
 			if tc.waitExit {
-				if code := p.wait(t, 60*time.Second); code == 0 {
-					t.Fatalf("%v succeeded without the rule:\n%s", tc.role[0], p.out)
+				if code := p.Wait(t, 60*time.Second); code == 0 {
+					t.Fatalf("%v succeeded without the rule:\n%s", tc.role[0], p.Output)
 				}
 			} else {
-				eventually(t, 30*time.Second, "a Forbidden in the output", func() bool { return len(forbiddenLines(p.out.String())) > 0 })
+				eventually(t, 30*time.Second, "a Forbidden in the output", func() bool { return len(forbiddenLines(p.Output.String())) > 0 })
 			}
-			out := strings.Join(forbiddenLines(p.out.String()), "\n")
+			out := strings.Join(forbiddenLines(p.Output.String()), "\n")
 			for _, want := range tc.want {
 				if !strings.Contains(out, want) {
-					t.Errorf("without the rule, the output's Forbidden lacks %q:\n%s", want, p.out)
+					t.Errorf("without the rule, the output's Forbidden lacks %q:\n%s", want, p.Output)
 				}
 			}
 		})
@@ -420,15 +372,11 @@ func TestExampleManifestsApplyWithoutWildcards(t *testing.T) {
 		t.Fatalf("no example modules found: %v", err)
 	}
 	sort.Strings(dirs)
-	bin := t.TempDir()
 	for _, mainFile := range dirs {
 		dir := filepath.Dir(mainFile)
 		name := filepath.Base(dir)
 		t.Run(name, func(t *testing.T) {
-			exe := filepath.Join(bin, name)
-			if out, err := exec.Command("go", "build", "-o", exe, "./"+dir).CombinedOutput(); err != nil {
-				t.Fatalf("build %s: %v\n%s", dir, err, out)
-			}
+			exe := vigiltest.BuildModule(t, "./"+dir)
 			render := func() []byte {
 				out, err := exec.Command(exe, "manifests", "--image", "example.com/"+name+":1.0.0").Output()
 				if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // front is a stable loopback address in front of whichever replica is
@@ -108,15 +109,6 @@ func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (
 	return stop
 }
 
-func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // BenchmarkSoakRegistration (make soak-registration): a client creates
 // ConfigMaps without pause while a module starts with a gate pending for 10 s,
 // registers, and is then replaced by a second replica. No request may be
@@ -194,7 +186,7 @@ func BenchmarkSoakRegistration(b *testing.B) {
 		}
 	}()
 
-	addrA := freeAddr(b)
+	addrA := vigiltest.FreeAddr(b)
 	f.target.Store(addrA)
 	stopA := replica(addrA)
 	// The gate is pending for 10 s; then its init container runs.
@@ -217,7 +209,7 @@ func BenchmarkSoakRegistration(b *testing.B) {
 
 	// A rolling update: the second replica comes up, the front moves to it,
 	// the first stops.
-	addrB := freeAddr(b)
+	addrB := vigiltest.FreeAddr(b)
 	stopB := replica(addrB)
 	defer stopB()
 	time.Sleep(3 * time.Second)
@@ -293,7 +285,7 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: n, Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
 	}
 
-	oldAddr := freeAddr(t)
+	oldAddr := vigiltest.FreeAddr(t)
 	f.target.Store(oldAddr)
 	stopOld := run(module("1.0.0", false), oldAddr)
 	defer func() { stopOld() }()
@@ -301,7 +293,7 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 
 	// The new version registers while the front still sends everything to the
 	// old replica; the old one answers its canary.
-	newAddr := freeAddr(t)
+	newAddr := vigiltest.FreeAddr(t)
 	stopNew := run(module("1.1.0", true), newAddr)
 	defer stopNew()
 	waitFor("the new version to enforce", func() bool { r := record(); return r.State == "enforced" && r.Version == "1.1.0" })

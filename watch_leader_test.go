@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -93,47 +92,37 @@ func leaderModule(ns string, cfg *rest.Config) *vigil.Module {
 	return m
 }
 
-// watcherProcess is one module process started from the test binary.
+// startChild re-runs the test binary as a process of one of the modules
+// runChild knows, with the role and flags of args.
+func startChild(t testing.TB, module string, env map[string]string, args ...string) *vigiltest.Process {
+	t.Helper()
+	e := []string{childRoleEnv + "=" + module, "VIGIL_TEST_ARGS=" + strings.Join(args, " ")}
+	for k, v := range env {
+		e = append(e, k+"="+v)
+	}
+	return vigiltest.StartProcess(t, e, os.Args[0])
+}
+
+// watcherProcess is a watcher of the leader module, with its probe address.
 type watcherProcess struct {
-	cmd    *exec.Cmd
-	out    *vigiltest.Buffer
-	probe  string
-	done   chan error
-	exited chan int
+	*vigiltest.Process
+	probe string
 }
 
 func startWatcherProcess(t *testing.T, ns, kubeconfig string) *watcherProcess {
 	t.Helper()
-	probe := freeAddr(t)
-	args := []string{"watcher", "--kubeconfig", kubeconfig, "--metrics-addr=", "--probe-addr", probe,
-		"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms"}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childRoleEnv+"=leader", "VIGIL_TEST_NAMESPACE="+ns, "VIGIL_TEST_ARGS="+strings.Join(args, " "), "VIGIL_TEST_KUBECONFIG="+kubeconfig)
-	p := &watcherProcess{cmd: cmd, out: &vigiltest.Buffer{}, probe: probe, done: make(chan error, 1), exited: make(chan int, 1)}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := cmd.Wait()
-		p.exited <- cmd.ProcessState.ExitCode()
-		p.done <- err
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("process %d output:\n%s", cmd.Process.Pid, p.out)
-		}
-	})
-	return p
+	probe := vigiltest.FreeAddr(t)
+	p := startChild(t, "leader", map[string]string{"VIGIL_TEST_NAMESPACE": ns, "VIGIL_TEST_KUBECONFIG": kubeconfig},
+		"watcher", "--kubeconfig", kubeconfig, "--metrics-addr=", "--probe-addr", probe,
+		"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms")
+	return &watcherProcess{Process: p, probe: probe}
 }
 
-func (p *watcherProcess) pid() string { return fmt.Sprint(p.cmd.Process.Pid) }
+func (p *watcherProcess) pid() string { return fmt.Sprint(p.Pid()) }
 
 func (p *watcherProcess) waitReady(t *testing.T) {
 	t.Helper()
-	waitReady(t, "http://"+p.probe+"/readyz", p.exited)
+	waitReady(t, "http://"+p.probe+"/readyz", p.Exited())
 }
 
 // Two watcher processes: only the Lease holder reconciles; when it is killed
@@ -191,7 +180,7 @@ func TestWatcherLeaderElection(t *testing.T) {
 
 	// A crash: the Lease is not released, the standby waits it out.
 	killed := time.Now()
-	if err := leader.cmd.Process.Kill(); err != nil {
+	if err := leader.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	by, _ = work(15 * time.Second)
@@ -208,17 +197,8 @@ func TestWatcherLeaderElection(t *testing.T) {
 	c2 := startWatcherProcess(t, ns, kc)
 	c2.waitReady(t)
 	stopped := time.Now()
-	if err := standby.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case code := <-standby.exited:
-		standby.exited <- code
-		if code != 0 {
-			t.Errorf("the leader exited %d on SIGTERM", code)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the leader did not stop on SIGTERM")
+	if code := standby.Stop(t, 20*time.Second); code != 0 {
+		t.Errorf("the leader exited %d on SIGTERM", code)
 	}
 	by, _ = work(15 * time.Second)
 	handover := time.Since(stopped)

@@ -30,16 +30,17 @@ import (
 func runWatcher(t testing.TB, m *vigil.Module, kubeconfig string, flags ...string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	probe := freeAddr(t)
+	probe := vigiltest.FreeAddr(t)
 	args := append([]string{"watcher", "--kubeconfig", kubeconfig, "--metrics-addr=", "--probe-addr", probe}, flags...)
-	done := make(chan int, 1)
-	go func() { done <- vigil.Execute(ctx, m, args) }()
+	exited := make(chan struct{})
+	var code int
+	go func() { code = vigil.Execute(ctx, m, args); close(exited) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
 			cancel()
 			select {
-			case code := <-done:
+			case <-exited:
 				if code != 0 {
 					t.Errorf("watcher exited %d", code)
 				}
@@ -49,11 +50,13 @@ func runWatcher(t testing.TB, m *vigil.Module, kubeconfig string, flags ...strin
 		})
 	}
 	t.Cleanup(stop)
-	waitReady(t, "http://"+probe+"/readyz", done)
+	waitReady(t, "http://"+probe+"/readyz", exited)
 	return stop
 }
 
-func waitReady(t testing.TB, url string, done <-chan int) {
+// waitReady polls url until it answers 200, failing the test when the
+// server's process exits first or 30s pass.
+func waitReady(t testing.TB, url string, exited <-chan struct{}) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -67,8 +70,8 @@ func waitReady(t testing.TB, url string, done <-chan int) {
 			err = fmt.Errorf("%d %s", resp.StatusCode, body)
 		}
 		select {
-		case code := <-done:
-			t.Fatalf("watcher exited %d before it was ready", code)
+		case <-exited:
+			t.Fatalf("the process exited before %s was ready", url)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -489,7 +492,7 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 			lastEvent[cm.Name] = ev
 			mu.Unlock()
 		})
-	metrics := freeAddr(t)
+	metrics := vigiltest.FreeAddr(t)
 	runWatcher(t, m, vigiltest.WriteKubeConfig(t, proxy.Config()), "--leader-elect=false", "--metrics-addr", metrics)
 
 	put := func(name, v string) {

@@ -411,3 +411,24 @@ func TestOutageProxyRejectsBadHost(t *testing.T) {
 func configMap(name string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"k": "v"}}
 }
+
+// A Process keeps its output, reports its exit code, and stops on SIGTERM.
+func TestProcess(t *testing.T) {
+	p := vigiltest.StartProcess(t, []string{"GREETING=hello"}, "sh", "-c", `echo "$GREETING"; exit 3`)
+	if code := p.Wait(t, 10*time.Second); code != 3 {
+		t.Fatalf("exit code %d, want 3", code)
+	}
+	p.WaitOutput(t, "hello", time.Second)
+	long := vigiltest.StartProcess(t, nil, "sh", "-c", `trap 'echo stopping; exit 0' TERM; echo started; while :; do sleep 0.05; done`)
+	long.WaitOutput(t, "started", 5*time.Second)
+	long.Running(t, 100*time.Millisecond)
+	if code := long.Stop(t, 5*time.Second); code != 0 {
+		t.Fatalf("exit code after SIGTERM %d, want 0 (the trap's)\n%s", code, long.Output)
+	}
+	if !strings.Contains(long.Output.String(), "stopping") {
+		t.Fatalf("output %q lacks the trap's line", long.Output)
+	}
+	if a := vigiltest.FreeAddr(t); !strings.HasPrefix(a, "127.0.0.1:") {
+		t.Fatalf("free address %q: want one on loopback", a)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,62 +31,22 @@ func TestMain(m *testing.M) {
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
-// proc is one run of the module binary, as the kubelet runs a container.
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *vigiltest.Buffer
-	done   chan error
+// run starts the module binary in one role, as the kubelet starts a
+// container.
+func run(t *testing.T, bin string, envv []string, args ...string) *vigiltest.Process {
+	t.Helper()
+	return vigiltest.StartProcess(t, envv, bin, args...)
 }
 
-func run(t *testing.T, bin string, envv []string, args ...string) *proc {
+// exits waits for p to finish successfully within d.
+func exits(t *testing.T, p *vigiltest.Process, d time.Duration) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), envv...)
-	p := &proc{cmd: cmd, stderr: &vigiltest.Buffer{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
-	return p
-}
-
-func (p *proc) exits(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err
-		if err != nil {
-			t.Fatalf("%v: %v\n%s", p.cmd.Args, err, p.stderr)
-		}
-	case <-time.After(d):
-		t.Fatalf("%v did not finish within %s:\n%s", p.cmd.Args, d, p.stderr)
+	if code := p.Wait(t, d); code != 0 {
+		t.Fatalf("%s exited %d:\n%s", p, code, p.Output)
 	}
 }
 
 // logged waits until the process has logged want.
-func (p *proc) logged(t *testing.T, want string, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !strings.Contains(p.stderr.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v did not log %q within %s:\n%s", p.cmd.Args, want, d, p.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func readYAML(t *testing.T, file string) *unstructured.Unstructured {
 	t.Helper()
 	raw, err := os.ReadFile(file)
@@ -117,10 +76,7 @@ func pod(ns, name string, privileged bool) *corev1.Pod {
 func TestModuleRolesAsInAPod(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "clusterconfig")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build the example: %v\n%s", err, out)
-	}
+	bin := vigiltest.BuildModule(t, ".")
 	ns := env.Namespace(t)
 	apps := env.Namespace(t)
 	kc := env.KubeConfigFile(t)
@@ -148,7 +104,7 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 
 	// Phase 0 waits for the ClusterConfig CRD.
 	p0 := run(t, bin, envv, gateArgs("0")...)
-	p0.logged(t, "gate waiting", 10*time.Second)
+	p0.WaitOutput(t, "gate waiting", 10*time.Second)
 	crds, err := os.ReadFile("crds.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -156,13 +112,13 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	if err := env.InstallCRDYAML(crds); err != nil {
 		t.Fatal(err)
 	}
-	p0.exits(t, 20*time.Second)
+	exits(t, p0, 20*time.Second)
 
 	// Phase 1: no ClusterConfig within its second, so the defaults stand.
 	p1 := run(t, bin, envv, gateArgs("1")...)
-	p1.exits(t, 20*time.Second)
-	if !strings.Contains(p1.stderr.String(), "gate fallback") {
-		t.Errorf("phase 1 did not finish with its fallback:\n%s", p1.stderr)
+	exits(t, p1, 20*time.Second)
+	if !strings.Contains(p1.Output.String(), "gate fallback") {
+		t.Errorf("phase 1 did not finish with its fallback:\n%s", p1.Output)
 	}
 	st := &v1alpha1.Store{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "uds-core"}, st); err != nil {
@@ -180,7 +136,7 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2 := run(t, bin, envv, gateArgs("2")...)
-	p2.exits(t, 20*time.Second)
+	exits(t, p2, 20*time.Second)
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(st), st); err != nil {
 		t.Fatal(err)
 	}
@@ -189,10 +145,10 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	}
 
 	// Admission registers itself once ready, through a loopback URL.
-	addr := freePort(t)
+	addr := vigiltest.FreeAddr(t)
 	adm := run(t, bin, envv, "admission", "--bootstrap", "--addr", addr, "--webhook-url", "https://"+addr,
 		"--cert-secret", "uds-core-tls", "--cert-hosts", "127.0.0.1", "--shutdown-delay", "10ms")
-	adm.logged(t, "webhooks enforced", 30*time.Second)
+	adm.WaitOutput(t, "webhooks enforced", 30*time.Second)
 	t.Cleanup(func() {
 		ctx := context.Background()
 		_ = env.Client.Delete(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "uds-core"}})
@@ -231,8 +187,8 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	}
 
 	// The watcher takes the ClusterConfig in: status, then admission follows.
-	w := run(t, bin, envv, "watcher", "--probe-addr", freePort(t), "--metrics-addr", freePort(t), "--leader-elect=false")
-	w.logged(t, "watcher ready", 30*time.Second)
+	w := run(t, bin, envv, "watcher", "--probe-addr", vigiltest.FreeAddr(t), "--metrics-addr", vigiltest.FreeAddr(t), "--leader-elect=false")
+	w.WaitOutput(t, "watcher ready", 30*time.Second)
 	cc := readYAML(t, "clusterconfig.yaml")
 	if err := env.Client.Create(ctx, cc); err != nil {
 		t.Fatal(err)
@@ -246,7 +202,7 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 		return phase == "Ready" && gen == cc.GetGeneration(), nil
 	})
 	if err != nil {
-		t.Fatalf("ClusterConfig status not reconciled (%v): %v\n%s", cc.Object["status"], err, w.stderr)
+		t.Fatalf("ClusterConfig status not reconciled (%v): %v\n%s", cc.Object["status"], err, w.Output)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		p := pod(apps, "", false)

@@ -24,45 +24,18 @@ func TestMain(m *testing.M) {
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
-// proc is one run of the module binary, as the kubelet runs an init container.
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *vigiltest.Buffer
-	done   chan error
+// run starts the module binary in one role, as the kubelet starts a
+// container.
+func run(t *testing.T, bin string, envv []string, args ...string) *vigiltest.Process {
+	t.Helper()
+	return vigiltest.StartProcess(t, envv, bin, args...)
 }
 
-func run(t *testing.T, bin string, envv []string, args ...string) *proc {
+// exits waits for p to finish successfully within d.
+func exits(t *testing.T, p *vigiltest.Process, d time.Duration) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), envv...)
-	p := &proc{cmd: cmd, stderr: &vigiltest.Buffer{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return p
-}
-
-func (p *proc) running(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		t.Fatalf("%v exited early (%v):\n%s", p.cmd.Args, err, p.stderr)
-	case <-time.After(d):
-	}
-}
-
-func (p *proc) exits(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("%v: %v\n%s", p.cmd.Args, err, p.stderr)
-		}
-	case <-time.After(d):
-		t.Fatalf("%v did not finish within %s:\n%s", p.cmd.Args, d, p.stderr)
+	if code := p.Wait(t, d); code != 0 {
+		t.Fatalf("%s exited %d:\n%s", p, code, p.Output)
 	}
 }
 
@@ -73,10 +46,7 @@ func (p *proc) exits(t *testing.T, d time.Duration) {
 func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "phases")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build the example: %v\n%s", err, out)
-	}
+	bin := vigiltest.BuildModule(t, ".")
 	ns := env.Namespace(t)
 	kcPath := env.KubeConfigFile(t)
 	pod := &corev1.Pod{
@@ -113,12 +83,12 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 
 	// Phase 0: both gates wait at once; the phase ends only when both are done.
 	p0 := run(t, bin, envv, gateArgs("0")...)
-	p0.running(t, time.Second)
+	p0.Running(t, time.Second)
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
 		t.Fatal(err)
 	}
-	p0.running(t, 500*time.Millisecond)
-	log0 := p0.stderr.String()
+	p0.Running(t, 500*time.Millisecond)
+	log0 := p0.Output.String()
 	for _, g := range []string{"gate=customresourcedefinition-widgets.example.vigil.dev", "gate=configmap-settings"} {
 		if !strings.Contains(log0, g) {
 			t.Fatalf("phase 0 log lacks %s, so its gates did not wait at once:\n%s", g, log0)
@@ -131,7 +101,7 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	if err := env.InstallCRDYAML(crd); err != nil {
 		t.Fatal(err)
 	}
-	p0.exits(t, 20*time.Second)
+	exits(t, p0, 20*time.Second)
 
 	// Phase 1 waits for the Widget to reach size 3, then stores it.
 	p1 := run(t, bin, envv, gateArgs("1")...)
@@ -144,15 +114,15 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	if err := env.Client.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	p1.running(t, time.Second)
-	if !strings.Contains(p1.stderr.String(), "no such key") && !strings.Contains(p1.stderr.String(), "gate waiting") {
-		t.Fatalf("phase 1 log says nothing of what it waits for:\n%s", p1.stderr)
+	p1.Running(t, time.Second)
+	if !strings.Contains(p1.Output.String(), "no such key") && !strings.Contains(p1.Output.String(), "gate waiting") {
+		t.Fatalf("phase 1 log says nothing of what it waits for:\n%s", p1.Output)
 	}
 	_ = unstructured.SetNestedField(w.Object, int64(3), "spec", "size")
 	if err := env.Client.Update(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	p1.exits(t, 20*time.Second)
+	exits(t, p1, 20*time.Second)
 	st := &v1alpha1.Store{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "phases"}, st); err != nil {
 		t.Fatalf("the Store phase 1 wrote: %v", err)
@@ -164,11 +134,11 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	// Phase 2: the sampled file becomes ready; the overrides never appear, so
 	// the defaults from the file are used.
 	p2 := run(t, bin, envv, gateArgs("2")...)
-	p2.running(t, 1500*time.Millisecond)
+	p2.Running(t, 1500*time.Millisecond)
 	if err := os.WriteFile(readyFile, []byte("ready\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p2.exits(t, 20*time.Second)
+	exits(t, p2, 20*time.Second)
 
 	for name, want := range map[string]string{
 		"customresourcedefinition-widgets.example.vigil.dev": `"done"`,
@@ -216,7 +186,7 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	// A restarted pod reruns a phase idempotently: satisfied at once.
 	began := time.Now()
 	again := run(t, bin, envv, gateArgs("0")...)
-	again.exits(t, 10*time.Second)
+	exits(t, again, 10*time.Second)
 	t.Logf("rerun of satisfied phase 0 took %s", time.Since(began))
 
 }

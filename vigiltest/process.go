@@ -1,0 +1,149 @@
+package vigiltest
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Process is a command a test runs as the kubelet runs a container — a module
+// binary in one of its roles, say: its output kept, its exit awaited. It is
+// killed when the test ends, and its output logged if the test failed.
+type Process struct {
+	Cmd *exec.Cmd
+	// Output holds its stdout and stderr, interleaved.
+	Output *Buffer
+
+	exited chan struct{}
+	err    error
+}
+
+// StartProcess starts name with args, its environment the test's plus env
+// ("KEY=value" each).
+func StartProcess(t testing.TB, env []string, name string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	p := &Process{Cmd: cmd, Output: &Buffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.Output, p.Output
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("output of %s:\n%s", p, p.Output)
+		}
+	})
+	return p
+}
+
+func (p *Process) String() string { return strings.Join(p.Cmd.Args, " ") }
+
+// Pid is the process's ID.
+func (p *Process) Pid() int { return p.Cmd.Process.Pid }
+
+// Exited is closed once the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// ExitCode is the exit code of a process that has exited; -1 when a signal
+// ended it.
+func (p *Process) ExitCode() int {
+	<-p.exited
+	var ee *exec.ExitError
+	if p.err != nil && !errors.As(p.err, &ee) {
+		return -1
+	}
+	return p.Cmd.ProcessState.ExitCode()
+}
+
+// Wait returns the exit code, or fails the test when the process is still
+// running after d.
+func (p *Process) Wait(t testing.TB, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.ExitCode()
+	case <-time.After(d):
+		t.Fatalf("%s still running after %s:\n%s", p, d, p.Output)
+		return -1
+	}
+}
+
+// Running fails the test when the process exits within d.
+func (p *Process) Running(t testing.TB, d time.Duration) {
+	t.Helper()
+	select {
+	case <-p.exited:
+		t.Fatalf("%s exited early (%d):\n%s", p, p.ExitCode(), p.Output)
+	case <-time.After(d):
+	}
+}
+
+// WaitOutput waits until the output holds want, and fails the test when it
+// does not within d or the process exits first.
+func (p *Process) WaitOutput(t testing.TB, want string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(p.Output.String(), want) {
+		select {
+		case <-p.exited:
+			if strings.Contains(p.Output.String(), want) {
+				return
+			}
+			t.Fatalf("%s exited (%d) without printing %q:\n%s", p, p.ExitCode(), want, p.Output)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not print %q within %s:\n%s", p, want, d, p.Output)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop sends SIGTERM, as the kubelet does, and returns the exit code; the
+// test fails when the process has not exited within d.
+func (p *Process) Stop(t testing.TB, d time.Duration) int {
+	t.Helper()
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	return p.Wait(t, d)
+}
+
+// BuildModule builds the main package in dir (as `go build` takes it, such as
+// "./examples/labeler" or ".") into the test's temporary folder, as an image
+// ships it (-trimpath, no symbol tables), and returns the binary's path.
+func BuildModule(t testing.TB, dir string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(filepath.Clean(dir)))
+	if filepath.Base(filepath.Clean(dir)) == "." {
+		bin = filepath.Join(t.TempDir(), "module")
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", dir, err, out)
+	}
+	return bin
+}
+
+// FreeAddr returns a loopback address no one listens on, for a server the
+// test starts.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
