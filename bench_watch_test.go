@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,7 +117,7 @@ func (w *benchWatcher) waitReconciled(b *testing.B, series string, n float64) {
 
 // stop ends the watcher gracefully and returns its peak RSS in KiB.
 func (w *benchWatcher) stop(b *testing.B) int64 {
-	rss := procStatus(w.Pid(), "VmHWM")
+	rss := w.Memory("VmHWM")
 	w.Stop(b, time.Minute)
 	return rss
 }
@@ -141,16 +140,3 @@ func reconciled(url, series string) float64 {
 	return 0
 }
 
-func procStatus(pid int, field string) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}

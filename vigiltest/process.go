@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -146,4 +147,27 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// Memory reads a figure of the running process's /proc status, in KiB:
+// "VmRSS" (resident now) or "VmHWM" (the most it has been resident); 0 when
+// it cannot be read (the process has exited, or this is not Linux).
+func (p *Process) Memory(field string) int64 {
+	return ProcStatus(p.Pid(), field)
+}
+
+// ProcStatus reads a KiB figure, such as VmRSS or VmHWM, from
+// /proc/<pid>/status; 0 when it cannot be read.
+func ProcStatus(pid int, field string) int64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
 }

@@ -203,7 +203,7 @@ func BenchmarkAdmission(b *testing.B) {
 	l := startLabeler(b)
 	pid := l.cmd.Process.Pid
 	time.Sleep(300 * time.Millisecond)
-	rssIdle := procStatus(pid, "VmRSS")
+	rssIdle := vigiltest.ProcStatus(pid, "VmRSS")
 	payloads := []struct {
 		name string
 		body []byte
@@ -214,7 +214,7 @@ func BenchmarkAdmission(b *testing.B) {
 			results = append(results, l.load(b, p.name, p.body, c, 4*time.Second))
 		}
 	}
-	rssLoad := procStatus(pid, "VmHWM")
+	rssLoad := vigiltest.ProcStatus(pid, "VmHWM")
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "payload\tconcurrency\trequests\treq/s\tp50\tp99\tserver cpu/req")
@@ -308,20 +308,6 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(utime+stime) * time.Second / ticksPerSecond
 }
 
-// procStatus reads a kB figure, such as VmRSS, from /proc/<pid>/status.
-func procStatus(pid int, field string) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
 
 func pct(sorted []time.Duration, p int) time.Duration {
 	if len(sorted) == 0 {
