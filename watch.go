@@ -30,8 +30,10 @@ const (
 
 // Watch calls fn with every add, update and delete of matching objects, in
 // order, on the module's active watcher. IsCreated, IsUpdated and IsDeleted
-// narrow the events; without them fn sees all. A panic is recovered and logged
-// with the object named; that event is not delivered again.
+// narrow the events; without them fn sees all. A panic is recovered, logged
+// with the object named, and the event retried with back-off (up to four
+// tries, 50 ms to 800 ms apart) while the events behind it wait, so that order
+// holds; after the last try it is dropped.
 func (b *WhenBuilder[T]) Watch(fn func(ctx context.Context, obj T, event WatchEvent)) {
 	b.addWatch(watcher.Watch, func(wb *watcher.Binding) {
 		wb.Watch = func(ctx context.Context, obj client.Object, ev watcher.Event) { fn(ctx, obj.(T), ev) }

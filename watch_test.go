@@ -716,3 +716,39 @@ func TestPlanJSON(t *testing.T) {
 		t.Fatalf("the gate's site is %s, want %s (its WaitFor call)", p.Phases[0].Gates[0].Site, want)
 	}
 }
+
+// A Watch handler that panics gets the event again, and the events behind it
+// wait, so that order holds.
+func TestWatchPanicIsRetriedInOrder(t *testing.T) {
+	ns := env.Namespace(t)
+	c := newClient(t)
+	m := vigil.NewModule("watch-panic", vigil.Options{Namespace: ns})
+	var mu sync.Mutex
+	var seen []string
+	panics := 0
+	vigil.When(m.Capability("watch"), &corev1.ConfigMap{}).InNamespace(ns).WithName("target").
+		Watch(func(ctx context.Context, cm *corev1.ConfigMap, ev vigil.WatchEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, string(ev))
+			if ev == vigil.Modified && panics < 2 {
+				panics++
+				panic("handler bug")
+			}
+		})
+	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	cm := createConfigMap(t, c, ns, "target", map[string]string{"v": "1"})
+	cm.Data["v"] = "2"
+	if err := c.Update(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "five deliveries", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= 5 })
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(seen, " "); got != "ADDED MODIFIED MODIFIED MODIFIED DELETED" {
+		t.Fatalf("deliveries %q; want the MODIFIED retried twice after its panics, before the DELETED", got)
+	}
+}

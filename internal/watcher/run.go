@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -172,12 +173,54 @@ func (w *watchRunner) deliver(ctx context.Context, o any, ev Event) {
 	}
 	w.metrics.events.WithLabelValues(w.o.Module, w.b.ID(), string(ev)).Inc()
 	hctx := handlerContext(ctx, w.o, w.b, obj)
+	// A panic is retried with back-off, holding up the events behind it so
+	// that they still arrive in order; after the last attempt the event is
+	// dropped.
+	delay := watchRetryBase
+	for attempt := 1; ; attempt++ {
+		p := w.call(hctx, obj, ev)
+		if p == nil {
+			return
+		}
+		w.metrics.panics.WithLabelValues(w.o.Module, w.b.ID()).Inc()
+		last := attempt == watchAttempts || ctx.Err() != nil
+		msg := "watch handler panicked; retrying the event"
+		if last {
+			msg = "watch handler panicked on every attempt; the event is dropped and the next ones are delivered"
+		}
+		w.o.Log.Error(fmt.Errorf("%v", p.value), msg, "binding", w.b.ID(), "site", w.b.Site, "event", ev, "attempt", attempt,
+			"kind", w.b.GVK.Kind, "namespace", obj.GetNamespace(), "name", obj.GetName(), "stack", p.stack)
+		if last {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay *= 4
+	}
+}
+
+// How often, and from what delay, a panicking Watch handler is tried.
+const (
+	watchAttempts  = 4
+	watchRetryBase = 50 * time.Millisecond
+)
+
+type panicked struct {
+	value any
+	stack string
+}
+
+// call runs the Watch handler once on a copy of obj, turning a panic into a
+// value.
+func (w *watchRunner) call(ctx context.Context, obj client.Object, ev Event) (p *panicked) {
 	defer func() {
-		if p := recover(); p != nil {
-			w.metrics.panics.WithLabelValues(w.o.Module, w.b.ID()).Inc()
-			w.o.Log.Error(fmt.Errorf("%v", p), "watch handler panicked; the event is dropped and the next ones are delivered", "binding", w.b.ID(),
-				"site", w.b.Site, "event", ev, "kind", w.b.GVK.Kind, "namespace", obj.GetNamespace(), "name", obj.GetName(), "stack", string(debug.Stack()))
+		if v := recover(); v != nil {
+			p = &panicked{value: v, stack: string(debug.Stack())}
 		}
 	}()
-	w.b.Watch(hctx, obj.DeepCopyObject().(client.Object), ev)
+	w.b.Watch(ctx, obj.DeepCopyObject().(client.Object), ev)
+	return nil
 }
