@@ -139,4 +139,3 @@ func reconciled(url, series string) float64 {
 	}
 	return 0
 }
-

@@ -308,7 +308,6 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(utime+stime) * time.Second / ticksPerSecond
 }
 
-
 func pct(sorted []time.Duration, p int) time.Duration {
 	if len(sorted) == 0 {
 		return 0
