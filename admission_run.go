@@ -37,6 +37,7 @@ import (
 // its bindings, its metrics, and what readiness waits for.
 func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Logger, handoffDir string) (*cli.AdmissionSetup, error) {
 	m := a.m
+	m.handoffDir.Store(handoffDir)
 	m.mu.Lock()
 	bindings := make([]admission.Binding, len(m.bindings))
 	for i, b := range m.bindings {

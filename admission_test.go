@@ -44,13 +44,13 @@ type servedModule struct {
 // serveAdmission runs `<module> admission` on a free loopback port with a
 // certificate of a fresh CA, waits until /readyz passes, and registers the
 // module's paths for pods, configmaps and widgets in namespaces.
-func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []string) *servedModule {
+func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []string, flags ...string) *servedModule {
 	t.Helper()
 	ca, certDir := servingDir(t)
 	addr := vigiltest.FreeAddr(t)
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
 	s := &servedModule{addr: addr, ca: ca, certDir: certDir}
-	s.stop = runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s")
+	s.stop = runAdmission(t, m, addr, append([]string{"--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s"}, flags...)...)
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -676,4 +676,37 @@ func captureStdout(t *testing.T, fn func()) string {
 	w.Close()
 	data, _ := io.ReadAll(r)
 	return string(data)
+}
+
+// GateResult reads the handoff folder the admission role was given with
+// --handoff-dir, even when VIGIL_HANDOFF_DIR names another.
+func TestGateResultReadsTheRolesHandoffDir(t *testing.T) {
+	ns := env.Namespace(t)
+	m := vigil.NewModule("handoff-flag", vigil.Options{Namespace: ns})
+	vigil.Sample(m, func(context.Context) (string, error) { return "from-the-gate", nil }, vigil.Every(time.Second)).
+		Named("word").ToMatch(func(string) bool { return true })
+	vigil.When(m.Capability("words"), &corev1.ConfigMap{}).IsCreated().
+		Mutate(func(ctx context.Context, r *vigil.Request[*corev1.ConfigMap]) error {
+			word, found, err := vigil.GateResult[string](m, "word")
+			if err != nil {
+				return err
+			}
+			if !found {
+				return errors.New("the gate's result is not in the handoff folder")
+			}
+			r.SetLabel("word", word)
+			return nil
+		})
+	dir := t.TempDir()
+	if code := vigil.Execute(t.Context(), m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t), "--handoff-dir", dir}); code != 0 {
+		t.Fatalf("gate exited %d", code)
+	}
+	serveAdmission(t, m, "handoff-flag", []string{ns}, "--handoff-dir", dir) // VIGIL_HANDOFF_DIR names another folder
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "worded"}}
+	if err := env.Client.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Labels["word"] != "from-the-gate" {
+		t.Fatalf("labels %v: the handler did not read the gate's result from --handoff-dir", cm.Labels)
+	}
 }

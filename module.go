@@ -7,6 +7,7 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,6 +61,10 @@ type Module struct {
 	schedules    []watcher.Schedule
 	listers      []listerDef
 	rules        []manifests.Rule
+
+	// handoffDir is the running admission role's handoff folder, for
+	// GateResult.
+	handoffDir atomic.Value
 }
 
 // NewModule starts the definition of the module called name, which must be a

@@ -53,10 +53,15 @@ const EnvHandoffDir = "VIGIL_HANDOFF_DIR"
 const DefaultHandoffDir = "/var/run/vigil"
 
 // GateResult reads what the gate of this name handed over: the object (or
-// objects, or sample) it found, or its fallback's. found is false when the gate
-// has not run in this pod or was skipped.
+// objects, or sample) it found, or its fallback's. It reads the handoff folder
+// of the running role: its --handoff-dir, else VIGIL_HANDOFF_DIR, else
+// DefaultHandoffDir. found is false when the gate has not run in this pod or
+// was skipped.
 func GateResult[T any](m *Module, name string) (result T, found bool, err error) {
-	dir := os.Getenv(EnvHandoffDir)
+	dir, _ := m.handoffDir.Load().(string) // the running role's --handoff-dir
+	if dir == "" {
+		dir = os.Getenv(EnvHandoffDir)
+	}
 	if dir == "" {
 		dir = DefaultHandoffDir
 	}
