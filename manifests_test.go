@@ -17,6 +17,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -154,11 +155,37 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 	}
 	applyObjects(t, objs, false)
 
-	saConfig := env.ServiceAccountConfig(ns, leastName)
-	kc := vigiltest.WriteKubeConfig(t, saConfig)
+	// The admission pod (gates and admission) and the watcher have a
+	// ServiceAccount each.
+	kc := vigiltest.WriteKubeConfig(t, env.ServiceAccountConfig(ns, leastName))
+	watcherKC := vigiltest.WriteKubeConfig(t, env.ServiceAccountConfig(ns, leastName+"-watcher"))
 	handoff := t.TempDir()
 	childEnv := map[string]string{"VIGIL_TEST_NAMESPACE": ns, "VIGIL_TEST_APPS": apps, "VIGIL_TEST_KUBECONFIG": kc}
 	var outputs []*vigiltest.Process
+
+	// Each ServiceAccount holds only its own pod's rules.
+	for _, tc := range []struct {
+		sa    string
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		{leastName, authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: leastName}, true},
+		{leastName + "-watcher", authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: leastName}, false},
+		{leastName + "-watcher", authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: leastName + "-watcher"}, true},
+		{leastName, authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: leastName + "-watcher"}, false},
+		{leastName, authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: "someone-else"}, false},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + ns + ":" + tc.sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &tc.attrs,
+		}}
+		if err := admin.Create(t.Context(), sar); err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != tc.want {
+			t.Errorf("ServiceAccount %s may %s %s %s: %v, want %v", tc.sa, tc.attrs.Verb, tc.attrs.Resource, tc.attrs.Name, sar.Status.Allowed, tc.want)
+		}
+	}
 
 	// Gates, phase by phase.
 	if err := admin.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "settings"}, Data: map[string]string{"team": "shop"}}); err != nil {
@@ -209,7 +236,7 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 
 	// The watcher, with leader election.
 	probe := vigiltest.FreeAddr(t)
-	w := startChild(t, "least", childEnv, "watcher", "--kubeconfig", kc, "--probe-addr", probe, "--metrics-addr=",
+	w := startChild(t, "least", childEnv, "watcher", "--kubeconfig", watcherKC, "--probe-addr", probe, "--metrics-addr=",
 		"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms")
 	outputs = append(outputs, w)
 	waitReady(t, "http://"+probe+"/readyz", w.Exited())
@@ -271,7 +298,7 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		{
 			name: "the gate's read of its ConfigMap",
 			drop: func(r rbacv1.PolicyRule) bool {
-				return r.Resources[0] == "configmaps" && slicesContain(r.Verbs, "watch")
+				return r.Resources[0] == "configmaps" && slicesContain(r.Verbs, "list")
 			},
 			role: []string{"gate", "--phase", "0", "--kubeconfig", kc, "--handoff-dir", t.TempDir()},
 			want: []string{"forbidden", "configmaps", apps}, waitExit: true,
@@ -279,7 +306,7 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		{
 			name: "the watcher's Lease",
 			drop: func(r rbacv1.PolicyRule) bool { return r.Resources[0] == "leases" && len(r.ResourceNames) > 0 },
-			role: []string{"watcher", "--kubeconfig", kc, "--probe-addr=", "--metrics-addr=", "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms"},
+			role: []string{"watcher", "--kubeconfig", watcherKC, "--probe-addr=", "--metrics-addr=", "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms"},
 			want: []string{"forbidden", "least-watcher", "cannot get resource", "leases", "coordination.k8s.io"},
 		},
 		{
@@ -445,7 +472,8 @@ func TestPlanShowsRBACAndWebhooks(t *testing.T) {
 		}
 	})
 	for _, want := range []string{
-		"RBAC of ServiceAccount least-system/least",
+		"RBAC, derived (`manifests` renders it) for the ServiceAccounts of namespace least-system",
+		"least-watcher   least-system",
 		"configmaps ",
 		"gate configmap-settings (phase 0, manifests_test.go:",
 		"the sync reconcile annotates ConfigMaps (declared at manifests_test.go:",

@@ -717,9 +717,9 @@ func writeRBAC(out io.Writer, d manifests.Module) error {
 	if len(rules) == 0 {
 		return nil
 	}
-	fmt.Fprintf(out, "\nRBAC of ServiceAccount %s/%s (derived; `manifests` renders it):\n", d.Namespace, d.Name)
+	fmt.Fprintf(out, "\nRBAC, derived (`manifests` renders it) for the ServiceAccounts of namespace %s:\n", d.Namespace)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  SCOPE\tVERBS\tRESOURCE\tNAMES\tWHY")
+	fmt.Fprintln(tw, "  SERVICEACCOUNT\tSCOPE\tVERBS\tRESOURCE\tNAMES\tWHY")
 	for _, r := range rules {
 		scope := "cluster"
 		if r.Namespace != "" {
@@ -733,7 +733,7 @@ func writeRBAC(out io.Writer, d manifests.Module) error {
 		if names == "" {
 			names = "-"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", scope, strings.Join(r.Verbs, ","), res, names, r.Why)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", manifests.ServiceAccount(d.Name, r.Role), scope, strings.Join(r.Verbs, ","), res, names, r.Why)
 	}
 	return tw.Flush()
 }

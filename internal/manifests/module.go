@@ -71,6 +71,9 @@ type Watch struct {
 
 // Rule is an RBAC rule and why the module needs it.
 type Rule struct {
+	// Role is the kind of pod whose ServiceAccount gets the rule: Admission
+	// or Watcher.
+	Role string
 	// Namespace of a namespaced rule (a Role); empty for a ClusterRole.
 	Namespace string
 	rbacv1.PolicyRule

@@ -71,22 +71,24 @@ func Render(m Module, o Options) ([]client.Object, error) {
 	}
 	var objs []client.Object
 	objs = append(objs, &corev1.Namespace{TypeMeta: tm("v1", "Namespace"), ObjectMeta: objMeta(m.Namespace, "", "")})
-	sa := &corev1.ServiceAccount{TypeMeta: tm("v1", "ServiceAccount"), ObjectMeta: objMeta(m.Name, m.Namespace, "")}
-	objs = append(objs, sa)
-	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: m.Name, Namespace: m.Namespace}}
+	for _, role := range Roles(&m) {
+		sa := ServiceAccount(m.Name, role)
+		objs = append(objs, &corev1.ServiceAccount{TypeMeta: tm("v1", "ServiceAccount"), ObjectMeta: objMeta(sa, m.Namespace, role)})
+	}
 	for _, merged := range Merge(Rules(&m)) {
+		sa := ServiceAccount(m.Name, merged.Role)
+		subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: m.Namespace}}
+		name := "vigil:" + sa
 		if merged.Namespace == "" {
-			name := "vigil:" + m.Name
 			objs = append(objs,
-				&rbacv1.ClusterRole{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: objMeta(name, "", ""), Rules: merged.Rules},
-				&rbacv1.ClusterRoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: objMeta(name, "", ""),
+				&rbacv1.ClusterRole{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: objMeta(name, "", merged.Role), Rules: merged.Rules},
+				&rbacv1.ClusterRoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: objMeta(name, "", merged.Role),
 					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}, Subjects: subject})
 			continue
 		}
-		name := "vigil:" + m.Name
 		objs = append(objs,
-			&rbacv1.Role{TypeMeta: tm("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: objMeta(name, merged.Namespace, ""), Rules: merged.Rules},
-			&rbacv1.RoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: objMeta(name, merged.Namespace, ""),
+			&rbacv1.Role{TypeMeta: tm("rbac.authorization.k8s.io/v1", "Role"), ObjectMeta: objMeta(name, merged.Namespace, merged.Role), Rules: merged.Rules},
+			&rbacv1.RoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: objMeta(name, merged.Namespace, merged.Role),
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subject})
 	}
 	if m.HasAdmission() || m.HasWatcher() {
@@ -217,6 +219,10 @@ func Phases(m *Module) []int {
 func InitContainerName(phase int) string { return fmt.Sprintf("gate-phase-%d", phase) }
 
 func podSpec(m Module, containers, inits []corev1.Container, component string) corev1.PodSpec {
+	role := Admission
+	if component == "watcher" {
+		role = Watcher
+	}
 	var volumes []corev1.Volume
 	if component == "admission" {
 		volumes = []corev1.Volume{{Name: "handoff", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
@@ -224,7 +230,7 @@ func podSpec(m Module, containers, inits []corev1.Container, component string) c
 		}}}}
 	}
 	return corev1.PodSpec{
-		ServiceAccountName: m.Name,
+		ServiceAccountName: ServiceAccount(m.Name, role),
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},

@@ -33,8 +33,11 @@ func Resource(gvk schema.GroupVersionKind) string {
 // selector, to resourceNames; nothing is a wildcard.
 func Rules(m *Module) []Rule {
 	var out []Rule
+	// role is the ServiceAccount the rules being added are for; both, for
+	// what the two roles' pods share.
+	role := ""
 	add := func(ns, group, resource string, names []string, why string, verbs ...string) {
-		out = append(out, Rule{Namespace: ns, Why: why, PolicyRule: rbacv1.PolicyRule{
+		out = append(out, Rule{Role: role, Namespace: ns, Why: why, PolicyRule: rbacv1.PolicyRule{
 			APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs, ResourceNames: names,
 		}})
 	}
@@ -45,6 +48,7 @@ func Rules(m *Module) []Rule {
 		return []string{n}
 	}
 	podEvents := false
+	role = Admission
 	for _, g := range m.Gates {
 		if g.Sample {
 			continue
@@ -59,22 +63,29 @@ func Rules(m *Module) []Rule {
 	if podEvents {
 		add(m.Namespace, "", "events", nil, "gates record their progress as Events on their Pod", "create", "patch")
 	}
-	usesStore := m.HasAdmission() || m.HasWatcher()
-	if usesStore {
+	for _, role = range Roles(m) {
 		why := "the module's Store (admission, gate callbacks and handlers)"
 		add(m.Namespace, v1alpha1.GroupVersion.Group, "stores", []string{m.Name}, why, "get", "list", "watch", "update")
 		add(m.Namespace, v1alpha1.GroupVersion.Group, "stores", nil, why+": created on first write", "create")
+		for _, gvk := range m.Listers {
+			add("", gvk.Group, Resource(gvk), nil, fmt.Sprintf("a Lister of %s keeps every object of the kind in a read cache", gvk.Kind), read...)
+		}
+		for _, r := range m.Rules {
+			r.Role = role
+			out = append(out, r)
+		}
 	}
+	role = Admission
 	if len(m.Bindings) > 0 {
 		reg := registration.Rule(m.Name)
-		out = append(out, Rule{PolicyRule: reg, Why: "registration when ready: fill the module's two webhook configurations, and nothing else"})
+		out = append(out, Rule{Role: role, PolicyRule: reg, Why: "registration when ready: fill the module's two webhook configurations, and nothing else"})
 		for _, b := range m.Bindings {
 			if b.FailClosed {
-				out = append(out, Rule{PolicyRule: registration.StaticRule(m.Name), Why: "fail-closed capabilities: keep the serving CA in their static webhook configurations"})
+				out = append(out, Rule{Role: role, PolicyRule: registration.StaticRule(m.Name), Why: "fail-closed capabilities: keep the serving CA in their static webhook configurations"})
 				break
 			}
 		}
-		out = append(out, Rule{Namespace: m.Namespace, PolicyRule: registration.CanaryRule(), Why: "registration's reachability canary (dry run only: nothing is written)"})
+		out = append(out, Rule{Role: role, Namespace: m.Namespace, PolicyRule: registration.CanaryRule(), Why: "registration's reachability canary (dry run only: nothing is written)"})
 		add(m.Namespace, "", "secrets", []string{CertSecret(m.Name)}, "the serving certificate, shared by the replicas and renewed before expiry", "get", "update")
 		add(m.Namespace, "", "secrets", nil, "the serving certificate: created by the first replica", "create")
 		add(m.Namespace, "", "events", nil, "registration problems are reported as Events on the module's Pods", "create", "patch")
@@ -101,9 +112,7 @@ func Rules(m *Module) []Rule {
 			}
 		}
 	}
-	for _, gvk := range m.Listers {
-		add("", gvk.Group, Resource(gvk), nil, fmt.Sprintf("a Lister of %s keeps every object of the kind in a read cache", gvk.Kind), read...)
-	}
+	role = Watcher
 	if m.HasWatcher() {
 		lease := watcher.LeaseName(m.Name)
 		add(m.Namespace, "coordination.k8s.io", "leases", []string{lease}, "leader election among the watcher's replicas", "get", "update")
@@ -132,8 +141,36 @@ func Rules(m *Module) []Rule {
 			}
 		}
 	}
-	out = append(out, m.Rules...)
 	return out
+}
+
+// The module's two kinds of pod, each with its own ServiceAccount.
+const (
+	// Admission is the admission pod: its gate init containers and the
+	// admission container.
+	Admission = "admission"
+	// Watcher is the watcher pod.
+	Watcher = "watcher"
+)
+
+// Roles are the kinds of pod the module runs.
+func Roles(m *Module) []string {
+	var out []string
+	if m.HasAdmission() {
+		out = append(out, Admission)
+	}
+	if m.HasWatcher() {
+		out = append(out, Watcher)
+	}
+	return out
+}
+
+// ServiceAccount is the ServiceAccount of one kind of the module's pods.
+func ServiceAccount(module, role string) string {
+	if role == Watcher {
+		return module + "-watcher"
+	}
+	return module
 }
 
 // CertSecret is the Secret that holds a module's CA and serving certificate.
@@ -154,23 +191,25 @@ func isCustom(group string) bool {
 	return strings.Contains(group, ".") && !strings.HasSuffix(group, ".k8s.io") && group != "apiextensions.k8s.io"
 }
 
-// Merged is the rules of one namespace (empty: cluster-wide) merged per
-// API group, resource and resource names, verbs united and sorted.
+// Merged is the rules of one role and namespace (empty: cluster-wide)
+// merged per API group, resource and resource names, verbs united and
+// sorted.
 type Merged struct {
+	Role      string
 	Namespace string
 	Rules     []rbacv1.PolicyRule
 }
 
 // Merge folds rules into one list per namespace, deterministic.
 func Merge(rules []Rule) []Merged {
-	type key struct{ ns, group, resource, names string }
+	type key struct{ role, ns, group, resource, names string }
 	verbs := map[key][]string{}
 	for _, r := range rules {
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				names := slices.Clone(r.ResourceNames)
 				slices.Sort(names)
-				k := key{r.Namespace, g, res, strings.Join(names, ",")}
+				k := key{r.Role, r.Namespace, g, res, strings.Join(names, ",")}
 				verbs[k] = append(verbs[k], r.Verbs...)
 			}
 		}
@@ -181,6 +220,9 @@ func Merge(rules []Rule) []Merged {
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
+		if a.role != b.role {
+			return a.role < b.role
+		}
 		if a.ns != b.ns {
 			return a.ns < b.ns
 		}
@@ -194,8 +236,8 @@ func Merge(rules []Rule) []Merged {
 	})
 	var out []Merged
 	for _, k := range keys {
-		if len(out) == 0 || out[len(out)-1].Namespace != k.ns {
-			out = append(out, Merged{Namespace: k.ns})
+		if len(out) == 0 || out[len(out)-1].Namespace != k.ns || out[len(out)-1].Role != k.role {
+			out = append(out, Merged{Role: k.role, Namespace: k.ns})
 		}
 		v := slices.Clone(verbs[k])
 		slices.Sort(v)
