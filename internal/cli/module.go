@@ -269,9 +269,10 @@ stop; run it before uninstalling.`,
 		Use:   "manifests --image IMAGE",
 		Short: "Print the module's Kubernetes objects, with RBAC derived from its definition",
 		Long: `Print (or write into -o DIR, one file per object) everything the module needs
-in a cluster, derived from its definition: Namespace, ServiceAccount, Roles and
-ClusterRole with exactly the rules its gates, bindings, listers, Store, leader
-election and registration use (see plan for why each is there), the Store CRD,
+in a cluster, derived from its definition: Namespace, a ServiceAccount for the
+admission pod and one for the watcher, Roles and ClusterRoles giving each
+exactly the rules its gates, bindings, listers, Store, leader election and
+registration use (see plan for why each is there), the Store CRD,
 the admission Deployment with one init container per gate phase (gate-phase-N,
 ascending), the watcher Deployment, Services, PodDisruptionBudgets, the empty
 webhook configurations that registration fills once the module is ready, and
