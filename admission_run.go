@@ -81,8 +81,10 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 	reg.MustRegister(configMissing)
 	rc := &roleClients{cfg: cfg, scheme: m.scheme}
 	h := admission.NewHandler(bindings, admission.Options{
-		Module:        m.name,
-		Context:       func(ctx context.Context) context.Context { return withClients(ctx, rc) },
+		Module: m.name,
+		Context: func(ctx context.Context) context.Context {
+			return withModuleStore(withClients(ctx, rc), st)
+		},
 		FailurePolicy: m.policy,
 		Timeout:       m.timeout - 2*time.Second,
 		Metrics:       metrics,

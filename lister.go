@@ -161,13 +161,3 @@ func (m *Module) listerUsers() []watcher.User {
 	}
 	return out
 }
-
-type storeKey struct{}
-
-// StoreFrom returns the Store a Watch, Reconcile, Finalize or OnSchedule
-// handler was called with: its capability's scope (the module-wide scope for
-// schedules). It returns nil outside such handlers.
-func StoreFrom(ctx context.Context) Store {
-	s, _ := ctx.Value(storeKey{}).(Store)
-	return s
-}

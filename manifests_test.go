@@ -53,6 +53,9 @@ func leastModule(ns, apps string) *vigil.Module {
 	vigil.When(policy, &corev1.ConfigMap{}).IsCreated().Named("label").
 		Mutate(func(ctx context.Context, r *vigil.Request[*corev1.ConfigMap]) error {
 			r.SetLabel("checked", "yes")
+			if team, ok := vigil.ModuleStore(ctx).Get("team"); ok { // written by the gate
+				r.SetLabel("team", team)
+			}
 			return nil
 		})
 	vigil.When(policy, &corev1.ConfigMap{}).IsCreated().Named("no-bad").WithLabel("bad").
@@ -220,8 +223,8 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 	if err := admin.Create(t.Context(), ok); err != nil {
 		t.Fatal(err)
 	}
-	if ok.Labels["checked"] != "yes" {
-		t.Fatalf("the ConfigMap was not mutated: labels %v", ok.Labels)
+	if ok.Labels["checked"] != "yes" || ok.Labels["team"] != "shop" {
+		t.Fatalf("the ConfigMap was not mutated with the team the gate stored: labels %v", ok.Labels)
 	}
 	bad := func() error {
 		return admin.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "bad", Labels: map[string]string{"bad": "yes"}}})

@@ -145,12 +145,12 @@ func (a moduleApp) PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Lo
 		rg := gaterun.Gate{Name: g.id(), Phase: g.phase, WaitsFor: g.describe(), Timeout: g.timeout, Optional: g.optional}
 		if g.sample != nil {
 			rg.Run = func(ctx context.Context, seen gaterun.Seen) (any, error) {
-				return g.sample.run(withClients(ctx, rc), seen, st)
+				return g.sample.run(withModuleStore(withClients(ctx, rc), st), seen, st)
 			}
 		} else {
 			spec := g.waitSpec()
 			rg.Run = func(ctx context.Context, seen gaterun.Seen) (any, error) {
-				ctx = withClients(ctx, rc)
+				ctx = withModuleStore(withClients(ctx, rc), st)
 				objs, err := waiter.Wait(ctx, spec, func(p waitfor.Progress) { seen(p.State == waitfor.StateNotMatching, p.Seen) })
 				if err != nil {
 					if errors.Is(err, waitfor.ErrForbidden) || errors.Is(err, waitfor.ErrNotServable) {
@@ -162,7 +162,9 @@ func (a moduleApp) PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Lo
 			}
 		}
 		if g.fallback != nil {
-			rg.Fallback = func(ctx context.Context) (any, error) { return g.fallback(withClients(ctx, rc), st) }
+			rg.Fallback = func(ctx context.Context) (any, error) {
+				return g.fallback(withModuleStore(withClients(ctx, rc), st), st)
+			}
 		}
 		gates = append(gates, rg)
 	}

@@ -44,7 +44,7 @@ func (a moduleApp) Watcher(ctx context.Context, cfg *rest.Config, log logr.Logge
 			if capability != "" {
 				s = st.Scope(capability)
 			}
-			return withClients(context.WithValue(ctx, storeKey{}, s), rc)
+			return withModuleStore(withClients(context.WithValue(ctx, storeKey{}, s), rc), st)
 		},
 		Cache: func(c cache.Cache) { m.useCache(c) },
 		Log:   log,
