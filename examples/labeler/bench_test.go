@@ -28,6 +28,7 @@ import (
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -84,6 +85,15 @@ func startLabeler(t testing.TB) *labeler {
 	addr := ln.Addr().String()
 	ln.Close()
 	ns := env.Namespace(t)
+	// The Store CRD is installed as the module's manifests install it, so
+	// that readiness measures the module, not the CRD's first establishment.
+	crd, err := store.CRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.InstallCRDs(crd); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(bin, "admission", "--addr", addr, "--cert-dir", dir, "--kubeconfig", env.KubeConfigFile(t), "--shutdown-delay", "0s")
 	cmd.Env = append(os.Environ(), "LABELER_NAMESPACE="+ns, "VIGIL_HANDOFF_DIR="+dir)
 	logs := &vigiltest.Buffer{}
