@@ -325,7 +325,9 @@ func (s *Session) roles(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if w, err = s.spawn("watcher", watcherEvent, "watcher", "--probe-addr", probe, "--metrics-addr", metrics); err != nil {
+		// One replica: no leader election, so a Lease left by an earlier
+		// session that was killed never holds this one back.
+		if w, err = s.spawn("watcher", watcherEvent, "watcher", "--probe-addr", probe, "--metrics-addr", metrics, "--leader-elect=false"); err != nil {
 			return err
 		}
 		watcherDone = w.done
