@@ -2,7 +2,9 @@ package dev
 
 import (
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,5 +64,17 @@ func TestReviewSummarizesPatchAndDenial(t *testing.T) {
 	r = review("/validate/m", req, &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: "no"}})
 	if r.Webhook != "validate" || r.Allowed || r.describe() != "CREATE Pod demo/web-* (validate): denied: no" {
 		t.Errorf("validate review: %+v: %s", r, r.describe())
+	}
+}
+
+func TestKubeletBackoff(t *testing.T) {
+	var got []string
+	d := time.Duration(0)
+	for range 7 {
+		d = kubeletBackoff(d)
+		got = append(got, d.String())
+	}
+	if want := "10s 20s 40s 1m20s 2m40s 5m0s 5m0s"; strings.Join(got, " ") != want {
+		t.Fatalf("back-off %v, want %s", got, want)
 	}
 }

@@ -243,6 +243,15 @@ func (s *Session) run(ctx context.Context) {
 	s.emit(Event{Kind: Stopped, Role: "dev", Text: fmt.Sprintf("%s after %s", text, since(s.Started))})
 }
 
+// kubeletBackoff is the kubelet's delay before restarting a failed
+// container, given the last one: 10s, doubling, at most 5m.
+func kubeletBackoff(last time.Duration) time.Duration {
+	if last <= 0 {
+		return 10 * time.Second
+	}
+	return min(2*last, 5*time.Minute)
+}
+
 // phases runs the gate phases in order, one process each.
 func (s *Session) phases(ctx context.Context) error {
 	for _, ph := range s.plan.Phases {
@@ -262,23 +271,37 @@ func (s *Session) phases(ctx context.Context) error {
 			s.emit(Event{Kind: GateWaiting, Role: role, Phase: ph.Phase, Gate: g.Name, Text: fmt.Sprintf("gate %s waits for %s (%s)", g.Name, g.WaitsFor, how)})
 		}
 		phase := ph.Phase
-		p, err := s.spawn(role, func(f map[string]string) (Event, bool) { return gateEvent(phase, f) },
-			"gate", "--phase", fmt.Sprint(ph.Phase), "--progress-interval", s.opts.GateProgress.String(), "--handoff-dir", s.handoff)
-		if err != nil {
-			return err
-		}
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			p.stop()
-			return ctx.Err()
-		}
-		if p.err != nil {
-			var exit *exec.ExitError
-			if errors.As(p.err, &exit) && exit.ExitCode() == 124 {
-				return fmt.Errorf("phase %d timed out: a required gate ran out of time (in a cluster, the kubelet restarts %s with back-off):\n%s", ph.Phase, ph.InitContainer, p.tail())
+		// A required gate that runs out of time exits 124; the kubelet
+		// restarts the init container with back-off from 10s doubling to 5m,
+		// and so does this. Other failures end the session: they need a fix.
+		backoff := time.Duration(0)
+		for {
+			p, err := s.spawn(role, func(f map[string]string) (Event, bool) { return gateEvent(phase, f) },
+				"gate", "--phase", fmt.Sprint(ph.Phase), "--progress-interval", s.opts.GateProgress.String(), "--handoff-dir", s.handoff)
+			if err != nil {
+				return err
 			}
-			return fmt.Errorf("phase %d failed (%v):\n%s", ph.Phase, p.err, p.tail())
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				p.stop()
+				return ctx.Err()
+			}
+			if p.err == nil {
+				break
+			}
+			var exit *exec.ExitError
+			if !errors.As(p.err, &exit) || exit.ExitCode() != 124 {
+				return fmt.Errorf("phase %d failed (%v):\n%s", ph.Phase, p.err, p.tail())
+			}
+			backoff = kubeletBackoff(backoff)
+			s.emit(Event{Kind: Problem, Role: role, Phase: ph.Phase,
+				Text: fmt.Sprintf("%s timed out (exit 124); restarting it in %s, as the kubelet would", ph.InitContainer, backoff)})
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		s.emit(Event{Kind: PhaseDone, Role: role, Phase: ph.Phase, Text: fmt.Sprintf("%s done in %s", ph.InitContainer, since(began))})
 	}
