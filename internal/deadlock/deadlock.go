@@ -9,36 +9,40 @@ import (
 
 // Object is what a gate waits for or creates.
 type Object struct {
-	Group, Version, Kind string
-	Namespace            string // "" = any namespace / cluster-scoped
-	Name                 string // "" = any object matching Labels
-	Labels               string // label selector text, informational
+	Group     string `json:"group"`
+	Version   string `json:"version"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"` // "" = any namespace / cluster-scoped
+	Name      string `json:"name,omitempty"`      // "" = any object matching Labels
+	Labels    string `json:"labels,omitempty"`    // label selector text, informational
 }
 
 // Gate is one gate of a module.
 type Gate struct {
-	Name    string
-	Phase   int
-	Waits   Object   // what it waits for; Kind "" when it waits for no Kubernetes object
-	Creates []Object // what its callback creates once its wait passed
-	Site    string   // file:line of its declaration
+	Name    string   `json:"name"`
+	Phase   int      `json:"phase"`
+	Waits   Object   `json:"waits"`             // what it waits for; Kind "" when it waits for no Kubernetes object
+	Creates []Object `json:"creates,omitempty"` // what its callback creates once its wait passed
+	Site    string   `json:"site"`              // file:line of its declaration
 }
 
 // Webhook is a fail-closed webhook: installed statically with failurePolicy
 // Fail, it rejects what it matches until its module serves.
 type Webhook struct {
-	Name        string   // e.g. capability/binding
-	Group, Kind string   // the kind it admits ("*" for any)
-	Operations  []string // CREATE, UPDATE, DELETE ("*" for all)
-	Namespaces  []string // empty = all namespaces
-	Site        string
+	Name       string   `json:"name"` // e.g. capability/binding
+	Group      string   `json:"group"`
+	Kind       string   `json:"kind"`                 // the kind it admits ("*" for any, as Group)
+	Operations []string `json:"operations"`           // CREATE, UPDATE, DELETE ("*" for all)
+	Namespaces []string `json:"namespaces,omitempty"` // empty = all namespaces
+	Site       string   `json:"site,omitempty"`
 }
 
 // Module is one module as far as its startup goes.
 type Module struct {
-	Name, Namespace string
-	Gates           []Gate
-	FailClosed      []Webhook
+	Name       string    `json:"name"`
+	Namespace  string    `json:"namespace"`
+	Gates      []Gate    `json:"gates,omitempty"`
+	FailClosed []Webhook `json:"failClosed,omitempty"`
 }
 
 // Cycle is one deadlock: the steps around it, each a sentence, e.g.
