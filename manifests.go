@@ -48,8 +48,8 @@ func (m *Module) RBAC(why string, rule rbacv1.PolicyRule, namespaces ...string) 
 	}
 }
 
-// deployment is the module's definition as the manifests need it.
-func (a moduleApp) deployment() manifests.Module {
+// Deployment is the module's definition as `manifests` and `plan` need it.
+func (a moduleApp) Deployment() manifests.Module {
 	m := a.m
 	users := m.listerUsers()
 	m.mu.Lock()

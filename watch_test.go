@@ -390,6 +390,10 @@ func TestOnScheduleRunsOnTimeWithoutOverlap(t *testing.T) {
 		if vigil.StoreFrom(ctx) == nil {
 			t.Error("a schedule's context carries no Store")
 		}
+		want := strings.TrimSuffix(env.Config.Host, "/")
+		if cfg := vigil.ConfigFrom(ctx); cfg == nil || strings.TrimSuffix(cfg.Host, "/") != want {
+			t.Errorf("a schedule's context carries no config of the watcher's API server, %s", want)
+		}
 		mu.Lock()
 		runs = append(runs, run{start, time.Now()})
 		mu.Unlock()

@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/vigilkit/vigil/internal/cli"
-	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/watcher"
 	"github.com/vigilkit/vigil/store"
 )
@@ -87,6 +86,3 @@ func (a moduleApp) Watching() cli.PlanWatcher {
 	}
 	return w
 }
-
-// Deployment is the module's definition as `manifests` and `plan` need it.
-func (a moduleApp) Deployment() manifests.Module { return a.deployment() }

@@ -171,3 +171,12 @@ func ProcStatus(pid int, field string) int64 {
 	}
 	return 0
 }
+
+// WaitOK waits for the process to exit 0 within d, and fails the test
+// otherwise, with its output.
+func (p *Process) WaitOK(t testing.TB, d time.Duration) {
+	t.Helper()
+	if code := p.Wait(t, d); code != 0 {
+		t.Fatalf("%s exited %d:\n%s", p, code, p.Output)
+	}
+}

@@ -31,21 +31,6 @@ func TestMain(m *testing.M) {
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
-// run starts the module binary in one role, as the kubelet starts a
-// container.
-func run(t *testing.T, bin string, envv []string, args ...string) *vigiltest.Process {
-	t.Helper()
-	return vigiltest.StartProcess(t, envv, bin, args...)
-}
-
-// exits waits for p to finish successfully within d.
-func exits(t *testing.T, p *vigiltest.Process, d time.Duration) {
-	t.Helper()
-	if code := p.Wait(t, d); code != 0 {
-		t.Fatalf("%s exited %d:\n%s", p, code, p.Output)
-	}
-}
-
 // logged waits until the process has logged want.
 func readYAML(t *testing.T, file string) *unstructured.Unstructured {
 	t.Helper()
@@ -103,7 +88,7 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	}
 
 	// Phase 0 waits for the ClusterConfig CRD.
-	p0 := run(t, bin, envv, gateArgs("0")...)
+	p0 := vigiltest.StartProcess(t, envv, bin, gateArgs("0")...)
 	p0.WaitOutput(t, "gate waiting", 10*time.Second)
 	crds, err := os.ReadFile("crds.yaml")
 	if err != nil {
@@ -112,11 +97,11 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	if err := env.InstallCRDYAML(crds); err != nil {
 		t.Fatal(err)
 	}
-	exits(t, p0, 20*time.Second)
+	p0.WaitOK(t, 20*time.Second)
 
 	// Phase 1: no ClusterConfig within its second, so the defaults stand.
-	p1 := run(t, bin, envv, gateArgs("1")...)
-	exits(t, p1, 20*time.Second)
+	p1 := vigiltest.StartProcess(t, envv, bin, gateArgs("1")...)
+	p1.WaitOK(t, 20*time.Second)
 	if !strings.Contains(p1.Output.String(), "gate fallback") {
 		t.Errorf("phase 1 did not finish with its fallback:\n%s", p1.Output)
 	}
@@ -135,8 +120,8 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	if err := env.Client.Create(ctx, existing); err != nil {
 		t.Fatal(err)
 	}
-	p2 := run(t, bin, envv, gateArgs("2")...)
-	exits(t, p2, 20*time.Second)
+	p2 := vigiltest.StartProcess(t, envv, bin, gateArgs("2")...)
+	p2.WaitOK(t, 20*time.Second)
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(st), st); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +131,7 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 
 	// Admission registers itself once ready, through a loopback URL.
 	addr := vigiltest.FreeAddr(t)
-	adm := run(t, bin, envv, "admission", "--bootstrap", "--addr", addr, "--webhook-url", "https://"+addr,
+	adm := vigiltest.StartProcess(t, envv, bin, "admission", "--bootstrap", "--addr", addr, "--webhook-url", "https://"+addr,
 		"--cert-secret", "uds-core-tls", "--cert-hosts", "127.0.0.1", "--shutdown-delay", "10ms")
 	adm.WaitOutput(t, "webhooks enforced", 30*time.Second)
 	t.Cleanup(func() {
@@ -187,7 +172,7 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	}
 
 	// The watcher takes the ClusterConfig in: status, then admission follows.
-	w := run(t, bin, envv, "watcher", "--probe-addr", vigiltest.FreeAddr(t), "--metrics-addr", vigiltest.FreeAddr(t), "--leader-elect=false")
+	w := vigiltest.StartProcess(t, envv, bin, "watcher", "--probe-addr", vigiltest.FreeAddr(t), "--metrics-addr", vigiltest.FreeAddr(t), "--leader-elect=false")
 	w.WaitOutput(t, "watcher ready", 30*time.Second)
 	cc := readYAML(t, "clusterconfig.yaml")
 	if err := env.Client.Create(ctx, cc); err != nil {

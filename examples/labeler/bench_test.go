@@ -64,10 +64,7 @@ type labeler struct {
 func startLabeler(t testing.TB) *labeler {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "labeler")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := vigiltest.BuildModule(t, ".")
 	ca, err := certs.NewCA("bench", time.Hour)
 	if err != nil {
 		t.Fatal(err)

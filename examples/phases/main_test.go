@@ -24,21 +24,6 @@ func TestMain(m *testing.M) {
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
-// run starts the module binary in one role, as the kubelet starts a
-// container.
-func run(t *testing.T, bin string, envv []string, args ...string) *vigiltest.Process {
-	t.Helper()
-	return vigiltest.StartProcess(t, envv, bin, args...)
-}
-
-// exits waits for p to finish successfully within d.
-func exits(t *testing.T, p *vigiltest.Process, d time.Duration) {
-	t.Helper()
-	if code := p.Wait(t, d); code != 0 {
-		t.Fatalf("%s exited %d:\n%s", p, code, p.Output)
-	}
-}
-
 // The module's phases run as separate processes, one after the other, as its
 // init containers would: each holds until its gates are done, the gates of a
 // phase wait at once, and what they found reaches the handoff folder and the
@@ -82,7 +67,7 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	}
 
 	// Phase 0: both gates wait at once; the phase ends only when both are done.
-	p0 := run(t, bin, envv, gateArgs("0")...)
+	p0 := vigiltest.StartProcess(t, envv, bin, gateArgs("0")...)
 	p0.Running(t, time.Second)
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
 		t.Fatal(err)
@@ -101,10 +86,10 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	if err := env.InstallCRDYAML(crd); err != nil {
 		t.Fatal(err)
 	}
-	exits(t, p0, 20*time.Second)
+	p0.WaitOK(t, 20*time.Second)
 
 	// Phase 1 waits for the Widget to reach size 3, then stores it.
-	p1 := run(t, bin, envv, gateArgs("1")...)
+	p1 := vigiltest.StartProcess(t, envv, bin, gateArgs("1")...)
 	w := &unstructured.Unstructured{}
 	w.SetAPIVersion("example.vigil.dev/v1")
 	w.SetKind("Widget")
@@ -122,7 +107,7 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	if err := env.Client.Update(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	exits(t, p1, 20*time.Second)
+	p1.WaitOK(t, 20*time.Second)
 	st := &v1alpha1.Store{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "phases"}, st); err != nil {
 		t.Fatalf("the Store phase 1 wrote: %v", err)
@@ -133,12 +118,12 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 
 	// Phase 2: the sampled file becomes ready; the overrides never appear, so
 	// the defaults from the file are used.
-	p2 := run(t, bin, envv, gateArgs("2")...)
+	p2 := vigiltest.StartProcess(t, envv, bin, gateArgs("2")...)
 	p2.Running(t, 1500*time.Millisecond)
 	if err := os.WriteFile(readyFile, []byte("ready\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exits(t, p2, 20*time.Second)
+	p2.WaitOK(t, 20*time.Second)
 
 	for name, want := range map[string]string{
 		"customresourcedefinition-widgets.example.vigil.dev": `"done"`,
@@ -185,8 +170,8 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 
 	// A restarted pod reruns a phase idempotently: satisfied at once.
 	began := time.Now()
-	again := run(t, bin, envv, gateArgs("0")...)
-	exits(t, again, 10*time.Second)
+	again := vigiltest.StartProcess(t, envv, bin, gateArgs("0")...)
+	again.WaitOK(t, 10*time.Second)
 	t.Logf("rerun of satisfied phase 0 took %s", time.Since(began))
 
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/waitfor"
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // figures of the last run of each benchmark, for the summary line.
@@ -113,12 +114,9 @@ func benchSatisfied(b *testing.B) {
 	ctx := b.Context()
 	ns := env.Namespace(b)
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "satisfied")
 	src := filepath.Join("..", "..", "examples", "phases")
-	// Built as a module's image ships it: without symbol tables.
-	if out, err := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./"+src).CombinedOutput(); err != nil {
-		b.Fatalf("build the example module: %v\n%s", err, out)
-	}
+	bin := vigiltest.BuildModule(b, "./"+src) // as a module's image ships it
+
 	// Phase 0 of the example waits for its CRD and a ConfigMap: make both hold.
 	crd, err := os.ReadFile(filepath.Join(src, "widgets-crd.yaml"))
 	if err != nil {

@@ -54,8 +54,6 @@ type Options struct {
 	Context func(ctx context.Context, capability string) context.Context
 	// Cache is told the shared cache once it is made, for listers.
 	Cache func(cache.Cache)
-	// Ready, when set, is checked by /readyz besides the informers' sync.
-	Ready func() error
 	Log   logr.Logger
 }
 
@@ -120,9 +118,6 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		if err := mgr.AddReadyzCheck("informers", func(*http.Request) error {
 			if !ready.Load() {
 				return errors.New("the informers have not synced yet")
-			}
-			if o.Ready != nil {
-				return o.Ready()
 			}
 			return nil
 		}); err != nil {
