@@ -234,17 +234,14 @@ func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *ru
 // client-go log them and relist or resume as it does.
 func watchErrorHandler(module string, m *metrics) toolscache.WatchErrorHandlerWithContext {
 	return func(ctx context.Context, r *toolscache.Reflector, err error) {
-		// Expired watches are counted where they end (see newInformer);
-		// client-go passes only some of them here.
-		reason := "other"
 		switch {
 		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-			reason = ""
+			// Counted where the watch ends (see newInformer): client-go
+			// passes only some of them here.
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-			reason = "closed"
-		}
-		if reason != "" {
-			m.watchErrors.WithLabelValues(module, reason).Inc()
+			m.watchErrors.WithLabelValues(module, "closed").Inc()
+		default:
+			m.watchErrors.WithLabelValues(module, "other").Inc()
 		}
 		toolscache.DefaultWatchErrorHandler(ctx, r, err)
 	}
