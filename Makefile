@@ -19,7 +19,7 @@ test:
 	echo "==> go test ($$(( $$(date +%s) - start ))s of setup)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) ./...; \
 	echo "==> fuzz the AdmissionReview decoder briefly"; \
-	go test -run '^$$' -fuzz FuzzDecodeReview -fuzztime 10s ./admission/
+	go test -run '^$$' -fuzz FuzzDecodeReview -fuzztime 10s ./internal/admit/
 
 ## control-plane: build kube-apiserver, etcd and kubectl into the cache and print their folder
 control-plane:

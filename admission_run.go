@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/gaterun"
 	"github.com/vigilkit/vigil/internal/registration"
@@ -39,7 +39,7 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 	m := a.m
 	m.handoffDir.Store(handoffDir)
 	m.mu.Lock()
-	bindings := make([]admission.Binding, len(m.bindings))
+	bindings := make([]admit.Binding, len(m.bindings))
 	for i, b := range m.bindings {
 		bindings[i] = b.Binding
 	}
@@ -69,7 +69,7 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := admission.NewMetrics(reg, m.name)
+	metrics, err := admit.NewMetrics(reg, m.name)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 	})
 	reg.MustRegister(configMissing)
 	rc := &roleClients{cfg: cfg, scheme: m.scheme}
-	h := admission.NewHandler(bindings, admission.Options{
+	h := admit.NewHandler(bindings, admit.Options{
 		Module: m.name,
 		Context: func(ctx context.Context) context.Context {
 			return withModuleStore(withClients(ctx, rc), st)
@@ -133,7 +133,7 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 }
 
 // registrar is the module's webhook registration.
-func (a moduleApp) registrar(cfg *rest.Config, log logr.Logger, bindings []admission.Binding, clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error) {
+func (a moduleApp) registrar(cfg *rest.Config, log logr.Logger, bindings []admit.Binding, clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error) {
 	m := a.m
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -196,7 +196,7 @@ func (a moduleApp) Unregister(ctx context.Context, cfg *rest.Config, log logr.Lo
 // exist, as if they were created now, and reports each denial as a Warning
 // Event on the object, a log line and a metric: they may have been admitted
 // while the webhooks were not registered. Nothing is denied or changed.
-func (a moduleApp) audit(ctx context.Context, cfg *rest.Config, log logr.Logger, bindings []admission.Binding, h *admission.Handler, metrics *admission.Metrics) error {
+func (a moduleApp) audit(ctx context.Context, cfg *rest.Config, log logr.Logger, bindings []admit.Binding, h *admit.Handler, metrics *admit.Metrics) error {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -215,7 +215,7 @@ func (a moduleApp) audit(ctx context.Context, cfg *rest.Config, log logr.Logger,
 	}
 	kinds := map[schema.GroupVersionKind][]string{}
 	for _, b := range bindings {
-		if b.Action == admission.Validate && !b.FailClosed {
+		if b.Action == admit.Validate && !b.FailClosed {
 			if _, seen := kinds[b.GVK]; !seen || len(b.Namespaces) == 0 {
 				kinds[b.GVK] = b.Namespaces
 			}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -131,7 +132,7 @@ func register(t *testing.T, module, base string, caBundle []byte, namespaces []s
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: module + "-" + namespaces[0]},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name: "mutate." + module + ".vigil.dev", ClientConfig: common(admission.MutatePath(module)),
+			Name: "mutate." + module + ".vigil.dev", ClientConfig: common(admit.MutatePath(module)),
 			Rules: rules, NamespaceSelector: selector, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds: ptr.To[int32](5),
@@ -140,7 +141,7 @@ func register(t *testing.T, module, base string, caBundle []byte, namespaces []s
 	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: module + "-" + namespaces[0]},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "validate." + module + ".vigil.dev", ClientConfig: common(admission.ValidatePath(module)),
+			Name: "validate." + module + ".vigil.dev", ClientConfig: common(admit.ValidatePath(module)),
 			Rules: rules, NamespaceSelector: selector, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds: ptr.To[int32](5),
@@ -232,7 +233,7 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().WithLabel("record").Named("record").
 		Validate(func(ctx context.Context, r *vigil.Request[*corev1.ConfigMap]) vigil.Verdict {
 			if err := r.Store.Set(ctx, "last", r.Name); err != nil {
-				if errors.Is(err, admission.ErrDryRun) {
+				if errors.Is(err, admit.ErrDryRun) {
 					return admission.Warn("not recorded: " + err.Error())
 				}
 				return admission.Deny(err.Error())

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/admit"
 )
 
 // Request is an admission request with its objects decoded as T.
@@ -77,7 +78,7 @@ type WhenBuilder[T client.Object] struct {
 	proto   T
 	gvk     schema.GroupVersionKind
 	ops     []admissionv1.Operation
-	filters []admission.Filter
+	filters []admit.Filter
 	name    string
 	site    string
 
@@ -120,7 +121,7 @@ func (b *WhenBuilder[T]) on(ops ...admissionv1.Operation) *WhenBuilder[T] {
 
 // InNamespace runs the binding only for objects in these namespaces.
 func (b *WhenBuilder[T]) InNamespace(namespaces ...string) *WhenBuilder[T] {
-	b.filters = append(b.filters, admission.InNamespace(namespaces...))
+	b.filters = append(b.filters, admit.InNamespace(namespaces...))
 	b.inNamespaces = append(b.inNamespaces, namespaces...)
 	return b
 }
@@ -129,14 +130,14 @@ func (b *WhenBuilder[T]) InNamespace(namespaces ...string) *WhenBuilder[T] {
 // expression.
 func (b *WhenBuilder[T]) InNamespaceRegex(expr string) *WhenBuilder[T] {
 	if re := b.compile("InNamespaceRegex", expr); re != nil {
-		b.filters = append(b.filters, admission.InNamespaceRegex(re))
+		b.filters = append(b.filters, admit.InNamespaceRegex(re))
 	}
 	return b
 }
 
 // WithName runs the binding only for the object of this name.
 func (b *WhenBuilder[T]) WithName(name string) *WhenBuilder[T] {
-	b.filters = append(b.filters, admission.WithName(name))
+	b.filters = append(b.filters, admit.WithName(name))
 	b.selName = name
 	return b
 }
@@ -144,7 +145,7 @@ func (b *WhenBuilder[T]) WithName(name string) *WhenBuilder[T] {
 // WithNameRegex runs the binding only for objects whose name matches.
 func (b *WhenBuilder[T]) WithNameRegex(expr string) *WhenBuilder[T] {
 	if re := b.compile("WithNameRegex", expr); re != nil {
-		b.filters = append(b.filters, admission.WithNameRegex(re))
+		b.filters = append(b.filters, admit.WithNameRegex(re))
 	}
 	return b
 }
@@ -154,7 +155,7 @@ func (b *WhenBuilder[T]) WithLabel(key string, value ...string) *WhenBuilder[T] 
 	if len(value) > 1 {
 		b.c.m.recordf(1, "WithLabel(%q): expected one value at most, got %d", key, len(value))
 	}
-	b.filters = append(b.filters, admission.WithLabel(key, value...))
+	b.filters = append(b.filters, admit.WithLabel(key, value...))
 	if b.labels == nil {
 		b.labels = map[string]*string{}
 	}
@@ -172,13 +173,13 @@ func (b *WhenBuilder[T]) WithAnnotation(key string, value ...string) *WhenBuilde
 	if len(value) > 1 {
 		b.c.m.recordf(1, "WithAnnotation(%q): expected one value at most, got %d", key, len(value))
 	}
-	b.filters = append(b.filters, admission.WithAnnotation(key, value...))
+	b.filters = append(b.filters, admit.WithAnnotation(key, value...))
 	return b
 }
 
 // WithDeletionTimestamp runs the binding only for objects being deleted.
 func (b *WhenBuilder[T]) WithDeletionTimestamp() *WhenBuilder[T] {
-	b.filters = append(b.filters, admission.WithDeletionTimestamp())
+	b.filters = append(b.filters, admit.WithDeletionTimestamp())
 	return b
 }
 
@@ -204,15 +205,15 @@ func (b *WhenBuilder[T]) compile(method, expr string) *regexp.Regexp {
 // Mutate edits matching objects with fn; the module sends the API server the
 // JSON patch of its edits. An error answers by the module's failure policy.
 func (b *WhenBuilder[T]) Mutate(fn func(ctx context.Context, req *Request[T]) error) {
-	b.add(admission.MutateBinding(b.gvk, b.proto, fn), "mutate")
+	b.add(admit.MutateBinding(b.gvk, b.proto, fn), "mutate")
 }
 
 // Validate judges matching objects with fn.
 func (b *WhenBuilder[T]) Validate(fn func(ctx context.Context, req *Request[T]) Verdict) {
-	b.add(admission.ValidateBinding(b.gvk, b.proto, fn), "validate")
+	b.add(admit.ValidateBinding(b.gvk, b.proto, fn), "validate")
 }
 
-func (b *WhenBuilder[T]) add(binding admission.Binding, action string) {
+func (b *WhenBuilder[T]) add(binding admit.Binding, action string) {
 	m := b.c.m
 	if len(b.ops) == 0 {
 		m.recordf(2, "When(%s).%s: no operation: call IsCreated, IsUpdated, IsCreatedOrUpdated or IsDeleted first", b.gvk.Kind, strings.ToUpper(action[:1])+action[1:])
@@ -233,6 +234,6 @@ func (b *WhenBuilder[T]) add(binding admission.Binding, action string) {
 
 // bindingDef is a binding and where it was declared.
 type bindingDef struct {
-	admission.Binding
+	admit.Binding
 	site string
 }

@@ -1,22 +1,9 @@
-// Package admission is the admitting half of a module: typed requests,
-// verdicts, and the HTTP handler that turns AdmissionReview requests into
-// answers by running a module's bindings.
+// Package admission holds what a module author's admission handlers see and
+// return: the typed Request a mutation edits or a validation judges, the
+// Verdict a validation answers with (Allow, Deny, DenyCode, Warn), and the
+// FailurePolicy that answers for a binding that fails.
 //
-// A binding says which objects it is for (a kind, operations, in-process
-// filters on namespace, name, labels and annotations) and what it does: a
-// mutation edits the typed object of the request, and the handler sends the
-// API server a JSON patch from the object as it came to the object as the
-// mutations left it; a validation returns a Verdict — allow, deny with a
-// message and code, or allow with warnings. Bindings run in the order they
-// were declared; mutations accumulate, each seeing the edits of those before
-// it.
-//
-// The handler answers every request, whatever its bindings do. A binding that
-// returns an error, panics, or is still running when the handler's deadline
-// comes (set below the webhook's timeoutSeconds, so the API server always gets
-// an answer) is answered by the module's failure policy: Fail denies with a
-// message naming the capability and binding, Ignore allows with a warning. A
-// request for a path this process does not serve — another version of the
-// module during a rollout — is allowed and logged, never rejected. Malformed
-// requests get a 4xx saying what was expected.
+// Bindings are declared with vigil.When on a capability; the engine that
+// serves them (the AdmissionReview handler, patches, metrics) is internal to
+// vigil.
 package admission

@@ -43,3 +43,7 @@ func (v Verdict) Message() string { return v.message }
 
 // Warnings are the verdict's warnings.
 func (v Verdict) Warnings() []string { return v.warnings }
+
+// Code is the denial's HTTP status code (403 unless DenyCode set another);
+// 0 when the verdict allows.
+func (v Verdict) Code() int32 { return v.code }

@@ -26,7 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -42,13 +42,13 @@ func TestMain(m *testing.M) {
 // and the validation's denial.
 func TestLabelerAnswers(t *testing.T) {
 	srv := startLabeler(t)
-	resp := srv.review(t, admission.MutatePath("labeler"), configMapReview(t, 0))
+	resp := srv.review(t, admit.MutatePath("labeler"), configMapReview(t, 0))
 	if !resp.Allowed || !strings.Contains(string(resp.Patch), `"/metadata/labels/vigil.dev~1labeled"`) {
 		t.Fatalf("mutate: %+v (patch %s)", resp, resp.Patch)
 	}
 	body := configMapReview(t, 0)
 	body = bytes.Replace(body, []byte(`"app":"bench"`), []byte(`"team":"bench"`), 1)
-	resp = srv.review(t, admission.ValidatePath("labeler"), body)
+	resp = srv.review(t, admit.ValidatePath("labeler"), body)
 	if resp.Allowed || !strings.Contains(resp.Result.Message, "has no app label") {
 		t.Fatalf("validate without app: %+v", resp)
 	}
@@ -249,7 +249,7 @@ func BenchmarkAdmission(b *testing.B) {
 // the API server does, from c workers for d, and measures each request.
 func (l *labeler) load(b *testing.B, name string, body []byte, c int, d time.Duration) loadResult {
 	pid := l.cmd.Process.Pid
-	paths := []string{l.base + admission.MutatePath("labeler"), l.base + admission.ValidatePath("labeler")}
+	paths := []string{l.base + admit.MutatePath("labeler"), l.base + admit.ValidatePath("labeler")}
 	// Warm the connections.
 	for range c {
 		resp, err := l.client.Post(paths[0], "application/json", bytes.NewReader(body))

@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/admit"
 )
 
 // Annotation carries what wrote a configuration: see Record.
@@ -99,7 +100,7 @@ type Options struct {
 	// Version of the module; a configuration written by a newer one is left
 	// alone. "0.0.0" when empty.
 	Version  string
-	Bindings []admission.Binding
+	Bindings []admit.Binding
 	// Gated objects are excluded from every webhook by match conditions.
 	Gated []Object
 	// ExcludeNamespaces besides the module's own and kube-system.
@@ -232,7 +233,7 @@ func (r *Registrar) build() (*hooks, error) { return r.hooksFor(false) }
 func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 	type group struct {
 		capability string
-		action     admission.Action
+		action     admit.Action
 		namespaces []string
 		rules      map[schema.GroupVersionResource][]admissionregistrationv1.OperationType
 	}
@@ -265,9 +266,9 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 	caBundle := r.opts.CABundle()
 	for _, key := range order {
 		g := groups[key]
-		path := admission.MutatePath(r.opts.Module)
-		if g.action == admission.Validate {
-			path = admission.ValidatePath(r.opts.Module)
+		path := admit.MutatePath(r.opts.Module)
+		if g.action == admit.Validate {
+			path = admit.ValidatePath(r.opts.Module)
 		}
 		cc := r.opts.ClientConfig(path)
 		cc.CABundle = caBundle
@@ -275,7 +276,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		rules := rulesOf(g.rules)
 		selector := r.namespaceSelector(g.namespaces)
 		conds := r.matchConditions()
-		if g.action == admission.Mutate {
+		if g.action == admit.Mutate {
 			h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
 				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, MatchConditions: conds,
 				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
@@ -295,7 +296,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 	}
 	// The canary: one labelled ConfigMap in the module's own namespace, never
 	// anything else, and never blocking.
-	cc := r.opts.ClientConfig(admission.CanaryPath(r.opts.Module))
+	cc := r.opts.ClientConfig(admit.CanaryPath(r.opts.Module))
 	cc.CABundle = caBundle
 	h.validating = append(h.validating, admissionregistrationv1.ValidatingWebhook{
 		Name: "canary." + r.opts.Module + ".vigil.dev", ClientConfig: cc,
@@ -509,13 +510,13 @@ func (r *Registrar) probe(ctx context.Context) error {
 			Param("dryRun", metav1.DryRunAll).
 			Body(cm).
 			WarningHandlerWithContext(warningFunc(func(text string) {
-				if text == admission.CanaryWarning(token) {
+				if text == admit.CanaryWarning(token) {
 					warned.Store(true)
 				}
 			})).
 			Do(ctx).Error()
 		if err == nil || apierrors.IsAlreadyExists(err) {
-			// Whichever replica answered echoed the token (admission.CanaryWarning).
+			// Whichever replica answered echoed the token (admit.CanaryWarning).
 			if warned.Load() {
 				r.opts.Log.Info("the API server reaches the module", "attempts", attempt)
 				return nil

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -44,10 +45,10 @@ func newModule(t *testing.T, name string) *module {
 	m := &module{}
 	srv, err := vigiltest.ServeWebhook(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		vigiltest.AdmissionFunc(func(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-			if r.URL.Path == admission.CanaryPath(name) {
+			if r.URL.Path == admit.CanaryPath(name) {
 				var cm corev1.ConfigMap
 				_ = json.Unmarshal(req.Object.Raw, &cm)
-				return &admissionv1.AdmissionResponse{Allowed: true, Warnings: []string{admission.CanaryWarning(cm.Data["token"])}}
+				return &admissionv1.AdmissionResponse{Allowed: true, Warnings: []string{admit.CanaryWarning(cm.Data["token"])}}
 			}
 			return &admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{Code: 403, Message: "denied by " + name}}
 		}).ServeHTTP(w, r)
@@ -82,10 +83,10 @@ func options(t *testing.T, name, home, apps string, m *module, base string) regi
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := admission.MutateBinding(corev1.SchemeGroupVersion.WithKind("Pod"), &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) error { return nil })
+	b := admit.MutateBinding(corev1.SchemeGroupVersion.WithKind("Pod"), &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) error { return nil })
 	b.Capability, b.Name, b.Operations, b.Namespaces = "policies", "label", []admissionv1.Operation{admissionv1.Create}, []string{apps}
 	return registration.Options{
-		Module: name, Namespace: home, Version: "1.0.0", Bindings: []admission.Binding{b},
+		Module: name, Namespace: home, Version: "1.0.0", Bindings: []admit.Binding{b},
 		Gated: []registration.Object{{GVK: corev1.SchemeGroupVersion.WithKind("Pod"), Namespace: apps, Name: "gated"}},
 		ClientConfig: func(path string) admissionregistrationv1.WebhookClientConfig {
 			u := base + path

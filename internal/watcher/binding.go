@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/admit"
 )
 
 // Role is what a binding does with the objects it sees.
@@ -59,7 +59,7 @@ type Binding struct {
 	Select Selection
 	// Filters run in process for every object, after the namespaces of
 	// Select.
-	Filters []admission.Filter
+	Filters []admit.Filter
 	// Events the binding wants; all when empty.
 	Events []Event
 	// Watch is called for a Watch binding.
@@ -104,7 +104,7 @@ func (b *Binding) matches(obj client.Object) bool {
 	if len(b.Filters) == 0 {
 		return true
 	}
-	m := admission.Meta{Namespace: obj.GetNamespace(), Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+	m := admit.Meta{Namespace: obj.GetNamespace(), Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name: obj.GetName(), Namespace: obj.GetNamespace(), Labels: obj.GetLabels(), Annotations: obj.GetAnnotations(),
 		DeletionTimestamp: obj.GetDeletionTimestamp(),
 	}}}

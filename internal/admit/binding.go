@@ -1,4 +1,4 @@
-package admission
+package admit
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -66,7 +67,7 @@ type Binding struct {
 	newObject func() client.Object
 	typ       reflect.Type
 	mutate    func(ctx context.Context, obj, old client.Object, in *input) error
-	validate  func(ctx context.Context, obj, old client.Object, in *input) (Verdict, error)
+	validate  func(ctx context.Context, obj, old client.Object, in *input) (admission.Verdict, error)
 }
 
 // input is what a typed request is made from, besides its objects.
@@ -80,7 +81,7 @@ type input struct {
 var ErrDryRun = errors.New("store writes are refused while admitting a dry-run request: the webhook declares sideEffects None; check req.DryRun before writing")
 
 // MutateBinding makes a binding that runs fn on objects of proto's type.
-func MutateBinding[T client.Object](gvk schema.GroupVersionKind, proto T, fn func(ctx context.Context, req *Request[T]) error) Binding {
+func MutateBinding[T client.Object](gvk schema.GroupVersionKind, proto T, fn func(ctx context.Context, req *admission.Request[T]) error) Binding {
 	b := Binding{GVK: gvk, Action: Mutate, newObject: newOf(proto), typ: reflect.TypeOf(proto)}
 	b.mutate = func(ctx context.Context, obj, old client.Object, in *input) error {
 		return fn(ctx, typed[T](obj, old, in))
@@ -89,17 +90,17 @@ func MutateBinding[T client.Object](gvk schema.GroupVersionKind, proto T, fn fun
 }
 
 // ValidateBinding makes a binding that judges objects of proto's type with fn.
-func ValidateBinding[T client.Object](gvk schema.GroupVersionKind, proto T, fn func(ctx context.Context, req *Request[T]) Verdict) Binding {
+func ValidateBinding[T client.Object](gvk schema.GroupVersionKind, proto T, fn func(ctx context.Context, req *admission.Request[T]) admission.Verdict) Binding {
 	b := Binding{GVK: gvk, Action: Validate, newObject: newOf(proto), typ: reflect.TypeOf(proto)}
-	b.validate = func(ctx context.Context, obj, old client.Object, in *input) (Verdict, error) {
+	b.validate = func(ctx context.Context, obj, old client.Object, in *input) (admission.Verdict, error) {
 		return fn(ctx, typed[T](obj, old, in)), nil
 	}
 	return b
 }
 
-func typed[T client.Object](obj, old client.Object, in *input) *Request[T] {
+func typed[T client.Object](obj, old client.Object, in *input) *admission.Request[T] {
 	r := in.raw
-	req := &Request[T]{
+	req := &admission.Request[T]{
 		Operation: r.Operation,
 		UserInfo:  r.UserInfo,
 		DryRun:    r.DryRun != nil && *r.DryRun,

@@ -1,4 +1,4 @@
-package admission_test
+package admit_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/admit"
 )
 
 // BenchmarkHandler measures the handler alone (no TLS, no network): the cost
@@ -28,18 +29,18 @@ func BenchmarkHandler(b *testing.B) {
 	body := review(b, admissionv1.Create, cm, nil)
 	body = bytes.Replace(body, []byte(`"kind":"Pod"`), []byte(`"kind":"ConfigMap"`), 1)
 	h, _ := handler(admission.Fail, time.Second,
-		admission.MutateBinding(cmGVK, &corev1.ConfigMap{}, func(_ context.Context, r *admission.Request[*corev1.ConfigMap]) error {
+		admit.MutateBinding(cmGVK, &corev1.ConfigMap{}, func(_ context.Context, r *admission.Request[*corev1.ConfigMap]) error {
 			r.SetLabel("vigil.dev/labeled", "true")
 			return nil
 		}),
-		admission.ValidateBinding(cmGVK, &corev1.ConfigMap{}, func(_ context.Context, r *admission.Request[*corev1.ConfigMap]) admission.Verdict {
+		admit.ValidateBinding(cmGVK, &corev1.ConfigMap{}, func(_ context.Context, r *admission.Request[*corev1.ConfigMap]) admission.Verdict {
 			if !r.HasLabel("app") {
 				return admission.Deny("no app label")
 			}
 			return admission.Allow()
 		}),
 	)
-	for _, path := range []string{admission.MutatePath("mod"), admission.ValidatePath("mod")} {
+	for _, path := range []string{admit.MutatePath("mod"), admit.ValidatePath("mod")} {
 		b.Run(strings.TrimPrefix(strings.Split(path, "/")[1], "/"), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -1,4 +1,4 @@
-package admission_test
+package admit_test
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/admit"
 )
 
 var podGVK = metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
@@ -76,9 +77,9 @@ func post(t testing.TB, h http.Handler, path, contentType string, body []byte) (
 	return w, out.Response
 }
 
-func handler(policy admission.FailurePolicy, timeout time.Duration, bindings ...admission.Binding) (*admission.Handler, *prometheus.Registry) {
+func handler(policy admission.FailurePolicy, timeout time.Duration, bindings ...admit.Binding) (*admit.Handler, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
-	m, err := admission.NewMetrics(reg, "mod")
+	m, err := admit.NewMetrics(reg, "mod")
 	if err != nil {
 		panic(err)
 	}
@@ -89,18 +90,18 @@ func handler(policy admission.FailurePolicy, timeout time.Duration, bindings ...
 		}
 		bindings[i].Operations = []admissionv1.Operation{admissionv1.Create, admissionv1.Update}
 	}
-	return admission.NewHandler(bindings, admission.Options{Module: "mod", FailurePolicy: policy, Timeout: timeout, Metrics: m, Log: logr.Discard()}), reg
+	return admit.NewHandler(bindings, admit.Options{Module: "mod", FailurePolicy: policy, Timeout: timeout, Metrics: m, Log: logr.Discard()}), reg
 }
 
 var gvk = corev1.SchemeGroupVersion.WithKind("Pod")
 
 func TestMutationsAccumulateIntoOnePatch(t *testing.T) {
 	h, reg := handler(admission.Fail, time.Second,
-		admission.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+		admit.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
 			r.SetLabel("team", "shop")
 			return nil
 		}),
-		admission.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+		admit.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
 			// The second sees the first's edit.
 			if v, _ := r.Label("team"); v != "shop" {
 				return errors.New("the first mutation's label is missing")
@@ -110,7 +111,7 @@ func TestMutationsAccumulateIntoOnePatch(t *testing.T) {
 			return nil
 		}),
 	)
-	_, resp := post(t, h, admission.MutatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"drop": "x"}), nil))
+	_, resp := post(t, h, admit.MutatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"drop": "x"}), nil))
 	if resp == nil || !resp.Allowed || resp.PatchType == nil {
 		t.Fatalf("response %+v: want allowed with a patch", resp)
 	}
@@ -158,24 +159,24 @@ func counter(t *testing.T, reg *prometheus.Registry, binding, verdict string) fl
 
 func TestValidationDeniesWarnsAndSeesOldObject(t *testing.T) {
 	h, _ := handler(admission.Fail, time.Second,
-		admission.ValidateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) admission.Verdict {
+		admit.ValidateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) admission.Verdict {
 			return admission.Warn("images should be pinned by digest")
 		}),
-		admission.ValidateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) admission.Verdict {
+		admit.ValidateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) admission.Verdict {
 			if r.Operation == admissionv1.Update && r.OldObject.Labels["app"] != r.Object.Labels["app"] {
 				return admission.DenyCode(422, "label app is immutable: was "+r.OldObject.Labels["app"])
 			}
 			return admission.Allow()
 		}),
 	)
-	_, resp := post(t, h, admission.ValidatePath("mod"), "application/json", review(t, admissionv1.Update, pod(map[string]string{"app": "b"}), pod(map[string]string{"app": "a"})))
+	_, resp := post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Update, pod(map[string]string{"app": "b"}), pod(map[string]string{"app": "a"})))
 	if resp.Allowed || resp.Result.Code != 422 || resp.Result.Message != "label app is immutable: was a" {
 		t.Fatalf("response %+v, want a 422 denial", resp)
 	}
 	if len(resp.Warnings) != 1 || resp.Warnings[0] != "images should be pinned by digest" {
 		t.Fatalf("warnings %v: want the first binding's warning kept", resp.Warnings)
 	}
-	_, resp = post(t, h, admission.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "b"}), nil))
+	_, resp = post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "b"}), nil))
 	if !resp.Allowed || len(resp.Warnings) != 1 {
 		t.Fatalf("create: %+v, want allowed with a warning", resp)
 	}
@@ -183,27 +184,27 @@ func TestValidationDeniesWarnsAndSeesOldObject(t *testing.T) {
 
 func TestFiltersDecideWhichBindingsRun(t *testing.T) {
 	ran := map[string]int{}
-	mk := func(name string, f admission.Filter) admission.Binding {
-		b := admission.ValidateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
+	mk := func(name string, f admit.Filter) admit.Binding {
+		b := admit.ValidateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
 			ran[name]++
 			return admission.Allow()
 		})
-		b.Name, b.Filters = name, []admission.Filter{f}
+		b.Name, b.Filters = name, []admit.Filter{f}
 		return b
 	}
 	h, _ := handler(admission.Fail, time.Second,
-		mk("label", admission.WithLabel("app", "web")),
-		mk("label-other", admission.WithLabel("app", "db")),
-		mk("label-any", admission.WithLabel("app")),
-		mk("annotation", admission.WithAnnotation("note")),
-		mk("ns", admission.InNamespace("apps")),
-		mk("ns-other", admission.InNamespace("kube-system")),
-		mk("name", admission.WithName("web")),
-		mk("name-re", admission.WithNameRegex(mustRe("^w"))),
-		mk("ns-re", admission.InNamespaceRegex(mustRe("^kube-"))),
-		mk("deleting", admission.WithDeletionTimestamp()),
+		mk("label", admit.WithLabel("app", "web")),
+		mk("label-other", admit.WithLabel("app", "db")),
+		mk("label-any", admit.WithLabel("app")),
+		mk("annotation", admit.WithAnnotation("note")),
+		mk("ns", admit.InNamespace("apps")),
+		mk("ns-other", admit.InNamespace("kube-system")),
+		mk("name", admit.WithName("web")),
+		mk("name-re", admit.WithNameRegex(mustRe("^w"))),
+		mk("ns-re", admit.InNamespaceRegex(mustRe("^kube-"))),
+		mk("deleting", admit.WithDeletionTimestamp()),
 	)
-	post(t, h, admission.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "web"}), nil))
+	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "web"}), nil))
 	want := map[string]int{"label": 1, "label-any": 1, "ns": 1, "name": 1, "name-re": 1}
 	for k, v := range want {
 		if ran[k] != v {
@@ -218,16 +219,16 @@ func TestFiltersDecideWhichBindingsRun(t *testing.T) {
 // A binding that errors, panics or sleeps is answered by the failure policy,
 // naming the binding; the handler keeps serving.
 func TestFailingBindingsAnswerByPolicy(t *testing.T) {
-	errB := admission.ValidateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
+	errB := admit.ValidateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
 		panic("nil map in the policy")
 	})
 	errB.Name = "panicky"
-	sleepy := admission.MutateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) error {
+	sleepy := admit.MutateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) error {
 		time.Sleep(time.Minute) // ignores its context
 		return nil
 	})
 	sleepy.Name = "sleepy"
-	broken := admission.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+	broken := admit.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
 		r.SetLabel("half", "done")
 		return errors.New("exemptions unavailable")
 	})
@@ -236,14 +237,14 @@ func TestFailingBindingsAnswerByPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		policy    admission.FailurePolicy
 		path      string
-		b         admission.Binding
+		b         admit.Binding
 		wantAllow bool
 		want      string
 	}{
-		{admission.Fail, admission.ValidatePath("mod"), errB, false, `capability "policies" binding "panicky" failed (failurePolicy Fail): panic: nil map in the policy`},
-		{admission.Ignore, admission.ValidatePath("mod"), errB, true, `binding "panicky" failed and was skipped`},
-		{admission.Fail, admission.MutatePath("mod"), sleepy, false, `binding "sleepy" failed (failurePolicy Fail): did not finish within 200ms`},
-		{admission.Ignore, admission.MutatePath("mod"), broken, true, `binding "broken" failed and was skipped (failurePolicy Ignore): exemptions unavailable`},
+		{admission.Fail, admit.ValidatePath("mod"), errB, false, `capability "policies" binding "panicky" failed (failurePolicy Fail): panic: nil map in the policy`},
+		{admission.Ignore, admit.ValidatePath("mod"), errB, true, `binding "panicky" failed and was skipped`},
+		{admission.Fail, admit.MutatePath("mod"), sleepy, false, `binding "sleepy" failed (failurePolicy Fail): did not finish within 200ms`},
+		{admission.Ignore, admit.MutatePath("mod"), broken, true, `binding "broken" failed and was skipped (failurePolicy Ignore): exemptions unavailable`},
 	} {
 		t.Run(string(tc.policy)+"-"+tc.b.Name, func(t *testing.T) {
 			h, _ := handler(tc.policy, 200*time.Millisecond, tc.b)
@@ -266,7 +267,7 @@ func TestFailingBindingsAnswerByPolicy(t *testing.T) {
 				t.Fatalf("a failed mutation sent a patch: %s", resp.Patch)
 			}
 			// The handler keeps serving.
-			_, again := post(t, h, admission.ValidatePath("mod")+"-unknown", "application/json", review(t, admissionv1.Create, pod(nil), nil))
+			_, again := post(t, h, admit.ValidatePath("mod")+"-unknown", "application/json", review(t, admissionv1.Create, pod(nil), nil))
 			if again == nil || !again.Allowed {
 				t.Fatal("the next request was not served")
 			}
@@ -291,7 +292,7 @@ func TestMalformedRequestsGet4xx(t *testing.T) {
 		{"no request", "application/json", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), 400, "with a request, got none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, _ := post(t, h, admission.MutatePath("mod"), tc.contentType, tc.body)
+			w, _ := post(t, h, admit.MutatePath("mod"), tc.contentType, tc.body)
 			if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.want) {
 				t.Fatalf("got %d %q, want %d containing %q", w.Code, w.Body.String(), tc.code, tc.want)
 			}
@@ -314,16 +315,16 @@ func FuzzDecodeReview(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","object":null}}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		rev, err := admission.DecodeReview(body)
+		rev, err := admit.DecodeReview(body)
 		if err == nil && (rev.Request == nil || rev.Request.UID == "") {
 			t.Fatalf("accepted a review without a request uid: %s", body)
 		}
 		// Whatever the body, the handler answers without panicking.
-		h, _ := handler(admission.Fail, time.Second, admission.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+		h, _ := handler(admission.Fail, time.Second, admit.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
 			r.SetLabel("fuzz", "1")
 			return nil
 		}))
-		r := httptest.NewRequest(http.MethodPost, admission.MutatePath("mod"), bytes.NewReader(body))
+		r := httptest.NewRequest(http.MethodPost, admit.MutatePath("mod"), bytes.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)

@@ -1,4 +1,4 @@
-package admission
+package admit
 
 import (
 	"bytes"
@@ -23,17 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/store"
-)
-
-// FailurePolicy is how the handler answers when a binding fails.
-type FailurePolicy string
-
-const (
-	// Fail denies the request, naming the binding that failed.
-	Fail FailurePolicy = "Fail"
-	// Ignore allows the request (without the failed mutations) with a warning.
-	Ignore FailurePolicy = "Ignore"
 )
 
 // Options configure a Handler.
@@ -41,7 +32,7 @@ type Options struct {
 	// Module names the module; it is part of the paths.
 	Module string
 	// FailurePolicy answers for failed bindings; Fail when empty.
-	FailurePolicy FailurePolicy
+	FailurePolicy admission.FailurePolicy
 	// Timeout bounds the bindings of one request. Set it below the webhooks'
 	// timeoutSeconds so the API server always hears the failure policy's
 	// answer rather than its own timeout; 8s when zero.
@@ -81,7 +72,7 @@ type Handler struct {
 // NewHandler returns a handler for the bindings.
 func NewHandler(bindings []Binding, opts Options) *Handler {
 	if opts.FailurePolicy == "" {
-		opts.FailurePolicy = Fail
+		opts.FailurePolicy = admission.Fail
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 8 * time.Second
@@ -288,10 +279,10 @@ func (rv *reviewRun) run(ctx context.Context, action Action, bindings []*Binding
 	for _, b := range bindings {
 		rv.current.Store(b)
 		obj, old, err := objs.decode(b)
-		var v Verdict
+		var v admission.Verdict
 		if err == nil {
 			began := time.Now()
-			v, err = call(func() (Verdict, error) { return b.validate(ctx, obj, old, rv.input(b)) })
+			v, err = call(func() (admission.Verdict, error) { return b.validate(ctx, obj, old, rv.input(b)) })
 			rv.h.observe(b, verdictLabel(v, err), time.Since(began))
 		}
 		if err != nil {
@@ -299,10 +290,10 @@ func (rv *reviewRun) run(ctx context.Context, action Action, bindings []*Binding
 			resp.Warnings = append(warnings, resp.Warnings...)
 			return resp
 		}
-		warnings = append(warnings, v.warnings...)
-		if v.denied {
+		warnings = append(warnings, v.Warnings()...)
+		if !v.Allowed() {
 			return &admissionv1.AdmissionResponse{Allowed: false, Warnings: warnings, Result: &metav1.Status{
-				Status: metav1.StatusFailure, Code: v.code, Message: v.message, Reason: reasonFor(v.code),
+				Status: metav1.StatusFailure, Code: v.Code(), Message: v.Message(), Reason: reasonFor(v.Code()),
 			}}
 		}
 	}
@@ -315,7 +306,7 @@ func (rv *reviewRun) mutate(ctx context.Context, bindings []*Binding, objs *obje
 		obj, old, err := objs.decode(b)
 		if err == nil {
 			began := time.Now()
-			_, err = call(func() (Verdict, error) { return Verdict{}, b.mutate(ctx, obj, old, rv.input(b)) })
+			_, err = call(func() (admission.Verdict, error) { return admission.Verdict{}, b.mutate(ctx, obj, old, rv.input(b)) })
 			label := "mutated"
 			if err != nil {
 				label = "error"
@@ -340,7 +331,7 @@ func (rv *reviewRun) mutate(ctx context.Context, bindings []*Binding, objs *obje
 }
 
 // call runs a binding's function, turning a panic into an error.
-func call(fn func() (Verdict, error)) (v Verdict, err error) {
+func call(fn func() (admission.Verdict, error)) (v admission.Verdict, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v\n%s", p, firstFrames(debug.Stack(), 12))
@@ -368,7 +359,7 @@ func (h *Handler) failed(b *Binding, err error) *admissionv1.AdmissionResponse {
 		msg = msg[:i] // the stack goes to the log, not to the client
 	}
 	h.opts.Log.Error(err, "admission binding failed", "binding", id, "failurePolicy", string(h.opts.FailurePolicy))
-	if h.opts.FailurePolicy == Ignore {
+	if h.opts.FailurePolicy == admission.Ignore {
 		return &admissionv1.AdmissionResponse{Allowed: true, Warnings: []string{
 			fmt.Sprintf("vigil module %s: %s failed and was skipped (failurePolicy Ignore): %s", h.opts.Module, id, msg),
 		}}
@@ -386,13 +377,13 @@ func (h *Handler) observe(b *Binding, verdict string, d time.Duration) {
 	h.opts.Metrics.observe(b, verdict, d)
 }
 
-func verdictLabel(v Verdict, err error) string {
+func verdictLabel(v admission.Verdict, err error) string {
 	switch {
 	case err != nil:
 		return "error"
-	case v.denied:
+	case !v.Allowed():
 		return "denied"
-	case len(v.warnings) > 0:
+	case len(v.Warnings()) > 0:
 		return "warned"
 	default:
 		return "allowed"
