@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
 )
@@ -91,7 +92,7 @@ type WhenBuilder[T client.Object] struct {
 // When starts a binding of the capability to objects of proto's type.
 func When[T client.Object](c *Capability, proto T) *WhenBuilder[T] {
 	b := &WhenBuilder[T]{c: c, proto: proto, site: callSite(1)}
-	gvk, err := gvkOf(c.m.scheme, proto)
+	gvk, err := scheme.GVKOf(c.m.scheme, proto)
 	if err != nil {
 		c.m.recordf(1, "When: %v", err)
 	}

@@ -11,14 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/waitfor"
 )
@@ -139,7 +138,7 @@ type GateBuilder[T client.Object] struct {
 func WaitFor[T client.Object](m *Module, proto T) *GateBuilder[T] {
 	g := &gateDef{}
 	b := &GateBuilder[T]{m: m, g: g, proto: proto}
-	gvk, err := gvkOf(m.scheme, proto)
+	gvk, err := scheme.GVKOf(m.scheme, proto)
 	if err != nil {
 		m.recordf(1, "WaitFor: %v", err)
 	}
@@ -406,7 +405,7 @@ type createdObject struct {
 }
 
 func addCreates(m *Module, g *gateDef, proto client.Object, namespace, name string) {
-	gvk, err := gvkOf(m.scheme, proto)
+	gvk, err := scheme.GVKOf(m.scheme, proto)
 	if err != nil {
 		m.recordf(2, "Creates: %v", err)
 		return
@@ -454,23 +453,6 @@ func addLabel(m *Module, g *gateDef, key string, value []string) {
 		return
 	}
 	g.labelReqs = append(g.labelReqs, *req)
-}
-
-// gvkOf finds the group, version and kind of a prototype object.
-func gvkOf(scheme *runtime.Scheme, proto client.Object) (schema.GroupVersionKind, error) {
-	if u, ok := any(proto).(*unstructured.Unstructured); ok {
-		gvk := u.GroupVersionKind()
-		if gvk.Kind == "" || gvk.Version == "" {
-			return gvk, fmt.Errorf("unstructured prototype without a kind: name it with vigil.Kind(group, version, kind)")
-		}
-		return gvk, nil
-	}
-	defer lockGroupOf(scheme, proto)()
-	gvk, err := apiutil.GVKForObject(proto, scheme)
-	if err != nil {
-		return gvk, fmt.Errorf("type %T is not registered in the module's scheme: add it with its AddToScheme to Options.Scheme (%v)", proto, err)
-	}
-	return gvk, nil
 }
 
 // convert turns an unstructured object into a fresh T, by way of JSON: the

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/watcher"
 )
 
@@ -62,7 +63,7 @@ func ListerFor[T client.Object](m *Module, proto T) *Cache[T] {
 
 func listerFor[T client.Object](m *Module, proto T, skip int) *Cache[T] {
 	c := &Cache[T]{m: m, reader: &atomic.Pointer[client.Reader]{}}
-	gvk, err := gvkOf(m.scheme, proto)
+	gvk, err := scheme.GVKOf(m.scheme, proto)
 	if err != nil {
 		m.recordf(skip, "Lister: %v", err)
 		return c

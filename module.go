@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/watcher"
@@ -88,7 +89,7 @@ func NewModule(name string, opts Options) *Module {
 		m.namespace = DefaultNamespace
 	}
 	if m.scheme == nil {
-		m.scheme = defaultScheme()
+		m.scheme = scheme.New()
 	}
 	if problems := validation.IsDNS1123Label(name); len(problems) > 0 {
 		m.recordf(1, "module name %q is not a valid DNS-1123 label (%s): use lower-case letters, digits and '-', like \"uds-core\"", name, strings.Join(problems, "; "))
@@ -172,7 +173,3 @@ func callSite(skip int) string {
 	return ""
 }
 
-// defaultScheme is the scheme of a module whose Options name none: client-go's
-// groups and apiextensions/v1, registered as they are needed (see
-// lazyGroups in scheme.go).
-func defaultScheme() *runtime.Scheme { return newLazyScheme() }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 
+	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/gaterun"
@@ -40,7 +41,7 @@ func Execute(ctx context.Context, m *Module, args []string) int {
 		// The other roles hand the scheme to controller-runtime's clients
 		// and caches, which may meet any of its types; a gate needs only the
 		// groups its definition named.
-		completeScheme(m.scheme)
+		scheme.Complete(m.scheme)
 	}
 	return cli.ExecuteModule(ctx, moduleApp{m}, args, os.Stdout, os.Stderr)
 }

@@ -1,4 +1,4 @@
-package vigil
+package scheme
 
 import (
 	"reflect"
@@ -30,11 +30,11 @@ func eagerScheme(t *testing.T) *runtime.Scheme {
 // adds none.
 func TestDefaultSchemeCompleted(t *testing.T) {
 	want := eagerScheme(t).AllKnownTypes()
-	s := defaultScheme()
+	s := New()
 	if n := len(s.AllKnownTypes()); n != 0 {
 		t.Fatalf("a new default scheme has %d types registered, want none until they are needed", n)
 	}
-	completeScheme(s)
+	Complete(s)
 	got := s.AllKnownTypes()
 	for gvk, typ := range want {
 		if got[gvk] != typ {
@@ -65,11 +65,11 @@ func TestDefaultSchemeResolvesLazily(t *testing.T) {
 		}
 	}
 	for pkg, types := range byPkg {
-		s := defaultScheme()
+		s := New()
 		for _, typ := range types {
 			obj := reflect.New(typ).Interface().(runtime.Object)
 			want, wantErr := apiutil.GVKForObject(obj, eager)
-			unlock := lockGroupOf(s, obj)
+			unlock := LockGroupOf(s, obj)
 			got, err := apiutil.GVKForObject(obj, s)
 			unlock()
 			if (err != nil) != (wantErr != nil) || got != want {
@@ -90,11 +90,10 @@ func TestDefaultSchemeResolvesLazily(t *testing.T) {
 // A scheme given in Options is never added to.
 func TestGivenSchemeUntouched(t *testing.T) {
 	s := runtime.NewScheme()
-	m := NewModule("given", Options{Scheme: s})
-	if _, err := gvkOf(m.scheme, &apiextensionsv1.CustomResourceDefinition{}); err == nil {
+	if _, err := GVKOf(s, &apiextensionsv1.CustomResourceDefinition{}); err == nil {
 		t.Error("a CRD resolved in a scheme that does not register it")
 	}
-	completeScheme(s)
+	Complete(s)
 	if n := len(s.AllKnownTypes()); n != 0 {
 		t.Errorf("the given scheme has %d types registered, want none", n)
 	}

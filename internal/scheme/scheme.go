@@ -1,6 +1,7 @@
-package vigil
+package scheme
 
 import (
+	"fmt"
 	"reflect"
 	goruntime "runtime"
 	"sync"
@@ -62,8 +63,12 @@ import (
 	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	storagemigrationv1beta1 "k8s.io/api/storagemigration/v1beta1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 // defaultGroups are the API groups of a module's default scheme: client-go's
@@ -136,7 +141,7 @@ var defaultGroups = [...]struct {
 // which a gate, that resolves a handful of prototypes and then works on
 // unstructured objects, has no use for: the default scheme registers the
 // group of a prototype when gvkOf first meets it, and the rest when a role
-// that hands the scheme to controller-runtime starts (completeScheme).
+// that hands the scheme to controller-runtime starts (Complete).
 type lazyGroups struct {
 	mu       sync.Mutex
 	added    map[string]bool // package paths of the groups registered
@@ -147,8 +152,10 @@ type lazyGroups struct {
 // that a module's scheme is not kept alive by it.
 var lazySchemes sync.Map // weak.Pointer[runtime.Scheme] → *lazyGroups
 
-// newLazyScheme is a default scheme with no group registered yet.
-func newLazyScheme() *runtime.Scheme {
+// New is a default scheme — client-go's groups and apiextensions/v1 — with no
+// group registered yet: LockGroupOf registers one as a prototype of it is met,
+// Complete registers the rest.
+func New() *runtime.Scheme {
 	s := runtime.NewScheme()
 	key := weak.Make(s)
 	lazySchemes.Store(key, &lazyGroups{added: map[string]bool{}})
@@ -165,11 +172,11 @@ func lazyOf(s *runtime.Scheme) *lazyGroups {
 	return nil
 }
 
-// lockGroupOf registers the group of obj's Go type in s, when s is a default
+// LockGroupOf registers the group of obj's Go type in s, when s is a default
 // scheme and the type is one of its groups', and returns the function that
 // ends the lock it holds meanwhile: the caller reads the scheme while no
 // group is being added.
-func lockGroupOf(s *runtime.Scheme, obj any) (unlock func()) {
+func LockGroupOf(s *runtime.Scheme, obj any) (unlock func()) {
 	l := lazyOf(s)
 	if l == nil {
 		return func() {}
@@ -201,10 +208,10 @@ func (l *lazyGroups) add(s *runtime.Scheme, pkg string) {
 	}
 }
 
-// completeScheme registers every default group not registered yet, when s
+// Complete registers every default group not registered yet, when s
 // is a default scheme: the scheme is then the one an eager registration of
 // client-go's groups and apiextensions/v1 would have made.
-func completeScheme(s *runtime.Scheme) {
+func Complete(s *runtime.Scheme) {
 	l := lazyOf(s)
 	if l == nil {
 		return
@@ -222,3 +229,23 @@ func completeScheme(s *runtime.Scheme) {
 	}
 	l.complete = true
 }
+
+// GVKOf finds the group, version and kind of a prototype object: a typed
+// object registered in s (registering its group first when s is a default
+// scheme), or an unstructured one that names its kind.
+func GVKOf(s *runtime.Scheme, proto client.Object) (schema.GroupVersionKind, error) {
+	if u, ok := any(proto).(*unstructured.Unstructured); ok {
+		gvk := u.GroupVersionKind()
+		if gvk.Kind == "" || gvk.Version == "" {
+			return gvk, fmt.Errorf("unstructured prototype without a kind: name it with vigil.Kind(group, version, kind)")
+		}
+		return gvk, nil
+	}
+	defer LockGroupOf(s, proto)()
+	gvk, err := apiutil.GVKForObject(proto, s)
+	if err != nil {
+		return gvk, fmt.Errorf("type %T is not registered in the module's scheme: add it with its AddToScheme to Options.Scheme (%v)", proto, err)
+	}
+	return gvk, nil
+}
+
