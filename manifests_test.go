@@ -53,7 +53,7 @@ func leastModule(ns, apps string) *vigil.Module {
 	vigil.When(policy, &corev1.ConfigMap{}).IsCreated().Named("label").
 		Mutate(func(ctx context.Context, r *vigil.Request[*corev1.ConfigMap]) error {
 			r.SetLabel("checked", "yes")
-			if team, ok := vigil.ModuleStore(ctx).Get("team"); ok { // written by the gate
+			if team, ok, err := vigil.ModuleStore(ctx).Get("team"); err == nil && ok { // written by the gate
 				r.SetLabel("team", team)
 			}
 			return nil
@@ -277,8 +277,14 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "the gate's and the schedule's Store writes", func() bool {
-		team, _ := st.Get("team")
-		_, ticked := st.Get("tick")
+		team, _, err := st.Get("team")
+		if err != nil {
+			t.Fatalf("Get(team): %v", err)
+		}
+		_, ticked, err := st.Get("tick")
+		if err != nil {
+			t.Fatalf("Get(tick): %v", err)
+		}
 		return team == "shop" && ticked
 	})
 	adm.Stop(t, 30*time.Second)

@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -136,7 +135,7 @@ func (a moduleApp) PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Lo
 	if err != nil {
 		return nil, err
 	}
-	st := newLazyStore(ctx, cfg, store.Options{Namespace: a.m.namespace, Name: a.m.name, Logger: log})
+	st := store.NewLazy(ctx, cfg, store.Options{Namespace: a.m.namespace, Name: a.m.name, Logger: log})
 	rc := &roleClients{cfg: cfg, scheme: a.m.scheme}
 	var gates []gaterun.Gate
 	for _, g := range defs {
@@ -170,122 +169,4 @@ func (a moduleApp) PhaseGates(ctx context.Context, cfg *rest.Config, log logr.Lo
 		gates = append(gates, rg)
 	}
 	return gates, nil
-}
-
-// lazyStore connects to the module's Store on first use, so gates and
-// handlers that do not use it need neither its CRD nor the RBAC for it. Its
-// scopes share the connection.
-type lazyStore struct {
-	*lazyConn
-	scope string
-}
-
-type lazyConn struct {
-	ctx  context.Context
-	cfg  *rest.Config
-	opts store.Options
-
-	once sync.Once
-	c    *store.Client
-	err  error
-}
-
-func newLazyStore(ctx context.Context, cfg *rest.Config, opts store.Options) *lazyStore {
-	return &lazyStore{lazyConn: &lazyConn{ctx: ctx, cfg: cfg, opts: opts}}
-}
-
-// Scope is the lazy Store of one capability.
-func (l *lazyStore) Scope(capability string) *lazyStore {
-	return &lazyStore{lazyConn: l.lazyConn, scope: capability}
-}
-
-var _ Store = (*lazyStore)(nil)
-
-func (l *lazyStore) get(ctx context.Context) (store.Store, error) {
-	l.once.Do(func() {
-		c, err := store.New(l.cfg, l.opts)
-		if err == nil {
-			err = c.Start(l.ctx)
-		}
-		if err == nil {
-			err = c.WaitForSync(ctx)
-		}
-		l.c, l.err = c, err
-	})
-	if l.err != nil {
-		return nil, l.err
-	}
-	if l.scope == "" {
-		return l.c, nil
-	}
-	return l.c.Scope(l.scope), nil
-}
-
-func (l *lazyStore) Get(key string) (string, bool) {
-	s, err := l.get(l.ctx)
-	if err != nil {
-		return "", false
-	}
-	return s.Get(key)
-}
-
-func (l *lazyStore) Keys() []string {
-	s, err := l.get(l.ctx)
-	if err != nil {
-		return nil
-	}
-	return s.Keys()
-}
-
-func (l *lazyStore) Set(ctx context.Context, key, value string) error {
-	s, err := l.get(ctx)
-	if err != nil {
-		return err
-	}
-	return s.Set(ctx, key, value)
-}
-
-func (l *lazyStore) Update(ctx context.Context, key string, fn func(string, bool) (string, error)) error {
-	s, err := l.get(ctx)
-	if err != nil {
-		return err
-	}
-	return s.Update(ctx, key, fn)
-}
-
-func (l *lazyStore) Remove(ctx context.Context, key string) error {
-	s, err := l.get(ctx)
-	if err != nil {
-		return err
-	}
-	return s.Remove(ctx, key)
-}
-
-func (l *lazyStore) SetAndWait(ctx context.Context, key, value string) error {
-	s, err := l.get(ctx)
-	if err != nil {
-		return err
-	}
-	return s.SetAndWait(ctx, key, value)
-}
-
-func (l *lazyStore) RemoveAndWait(ctx context.Context, key string) error {
-	s, err := l.get(ctx)
-	if err != nil {
-		return err
-	}
-	return s.RemoveAndWait(ctx, key)
-}
-
-func (l *lazyStore) Subscribe(fn func(store.Change)) func() {
-	s, err := l.get(l.ctx)
-	if err != nil {
-		return func() {}
-	}
-	return s.Subscribe(fn)
-}
-
-func (l *lazyStore) WaitForSync(ctx context.Context) error {
-	_, err := l.get(ctx)
-	return err
 }

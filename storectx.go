@@ -1,6 +1,10 @@
 package vigil
 
-import "context"
+import (
+	"context"
+
+	"github.com/vigilkit/vigil/store"
+)
 
 type storeKey struct{}
 
@@ -15,10 +19,7 @@ func StoreFrom(ctx context.Context) Store {
 }
 
 // StoreReader reads a Store.
-type StoreReader interface {
-	Get(key string) (value string, found bool)
-	Keys() []string
-}
+type StoreReader = store.Reader
 
 // ModuleStore returns the module-wide scope of the Store — where gate
 // callbacks keep what they found — for reading from a handler of any role,

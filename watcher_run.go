@@ -22,7 +22,7 @@ func (a moduleApp) Watcher(ctx context.Context, cfg *rest.Config, log logr.Logge
 	bindings := append([]watcher.Binding(nil), m.watches...)
 	schedules := append([]watcher.Schedule(nil), m.schedules...)
 	m.mu.Unlock()
-	st := newLazyStore(ctx, cfg, store.Options{Namespace: m.namespace, Name: m.name, Logger: log})
+	st := store.NewLazy(ctx, cfg, store.Options{Namespace: m.namespace, Name: m.name, Logger: log})
 	rc := &roleClients{cfg: cfg, scheme: m.scheme}
 	return watcher.Run(ctx, cfg, watcher.Options{
 		Module:           m.name,

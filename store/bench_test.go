@@ -104,7 +104,7 @@ func runWriters(b *testing.B, s *store.Client, writers, n int, write func(ctx co
 	lost := 0
 	for _, m := range last {
 		for k, v := range m {
-			if got, _ := s.Get(k); got != v {
+			if got, _ := get(b, s, k); got != v {
 				lost++
 			}
 		}

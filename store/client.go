@@ -357,21 +357,21 @@ func (sc scope) key(key string) (string, error) {
 	return sc.prefix + key, nil
 }
 
-func (sc scope) Get(key string) (string, bool) {
+func (sc scope) Get(key string) (string, bool, error) {
 	k, err := sc.key(key)
 	if err != nil {
-		return "", false
+		return "", false, err
 	}
 	sc.c.mu.Lock()
 	defer sc.c.mu.Unlock()
 	if sc.c.cur == nil {
-		return "", false
+		return "", false, nil
 	}
 	v, ok := sc.c.cur.Data[k]
-	return v, ok
+	return v, ok, nil
 }
 
-func (sc scope) Keys() []string {
+func (sc scope) Keys() ([]string, error) {
 	sc.c.mu.Lock()
 	defer sc.c.mu.Unlock()
 	var keys []string
@@ -383,7 +383,7 @@ func (sc scope) Keys() []string {
 		}
 	}
 	sort.Strings(keys)
-	return keys
+	return keys, nil
 }
 
 func (sc scope) Set(ctx context.Context, key, value string) error {
@@ -420,7 +420,7 @@ func (sc scope) RemoveAndWait(ctx context.Context, key string) error {
 	return sc.c.waitSeen(ctx, rv)
 }
 
-func (sc scope) Subscribe(fn func(Change)) func() {
+func (sc scope) Subscribe(fn func(Change)) (func(), error) {
 	s := sc.c
 	s.mu.Lock()
 	id := s.nextSub
@@ -434,7 +434,7 @@ func (sc scope) Subscribe(fn func(Change)) func() {
 			delete(s.subs, id)
 			s.mu.Unlock()
 		})
-	}
+	}, nil
 }
 
 func (sc scope) WaitForSync(ctx context.Context) error { return sc.c.WaitForSync(ctx) }

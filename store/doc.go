@@ -24,4 +24,9 @@
 // object's size is kept under 900 KiB, below etcd's request limit, and a write
 // that would exceed it fails alone, naming the key and the sizes, with nothing
 // written.
+//
+// NewLazy gives a Store that connects on first use, for gate callbacks and
+// watcher handlers that may never touch it: a read, like a write, returns the
+// error of a connection that failed (no RBAC, no CRD), and the next use tries
+// again.
 package store

@@ -59,7 +59,7 @@ func outageScenario(t *testing.T, gone *vigiltest.Env, cutWrites, assertGone boo
 	cut := start(t, proxy.Config(), ns)
 	other := start(t, gone.Config, ns)
 	seen := newRecorder()
-	defer cut.Subscribe(seen.record)()
+	defer subscribe(t, cut, seen.record)()
 
 	want := map[string]string{}
 	for i := range 10 {
@@ -124,8 +124,8 @@ func outageScenario(t *testing.T, gone *vigiltest.Env, cutWrites, assertGone boo
 
 	seen.waitFor(t, want)
 	for k, v := range want {
-		if got, ok := cut.Get(k); !ok || got != v {
-			t.Errorf("cut.Get(%q) = %q, %v; want %q", k, got, ok, v)
+		if got, ok := get(t, cut, k); !ok || got != v {
+			t.Errorf("get(t, cut, %q) = %q, %v; want %q", k, got, ok, v)
 		}
 	}
 	if st := cut.Stats(); assertGone && st.Gone == 0 {
@@ -182,7 +182,7 @@ func TestMissingCRD(t *testing.T) {
 	}
 	// Now the limited replica starts and reads what the admin wrote.
 	limited2 := start(t, bare.ServiceAccountConfig(ns, "module"), ns)
-	if v, ok := limited2.Get("installed"); !ok || v != "yes" {
+	if v, ok := get(t, limited2, "installed"); !ok || v != "yes" {
 		t.Fatalf("limited replica reads installed = %q, %v", v, ok)
 	}
 }

@@ -9,10 +9,7 @@ import (
 // Store is the key/value state of a module, as gate callbacks and handlers see
 // it: either the module-wide scope or the scope of one capability.
 type Store interface {
-	// Get returns a key's value from the local copy.
-	Get(key string) (value string, found bool)
-	// Keys returns the keys of this scope, sorted.
-	Keys() []string
+	Reader
 	// Set sets a key's value. It returns once the API server has accepted the
 	// write.
 	Set(ctx context.Context, key, value string) error
@@ -31,10 +28,21 @@ type Store interface {
 	// Subscribe calls fn with every change of this scope's keys, one at a time,
 	// until unsubscribe is called. fn must not block for long: it holds up
 	// the delivery of later changes.
-	Subscribe(fn func(Change)) (unsubscribe func())
+	// It fails as Get does.
+	Subscribe(fn func(Change)) (unsubscribe func(), err error)
 	// WaitForSync waits until the local copy holds the state as of the first
 	// list from the API server.
 	WaitForSync(ctx context.Context) error
+}
+
+// Reader reads a Store.
+type Reader interface {
+	// Get returns a key's value from the local copy. It fails for an invalid
+	// key, or when the Store cannot be reached (a Store connected on first
+	// use, as gate callbacks and watcher handlers get, connects here).
+	Get(key string) (value string, found bool, err error)
+	// Keys returns the keys of this scope, sorted; it fails as Get does.
+	Keys() ([]string, error)
 }
 
 // Change is a key's new state.
@@ -49,9 +57,9 @@ type Change struct {
 
 // GetJSON decodes a key's value as JSON into a T.
 func GetJSON[T any](s Store, key string) (v T, found bool, err error) {
-	raw, found := s.Get(key)
-	if !found {
-		return v, false, nil
+	raw, found, err := s.Get(key)
+	if err != nil || !found {
+		return v, false, err
 	}
 	if err := json.Unmarshal([]byte(raw), &v); err != nil {
 		return v, true, fmt.Errorf("store: decode key %q as %T: %w", key, v, err)

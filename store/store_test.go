@@ -123,12 +123,12 @@ func TestSetAndWaitReachesOtherReplicaAndSubscribers(t *testing.T) {
 	ns := env.Namespace(t)
 	a, b := start(t, env.Config, ns), start(t, env.Config, ns)
 	seen := newRecorder()
-	defer b.Subscribe(seen.record)()
+	defer subscribe(t, b, seen.record)()
 
 	if err := a.SetAndWait(ctx, "initialClusterConfig", `{"name":"initial"}`); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := a.Get("initialClusterConfig"); !ok || v != `{"name":"initial"}` {
+	if v, ok := get(t, a, "initialClusterConfig"); !ok || v != `{"name":"initial"}` {
 		t.Fatalf("after SetAndWait, a.Get = %q, %v; want the value (read-your-writes)", v, ok)
 	}
 	for i := range 20 {
@@ -139,18 +139,18 @@ func TestSetAndWaitReachesOtherReplicaAndSubscribers(t *testing.T) {
 	if err := a.RemoveAndWait(ctx, "k3"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := a.Get("k3"); ok {
+	if _, ok := get(t, a, "k3"); ok {
 		t.Fatal("k3 still in a's copy after RemoveAndWait")
 	}
 	want := map[string]string{"initialClusterConfig": `{"name":"initial"}`, "k0": "16", "k1": "17", "k2": "18"}
 	seen.waitFor(t, want)
 	for k, v := range want {
-		if got, ok := b.Get(k); !ok || got != v {
-			t.Errorf("b.Get(%q) = %q, %v; want %q", k, got, ok, v)
+		if got, ok := get(t, b, k); !ok || got != v {
+			t.Errorf("get(t, b, %q) = %q, %v; want %q", k, got, ok, v)
 		}
 	}
-	if keys := b.Keys(); strings.Join(keys, ",") != "initialClusterConfig,k0,k1,k2" {
-		t.Errorf("b.Keys() = %v", keys)
+	if keys := keys(t, b); strings.Join(keys, ",") != "initialClusterConfig,k0,k1,k2" {
+		t.Errorf("keys(t, b) = %v", keys)
 	}
 }
 
@@ -182,7 +182,7 @@ func TestDeletedObjectIsRecreated(t *testing.T) {
 	ns := env.Namespace(t)
 	s := start(t, env.Config, ns)
 	seen := newRecorder()
-	defer s.Subscribe(seen.record)()
+	defer subscribe(t, s, seen.record)()
 	for _, k := range []string{"a", "b"} {
 		if err := s.SetAndWait(ctx, k, "1"); err != nil {
 			t.Fatal(err)
@@ -193,8 +193,8 @@ func TestDeletedObjectIsRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen.waitFor(t, map[string]string{})
-	if len(s.Keys()) != 0 {
-		t.Fatalf("keys %v after the object was deleted", s.Keys())
+	if len(keys(t, s)) != 0 {
+		t.Fatalf("keys %v after the object was deleted", keys(t, s))
 	}
 	if err := s.SetAndWait(ctx, "c", "2"); err != nil {
 		t.Fatalf("write after deletion: %v", err)
@@ -216,20 +216,20 @@ func TestScopesKeepKeysApart(t *testing.T) {
 	s := start(t, env.Config, ns)
 	policies := s.Scope("policies")
 	seen := newRecorder()
-	defer policies.Subscribe(seen.record)()
+	defer subscribe(t, policies, seen.record)()
 	if err := s.SetAndWait(ctx, "mode", "module"); err != nil {
 		t.Fatal(err)
 	}
 	if err := policies.SetAndWait(ctx, "mode", "policies"); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := s.Get("mode"); v != "module" {
+	if v, _ := get(t, s, "mode"); v != "module" {
 		t.Errorf("module-wide mode = %q", v)
 	}
-	if v, _ := policies.Get("mode"); v != "policies" {
+	if v, _ := get(t, policies, "mode"); v != "policies" {
 		t.Errorf("policies mode = %q", v)
 	}
-	if k := s.Keys(); len(k) != 1 || k[0] != "mode" {
+	if k := keys(t, s); len(k) != 1 || k[0] != "mode" {
 		t.Errorf("module-wide keys %v, want [mode]", k)
 	}
 	seen.waitFor(t, map[string]string{"mode": "policies"})
@@ -318,10 +318,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 	if results[0] != nil || results[2] != nil || !errors.Is(results[1], store.ErrTooLarge) {
 		t.Fatalf("mixed batch results %v: want only the large write to fail", results)
 	}
-	if _, ok := s.Get("big"); ok {
+	if _, ok := get(t, s, "big"); ok {
 		t.Fatal("the too-large key was written")
 	}
-	if v, _ := s.Get("keep"); v != "me" {
+	if v, _ := get(t, s, "keep"); v != "me" {
 		t.Fatalf("keep = %q after failed writes, want me", v)
 	}
 	if got := s.Stats().Writes - writes; got > 2 {
@@ -393,7 +393,7 @@ func TestForbiddenWriteNamesTheVerb(t *testing.T) {
 	if err := reader.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := reader.Get("k"); v != "v" {
+	if v, _ := get(t, reader, "k"); v != "v" {
 		t.Fatalf("reader sees k = %q, want v", v)
 	}
 	err := reader.Set(ctx, "k", "w")
@@ -470,5 +470,83 @@ func (r *recorder) waitFor(t testing.TB, want map[string]string) {
 		case <-deadline:
 			t.Fatalf("subscriber state %v, want %v", r.snapshot(), want)
 		}
+	}
+}
+
+// get reads a key and fails the test if the read fails.
+func get(t testing.TB, s store.Reader, key string) (string, bool) {
+	t.Helper()
+	v, ok, err := s.Get(key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	return v, ok
+}
+
+// keys lists the keys and fails the test if that fails.
+func keys(t testing.TB, s store.Reader) []string {
+	t.Helper()
+	k, err := s.Keys()
+	if err != nil {
+		t.Fatalf("Keys(): %v", err)
+	}
+	return k
+}
+
+// subscribe subscribes fn and fails the test if that fails.
+func subscribe(t testing.TB, s store.Store, fn func(store.Change)) func() {
+	t.Helper()
+	unsubscribe, err := s.Subscribe(fn)
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	return unsubscribe
+}
+
+// A lazy Store that cannot connect says so from every method, reads
+// included, and connects once the cause is gone.
+func TestLazyReturnsConnectionErrors(t *testing.T) {
+	ns := env.Namespace(t)
+	start(t, env.Config, ns) // the CRD is installed by an admin first
+	cfg := env.ServiceAccountConfig(ns, "lazy")
+	s := store.NewLazy(t.Context(), cfg, store.Options{Namespace: ns, Name: "m"})
+	if _, _, err := s.Get("k"); !errors.Is(err, store.ErrForbidden) {
+		t.Fatalf("Get without RBAC: err = %v, want ErrForbidden", err)
+	}
+	if _, err := s.Scope("policies").Keys(); !errors.Is(err, store.ErrForbidden) {
+		t.Fatalf("Keys without RBAC: err = %v, want ErrForbidden", err)
+	}
+	if _, err := s.Subscribe(func(store.Change) {}); !errors.Is(err, store.ErrForbidden) {
+		t.Fatalf("Subscribe without RBAC: err = %v, want ErrForbidden", err)
+	}
+	if err := s.Set(t.Context(), "k", "v"); !errors.Is(err, store.ErrForbidden) {
+		t.Fatalf("Set without RBAC: err = %v, want ErrForbidden", err)
+	}
+
+	for _, o := range []client.Object{
+		&rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lazy-stores"},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"vigil.dev"}, Resources: []string{"stores"}, Verbs: []string{"get", "list", "watch", "create", "update"}}},
+		},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lazy-stores"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "lazy-stores"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "lazy"}},
+		},
+	} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// RBAC reaches the authorizer's cache within a moment: retry for up to 20s.
+	deadline := time.Now().Add(20 * time.Second)
+	for err := s.SetAndWait(t.Context(), "k", "v"); err != nil; err = s.SetAndWait(t.Context(), "k", "v") {
+		if time.Now().After(deadline) {
+			t.Fatalf("SetAndWait 20s after the grant: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v, ok := get(t, s, "k"); !ok || v != "v" {
+		t.Fatalf("Get after the grant = %q, %v; want \"v\", true", v, ok)
 	}
 }

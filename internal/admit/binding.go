@@ -221,10 +221,10 @@ func (dryRunStore) Set(context.Context, string, string) error { return ErrDryRun
 func (dryRunStore) Update(context.Context, string, func(string, bool) (string, error)) error {
 	return ErrDryRun
 }
-func (dryRunStore) Remove(context.Context, string) error             { return ErrDryRun }
-func (dryRunStore) SetAndWait(context.Context, string, string) error { return ErrDryRun }
-func (dryRunStore) RemoveAndWait(context.Context, string) error      { return ErrDryRun }
-func (d dryRunStore) Subscribe(fn func(store.Change)) func()         { return d.Store.Subscribe(fn) }
-func (d dryRunStore) WaitForSync(ctx context.Context) error          { return d.Store.WaitForSync(ctx) }
-func (d dryRunStore) Get(key string) (string, bool)                  { return d.Store.Get(key) }
-func (d dryRunStore) Keys() []string                                 { return d.Store.Keys() }
+func (dryRunStore) Remove(context.Context, string) error              { return ErrDryRun }
+func (dryRunStore) SetAndWait(context.Context, string, string) error  { return ErrDryRun }
+func (dryRunStore) RemoveAndWait(context.Context, string) error       { return ErrDryRun }
+func (d dryRunStore) Subscribe(fn func(store.Change)) (func(), error) { return d.Store.Subscribe(fn) }
+func (d dryRunStore) WaitForSync(ctx context.Context) error           { return d.Store.WaitForSync(ctx) }
+func (d dryRunStore) Get(key string) (string, bool, error)            { return d.Store.Get(key) }
+func (d dryRunStore) Keys() ([]string, error)                         { return d.Store.Keys() }

@@ -575,8 +575,8 @@ type noStore struct{}
 
 var errNoStore = errors.New("this module has no Store")
 
-func (noStore) Get(string) (string, bool)                 { return "", false }
-func (noStore) Keys() []string                            { return nil }
+func (noStore) Get(string) (string, bool, error)          { return "", false, errNoStore }
+func (noStore) Keys() ([]string, error)                   { return nil, errNoStore }
 func (noStore) Set(context.Context, string, string) error { return errNoStore }
 func (noStore) Update(context.Context, string, func(string, bool) (string, error)) error {
 	return errNoStore
@@ -584,5 +584,5 @@ func (noStore) Update(context.Context, string, func(string, bool) (string, error
 func (noStore) Remove(context.Context, string) error             { return errNoStore }
 func (noStore) SetAndWait(context.Context, string, string) error { return errNoStore }
 func (noStore) RemoveAndWait(context.Context, string) error      { return errNoStore }
-func (noStore) Subscribe(func(store.Change)) func()              { return func() {} }
+func (noStore) Subscribe(func(store.Change)) (func(), error)     { return func() {}, errNoStore }
 func (noStore) WaitForSync(context.Context) error                { return nil }
