@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/scheme"
 )
 
 // Request is an admission request with its objects decoded as T.

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/waitfor"
 )
 

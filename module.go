@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/manifests"
+	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/watcher"
 )
 
@@ -172,4 +172,3 @@ func callSite(skip int) string {
 	}
 	return ""
 }
-

@@ -14,10 +14,10 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 
-	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/waitfor"
 	"github.com/vigilkit/vigil/store"
 )

@@ -248,4 +248,3 @@ func GVKOf(s *runtime.Scheme, proto client.Object) (schema.GroupVersionKind, err
 	}
 	return gvk, nil
 }
-
