@@ -29,6 +29,7 @@ import (
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/gaterun"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
 	"github.com/vigilkit/vigil/store"
 )
@@ -39,7 +40,7 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 	m := a.m
 	m.handoffDir.Store(handoffDir)
 	m.mu.Lock()
-	bindings := make([]admit.Binding, len(m.bindings))
+	bindings := make([]spec.Binding, len(m.bindings))
 	for i, b := range m.bindings {
 		bindings[i] = b.Binding
 	}
@@ -133,7 +134,7 @@ func (a moduleApp) Admission(ctx context.Context, cfg *rest.Config, log logr.Log
 }
 
 // registrar is the module's webhook registration.
-func (a moduleApp) registrar(cfg *rest.Config, log logr.Logger, bindings []admit.Binding, clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error) {
+func (a moduleApp) registrar(cfg *rest.Config, log logr.Logger, bindings []spec.Binding, clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error) {
 	m := a.m
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -196,7 +197,7 @@ func (a moduleApp) Unregister(ctx context.Context, cfg *rest.Config, log logr.Lo
 // exist, as if they were created now, and reports each denial as a Warning
 // Event on the object, a log line and a metric: they may have been admitted
 // while the webhooks were not registered. Nothing is denied or changed.
-func (a moduleApp) audit(ctx context.Context, cfg *rest.Config, log logr.Logger, bindings []admit.Binding, h *admit.Handler, metrics *admit.Metrics) error {
+func (a moduleApp) audit(ctx context.Context, cfg *rest.Config, log logr.Logger, bindings []spec.Binding, h *admit.Handler, metrics *admit.Metrics) error {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -215,7 +216,7 @@ func (a moduleApp) audit(ctx context.Context, cfg *rest.Config, log logr.Logger,
 	}
 	kinds := map[schema.GroupVersionKind][]string{}
 	for _, b := range bindings {
-		if b.Action == admit.Validate && !b.FailClosed {
+		if b.Action == spec.Validate && !b.FailClosed {
 			if _, seen := kinds[b.GVK]; !seen || len(b.Namespaces) == 0 {
 				kinds[b.GVK] = b.Namespaces
 			}

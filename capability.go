@@ -14,6 +14,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/scheme"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Request is an admission request with its objects decoded as T.
@@ -79,7 +80,7 @@ type WhenBuilder[T client.Object] struct {
 	proto   T
 	gvk     schema.GroupVersionKind
 	ops     []admissionv1.Operation
-	filters []admit.Filter
+	filters []spec.Filter
 	name    string
 	site    string
 
@@ -122,7 +123,7 @@ func (b *WhenBuilder[T]) on(ops ...admissionv1.Operation) *WhenBuilder[T] {
 
 // InNamespace runs the binding only for objects in these namespaces.
 func (b *WhenBuilder[T]) InNamespace(namespaces ...string) *WhenBuilder[T] {
-	b.filters = append(b.filters, admit.InNamespace(namespaces...))
+	b.filters = append(b.filters, spec.InNamespace(namespaces...))
 	b.inNamespaces = append(b.inNamespaces, namespaces...)
 	return b
 }
@@ -131,14 +132,14 @@ func (b *WhenBuilder[T]) InNamespace(namespaces ...string) *WhenBuilder[T] {
 // expression.
 func (b *WhenBuilder[T]) InNamespaceRegex(expr string) *WhenBuilder[T] {
 	if re := b.compile("InNamespaceRegex", expr); re != nil {
-		b.filters = append(b.filters, admit.InNamespaceRegex(re))
+		b.filters = append(b.filters, spec.InNamespaceRegex(re))
 	}
 	return b
 }
 
 // WithName runs the binding only for the object of this name.
 func (b *WhenBuilder[T]) WithName(name string) *WhenBuilder[T] {
-	b.filters = append(b.filters, admit.WithName(name))
+	b.filters = append(b.filters, spec.WithName(name))
 	b.selName = name
 	return b
 }
@@ -146,7 +147,7 @@ func (b *WhenBuilder[T]) WithName(name string) *WhenBuilder[T] {
 // WithNameRegex runs the binding only for objects whose name matches.
 func (b *WhenBuilder[T]) WithNameRegex(expr string) *WhenBuilder[T] {
 	if re := b.compile("WithNameRegex", expr); re != nil {
-		b.filters = append(b.filters, admit.WithNameRegex(re))
+		b.filters = append(b.filters, spec.WithNameRegex(re))
 	}
 	return b
 }
@@ -156,7 +157,7 @@ func (b *WhenBuilder[T]) WithLabel(key string, value ...string) *WhenBuilder[T] 
 	if len(value) > 1 {
 		b.c.m.recordf(1, "WithLabel(%q): expected one value at most, got %d", key, len(value))
 	}
-	b.filters = append(b.filters, admit.WithLabel(key, value...))
+	b.filters = append(b.filters, spec.WithLabel(key, value...))
 	if b.labels == nil {
 		b.labels = map[string]*string{}
 	}
@@ -174,13 +175,13 @@ func (b *WhenBuilder[T]) WithAnnotation(key string, value ...string) *WhenBuilde
 	if len(value) > 1 {
 		b.c.m.recordf(1, "WithAnnotation(%q): expected one value at most, got %d", key, len(value))
 	}
-	b.filters = append(b.filters, admit.WithAnnotation(key, value...))
+	b.filters = append(b.filters, spec.WithAnnotation(key, value...))
 	return b
 }
 
 // WithDeletionTimestamp runs the binding only for objects being deleted.
 func (b *WhenBuilder[T]) WithDeletionTimestamp() *WhenBuilder[T] {
-	b.filters = append(b.filters, admit.WithDeletionTimestamp())
+	b.filters = append(b.filters, spec.WithDeletionTimestamp())
 	return b
 }
 
@@ -214,7 +215,7 @@ func (b *WhenBuilder[T]) Validate(fn func(ctx context.Context, req *Request[T]) 
 	b.add(admit.ValidateBinding(b.gvk, b.proto, fn), "validate")
 }
 
-func (b *WhenBuilder[T]) add(binding admit.Binding, action string) {
+func (b *WhenBuilder[T]) add(binding spec.Binding, action string) {
 	m := b.c.m
 	if len(b.ops) == 0 {
 		m.recordf(2, "When(%s).%s: no operation: call IsCreated, IsUpdated, IsCreatedOrUpdated or IsDeleted first", b.gvk.Kind, strings.ToUpper(action[:1])+action[1:])
@@ -235,6 +236,6 @@ func (b *WhenBuilder[T]) add(binding admit.Binding, action string) {
 
 // bindingDef is a binding and where it was declared.
 type bindingDef struct {
-	admit.Binding
+	spec.Binding
 	site string
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -63,14 +64,14 @@ func CanaryPath(module string) string { return "/canary/" + module }
 // Handler answers AdmissionReview requests with a module's bindings.
 type Handler struct {
 	opts     Options
-	mutate   []*Binding
-	validate []*Binding
+	mutate   []*spec.Binding
+	validate []*spec.Binding
 	// stores holds each capability's Store, made once rather than per request.
 	stores map[string]store.Store
 }
 
 // NewHandler returns a handler for the bindings.
-func NewHandler(bindings []Binding, opts Options) *Handler {
+func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 	if opts.FailurePolicy == "" {
 		opts.FailurePolicy = admission.Fail
 	}
@@ -89,7 +90,7 @@ func NewHandler(bindings []Binding, opts Options) *Handler {
 		if _, ok := h.stores[b.Capability]; !ok {
 			h.stores[b.Capability] = opts.Store(b.Capability)
 		}
-		if b.Action == Mutate {
+		if b.Action == spec.Mutate {
 			h.mutate = append(h.mutate, b)
 		} else {
 			h.validate = append(h.validate, b)
@@ -102,14 +103,12 @@ func NewHandler(bindings []Binding, opts Options) *Handler {
 // any other path: a version of the module with other bindings may have
 // registered it during a rollout.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var action Action
+	var action spec.Action
 	switch r.URL.Path {
 	case MutatePath(h.opts.Module):
-		action = Mutate
+		action = spec.Mutate
 	case ValidatePath(h.opts.Module):
-		action = Validate
-	default:
-		action = -1
+		action = spec.Validate
 	}
 	review, status, err := h.decode(w, r)
 	if err != nil {
@@ -124,7 +123,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// Echoed to whoever sent the canary, whichever replica answers.
 			resp.Warnings = []string{CanaryWarning(token)}
 		}
-	} else if action < 0 {
+	} else if action == "" {
 		h.opts.Log.Info("admission request for a path this module version does not serve; allowed", "path", r.URL.Path, "kind", review.Request.Kind.Kind, "name", review.Request.Name)
 		resp = &admissionv1.AdmissionResponse{Allowed: true}
 	} else {
@@ -210,7 +209,7 @@ func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) string {
 	dry := true
 	req.DryRun = &dry
-	resp := h.review(ctx, Validate, req)
+	resp := h.review(ctx, spec.Validate, req)
 	if resp.Allowed || resp.Result == nil {
 		return ""
 	}
@@ -218,15 +217,15 @@ func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) 
 }
 
 // review runs the bindings for one request under the handler's deadline.
-func (h *Handler) review(ctx context.Context, action Action, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+func (h *Handler) review(ctx context.Context, action spec.Action, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	bindings := h.mutate
-	if action == Validate {
+	if action == spec.Validate {
 		bindings = h.validate
 	}
 	meta := metaOnce(req)
-	var run []*Binding
+	var run []*spec.Binding
 	for _, b := range bindings {
-		if b.matches(req, meta) {
+		if matches(b, req, meta) {
 			run = append(run, b)
 		}
 	}
@@ -258,21 +257,21 @@ type reviewRun struct {
 	h       *Handler
 	req     *admissionv1.AdmissionRequest
 	dryRun  bool
-	current atomic.Pointer[Binding]
+	current atomic.Pointer[spec.Binding]
 }
 
 // input is what binding b's typed request is made of, besides its objects.
-func (rv *reviewRun) input(b *Binding) *input {
+func (rv *reviewRun) input(b *spec.Binding) *spec.Call {
 	st := rv.h.stores[b.Capability]
 	if rv.dryRun {
 		st = dryRunStore{st}
 	}
-	return &input{raw: rv.req, store: st}
+	return &spec.Call{Raw: rv.req, Store: st}
 }
 
-func (rv *reviewRun) run(ctx context.Context, action Action, bindings []*Binding) *admissionv1.AdmissionResponse {
+func (rv *reviewRun) run(ctx context.Context, action spec.Action, bindings []*spec.Binding) *admissionv1.AdmissionResponse {
 	objs := &objects{req: rv.req}
-	if action == Mutate {
+	if action == spec.Mutate {
 		return rv.mutate(ctx, bindings, objs)
 	}
 	var warnings []string
@@ -282,7 +281,7 @@ func (rv *reviewRun) run(ctx context.Context, action Action, bindings []*Binding
 		var v admission.Verdict
 		if err == nil {
 			began := time.Now()
-			v, err = call(func() (admission.Verdict, error) { return b.validate(ctx, obj, old, rv.input(b)) })
+			v, err = call(func() (admission.Verdict, error) { return b.Validate(ctx, obj, old, rv.input(b)) })
 			rv.h.observe(b, verdictLabel(v, err), time.Since(began))
 		}
 		if err != nil {
@@ -300,13 +299,13 @@ func (rv *reviewRun) run(ctx context.Context, action Action, bindings []*Binding
 	return &admissionv1.AdmissionResponse{Allowed: true, Warnings: warnings}
 }
 
-func (rv *reviewRun) mutate(ctx context.Context, bindings []*Binding, objs *objects) *admissionv1.AdmissionResponse {
+func (rv *reviewRun) mutate(ctx context.Context, bindings []*spec.Binding, objs *objects) *admissionv1.AdmissionResponse {
 	for _, b := range bindings {
 		rv.current.Store(b)
 		obj, old, err := objs.decode(b)
 		if err == nil {
 			began := time.Now()
-			_, err = call(func() (admission.Verdict, error) { return admission.Verdict{}, b.mutate(ctx, obj, old, rv.input(b)) })
+			_, err = call(func() (admission.Verdict, error) { return admission.Verdict{}, b.Mutate(ctx, obj, old, rv.input(b)) })
 			label := "mutated"
 			if err != nil {
 				label = "error"
@@ -349,7 +348,7 @@ func firstFrames(stack []byte, lines int) string {
 }
 
 // failed answers for a binding that failed, by the failure policy.
-func (h *Handler) failed(b *Binding, err error) *admissionv1.AdmissionResponse {
+func (h *Handler) failed(b *spec.Binding, err error) *admissionv1.AdmissionResponse {
 	id := "unknown"
 	if b != nil {
 		id = fmt.Sprintf("capability %q binding %q", b.Capability, b.Name)
@@ -370,7 +369,7 @@ func (h *Handler) failed(b *Binding, err error) *admissionv1.AdmissionResponse {
 	}}
 }
 
-func (h *Handler) observe(b *Binding, verdict string, d time.Duration) {
+func (h *Handler) observe(b *spec.Binding, verdict string, d time.Duration) {
 	if h.opts.Metrics == nil || b == nil {
 		return
 	}
@@ -406,9 +405,9 @@ func reasonFor(code int32) metav1.StatusReason {
 }
 
 // metaOnce decodes the object's metadata for filters, once, when first asked.
-func metaOnce(req *admissionv1.AdmissionRequest) func() Meta {
-	var m *Meta
-	return func() Meta {
+func metaOnce(req *admissionv1.AdmissionRequest) func() spec.Meta {
+	var m *spec.Meta
+	return func() spec.Meta {
 		if m != nil {
 			return *m
 		}
@@ -418,7 +417,7 @@ func metaOnce(req *admissionv1.AdmissionRequest) func() Meta {
 		}
 		pom := &metav1.PartialObjectMetadata{}
 		_ = json.Unmarshal(raw, pom)
-		m = &Meta{Namespace: req.Namespace, Object: pom}
+		m = &spec.Meta{Namespace: req.Namespace, Object: pom}
 		return *m
 	}
 }
@@ -435,7 +434,7 @@ type objects struct {
 	orig client.Object
 }
 
-func (o *objects) decode(b *Binding) (obj, old client.Object, err error) {
+func (o *objects) decode(b *spec.Binding) (obj, old client.Object, err error) {
 	raw := o.req.Object.Raw
 	if o.req.Operation == admissionv1.Delete {
 		raw = o.req.OldObject.Raw
@@ -448,18 +447,18 @@ func (o *objects) decode(b *Binding) (obj, old client.Object, err error) {
 				return nil, nil, err
 			}
 		}
-		next := b.newObject()
+		next := b.New()
 		if err := fastjson.Unmarshal(src, next); err != nil {
 			return nil, nil, fmt.Errorf("decode %s %s as %T: %w", o.req.Kind.Kind, o.req.Name, next, err)
 		}
 		o.cur = next
-		if o.orig == nil && b.Action == Mutate {
+		if o.orig == nil && b.Action == spec.Mutate {
 			o.orig = next.DeepCopyObject().(client.Object)
 		}
 	}
 	if len(o.req.OldObject.Raw) > 0 && o.req.Operation != admissionv1.Create {
 		if o.old == nil || !sameType(o.old, b) {
-			prev := b.newObject()
+			prev := b.New()
 			if err := json.Unmarshal(o.req.OldObject.Raw, prev); err != nil {
 				return nil, nil, fmt.Errorf("decode the old %s %s as %T: %w", o.req.Kind.Kind, o.req.Name, prev, err)
 			}
@@ -469,8 +468,8 @@ func (o *objects) decode(b *Binding) (obj, old client.Object, err error) {
 	return o.cur, o.old, nil
 }
 
-func sameType(obj client.Object, b *Binding) bool {
-	return reflect.TypeOf(obj) == b.typ
+func sameType(obj client.Object, b *spec.Binding) bool {
+	return reflect.TypeOf(obj) == b.Type
 }
 
 // patch is the JSON patch from the object as it came to the object now.

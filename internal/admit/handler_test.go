@@ -22,6 +22,7 @@ import (
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 var podGVK = metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
@@ -77,7 +78,7 @@ func post(t testing.TB, h http.Handler, path, contentType string, body []byte) (
 	return w, out.Response
 }
 
-func handler(policy admission.FailurePolicy, timeout time.Duration, bindings ...admit.Binding) (*admit.Handler, *prometheus.Registry) {
+func handler(policy admission.FailurePolicy, timeout time.Duration, bindings ...spec.Binding) (*admit.Handler, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	m, err := admit.NewMetrics(reg, "mod")
 	if err != nil {
@@ -184,25 +185,25 @@ func TestValidationDeniesWarnsAndSeesOldObject(t *testing.T) {
 
 func TestFiltersDecideWhichBindingsRun(t *testing.T) {
 	ran := map[string]int{}
-	mk := func(name string, f admit.Filter) admit.Binding {
+	mk := func(name string, f spec.Filter) spec.Binding {
 		b := admit.ValidateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
 			ran[name]++
 			return admission.Allow()
 		})
-		b.Name, b.Filters = name, []admit.Filter{f}
+		b.Name, b.Filters = name, []spec.Filter{f}
 		return b
 	}
 	h, _ := handler(admission.Fail, time.Second,
-		mk("label", admit.WithLabel("app", "web")),
-		mk("label-other", admit.WithLabel("app", "db")),
-		mk("label-any", admit.WithLabel("app")),
-		mk("annotation", admit.WithAnnotation("note")),
-		mk("ns", admit.InNamespace("apps")),
-		mk("ns-other", admit.InNamespace("kube-system")),
-		mk("name", admit.WithName("web")),
-		mk("name-re", admit.WithNameRegex(mustRe("^w"))),
-		mk("ns-re", admit.InNamespaceRegex(mustRe("^kube-"))),
-		mk("deleting", admit.WithDeletionTimestamp()),
+		mk("label", spec.WithLabel("app", "web")),
+		mk("label-other", spec.WithLabel("app", "db")),
+		mk("label-any", spec.WithLabel("app")),
+		mk("annotation", spec.WithAnnotation("note")),
+		mk("ns", spec.InNamespace("apps")),
+		mk("ns-other", spec.InNamespace("kube-system")),
+		mk("name", spec.WithName("web")),
+		mk("name-re", spec.WithNameRegex(mustRe("^w"))),
+		mk("ns-re", spec.InNamespaceRegex(mustRe("^kube-"))),
+		mk("deleting", spec.WithDeletionTimestamp()),
 	)
 	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "web"}), nil))
 	want := map[string]int{"label": 1, "label-any": 1, "ns": 1, "name": 1, "name-re": 1}
@@ -237,7 +238,7 @@ func TestFailingBindingsAnswerByPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		policy    admission.FailurePolicy
 		path      string
-		b         admit.Binding
+		b         spec.Binding
 		wantAllow bool
 		want      string
 	}{

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Metrics are the admission handler's Prometheus metrics.
@@ -43,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) observe(b *Binding, verdict string, d time.Duration) {
+func (m *Metrics) observe(b *spec.Binding, verdict string, d time.Duration) {
 	values := []string{b.Capability, b.Name, b.Action.String(), verdict}
 	m.requests.WithLabelValues(values...).Inc()
 	m.duration.WithLabelValues(values...).Observe(d.Seconds())

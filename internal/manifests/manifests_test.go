@@ -12,7 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 var cm = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
@@ -24,7 +24,7 @@ func sample() Module {
 			{Name: "settings", Phase: 2, GVK: cm, Namespace: "apps", ObjectName: "settings", Site: "main.go:1"},
 			{Name: "crd", Phase: 0, GVK: schema.GroupVersionKind{Group: "uds.dev", Version: "v1alpha1", Kind: "ClusterConfig"}, ObjectName: "initial", Site: "main.go:2"},
 		},
-		Bindings: []admit.Binding{{Capability: "policy", Name: "deny", GVK: cm, Action: admit.Validate, Operations: []admissionv1.Operation{admissionv1.Create}}},
+		Bindings: []spec.Binding{{Capability: "policy", Name: "deny", GVK: cm, Action: spec.Validate, Operations: []admissionv1.Operation{admissionv1.Create}}},
 		Watches:  []Watch{{ID: "policy/sync", Role: "reconcile", GVK: cm, Namespaces: []string{"apps"}, Name: "settings", Site: "main.go:3"}},
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Module is what the manifests are derived from: a module's definition as
@@ -18,7 +18,7 @@ type Module struct {
 	Gates []Gate
 	// Bindings are the admission bindings, registered when ready or
 	// fail-closed.
-	Bindings []admit.Binding
+	Bindings []spec.Binding
 	// Watches are the Watch, Reconcile and Finalize bindings.
 	Watches []Watch
 	// Listers are the kinds read through listers, by every role.

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 )
@@ -92,7 +92,7 @@ func Rules(m *Module) []Rule {
 		audited := map[schema.GroupVersionKind][]string{}
 		var order []schema.GroupVersionKind
 		for _, b := range m.Bindings {
-			if b.Action != admit.Validate || b.FailClosed {
+			if b.Action != spec.Validate || b.FailClosed {
 				continue
 			}
 			if _, ok := audited[b.GVK]; !ok {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Annotation carries what wrote a configuration: see Record.
@@ -100,7 +101,7 @@ type Options struct {
 	// Version of the module; a configuration written by a newer one is left
 	// alone. "0.0.0" when empty.
 	Version  string
-	Bindings []admit.Binding
+	Bindings []spec.Binding
 	// Gated objects are excluded from every webhook by match conditions.
 	Gated []Object
 	// ExcludeNamespaces besides the module's own and kube-system.
@@ -233,7 +234,7 @@ func (r *Registrar) build() (*hooks, error) { return r.hooksFor(false) }
 func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 	type group struct {
 		capability string
-		action     admit.Action
+		action     spec.Action
 		namespaces []string
 		rules      map[schema.GroupVersionResource][]admissionregistrationv1.OperationType
 	}
@@ -267,7 +268,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 	for _, key := range order {
 		g := groups[key]
 		path := admit.MutatePath(r.opts.Module)
-		if g.action == admit.Validate {
+		if g.action == spec.Validate {
 			path = admit.ValidatePath(r.opts.Module)
 		}
 		cc := r.opts.ClientConfig(path)
@@ -276,7 +277,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		rules := rulesOf(g.rules)
 		selector := r.namespaceSelector(g.namespaces)
 		conds := r.matchConditions()
-		if g.action == admit.Mutate {
+		if g.action == spec.Mutate {
 			h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
 				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, MatchConditions: conds,
 				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},

@@ -25,6 +25,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -86,7 +87,7 @@ func options(t *testing.T, name, home, apps string, m *module, base string) regi
 	b := admit.MutateBinding(corev1.SchemeGroupVersion.WithKind("Pod"), &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) error { return nil })
 	b.Capability, b.Name, b.Operations, b.Namespaces = "policies", "label", []admissionv1.Operation{admissionv1.Create}, []string{apps}
 	return registration.Options{
-		Module: name, Namespace: home, Version: "1.0.0", Bindings: []admit.Binding{b},
+		Module: name, Namespace: home, Version: "1.0.0", Bindings: []spec.Binding{b},
 		Gated: []registration.Object{{GVK: corev1.SchemeGroupVersion.WithKind("Pod"), Namespace: apps, Name: "gated"}},
 		ClientConfig: func(path string) admissionregistrationv1.WebhookClientConfig {
 			u := base + path

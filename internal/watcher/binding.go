@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Role is what a binding does with the objects it sees.
@@ -59,7 +59,7 @@ type Binding struct {
 	Select Selection
 	// Filters run in process for every object, after the namespaces of
 	// Select.
-	Filters []admit.Filter
+	Filters []spec.Filter
 	// Events the binding wants; all when empty.
 	Events []Event
 	// Watch is called for a Watch binding.
@@ -104,7 +104,7 @@ func (b *Binding) matches(obj client.Object) bool {
 	if len(b.Filters) == 0 {
 		return true
 	}
-	m := admit.Meta{Namespace: obj.GetNamespace(), Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+	m := spec.Meta{Namespace: obj.GetNamespace(), Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name: obj.GetName(), Namespace: obj.GetNamespace(), Labels: obj.GetLabels(), Annotations: obj.GetAnnotations(),
 		DeletionTimestamp: obj.GetDeletionTimestamp(),
 	}}}

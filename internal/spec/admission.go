@@ -1,0 +1,86 @@
+package spec
+
+import (
+	"context"
+	"reflect"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/store"
+)
+
+// Capability groups bindings: they share a name in messages and metrics, a
+// Store scope, and the namespaces they apply to.
+type Capability struct {
+	Name string `json:"name"`
+	// FailClosed capabilities are served by static webhooks with
+	// failurePolicy Fail from install on.
+	FailClosed bool `json:"failClosed"`
+	// Namespaces the capability is limited to; empty for all.
+	Namespaces []string `json:"namespaces"`
+	Site       string   `json:"site"`
+}
+
+// Action is what an admission binding does.
+type Action string
+
+const (
+	// Mutate bindings edit the object; they are served on the mutate path.
+	Mutate Action = "mutate"
+	// Validate bindings judge the object; they are served on the validate path.
+	Validate Action = "validate"
+)
+
+func (a Action) String() string { return string(a) }
+
+// Meta is what filters see of a request: the object's metadata (the old
+// object's on DELETE) and the request's namespace.
+type Meta struct {
+	Namespace string
+	Object    *metav1.PartialObjectMetadata
+}
+
+// Filter decides in process whether a binding runs for an object.
+type Filter struct {
+	// Describe says what it selects, e.g. `label app=web`.
+	Describe string            `json:"describe"`
+	Match    func(m Meta) bool `json:"-"`
+}
+
+// Call is what a binding's handler is called with besides its objects.
+type Call struct {
+	Raw   *admissionv1.AdmissionRequest
+	Store store.Store
+}
+
+// Binding is one mutation or validation of one kind of object.
+type Binding struct {
+	Capability string                  `json:"capability"`
+	Name       string                  `json:"name"`
+	Action     Action                  `json:"action"`
+	GVK        schema.GroupVersionKind `json:"gvk"`
+	Operations []admissionv1.Operation `json:"operations"`
+	// Namespaces the capability is limited to; empty for all.
+	Namespaces []string `json:"namespaces,omitempty"`
+	Filters    []Filter `json:"filters,omitempty"`
+	// FailClosed bindings are served by static webhooks with failurePolicy
+	// Fail from install on, instead of being registered when ready.
+	FailClosed bool   `json:"failClosed"`
+	Site       string `json:"site"`
+
+	// New returns an empty object of the binding's Go type.
+	New func() client.Object `json:"-"`
+	// Type is that Go type.
+	Type reflect.Type `json:"-"`
+	// Mutate edits obj (old is the object before an UPDATE).
+	Mutate func(ctx context.Context, obj, old client.Object, call *Call) error `json:"-"`
+	// Validate judges obj.
+	Validate func(ctx context.Context, obj, old client.Object, call *Call) (admission.Verdict, error) `json:"-"`
+}
+
+// ID names the binding in logs and metrics: capability/name.
+func (b *Binding) ID() string { return b.Capability + "/" + b.Name }

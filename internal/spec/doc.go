@@ -1,0 +1,12 @@
+// Package spec is a module's definition resolved once into data: its name and
+// namespace, its gates by phase, its capabilities and admission bindings, its
+// watches, schedules and listers, and the RBAC its author declared.
+//
+// The facade (package vigil) records what a module author declares and
+// resolves it into one *Module; every role (gate phases, admission, watcher)
+// and every tool (plan, manifests, the deadlock analysis, vigil dev) reads that
+// value and nothing else. Its data fields are also the schema of `plan -o
+// json` (SchemaVersion), so tools that read another module's plan read the
+// same type; the functions a role runs (callbacks, handlers, the scheme) are
+// not serialized.
+package spec

@@ -1,0 +1,136 @@
+package spec
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/admission"
+)
+
+// SchemaVersion names the schema of a Module as `plan -o json` writes it.
+// Change it when a field changes meaning or goes away.
+const SchemaVersion = "vigil.dev/plan/v1"
+
+// Module is a module's definition, resolved.
+type Module struct {
+	SchemaVersion string `json:"schemaVersion"`
+	Name          string `json:"module"`
+	Namespace     string `json:"namespace"`
+	Version       string `json:"version,omitempty"`
+	// FailurePolicy of the webhooks once enforced.
+	FailurePolicy admission.FailurePolicy `json:"failurePolicy"`
+	// TimeoutSeconds of the webhooks; bindings get two seconds less.
+	TimeoutSeconds int32 `json:"timeoutSeconds"`
+
+	// Phases hold the startup gates, ascending, each phase with at least one.
+	Phases []Phase `json:"phases"`
+	// Capabilities group the bindings, in declaration order.
+	Capabilities []Capability `json:"capabilities"`
+	// Bindings are the admission bindings, in declaration order: mutations
+	// run in this order.
+	Bindings []Binding `json:"bindings"`
+	// Watches are the Watch, Reconcile and Finalize bindings.
+	Watches []Watch `json:"watches"`
+	// Schedules run on the watcher's active replica.
+	Schedules []Schedule `json:"schedules"`
+	// Listers are the kinds read through live caches, by every role.
+	Listers []Lister `json:"listers"`
+	// Rules are the RBAC the author declared for what handlers call.
+	Rules []Rule `json:"rules"`
+
+	// Scheme resolves the module's Go types.
+	Scheme *runtime.Scheme `json:"-"`
+	// Hooks hand a role's runtime back to the facade.
+	Hooks Hooks `json:"-"`
+}
+
+// Hooks are what a running role hands back to what the author declared.
+type Hooks struct {
+	// UseCache gives the module's listers the role's informer cache.
+	UseCache func(client.Reader)
+	// HandoffDir tells GateResult where the role reads gate results.
+	HandoffDir func(dir string)
+}
+
+// Phase is one phase of gates: one init container.
+type Phase struct {
+	Phase int `json:"phase"`
+	// InitContainer runs the phase in the admission pod.
+	InitContainer string `json:"initContainer"`
+	Gates         []Gate `json:"gates"`
+}
+
+// InitContainerName is the init container that runs a phase's gates.
+func InitContainerName(phase int) string { return fmt.Sprintf("gate-phase-%d", phase) }
+
+// GroupPhases sorts gates into phases, ascending; gates keep their order.
+func GroupPhases(gates []Gate) []Phase {
+	byPhase := map[int][]Gate{}
+	for _, g := range gates {
+		byPhase[g.Phase] = append(byPhase[g.Phase], g)
+	}
+	phases := []Phase{}
+	for n, gs := range byPhase {
+		phases = append(phases, Phase{Phase: n, InitContainer: InitContainerName(n), Gates: gs})
+	}
+	sort.Slice(phases, func(i, j int) bool { return phases[i].Phase < phases[j].Phase })
+	return phases
+}
+
+// Gates are every gate, phase by phase.
+func (m *Module) Gates() []*Gate {
+	var out []*Gate
+	for i := range m.Phases {
+		for j := range m.Phases[i].Gates {
+			out = append(out, &m.Phases[i].Gates[j])
+		}
+	}
+	return out
+}
+
+// Phase is the phase numbered n, or nil when no gate runs in it.
+func (m *Module) Phase(n int) *Phase {
+	for i := range m.Phases {
+		if m.Phases[i].Phase == n {
+			return &m.Phases[i]
+		}
+	}
+	return nil
+}
+
+// BindingsOf are the admission bindings of one capability.
+func (m *Module) BindingsOf(capability string) []Binding {
+	var out []Binding
+	for _, b := range m.Bindings {
+		if b.Capability == capability {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// HasAdmission reports whether the module runs an admission pod: it has
+// gates or admission bindings.
+func (m *Module) HasAdmission() bool { return len(m.Phases) > 0 || len(m.Bindings) > 0 }
+
+// HasWatcher reports whether the module runs a watcher pod.
+func (m *Module) HasWatcher() bool { return len(m.Watches) > 0 || len(m.Schedules) > 0 }
+
+// Decode reads a Module as `plan -o json` wrote it.
+func Decode(data []byte) (*Module, error) {
+	var m Module
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("expected the output of `<module> plan -o json`: %w", err)
+	}
+	if m.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("expected the output of `<module> plan -o json` with schemaVersion %q, got %q: rebuild that module with this version of vigil", SchemaVersion, m.SchemaVersion)
+	}
+	if m.Name == "" {
+		return nil, fmt.Errorf("no module in it: expected the output of `<module> plan -o json`")
+	}
+	return &m, nil
+}

@@ -1,0 +1,96 @@
+package spec
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// WatchRole is what a watch binding does with the objects it sees.
+type WatchRole string
+
+const (
+	// RoleWatch bindings see every add, update and delete, in order.
+	RoleWatch WatchRole = "watch"
+	// RoleReconcile bindings bring the world in line with each object, from
+	// a de-duplicating, rate-limited queue.
+	RoleReconcile WatchRole = "reconcile"
+	// RoleFinalize bindings hold each object's deletion until they succeed.
+	RoleFinalize WatchRole = "finalize"
+)
+
+func (r WatchRole) String() string { return string(r) }
+
+// Event is the kind of change a Watch binding sees.
+type Event string
+
+// The events of a watch, named as the Kubernetes watch API names them.
+const (
+	Added    Event = "ADDED"
+	Modified Event = "MODIFIED"
+	Deleted  Event = "DELETED"
+)
+
+// Selection is what one user of a type (a binding or a lister) needs of it.
+// Empty fields mean all: every namespace, every label, every name.
+type Selection struct {
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Labels is a label selector in its canonical text form ("app=web,tier").
+	Labels string `json:"labels,omitempty"`
+	Name   string `json:"name,omitempty"`
+}
+
+// Lister is one reader of a type's informer: a lister the author declared.
+type Lister struct {
+	GVK schema.GroupVersionKind `json:"gvk"`
+	// New returns an empty object of the type (unstructured ones carry their
+	// GVK).
+	New    func() client.Object `json:"-"`
+	Select Selection            `json:"select"`
+}
+
+// Watch is one Watch, Reconcile or Finalize binding of one kind of object.
+type Watch struct {
+	Capability string                  `json:"capability"`
+	Name       string                  `json:"name"`
+	Role       WatchRole               `json:"role"`
+	GVK        schema.GroupVersionKind `json:"gvk"`
+	// Select is what the binding could accept as a server-side selection.
+	Select Selection `json:"select"`
+	// Filters run in process for every object, after the namespaces of
+	// Select.
+	Filters []Filter `json:"filters,omitempty"`
+	// Events the binding wants; all when empty.
+	Events []Event `json:"events,omitempty"`
+	// Finalizer is the finalizer a Finalize binding owns.
+	Finalizer string `json:"finalizer,omitempty"`
+	// Site is where the binding was declared.
+	Site string `json:"site"`
+
+	// New returns an empty object of the binding's Go type.
+	New func() client.Object `json:"-"`
+	// OnEvent is called for a Watch binding.
+	OnEvent func(ctx context.Context, obj client.Object, ev Event) `json:"-"`
+	// Reconcile is called for a Reconcile or Finalize binding.
+	Reconcile func(ctx context.Context, obj client.Object) error `json:"-"`
+}
+
+// ID names the binding in logs and metrics: capability/name.
+func (w *Watch) ID() string { return w.Capability + "/" + w.Name }
+
+// Lister is what the watch binding reads of its type's informer.
+func (w *Watch) Lister() Lister { return Lister{GVK: w.GVK, New: w.New, Select: w.Select} }
+
+// Schedule is a function run on the watcher's active replica on a schedule.
+type Schedule struct {
+	Name string `json:"name"`
+	// When says when it runs, e.g. "every 30s" or "*/5 * * * *".
+	When string `json:"when"`
+	Site string `json:"site"`
+
+	// Next returns the first time to run after t.
+	Next func(t time.Time) time.Time     `json:"-"`
+	Run  func(ctx context.Context) error `json:"-"`
+}
