@@ -231,11 +231,6 @@ func (b *WhenBuilder[T]) add(binding spec.Binding, action string) {
 	if binding.Name == "" {
 		binding.Name = fmt.Sprintf("%s-%s-%d", strings.ToLower(b.gvk.Kind), action, len(m.bindings))
 	}
-	m.bindings = append(m.bindings, bindingDef{Binding: binding, site: b.site})
-}
-
-// bindingDef is a binding and where it was declared.
-type bindingDef struct {
-	spec.Binding
-	site string
+	binding.Site = b.site
+	m.bindings = append(m.bindings, binding)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/scheme"
+	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/waitfor"
 )
 
@@ -71,6 +72,29 @@ func (g *gateDef) setOutcome(m *Module, how string, cond gate.Cond) {
 		}
 	}
 	g.spec.Cond = cond
+}
+
+// resolve is the gate as every role and tool reads it.
+func (g *gateDef) resolve() spec.Gate {
+	sg := spec.Gate{
+		Name: g.id(), Phase: g.phase, WaitsFor: g.describe(), Timeout: g.timeout,
+		Optional: g.optional, Fallback: g.fallback != nil, Site: g.site, OnTimeout: g.fallback,
+	}
+	for _, c := range g.creates {
+		sg.Creates = append(sg.Creates, spec.ObjectOf(c.gvk, c.namespace, c.name))
+	}
+	if g.sample != nil {
+		sg.Sample = g.sample.run
+		return sg
+	}
+	sg.Wait = g.waitSpec()
+	waits := spec.ObjectOf(sg.Wait.GVK, sg.Wait.Namespace, sg.Wait.Name)
+	if sg.Wait.Labels != nil {
+		waits.Labels = sg.Wait.Labels.String()
+	}
+	sg.Waits = &waits
+	sg.Finish = g.finish
+	return sg
 }
 
 // describe says what the gate waits for.

@@ -17,6 +17,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/cli"
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -81,8 +82,8 @@ func TestDefinitionMistakesNameTheirCallSite(t *testing.T) {
 				}
 			}
 			// The binary refuses to run any role with them.
-			if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != cli.ExitFailed {
-				t.Errorf("plan with definition mistakes: exit %d, want %d", code, cli.ExitFailed)
+			if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != cmdutil.ExitFailed {
+				t.Errorf("plan with definition mistakes: exit %d, want %d", code, cmdutil.ExitFailed)
 			}
 		})
 	}
@@ -133,7 +134,7 @@ func TestTypedGatesAndGateResult(t *testing.T) {
 	if err := env.InstallCRDYAML(storeCRD(t)); err != nil {
 		t.Fatal(err)
 	}
-	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cli.ExitOK {
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitOK {
 		t.Fatalf("gate --phase 0: exit %d", code)
 	}
 	if gotCRD == nil || gotCRD.Spec.Group != "vigil.dev" {
@@ -172,8 +173,8 @@ func TestRequiredGateTimeoutExits124(t *testing.T) {
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
 	term := filepath.Join(t.TempDir(), "termination-log")
 	code := vigil.Execute(t.Context(), m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t), "--termination-log", term})
-	if code != cli.ExitTimedOut {
-		t.Fatalf("exit %d, want %d", code, cli.ExitTimedOut)
+	if code != cmdutil.ExitTimedOut {
+		t.Fatalf("exit %d, want %d", code, cmdutil.ExitTimedOut)
 	}
 	summary, err := os.ReadFile(term)
 	if err != nil {
@@ -197,8 +198,8 @@ func TestPermanentCallbackErrorExits1(t *testing.T) {
 			return gate.Permanent(errors.New("the config is malformed"))
 		})
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
-	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cli.ExitFailed {
-		t.Fatalf("exit %d, want %d", code, cli.ExitFailed)
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitFailed {
+		t.Fatalf("exit %d, want %d", code, cmdutil.ExitFailed)
 	}
 }
 
@@ -225,7 +226,7 @@ func TestSampleRetriesErrorsAndHangs(t *testing.T) {
 		ToMatch(func(s string) bool { return s == "valid" })
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
 	began := time.Now()
-	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cli.ExitOK {
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	if len(calls) != 4 {

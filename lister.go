@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/scheme"
-	"github.com/vigilkit/vigil/internal/watcher"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Cache is a typed, informer-backed read cache of one kind of object, for
@@ -30,7 +30,7 @@ type Cache[T client.Object] struct {
 // listerDef is what the roles need of a Lister: its type, and where to plug
 // the shared cache in.
 type listerDef struct {
-	user   watcher.User
+	user   spec.Lister
 	reader *atomic.Pointer[client.Reader]
 	site   string
 }
@@ -88,7 +88,7 @@ func listerFor[T client.Object](m *Module, proto T, skip int) *Cache[T] {
 		}
 	}
 	m.mu.Lock()
-	m.listers = append(m.listers, listerDef{user: watcher.User{GVK: gvk, New: c.newObj}, reader: c.reader, site: callSite(skip)})
+	m.listers = append(m.listers, listerDef{user: spec.Lister{GVK: gvk, New: c.newObj}, reader: c.reader, site: callSite(skip)})
 	m.mu.Unlock()
 	return c
 }
@@ -153,10 +153,10 @@ func (m *Module) useCache(r client.Reader) {
 }
 
 // listerUsers are the types the module's listers read.
-func (m *Module) listerUsers() []watcher.User {
+func (m *Module) listerUsers() []spec.Lister {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]watcher.User, len(m.listers))
+	out := make([]spec.Lister, len(m.listers))
 	for i, l := range m.listers {
 		out[i] = l.user
 	}

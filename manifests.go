@@ -7,8 +7,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/vigilkit/vigil/internal/manifests"
-	"github.com/vigilkit/vigil/internal/watcher"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // RBAC declares a permission the module's handlers need beyond what vigil
@@ -44,49 +43,6 @@ func (m *Module) RBAC(why string, rule rbacv1.PolicyRule, namespaces ...string) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, ns := range namespaces {
-		m.rules = append(m.rules, manifests.Rule{Namespace: ns, PolicyRule: rule, Why: fmt.Sprintf("%s (declared at %s)", why, site)})
+		m.rules = append(m.rules, spec.Rule{Namespace: ns, PolicyRule: rule, Why: fmt.Sprintf("%s (declared at %s)", why, site)})
 	}
-}
-
-// Deployment is the module's definition as `manifests` and `plan` need it.
-func (a moduleApp) Deployment() manifests.Module {
-	m := a.m
-	users := m.listerUsers()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	d := manifests.Module{
-		Name: m.name, Namespace: m.namespace, Version: m.version,
-		FailurePolicy: m.policy, TimeoutSeconds: int32(m.timeout.Seconds()),
-		Rules: append([]manifests.Rule(nil), m.rules...),
-	}
-	for _, g := range m.gates {
-		mg := manifests.Gate{Name: g.id(), Phase: g.phase, Sample: g.sample != nil, Site: g.site}
-		if g.sample == nil {
-			spec := g.waitSpec()
-			mg.GVK, mg.Namespace, mg.ObjectName = spec.GVK, spec.Namespace, spec.Name
-			if spec.Labels != nil {
-				mg.Labels = spec.Labels.String()
-			}
-		}
-		for _, c := range g.creates {
-			mg.Creates = append(mg.Creates, manifests.Object{GVK: c.gvk, Namespace: c.namespace, Name: c.name})
-		}
-		d.Gates = append(d.Gates, mg)
-	}
-	for _, b := range m.bindings {
-		d.Bindings = append(d.Bindings, b.Binding)
-	}
-	for _, w := range m.watches {
-		d.Watches = append(d.Watches, manifests.Watch{
-			ID: w.ID(), Role: w.Role.String(), GVK: w.GVK, Namespaces: w.Select.Namespaces, Name: w.Select.Name,
-			Finalize: w.Role == watcher.Finalize, Site: w.Site,
-		})
-	}
-	for _, u := range users {
-		d.Listers = append(d.Listers, u.GVK)
-	}
-	for _, s := range m.schedules {
-		d.Schedules = append(d.Schedules, s.Name)
-	}
-	return d
 }

@@ -53,7 +53,7 @@ func leastModule(ns, apps string) *vigil.Module {
 	vigil.When(policy, &corev1.ConfigMap{}).IsCreated().Named("label").
 		Mutate(func(ctx context.Context, r *vigil.Request[*corev1.ConfigMap]) error {
 			r.SetLabel("checked", "yes")
-			if team, ok, err := vigil.ModuleStore(ctx).Get("team"); err == nil && ok { // written by the gate
+			if team, ok, err := vigil.ModuleStoreFrom(ctx).Get("team"); err == nil && ok { // written by the gate
 				r.SetLabel("team", team)
 			}
 			return nil

@@ -14,9 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/scheme"
-	"github.com/vigilkit/vigil/internal/watcher"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Options configure a module.
@@ -57,11 +56,11 @@ type Module struct {
 	errs         []error
 	gates        []*gateDef
 	capabilities []*Capability
-	bindings     []bindingDef
-	watches      []watcher.Binding
-	schedules    []watcher.Schedule
+	bindings     []spec.Binding
+	watches      []spec.Watch
+	schedules    []spec.Schedule
 	listers      []listerDef
-	rules        []manifests.Rule
+	rules        []spec.Rule
 
 	// handoffDir is the running admission role's handoff folder, for
 	// GateResult.
@@ -139,9 +138,9 @@ func (m *Module) Validate() error {
 	bindingSites := map[string]string{}
 	for _, b := range m.bindings {
 		if other, ok := bindingSites[b.ID()]; ok {
-			errs = append(errs, fmt.Errorf("%s: binding %q of capability %q is already declared at %s: name it otherwise with Named", b.site, b.Name, b.Capability, other))
+			errs = append(errs, fmt.Errorf("%s: binding %q of capability %q is already declared at %s: name it otherwise with Named", b.Site, b.Name, b.Capability, other))
 		}
-		bindingSites[b.ID()] = b.site
+		bindingSites[b.ID()] = b.Site
 	}
 	watchSites := map[string]string{}
 	for _, w := range m.watches {
@@ -171,4 +170,39 @@ func callSite(skip int) string {
 		return fmt.Sprintf("%s:%d", filepath.Base(file), line)
 	}
 	return ""
+}
+
+// resolve turns the definition into the one value every role and tool reads.
+// Call it once the module is declared: what is declared later is not in it.
+func (m *Module) resolve() *spec.Module {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := &spec.Module{
+		SchemaVersion: spec.SchemaVersion,
+		Name:          m.name, Namespace: m.namespace, Version: m.version,
+		FailurePolicy: m.policy, TimeoutSeconds: int32(m.timeout / time.Second),
+		Capabilities: []spec.Capability{},
+		Bindings:     append([]spec.Binding{}, m.bindings...),
+		Watches:      append([]spec.Watch{}, m.watches...),
+		Schedules:    append([]spec.Schedule{}, m.schedules...),
+		Listers:      []spec.Lister{},
+		Rules:        append([]spec.Rule{}, m.rules...),
+		Scheme:       m.scheme,
+		Hooks: spec.Hooks{
+			UseCache:   m.useCache,
+			HandoffDir: func(dir string) { m.handoffDir.Store(dir) },
+		},
+	}
+	var gates []spec.Gate
+	for _, g := range m.gates {
+		gates = append(gates, g.resolve())
+	}
+	out.Phases = spec.GroupPhases(gates)
+	for _, c := range m.capabilities {
+		out.Capabilities = append(out.Capabilities, spec.Capability{Name: c.name, FailClosed: c.failClosed, Namespaces: c.namespaces, Site: c.site})
+	}
+	for _, l := range m.listers {
+		out.Listers = append(out.Listers, l.user)
+	}
+	return out
 }

@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/gate"
-	"github.com/vigilkit/vigil/internal/gaterun"
 )
 
 // Interval is how often something is done.
@@ -26,7 +25,7 @@ type sampleDef struct {
 	sampleTimeout time.Duration
 	// run samples until match holds, reporting what it saw, runs the
 	// callback and returns the matching sample.
-	run func(ctx context.Context, seen gaterun.Seen, s Store) (any, error)
+	run func(ctx context.Context, seen func(found bool, what string), s Store) (any, error)
 }
 
 // SampleBuilder declares a gate that polls a function rather than watching
@@ -49,7 +48,7 @@ func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Int
 		every.every = time.Second
 	}
 	g.sample = &sampleDef{every: every.every, sampleTimeout: every.every}
-	g.sample.run = func(ctx context.Context, seen gaterun.Seen, s Store) (any, error) {
+	g.sample.run = func(ctx context.Context, seen func(found bool, what string), s Store) (any, error) {
 		v, err := runSample(ctx, fn, b.match, g.sample, seen)
 		if err != nil {
 			return nil, err
@@ -60,7 +59,7 @@ func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Int
 	return b
 }
 
-func runSample[S any](ctx context.Context, fn func(context.Context) (S, error), match func(S) bool, def *sampleDef, seen gaterun.Seen) (S, error) {
+func runSample[S any](ctx context.Context, fn func(context.Context) (S, error), match func(S) bool, def *sampleDef, seen func(found bool, what string)) (S, error) {
 	var zero S
 	failures := 0
 	for {

@@ -3,33 +3,60 @@ package vigil
 import (
 	"context"
 
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/internal/callctx"
 	"github.com/vigilkit/vigil/store"
 )
 
-type storeKey struct{}
-
-type moduleStoreKey struct{}
-
-// StoreFrom returns the Store a Watch, Reconcile, Finalize or OnSchedule
-// handler was called with: its capability's scope (the module-wide scope for
-// schedules). It returns nil outside such handlers.
+// StoreFrom returns the Store a gate callback or handler was called with, in
+// every role: its capability's scope for an admission, Watch, Reconcile or
+// Finalize handler, the module-wide scope for gate callbacks and schedules.
+// A dry-run admission request gets a Store that refuses writes. It returns
+// nil outside callbacks and handlers.
 func StoreFrom(ctx context.Context) Store {
-	s, _ := ctx.Value(storeKey{}).(Store)
-	return s
+	return callctx.Store(ctx)
 }
 
 // StoreReader reads a Store.
 type StoreReader = store.Reader
 
-// ModuleStore returns the module-wide scope of the Store — where gate
+// ModuleStoreFrom returns the module-wide scope of the Store — where gate
 // callbacks keep what they found — for reading from a handler of any role,
 // whose own Store is its capability's scope. It returns nil outside gate
 // callbacks and handlers.
-func ModuleStore(ctx context.Context) StoreReader {
-	s, _ := ctx.Value(moduleStoreKey{}).(StoreReader)
-	return s
+func ModuleStoreFrom(ctx context.Context) StoreReader {
+	if r := callctx.RoleOf(ctx); r != nil && r.Module != nil {
+		return r.Module
+	}
+	return nil
 }
 
-func withModuleStore(ctx context.Context, s StoreReader) context.Context {
-	return context.WithValue(ctx, moduleStoreKey{}, s)
+// ClientFrom returns a client of the API server as the role's process reaches
+// it (its --kubeconfig, or the pod's ServiceAccount), for what gate callbacks
+// and handlers of every role do beyond vigil: patch a status, create an
+// object. Reads go to the API server, not a cache (use a Lister for that).
+// Declare what it is used for with RBAC. It is nil outside a callback or
+// handler, and when no client can be made from the role's config.
+func ClientFrom(ctx context.Context) client.Client {
+	r := callctx.RoleOf(ctx)
+	if r == nil {
+		return nil
+	}
+	c, err := r.Client()
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// ConfigFrom returns the rest config the role's process runs with, for
+// clients of other kinds; nil outside a callback or handler.
+func ConfigFrom(ctx context.Context) *rest.Config {
+	r := callctx.RoleOf(ctx)
+	if r == nil {
+		return nil
+	}
+	return rest.CopyConfig(r.Config)
 }

@@ -13,19 +13,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
 )
 
 // WatchEvent is the kind of change a Watch handler sees: Added, Modified or
-// Deleted.
-type WatchEvent = watcher.Event
+// Deleted, named as the Kubernetes watch API names them.
+type WatchEvent string
 
 // The events a Watch handler sees. Objects that exist when the watcher starts
 // arrive as Added.
 const (
-	Added    WatchEvent = watcher.Added
-	Modified WatchEvent = watcher.Modified
-	Deleted  WatchEvent = watcher.Deleted
+	Added    WatchEvent = "ADDED"
+	Modified WatchEvent = "MODIFIED"
+	Deleted  WatchEvent = "DELETED"
 )
 
 // Watch calls fn with every add, update and delete of matching objects, in
@@ -35,8 +36,8 @@ const (
 // tries, 50 ms to 800 ms apart) while the events behind it wait, so that order
 // holds; after the last try it is dropped.
 func (b *WhenBuilder[T]) Watch(fn func(ctx context.Context, obj T, event WatchEvent)) {
-	b.addWatch(watcher.Watch, func(wb *watcher.Binding) {
-		wb.Watch = func(ctx context.Context, obj client.Object, ev watcher.Event) { fn(ctx, obj.(T), ev) }
+	b.addWatch(spec.RoleWatch, func(wb *spec.Watch) {
+		wb.OnEvent = func(ctx context.Context, obj client.Object, ev spec.Event) { fn(ctx, obj.(T), WatchEvent(ev)) }
 	})
 }
 
@@ -50,7 +51,7 @@ func (b *WhenBuilder[T]) Watch(fn func(ctx context.Context, obj T, event WatchEv
 // with the object named, and retried like an error. Deleted objects are not
 // reconciled: use Finalize to act on deletion.
 func (b *WhenBuilder[T]) Reconcile(fn func(ctx context.Context, obj T) error) {
-	b.addWatch(watcher.Reconcile, func(wb *watcher.Binding) {
+	b.addWatch(spec.RoleReconcile, func(wb *spec.Watch) {
 		wb.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
 	})
 }
@@ -61,21 +62,21 @@ func (b *WhenBuilder[T]) Reconcile(fn func(ctx context.Context, obj T) error) {
 // object stays. Errors are retried as for Reconcile. `<module> unregister
 // --remove-finalizers` strips these finalizers for uninstall.
 func (b *WhenBuilder[T]) Finalize(fn func(ctx context.Context, obj T) error) {
-	b.addWatch(watcher.Finalize, func(wb *watcher.Binding) {
+	b.addWatch(spec.RoleFinalize, func(wb *spec.Watch) {
 		wb.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
 	})
 }
 
-func (b *WhenBuilder[T]) addWatch(role watcher.Role, set func(*watcher.Binding)) {
+func (b *WhenBuilder[T]) addWatch(role spec.WatchRole, set func(*spec.Watch)) {
 	m := b.c.m
-	wb := watcher.Binding{
+	wb := spec.Watch{
 		Capability: b.c.name,
 		Role:       role,
 		GVK:        b.gvk,
 		New:        newObjectFunc(b.proto, b.gvk),
 		Filters:    b.filters,
 		Site:       b.site,
-		Select: watcher.Selection{
+		Select: spec.Selection{
 			Namespaces: b.namespaces(),
 			Labels:     watcher.LabelSelector(b.labels),
 			Name:       b.selName,
@@ -84,14 +85,14 @@ func (b *WhenBuilder[T]) addWatch(role watcher.Role, set func(*watcher.Binding))
 	for _, op := range b.ops {
 		switch op {
 		case "CREATE":
-			wb.Events = append(wb.Events, watcher.Added)
+			wb.Events = append(wb.Events, spec.Added)
 		case "UPDATE":
-			wb.Events = append(wb.Events, watcher.Modified)
+			wb.Events = append(wb.Events, spec.Modified)
 		case "DELETE":
-			wb.Events = append(wb.Events, watcher.Deleted)
+			wb.Events = append(wb.Events, spec.Deleted)
 		}
 	}
-	if role == watcher.Finalize && len(b.ops) > 0 {
+	if role == spec.RoleFinalize && len(b.ops) > 0 {
 		m.recordf(2, "When(%s).Finalize: IsCreated, IsUpdated and IsDeleted do not apply: a Finalize sees every object that matches its filters", b.gvk.Kind)
 	}
 	set(&wb)
@@ -201,5 +202,16 @@ func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Cont
 			m.errs = append(m.errs, fmt.Errorf("%s: schedule %q is already declared at %s", site, name, s.Site))
 		}
 	}
-	m.schedules = append(m.schedules, watcher.Schedule{Name: name, Next: when.Next, Run: fn, Site: site})
+	m.schedules = append(m.schedules, spec.Schedule{Name: name, When: describeSchedule(when), Next: when.Next, Run: fn, Site: site})
+}
+
+// describeSchedule says when a schedule runs, for plan.
+func describeSchedule(s Schedule) string {
+	switch s := s.(type) {
+	case Interval:
+		return "every " + s.every.String()
+	case CronSchedule:
+		return s.expr
+	}
+	return fmt.Sprintf("%v", s)
 }

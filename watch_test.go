@@ -707,13 +707,13 @@ func TestPlanJSON(t *testing.T) {
 			InitContainer string
 			Gates         []struct{ Name, WaitsFor, Site string }
 		}
-		Watcher struct{ Bindings []string }
+		Watches []struct{ Name string }
 	}
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("plan -o json is not JSON: %v\n%s", err, out)
 	}
 	if p.Module != "planned" || len(p.Phases) != 1 || p.Phases[0].Phase != 1 || p.Phases[0].InitContainer != "gate-phase-1" ||
-		len(p.Phases[0].Gates) != 1 || len(p.Watcher.Bindings) != 1 {
+		len(p.Phases[0].Gates) != 1 || len(p.Watches) != 1 {
 		t.Fatalf("plan -o json: %s", out)
 	}
 	if want := fmt.Sprintf("watch_test.go:%d", line+1); p.Phases[0].Gates[0].Site != want {

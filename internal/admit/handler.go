@@ -47,9 +47,10 @@ type Options struct {
 	// Metrics records requests; nil records nothing.
 	Metrics *Metrics
 	Log     logr.Logger
-	// Context, when set, gives the bindings' context what the role hands
-	// its handlers.
-	Context func(context.Context) context.Context
+	// Context, when set, gives a binding's context what the role hands its
+	// handlers, with s as the binding's Store (its capability's scope,
+	// refusing writes on a dry run).
+	Context func(ctx context.Context, s store.Store) context.Context
 }
 
 // MutatePath is where the module's mutations are served.
@@ -232,9 +233,6 @@ func (h *Handler) review(ctx context.Context, action spec.Action, req *admission
 	if len(run) == 0 {
 		return &admissionv1.AdmissionResponse{Allowed: true}
 	}
-	if h.opts.Context != nil {
-		ctx = h.opts.Context(ctx)
-	}
 	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 	defer cancel()
 	rv := &reviewRun{h: h, req: req, dryRun: req.DryRun != nil && *req.DryRun}
@@ -260,13 +258,17 @@ type reviewRun struct {
 	current atomic.Pointer[spec.Binding]
 }
 
-// input is what binding b's typed request is made of, besides its objects.
-func (rv *reviewRun) input(b *spec.Binding) *spec.Call {
+// input is what binding b's typed request is made of, besides its objects,
+// and the context it runs in.
+func (rv *reviewRun) input(ctx context.Context, b *spec.Binding) (context.Context, *spec.Call) {
 	st := rv.h.stores[b.Capability]
 	if rv.dryRun {
 		st = dryRunStore{st}
 	}
-	return &spec.Call{Raw: rv.req, Store: st}
+	if rv.h.opts.Context != nil {
+		ctx = rv.h.opts.Context(ctx, st)
+	}
+	return ctx, &spec.Call{Raw: rv.req, Store: st}
 }
 
 func (rv *reviewRun) run(ctx context.Context, action spec.Action, bindings []*spec.Binding) *admissionv1.AdmissionResponse {
@@ -281,7 +283,10 @@ func (rv *reviewRun) run(ctx context.Context, action spec.Action, bindings []*sp
 		var v admission.Verdict
 		if err == nil {
 			began := time.Now()
-			v, err = call(func() (admission.Verdict, error) { return b.Validate(ctx, obj, old, rv.input(b)) })
+			v, err = call(func() (admission.Verdict, error) {
+				ctx, in := rv.input(ctx, b)
+				return b.Validate(ctx, obj, old, in)
+			})
 			rv.h.observe(b, verdictLabel(v, err), time.Since(began))
 		}
 		if err != nil {
@@ -305,7 +310,10 @@ func (rv *reviewRun) mutate(ctx context.Context, bindings []*spec.Binding, objs 
 		obj, old, err := objs.decode(b)
 		if err == nil {
 			began := time.Now()
-			_, err = call(func() (admission.Verdict, error) { return admission.Verdict{}, b.Mutate(ctx, obj, old, rv.input(b)) })
+			_, err = call(func() (admission.Verdict, error) {
+				ctx, in := rv.input(ctx, b)
+				return admission.Verdict{}, b.Mutate(ctx, obj, old, in)
+			})
 			label := "mutated"
 			if err != nil {
 				label = "error"

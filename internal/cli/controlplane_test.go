@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil/internal/cli"
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/controlplane"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -67,14 +68,14 @@ func TestControlPlaneUpServesKubectl(t *testing.T) {
 
 func TestExecuteExitCodes(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := cli.Execute(t.Context(), []string{"controlplane", "up", "--kubeconfig", ""}, &out, &errOut); code != cli.ExitFailed {
-		t.Fatalf("exit code %d, want %d", code, cli.ExitFailed)
+	if code := cli.Execute(t.Context(), []string{"controlplane", "up", "--kubeconfig", ""}, &out, &errOut); code != cmdutil.ExitFailed {
+		t.Fatalf("exit code %d, want %d", code, cmdutil.ExitFailed)
 	}
 	if !strings.Contains(errOut.String(), "--kubeconfig: expected a file path") {
 		t.Fatalf("stderr %q does not explain the bad flag", errOut.String())
 	}
 	errOut.Reset()
-	if code := cli.Execute(t.Context(), []string{"no-such-verb"}, &out, &errOut); code != cli.ExitFailed {
-		t.Fatalf("unknown verb: exit code %d, want %d", code, cli.ExitFailed)
+	if code := cli.Execute(t.Context(), []string{"no-such-verb"}, &out, &errOut); code != cmdutil.ExitFailed {
+		t.Fatalf("unknown verb: exit code %d, want %d", code, cmdutil.ExitFailed)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -43,8 +44,8 @@ func TestDevBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := vigilDev(t, tc.path)
-			if code != ExitFailed {
-				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, ExitFailed, out, errOut)
+			if code != cmdutil.ExitFailed {
+				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, cmdutil.ExitFailed, out, errOut)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(errOut, w) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -86,8 +87,8 @@ func TestInitRefusesNonEmptyFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := vigilInit(t, "shop-guard", "--vigil-path", vigilRoot(t), "--dir", dir)
-	if code != ExitFailed {
-		t.Fatalf("exit %d, want %d:\n%s%s", code, ExitFailed, out, errOut)
+	if code != cmdutil.ExitFailed {
+		t.Fatalf("exit %d, want %d:\n%s%s", code, cmdutil.ExitFailed, out, errOut)
 	}
 	for _, want := range []string{"folder " + dir + " is not empty (it holds notes.txt)", "vigil init never overwrites files", "pass --dir with a new folder"} {
 		if !strings.Contains(errOut, want) {
@@ -118,8 +119,8 @@ func TestInitRejectsInvalidName(t *testing.T) {
 	} {
 		dir := filepath.Join(t.TempDir(), "project")
 		code, out, errOut := vigilInit(t, append(tc.args, "--dir", dir)...)
-		if code != ExitFailed {
-			t.Errorf("init %q: exit %d, want %d:\n%s%s", tc.args, code, ExitFailed, out, errOut)
+		if code != cmdutil.ExitFailed {
+			t.Errorf("init %q: exit %d, want %d:\n%s%s", tc.args, code, cmdutil.ExitFailed, out, errOut)
 		}
 		for _, want := range tc.want {
 			if !strings.Contains(errOut, want) {

@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/waitfor"
 )
 
@@ -596,7 +597,7 @@ func (o *WaitOptions) clientConfig() (*rest.Config, string, error) {
 		}
 		return o.Config, ns, nil
 	}
-	cfg, err := LoadConfig(o.Kubeconfig, o.Context)
+	cfg, err := cmdutil.LoadConfig(o.Kubeconfig, o.Context)
 	if err != nil {
 		return nil, "", err
 	}

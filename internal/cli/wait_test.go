@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vigilkit/vigil/internal/cli"
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -164,14 +165,14 @@ func vigilWaitErr(t *testing.T, kubeconfig string, errOut *vigiltest.Buffer, arg
 	root.SetArgs(append([]string{"wait", "--kubeconfig", kubeconfig}, args...))
 	began := time.Now()
 	err := root.ExecuteContext(t.Context())
-	code := cli.ExitOK
+	code := cmdutil.ExitOK
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(errOut, "vigil: timed out: %v\n", err)
-		code = cli.ExitTimedOut
+		code = cmdutil.ExitTimedOut
 	case err != nil:
 		fmt.Fprintf(errOut, "vigil: %v\n", err)
-		code = cli.ExitFailed
+		code = cmdutil.ExitFailed
 	}
 	return result{code: code, stdout: out.String(), stderr: errOut.String(), took: time.Since(began), ended: time.Now()}
 }
@@ -329,12 +330,12 @@ func TestWaitForCreateReturnsWhenCreated(t *testing.T) {
 	beforeCreate := time.Now()
 	createConfigMap(t, ns, "late", nil, nil)
 	r := receive(t, ch)
-	expect(t, r, cli.ExitOK, "configmap/late condition met\n")
+	expect(t, r, cmdutil.ExitOK, "configmap/late condition met\n")
 	if r.ended.Before(beforeCreate) {
 		t.Fatalf("the wait returned at %s, before the ConfigMap was created at %s", r.ended, beforeCreate)
 	}
 	// Already there: at once.
-	expect(t, vigilWait(t, kc, "cm/late", "--for=create", "-n", ns), cli.ExitOK, "configmap/late condition met\n")
+	expect(t, vigilWait(t, kc, "cm/late", "--for=create", "-n", ns), cmdutil.ExitOK, "configmap/late condition met\n")
 }
 
 func TestWaitForDelete(t *testing.T) {
@@ -354,16 +355,16 @@ func TestWaitForDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	expect(t, receive(t, one), cli.ExitOK, "configmap/doomed condition met\n")
+	expect(t, receive(t, one), cmdutil.ExitOK, "configmap/doomed condition met\n")
 	time.Sleep(100 * time.Millisecond)
 	stillRunning(t, set) // set-2 is still there
 	if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), "set-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, receive(t, set), cli.ExitOK, "configmap/set-1 condition met\nconfigmap/set-2 condition met\n")
+	expect(t, receive(t, set), cmdutil.ExitOK, "configmap/set-1 condition met\nconfigmap/set-2 condition met\n")
 
 	// Already gone: done at once, and nothing to print, as kubectl does.
-	expect(t, vigilWait(t, kc, "cm/doomed", "--for=delete", "-n", ns), cli.ExitOK, "")
+	expect(t, vigilWait(t, kc, "cm/doomed", "--for=delete", "-n", ns), cmdutil.ExitOK, "")
 }
 
 func TestWaitForEstablished(t *testing.T) {
@@ -374,12 +375,12 @@ func TestWaitForEstablished(t *testing.T) {
 	}
 	const name = "sprockets.established.wait.vigil.dev"
 	want := "customresourcedefinition.apiextensions.k8s.io/" + name + " condition met\n"
-	expect(t, vigilWait(t, kc, "crd/"+name, "--for=established"), cli.ExitOK, want)
-	expect(t, vigilWait(t, kc, "customresourcedefinitions.apiextensions.k8s.io/"+name, "--for=established"), cli.ExitOK, want)
+	expect(t, vigilWait(t, kc, "crd/"+name, "--for=established"), cmdutil.ExitOK, want)
+	expect(t, vigilWait(t, kc, "customresourcedefinitions.apiextensions.k8s.io/"+name, "--for=established"), cmdutil.ExitOK, want)
 
 	createConfigMap(t, ns, "not-a-crd", nil, nil)
 	r := vigilWait(t, kc, "cm/not-a-crd", "--for=established", "-n", ns)
-	expect(t, r, cli.ExitFailed, "")
+	expect(t, r, cmdutil.ExitFailed, "")
 	expectStderr(t, r, "--for=established: expected a CustomResourceDefinition", "--for=ready")
 }
 
@@ -388,7 +389,7 @@ func TestWaitForReady(t *testing.T) {
 	ns, kc := env.Namespace(t), kubeconfigFile(t)
 	// kstatus: a ConfigMap is Current as soon as it exists.
 	createConfigMap(t, ns, "plain", nil, nil)
-	expect(t, vigilWait(t, kc, "cm/plain", "--for=ready", "-n", ns), cli.ExitOK, "configmap/plain condition met\n")
+	expect(t, vigilWait(t, kc, "cm/plain", "--for=ready", "-n", ns), cmdutil.ExitOK, "configmap/plain condition met\n")
 
 	// No controller-manager runs, so a Deployment never rolls out.
 	labels := map[string]string{"app": "web"}
@@ -407,7 +408,7 @@ func TestWaitForReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := vigilWait(t, kc, "deploy/web", "--for=ready", "-n", ns, "--timeout=1s")
-	expect(t, r, cli.ExitTimedOut, "")
+	expect(t, r, cmdutil.ExitTimedOut, "")
 	expectStderr(t, r, "error: timed out waiting for the condition on deployments/web", "InProgress")
 }
 
@@ -421,12 +422,12 @@ func TestWaitForCondition(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	stillRunning(t, ch)
 	setGizmoStatus(t, g, "True", g.GetGeneration(), "Running")
-	expect(t, receive(t, ch), cli.ExitOK, "gizmo.wait.vigil.dev/g1 condition met\n")
+	expect(t, receive(t, ch), cmdutil.ExitOK, "gizmo.wait.vigil.dev/g1 condition met\n")
 
 	// The status is compared case-insensitively, as kubectl does.
-	expect(t, vigilWait(t, kc, "gz/g1", "--for=condition=Ready=TRUE", "-n", ns, "--timeout=0"), cli.ExitOK, "gizmo.wait.vigil.dev/g1 condition met\n")
+	expect(t, vigilWait(t, kc, "gz/g1", "--for=condition=Ready=TRUE", "-n", ns, "--timeout=0"), cmdutil.ExitOK, "gizmo.wait.vigil.dev/g1 condition met\n")
 	r := vigilWait(t, kc, "gizmo/g1", "--for=condition=Ready=False", "-n", ns, "--timeout=0")
-	expect(t, r, cli.ExitFailed, "")
+	expect(t, r, cmdutil.ExitFailed, "")
 	expectStderr(t, r, "error: condition not met for gizmos/g1", "condition Ready=True")
 
 	// A spec change raises the generation: Ready=True is stale until the
@@ -441,10 +442,10 @@ func TestWaitForCondition(t *testing.T) {
 		t.Fatalf("generation %d after a spec change, want 2", g.GetGeneration())
 	}
 	r = vigilWait(t, kc, "gizmo/g1", "--for=condition=Ready", "-n", ns, "--timeout=0")
-	expect(t, r, cli.ExitFailed, "")
+	expect(t, r, cmdutil.ExitFailed, "")
 	expectStderr(t, r, "stale status: observedGeneration 1 < generation 2")
 	setGizmoStatus(t, g, "True", 2, "Running")
-	expect(t, vigilWait(t, kc, "gizmo/g1", "--for=condition=Ready", "-n", ns, "--timeout=0"), cli.ExitOK, "gizmo.wait.vigil.dev/g1 condition met\n")
+	expect(t, vigilWait(t, kc, "gizmo/g1", "--for=condition=Ready", "-n", ns, "--timeout=0"), cmdutil.ExitOK, "gizmo.wait.vigil.dev/g1 condition met\n")
 }
 
 func TestWaitForJSONPathAndCEL(t *testing.T) {
@@ -459,8 +460,8 @@ func TestWaitForJSONPathAndCEL(t *testing.T) {
 	stillRunning(t, ch)
 	stillRunning(t, cel)
 	setGizmoStatus(t, g, "False", 1, "Running")
-	expect(t, receive(t, ch), cli.ExitOK, "gizmo.wait.vigil.dev/jp condition met\n")
-	expect(t, receive(t, cel), cli.ExitOK, "gizmo.wait.vigil.dev/jp condition met\n")
+	expect(t, receive(t, ch), cmdutil.ExitOK, "gizmo.wait.vigil.dev/jp condition met\n")
+	expect(t, receive(t, cel), cmdutil.ExitOK, "gizmo.wait.vigil.dev/jp condition met\n")
 
 	const met = "gizmo.wait.vigil.dev/jp condition met\n"
 	for _, forFlag := range []string{
@@ -470,13 +471,13 @@ func TestWaitForJSONPathAndCEL(t *testing.T) {
 		`--for=jsonpath={.status.conditions[?(@.type=="Ready")].status}=False`,
 		`--for=cel=object.status.phase == "Running" && object.spec.size == 1`,
 	} {
-		expect(t, vigilWait(t, kc, "gizmo/jp", forFlag, "-n", ns, "--timeout=0"), cli.ExitOK, met)
+		expect(t, vigilWait(t, kc, "gizmo/jp", forFlag, "-n", ns, "--timeout=0"), cmdutil.ExitOK, met)
 	}
 	r := vigilWait(t, kc, "gizmo/jp", "--for=jsonpath={.status.phase}=Stopped", "-n", ns, "--timeout=0")
-	expect(t, r, cli.ExitFailed, "")
+	expect(t, r, cmdutil.ExitFailed, "")
 	expectStderr(t, r, "{.status.phase}=Running, want Stopped")
 	r = vigilWait(t, kc, "gizmo/jp", `--for=cel=object.status.phase == "Stopped"`, "-n", ns, "--timeout=0")
-	expect(t, r, cli.ExitFailed, "")
+	expect(t, r, cmdutil.ExitFailed, "")
 	expectStderr(t, r, "evaluated to false")
 }
 
@@ -492,36 +493,36 @@ func TestWaitSelectorModes(t *testing.T) {
 
 	// Every selected object must hold by default, as with kubectl.
 	r := vigilWait(t, kc, "cm", "-l", "app=set", yes, "-n", ns, "--timeout=0")
-	expect(t, r, cli.ExitFailed, "")
+	expect(t, r, cmdutil.ExitFailed, "")
 	expectStderr(t, r, "error: condition not met for configmaps/b")
 	expect(t, vigilWait(t, kc, "cm", "-l", "app=set", "--for=create", "-n", ns),
-		cli.ExitOK, "configmap/a condition met\nconfigmap/b condition met\nconfigmap/c condition met\n")
+		cmdutil.ExitOK, "configmap/a condition met\nconfigmap/b condition met\nconfigmap/c condition met\n")
 	expect(t, vigilWait(t, kc, "cm", "--all", "--for=create", "-n", ns, "-o", "name"),
-		cli.ExitOK, "configmap/a\nconfigmap/b\nconfigmap/c\nconfigmap/other\n")
+		cmdutil.ExitOK, "configmap/a\nconfigmap/b\nconfigmap/c\nconfigmap/other\n")
 	expect(t, vigilWait(t, kc, "cm", "--field-selector", "metadata.name=other", "--for=create", "-n", ns),
-		cli.ExitOK, "configmap/other condition met\n")
+		cmdutil.ExitOK, "configmap/other condition met\n")
 
 	// --any: one is enough; the ones that hold are printed.
-	expect(t, vigilWait(t, kc, "cm", "-l", "app=set", yes, "--any", "-n", ns), cli.ExitOK, "configmap/a condition met\n")
-	expect(t, vigilWait(t, kc, "cm", "--all", yes, "--any", "-n", ns), cli.ExitOK, "configmap/a condition met\n")
+	expect(t, vigilWait(t, kc, "cm", "-l", "app=set", yes, "--any", "-n", ns), cmdutil.ExitOK, "configmap/a condition met\n")
+	expect(t, vigilWait(t, kc, "cm", "--all", yes, "--any", "-n", ns), cmdutil.ExitOK, "configmap/a condition met\n")
 	// ... and for names too.
-	expect(t, vigilWait(t, kc, "cm", "b", "a", yes, "--any", "-n", ns), cli.ExitOK, "configmap/a condition met\n")
+	expect(t, vigilWait(t, kc, "cm", "b", "a", yes, "--any", "-n", ns), cmdutil.ExitOK, "configmap/a condition met\n")
 
 	// --at-least=2 waits for a second one.
 	r = vigilWait(t, kc, "cm", "-l", "app=set", yes, "--at-least=2", "-n", ns, "--timeout=0")
-	expect(t, r, cli.ExitFailed, "")
+	expect(t, r, cmdutil.ExitFailed, "")
 	ch := goWait(t, kc, nil, "cm", "-l", "app=set", yes, "--at-least=2", "-n", ns, "--timeout=40s")
 	time.Sleep(200 * time.Millisecond)
 	stillRunning(t, ch)
 	patchConfigMapData(t, ns, "c", "ok", "yes")
-	expect(t, receive(t, ch), cli.ExitOK, "configmap/a condition met\nconfigmap/c condition met\n")
+	expect(t, receive(t, ch), cmdutil.ExitOK, "configmap/a condition met\nconfigmap/c condition met\n")
 
 	// --all with a condition: all must hold.
 	ch = goWait(t, kc, nil, "cm", "-l", "app=set", `--for=cel=object.data.ok == "yes"`, "-n", ns, "--timeout=40s")
 	time.Sleep(200 * time.Millisecond)
 	stillRunning(t, ch)
 	patchConfigMapData(t, ns, "b", "ok", "yes")
-	expect(t, receive(t, ch), cli.ExitOK, "configmap/a condition met\nconfigmap/b condition met\nconfigmap/c condition met\n")
+	expect(t, receive(t, ch), cmdutil.ExitOK, "configmap/a condition met\nconfigmap/b condition met\nconfigmap/c condition met\n")
 }
 
 // A type given as plural.group (or singular.group) that no CRD serves yet is
@@ -550,9 +551,9 @@ func TestWaitForTypeNotInstalledYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := receive(t, plural)
-	expect(t, r, cli.ExitOK, "whatsit.late.wait.vigil.dev/w1 condition met\n")
+	expect(t, r, cmdutil.ExitOK, "whatsit.late.wait.vigil.dev/w1 condition met\n")
 	expectStderr(t, r, "whatsits.late.wait.vigil.dev is served now as Whatsit.late.wait.vigil.dev")
-	expect(t, receive(t, singular), cli.ExitOK, "whatsit.late.wait.vigil.dev/w1\n")
+	expect(t, receive(t, singular), cmdutil.ExitOK, "whatsit.late.wait.vigil.dev/w1\n")
 }
 
 func TestWaitForUnknownTypes(t *testing.T) {
@@ -560,19 +561,19 @@ func TestWaitForUnknownTypes(t *testing.T) {
 	ns, kc := env.Namespace(t), kubeconfigFile(t)
 	// Without a group there is nothing to wait for.
 	r := vigilWait(t, kc, "nosuchtype/x", "--for=create", "-n", ns)
-	expect(t, r, cli.ExitFailed, "")
+	expect(t, r, cmdutil.ExitFailed, "")
 	expectStderr(t, r, `the server doesn't have a resource type "nosuchtype"`, "qualify the type with its group")
 	// A built-in group gets no CRDs.
 	r = vigilWait(t, kc, "nosuchtypes.apps/x", "--for=create", "-n", ns)
-	expect(t, r, cli.ExitFailed, "")
+	expect(t, r, cmdutil.ExitFailed, "")
 	expectStderr(t, r, `group "apps"`)
 	// --timeout=0 does not wait for the CRD.
 	r = vigilWait(t, kc, "thingamajigs.never.wait.vigil.dev/x", "--for=create", "-n", ns, "--timeout=0")
-	expect(t, r, cli.ExitFailed, "")
+	expect(t, r, cmdutil.ExitFailed, "")
 	expectStderr(t, r, "error: condition not met for thingamajigs.never.wait.vigil.dev/x")
 	// A timeout while waiting for the CRD is a timeout.
 	r = vigilWait(t, kc, "thingamajigs.never.wait.vigil.dev/x", "--for=create", "-n", ns, "--timeout=1s")
-	expect(t, r, cli.ExitTimedOut, "")
+	expect(t, r, cmdutil.ExitTimedOut, "")
 	expectStderr(t, r, "error: timed out waiting for the condition on thingamajigs.never.wait.vigil.dev/x", "still not served")
 }
 
@@ -580,7 +581,7 @@ func TestWaitForUnknownTypes(t *testing.T) {
 func TestWaitTimeoutExits124WithWhatWasSeen(t *testing.T) {
 	ns, kc := env.Namespace(t), kubeconfigFile(t)
 	r := vigilExecute(t, kc, "cm/missing", "--for=create", "-n", ns, "--timeout=1s", "--progress-interval=200ms")
-	expect(t, r, cli.ExitTimedOut, "")
+	expect(t, r, cmdutil.ExitTimedOut, "")
 	expectStderr(t, r,
 		"error: timed out waiting for the condition on configmaps/missing",
 		"vigil: waiting ", "for ConfigMap "+ns+"/missing: created; last seen: not found", // a progress line
@@ -594,14 +595,14 @@ func TestWaitTimeoutZeroChecksOnce(t *testing.T) {
 	t.Parallel()
 	ns, kc := env.Namespace(t), kubeconfigFile(t)
 	createConfigMap(t, ns, "here", nil, map[string]string{"k": "v"})
-	expect(t, vigilWait(t, kc, "cm/here", "--for=jsonpath={.data.k}=v", "-n", ns, "--timeout=0"), cli.ExitOK, "configmap/here condition met\n")
+	expect(t, vigilWait(t, kc, "cm/here", "--for=jsonpath={.data.k}=v", "-n", ns, "--timeout=0"), cmdutil.ExitOK, "configmap/here condition met\n")
 	for _, args := range [][]string{
 		{"cm/here", "--for=jsonpath={.data.k}=w"},
 		{"cm/absent", "--for=create"},
 		{"cm", "--all", "--for=delete"},
 	} {
 		r := vigilWait(t, kc, append(args, "-n", ns, "--timeout=0")...)
-		expect(t, r, cli.ExitFailed, "")
+		expect(t, r, cmdutil.ExitFailed, "")
 		expectStderr(t, r, "error: condition not met for configmaps/", "--timeout=0: checked once, not met")
 		// Without check-once semantics it would wait for the check limit (30s).
 		if r.took > 15*time.Second {
@@ -616,10 +617,10 @@ func TestWaitOutputFormats(t *testing.T) {
 	createConfigMap(t, ns, "one", map[string]string{"app": "out"}, map[string]string{"k": "v"})
 	createConfigMap(t, ns, "two", map[string]string{"app": "out"}, map[string]string{"k": "w"})
 
-	expect(t, vigilWait(t, kc, "cm/one", "--for=create", "-n", ns, "-o", "name"), cli.ExitOK, "configmap/one\n")
+	expect(t, vigilWait(t, kc, "cm/one", "--for=create", "-n", ns, "-o", "name"), cmdutil.ExitOK, "configmap/one\n")
 
 	r := vigilWait(t, kc, "cm/one", "--for=create", "-n", ns, "-o", "json")
-	if r.code != cli.ExitOK {
+	if r.code != cmdutil.ExitOK {
 		t.Fatal(r)
 	}
 	var got corev1.ConfigMap
@@ -634,7 +635,7 @@ func TestWaitOutputFormats(t *testing.T) {
 	}
 
 	r = vigilWait(t, kc, "cm", "-l", "app=out", "--for=create", "-n", ns, "-o", "yaml")
-	if r.code != cli.ExitOK {
+	if r.code != cmdutil.ExitOK {
 		t.Fatal(r)
 	}
 	docs := strings.Split(r.stdout, "---\n")
@@ -674,10 +675,10 @@ func TestWaitResolvesTypeNames(t *testing.T) {
 		{"Gizmo.wait.vigil.dev/g", "gizmo.wait.vigil.dev/g"},
 		{"namespace/" + ns, "namespace/" + ns},
 	} {
-		expect(t, vigilWait(t, kc, tc.arg, "--for=create", "-n", ns, "-o", "name"), cli.ExitOK, tc.want+"\n")
+		expect(t, vigilWait(t, kc, tc.arg, "--for=create", "-n", ns, "-o", "name"), cmdutil.ExitOK, tc.want+"\n")
 	}
 	// Several types at once, separated by commas.
-	expect(t, vigilWait(t, kc, "cm,gz", "--all", "--for=create", "-n", ns, "-o", "name"), cli.ExitOK, "configmap/x\ngizmo.wait.vigil.dev/g\n")
+	expect(t, vigilWait(t, kc, "cm,gz", "--all", "--for=create", "-n", ns, "-o", "name"), cmdutil.ExitOK, "configmap/x\ngizmo.wait.vigil.dev/g\n")
 }
 
 // Flag mistakes fail at once with exit 1 and say what was expected.
@@ -711,7 +712,7 @@ func TestWaitFlagErrors(t *testing.T) {
 		{[]string{"cm/x", "--for=create", "-o", "wide"}, `--output: expected name, json or yaml, got "wide"`},
 	} {
 		r := vigilWait(t, kc, tc.args...)
-		if r.code != cli.ExitFailed || r.stdout != "" || !strings.Contains(r.stderr, tc.want) {
+		if r.code != cmdutil.ExitFailed || r.stdout != "" || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("vigil wait %s: %s\nwant exit 1 and stderr containing %q", strings.Join(tc.args, " "), r, tc.want)
 		}
 	}
@@ -771,11 +772,11 @@ func TestWaitMatchesKubectl(t *testing.T) {
 			if k.code != v.code || k.stdout != v.stdout {
 				t.Fatalf("kubectl and vigil differ\nkubectl: %s\nvigil: %s", k, v)
 			}
-			want := cli.ExitOK
+			want := cmdutil.ExitOK
 			if slices.Contains(args, "--timeout=0") {
-				want = cli.ExitFailed
+				want = cmdutil.ExitFailed
 			}
-			if k.code != want || (want == cli.ExitOK && k.stdout == "" && !slices.Contains(args, "--for=delete")) {
+			if k.code != want || (want == cmdutil.ExitOK && k.stdout == "" && !slices.Contains(args, "--for=delete")) {
 				t.Fatalf("kubectl: %s\nwant exit %d and output", k, want)
 			}
 			if k.code != 0 {
@@ -790,7 +791,7 @@ func TestWaitMatchesKubectl(t *testing.T) {
 		args := []string{"cm/a", "--for=jsonpath={.data.k}=other", "--timeout=1s", "-n", ns}
 		k := kubectlWait(t, kc, args...)
 		v := vigilExecute(t, kc, args...)
-		if k.code != cli.ExitFailed || v.code != cli.ExitTimedOut {
+		if k.code != cmdutil.ExitFailed || v.code != cmdutil.ExitTimedOut {
 			t.Fatalf("want kubectl to exit 1 and vigil 124 on timeout\nkubectl: %s\nvigil: %s", k, v)
 		}
 		const line = "error: timed out waiting for the condition on configmaps/a\n"
@@ -824,11 +825,11 @@ func TestWaitNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	expect(t, vigilWait(t, kc, "cm/here", "--for=create", "--timeout=0"), cli.ExitOK, "configmap/here condition met\n")
-	expect(t, vigilWait(t, kc, "cm/there", "--for=create", "--timeout=0", "--context", "other"), cli.ExitOK, "configmap/there condition met\n")
-	expect(t, vigilWait(t, kc, "cm/there", "--for=create", "--timeout=0", "-n", other), cli.ExitOK, "configmap/there condition met\n")
+	expect(t, vigilWait(t, kc, "cm/here", "--for=create", "--timeout=0"), cmdutil.ExitOK, "configmap/here condition met\n")
+	expect(t, vigilWait(t, kc, "cm/there", "--for=create", "--timeout=0", "--context", "other"), cmdutil.ExitOK, "configmap/there condition met\n")
+	expect(t, vigilWait(t, kc, "cm/there", "--for=create", "--timeout=0", "-n", other), cmdutil.ExitOK, "configmap/there condition met\n")
 	r := vigilWait(t, kc, "cm/there", "--for=create", "--timeout=0")
-	expect(t, r, cli.ExitFailed, "")
+	expect(t, r, cmdutil.ExitFailed, "")
 	expectStderr(t, r, "ConfigMap "+ns+"/there: created; last seen: not found")
 
 	// Ordered by namespace, then name, as the API server lists them.
@@ -836,8 +837,8 @@ func TestWaitNamespaces(t *testing.T) {
 	if other < ns {
 		want = "configmap/there\nconfigmap/here\n"
 	}
-	expect(t, vigilWait(t, kc, "cm", "-l", "app=spread", "-A", "--for=create", "-o", "name"), cli.ExitOK, want)
-	expect(t, vigilWait(t, kc, "cm", "-l", "app=spread", "--for=create", "-o", "name"), cli.ExitOK, "configmap/here\n")
+	expect(t, vigilWait(t, kc, "cm", "-l", "app=spread", "-A", "--for=create", "-o", "name"), cmdutil.ExitOK, want)
+	expect(t, vigilWait(t, kc, "cm", "-l", "app=spread", "--for=create", "-o", "name"), cmdutil.ExitOK, "configmap/here\n")
 }
 
 // WaitOptions runs without cobra, on a given rest.Config.

@@ -5,44 +5,61 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-)
 
-// Object is what a gate waits for or creates.
-type Object struct {
-	Group     string `json:"group"`
-	Version   string `json:"version"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace,omitempty"` // "" = any namespace / cluster-scoped
-	Name      string `json:"name,omitempty"`      // "" = any object matching Labels
-	Labels    string `json:"labels,omitempty"`    // label selector text, informational
-}
+	"github.com/vigilkit/vigil/internal/spec"
+)
 
 // Gate is one gate of a module.
 type Gate struct {
-	Name    string   `json:"name"`
-	Phase   int      `json:"phase"`
-	Waits   Object   `json:"waits"`             // what it waits for; Kind "" when it waits for no Kubernetes object
-	Creates []Object `json:"creates,omitempty"` // what its callback creates once its wait passed
-	Site    string   `json:"site"`              // file:line of its declaration
+	Name    string
+	Phase   int
+	Waits   spec.Object   // what it waits for; Kind "" when it waits for no Kubernetes object
+	Creates []spec.Object // what its callback creates once its wait passed
+	Site    string        // file:line of its declaration
 }
 
 // Webhook is a fail-closed webhook: installed statically with failurePolicy
 // Fail, it rejects what it matches until its module serves.
 type Webhook struct {
-	Name       string   `json:"name"` // e.g. capability/binding
-	Group      string   `json:"group"`
-	Kind       string   `json:"kind"`                 // the kind it admits ("*" for any, as Group)
-	Operations []string `json:"operations"`           // CREATE, UPDATE, DELETE ("*" for all)
-	Namespaces []string `json:"namespaces,omitempty"` // empty = all namespaces
-	Site       string   `json:"site,omitempty"`
+	Name       string // e.g. capability/binding
+	Group      string
+	Kind       string   // the kind it admits ("*" for any, as Group)
+	Operations []string // CREATE, UPDATE, DELETE ("*" for all)
+	Namespaces []string // empty = all namespaces
+	Site       string
 }
 
-// Module is one module as far as its startup goes.
+// Module is one module as far as its startup goes: what the analysis reads
+// of a spec.Module (see Of).
 type Module struct {
-	Name       string    `json:"name"`
-	Namespace  string    `json:"namespace"`
-	Gates      []Gate    `json:"gates,omitempty"`
-	FailClosed []Webhook `json:"failClosed,omitempty"`
+	Name       string
+	Namespace  string
+	Gates      []Gate
+	FailClosed []Webhook
+}
+
+// Of is what the analysis reads of a module: its gates, what they wait for
+// and create, and its fail-closed webhooks.
+func Of(m *spec.Module) Module {
+	out := Module{Name: m.Name, Namespace: m.Namespace}
+	for _, g := range m.Gates() {
+		dg := Gate{Name: g.Name, Phase: g.Phase, Creates: g.Creates, Site: g.Site}
+		if g.Waits != nil {
+			dg.Waits = *g.Waits
+		}
+		out.Gates = append(out.Gates, dg)
+	}
+	for _, b := range m.Bindings {
+		if !b.FailClosed {
+			continue
+		}
+		w := Webhook{Name: b.ID(), Group: b.GVK.Group, Kind: b.GVK.Kind, Namespaces: b.Namespaces}
+		for _, op := range b.Operations {
+			w.Operations = append(w.Operations, string(op))
+		}
+		out.FailClosed = append(out.FailClosed, w)
+	}
+	return out
 }
 
 // Cycle is one deadlock: the steps around it, each a sentence, e.g.
@@ -221,7 +238,7 @@ func build(in []Module) *graph {
 		waits := fmt.Sprintf("%s waits for %s", r.desc(), describe(o))
 		var creators []*gateRef
 		for _, c := range gates {
-			if slices.ContainsFunc(c.g.Creates, func(cr Object) bool { return creates(cr, o) }) {
+			if slices.ContainsFunc(c.g.Creates, func(cr spec.Object) bool { return creates(cr, o) }) {
 				creators = append(creators, c)
 			}
 		}
@@ -256,7 +273,7 @@ func build(in []Module) *graph {
 
 // podObjects are what the controllers create, in the module's namespace, for
 // its pods to exist.
-var podObjects = []Object{
+var podObjects = []spec.Object{
 	{Group: "apps", Version: "v1", Kind: "ReplicaSet"},
 	{Version: "v1", Kind: "Pod"},
 }
@@ -284,7 +301,7 @@ func at(site string) string {
 
 // describe names an object: "ClusterConfig initial", "ConfigMap apps/x",
 // "Pod with labels app=x in namespace apps", "any Secret".
-func describe(o Object) string {
+func describe(o spec.Object) string {
 	if o.Name != "" {
 		if o.Namespace != "" {
 			return o.Kind + " " + o.Namespace + "/" + o.Name
@@ -304,7 +321,7 @@ func describe(o Object) string {
 // creates says whether creating c may create what wait waits for: an
 // unnamed create may have any name, an unnamed wait takes any name, a
 // namespace left out may be any.
-func creates(c, wait Object) bool {
+func creates(c, wait spec.Object) bool {
 	return c.Group == wait.Group && c.Kind == wait.Kind &&
 		(c.Name == "" || wait.Name == "" || c.Name == wait.Name) &&
 		(c.Namespace == "" || wait.Namespace == "" || c.Namespace == wait.Namespace)
@@ -312,7 +329,7 @@ func creates(c, wait Object) bool {
 
 // admits says whether creating o must pass module n's fail-closed webhook h,
 // as package registration installs it (namespaceSelector, matchConditions).
-func admits(n *Module, h *Webhook, o Object) bool {
+func admits(n *Module, h *Webhook, o spec.Object) bool {
 	if o.Kind == "" || !slices.ContainsFunc(h.Operations, func(op string) bool { return strings.EqualFold(op, "CREATE") || op == "*" }) {
 		return false
 	}

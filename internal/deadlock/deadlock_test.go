@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/vigilkit/vigil/internal/deadlock"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 type (
-	Object  = deadlock.Object
+	Object  = spec.Object
 	Gate    = deadlock.Gate
 	Webhook = deadlock.Webhook
 	Module  = deadlock.Module
@@ -519,7 +520,7 @@ func ExampleFind() {
 		Gates: []deadlock.Gate{
 			{Name: "crd", Phase: 0, Waits: crd("clusterconfigs.uds.dev"), Site: "main.go:30"},
 			{Name: "clusterconfig-initial", Phase: 1, Waits: cc("initial"), Site: "main.go:40"},
-			{Name: "defaults", Phase: 2, Waits: crd("exemptions.uds.dev"), Creates: []deadlock.Object{cc("initial")}, Site: "main.go:52"},
+			{Name: "defaults", Phase: 2, Waits: crd("exemptions.uds.dev"), Creates: []spec.Object{cc("initial")}, Site: "main.go:52"},
 		},
 	}}
 	for _, c := range deadlock.Find(mods) {

@@ -11,7 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
+
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // VigilModule is the Go module a vigil module imports.
@@ -75,35 +76,9 @@ func build(ctx context.Context, dir, bin string) error {
 	return nil
 }
 
-// plan is the part of `<module> plan -o json` a session uses.
-type plan struct {
-	Module    string `json:"module"`
-	Namespace string `json:"namespace"`
-	Phases    []struct {
-		Phase         int    `json:"phase"`
-		InitContainer string `json:"initContainer"`
-		Gates         []struct {
-			Name     string        `json:"name"`
-			WaitsFor string        `json:"waitsFor"`
-			Timeout  time.Duration `json:"timeout"`
-			Optional bool          `json:"optional"`
-			Fallback bool          `json:"fallback"`
-			Site     string        `json:"site"`
-		} `json:"gates"`
-	} `json:"phases"`
-	Capabilities []struct {
-		Name     string   `json:"name"`
-		Bindings []string `json:"bindings"`
-	} `json:"capabilities"`
-	Watcher struct {
-		Bindings  []string `json:"bindings"`
-		Schedules []string `json:"schedules"`
-	} `json:"watcher"`
-}
-
 // readPlan runs the binary's plan; a module with definition mistakes fails
 // here, and its error names each mistake's call site.
-func readPlan(ctx context.Context, bin string) (*plan, error) {
+func readPlan(ctx context.Context, bin string) (*spec.Module, error) {
 	cmd := exec.CommandContext(ctx, bin, "plan", "-o", "json")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -116,9 +91,9 @@ func readPlan(ctx context.Context, bin string) (*plan, error) {
 		}
 		return nil, fmt.Errorf("%w: `%s plan -o json` failed (%v): %s", ErrNotModule, filepath.Base(bin), err, firstLines(msg, 5))
 	}
-	p := &plan{}
-	if err := json.Unmarshal(out, p); err != nil {
-		return nil, fmt.Errorf("%w: `%s plan -o json` printed no plan: %v", ErrNotModule, filepath.Base(bin), err)
+	p, err := spec.Decode(out)
+	if err != nil {
+		return nil, fmt.Errorf("%w: `%s plan -o json`: %v", ErrNotModule, filepath.Base(bin), err)
 	}
 	return p, nil
 }

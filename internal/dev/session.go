@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Options configure a session.
@@ -54,7 +55,7 @@ type Session struct {
 	Started time.Time
 
 	opts    Options
-	plan    *plan
+	plan    *spec.Module
 	tmp     string
 	bin     string
 	handoff string
@@ -111,14 +112,11 @@ func Start(ctx context.Context, o Options) (_ *Session, err error) {
 	if s.plan, err = readPlan(ctx, s.bin); err != nil {
 		return nil, err
 	}
-	s.Module, s.Namespace = s.plan.Module, s.plan.Namespace
-	bindings := 0
-	for _, c := range s.plan.Capabilities {
-		bindings += len(c.Bindings)
-	}
+	s.Module, s.Namespace = s.plan.Name, s.plan.Namespace
+	bindings := len(s.plan.Bindings)
 	s.emit(Event{Kind: Built, Role: "dev", Text: fmt.Sprintf("built module %s from %s in %s: %s, %s, %s, %s",
 		s.Module, o.Path, since(began), plural(len(s.plan.Phases), "gate phase"), plural(bindings, "admission binding"),
-		plural(len(s.plan.Watcher.Bindings), "watcher binding"), plural(len(s.plan.Watcher.Schedules), "schedule"))})
+		plural(len(s.plan.Watches), "watcher binding"), plural(len(s.plan.Schedules), "schedule"))})
 
 	if err := s.connect(ctx); err != nil {
 		return nil, err
@@ -339,7 +337,7 @@ func (s *Session) roles(ctx context.Context) error {
 	}
 	watcherDone := make(<-chan struct{})
 	var w *proc
-	if len(s.plan.Watcher.Bindings)+len(s.plan.Watcher.Schedules) > 0 {
+	if s.plan.HasWatcher() {
 		probe, err := freeAddr()
 		if err != nil {
 			return err

@@ -16,22 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/waitfor"
+	"github.com/vigilkit/vigil/store"
 )
-
-// Gate is one gate, as the runner needs it.
-type Gate struct {
-	Name     string
-	Phase    int
-	WaitsFor string // what it waits for, in words
-	Timeout  time.Duration
-	Optional bool
-	// Run waits and runs the gate's callback; it returns the result to hand
-	// off. seen is called with what the wait last saw, and whether that was
-	// the object (or sample) itself, just not as wanted yet.
-	Run func(ctx context.Context, seen Seen) (any, error)
-	// Fallback, when set, produces the result when the timeout expires.
-	Fallback func(ctx context.Context) (any, error)
-}
 
 // Seen reports what a waiting gate saw: found is true when it saw what it
 // waits on (the object, a sample) but not yet as wanted.
@@ -53,6 +41,40 @@ type Options struct {
 	TerminationLog string
 	// Events, when set, receives state changes.
 	Events EventSink
+	// Waiter waits for object gates; a phase of Sample gates needs none.
+	Waiter *waitfor.Waiter
+	// Store is what gate callbacks are given.
+	Store store.Store
+	// Context, when set, gives callbacks' context what the facade's
+	// ...From(ctx) accessors read.
+	Context func(context.Context) context.Context
+}
+
+// run waits for one gate and runs its callback; it returns the result to
+// hand off. seen is told what the wait last saw.
+func (o *Options) run(ctx context.Context, g *spec.Gate, seen Seen) (any, error) {
+	ctx = o.context(ctx)
+	if g.Sample != nil {
+		return g.Sample(ctx, seen, o.Store)
+	}
+	if o.Waiter == nil {
+		return nil, gate.Permanent(fmt.Errorf("gate %s waits for %s, but the runner has no API server to watch", g.Name, g.WaitsFor))
+	}
+	objs, err := o.Waiter.Wait(ctx, g.Wait, func(p waitfor.Progress) { seen(p.State == waitfor.StateNotMatching, p.Seen) })
+	if err != nil {
+		if errors.Is(err, waitfor.ErrForbidden) || errors.Is(err, waitfor.ErrNotServable) {
+			return nil, gate.Permanent(err)
+		}
+		return nil, err
+	}
+	return g.Finish(ctx, objs, o.Store)
+}
+
+func (o *Options) context(ctx context.Context) context.Context {
+	if o.Context == nil {
+		return ctx
+	}
+	return o.Context(ctx)
 }
 
 // ErrTimedOut ends a phase whose required gate ran out of time.
@@ -68,7 +90,7 @@ type Outcome struct {
 
 // RunPhase runs the gates of one phase and returns when all required ones are
 // done or one has failed. The error wraps ErrTimedOut when a gate timed out.
-func RunPhase(ctx context.Context, phase int, gates []Gate, opts Options) ([]Outcome, error) {
+func RunPhase(ctx context.Context, phase int, gates []spec.Gate, opts Options) ([]Outcome, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = 5 * time.Second
 	}
@@ -90,7 +112,7 @@ func RunPhase(ctx context.Context, phase int, gates []Gate, opts Options) ([]Out
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o := runGate(ctx, phase, g, opts, log.WithValues("gate", g.Name))
+			o := runGate(ctx, phase, &g, &opts, log.WithValues("gate", g.Name))
 			outcomes[i] = o
 			if o.Err != nil {
 				mu.Lock()
@@ -114,7 +136,7 @@ func RunPhase(ctx context.Context, phase int, gates []Gate, opts Options) ([]Out
 	return outcomes, nil
 }
 
-func runGate(ctx context.Context, phase int, g Gate, opts Options, log logr.Logger) Outcome {
+func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log logr.Logger) Outcome {
 	began := time.Now()
 	gctx := ctx
 	if g.Timeout > 0 {
@@ -129,7 +151,7 @@ func runGate(ctx context.Context, phase int, g Gate, opts Options, log logr.Logg
 
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 30 * time.Second}
 	for {
-		result, err := g.Run(gctx, st.saw)
+		result, err := opts.run(gctx, g, st.saw)
 		if err == nil {
 			if err := writeHandoff(opts.HandoffDir, g, "done", result); err != nil {
 				return st.end("failed", err)
@@ -161,10 +183,10 @@ func runGate(ctx context.Context, phase int, g Gate, opts Options, log logr.Logg
 
 // timedOut finishes a gate whose time ran out: with its fallback, skipped when
 // optional, or as the phase's failure.
-func timedOut(ctx context.Context, g Gate, opts Options, st *state) Outcome {
+func timedOut(ctx context.Context, g *spec.Gate, opts *Options, st *state) Outcome {
 	switch {
-	case g.Fallback != nil:
-		result, err := g.Fallback(ctx)
+	case g.OnTimeout != nil:
+		result, err := g.OnTimeout(opts.context(ctx), opts.Store)
 		if err != nil {
 			st.set("Failed", fmt.Sprintf("gate %s timed out after %s and its fallback failed: %v", g.Name, g.Timeout, err), true)
 			return st.end("failed", fmt.Errorf("timed out after %s; fallback: %w", g.Timeout, err))
@@ -191,7 +213,7 @@ func timedOut(ctx context.Context, g Gate, opts Options, st *state) Outcome {
 type state struct {
 	log    logr.Logger
 	events EventSink
-	gate   Gate
+	gate   *spec.Gate
 	phase  int
 	began  time.Time
 
@@ -278,7 +300,7 @@ func HandoffPath(dir, gateName string) string {
 
 // writeHandoff writes a gate's result atomically: to a temporary file in the
 // same folder, synced, then renamed over the old one.
-func writeHandoff(dir string, g Gate, state string, result any) error {
+func writeHandoff(dir string, g *spec.Gate, state string, result any) error {
 	if dir == "" {
 		return nil
 	}

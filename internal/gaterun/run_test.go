@@ -15,6 +15,8 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/store"
 )
 
 type events struct {
@@ -46,8 +48,8 @@ func opts(t *testing.T) (gaterun.Options, *events) {
 }
 
 // blockUntil is a gate that waits until ready is closed, then returns result.
-func blockUntil(name string, ready <-chan struct{}, result any) gaterun.Gate {
-	return gaterun.Gate{Name: name, WaitsFor: "the test", Run: func(ctx context.Context, seen gaterun.Seen) (any, error) {
+func blockUntil(name string, ready <-chan struct{}, result any) spec.Gate {
+	return spec.Gate{Name: name, WaitsFor: "the test", Sample: func(ctx context.Context, seen func(bool, string), _ store.Store) (any, error) {
 		seen(false, "not yet")
 		select {
 		case <-ready:
@@ -64,8 +66,8 @@ func TestPhaseRunsGatesConcurrently(t *testing.T) {
 	o, ev := opts(t)
 	var running atomic.Int32
 	var peak atomic.Int32
-	gate := func(name string, d time.Duration) gaterun.Gate {
-		return gaterun.Gate{Name: name, WaitsFor: "time", Run: func(ctx context.Context, _ gaterun.Seen) (any, error) {
+	gate := func(name string, d time.Duration) spec.Gate {
+		return spec.Gate{Name: name, WaitsFor: "time", Sample: func(ctx context.Context, _ func(bool, string), _ store.Store) (any, error) {
 			n := running.Add(1)
 			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 			}
@@ -75,7 +77,7 @@ func TestPhaseRunsGatesConcurrently(t *testing.T) {
 		}}
 	}
 	began := time.Now()
-	outcomes, err := gaterun.RunPhase(t.Context(), 0, []gaterun.Gate{gate("a", 300*time.Millisecond), gate("b", 300*time.Millisecond), gate("c", 300*time.Millisecond)}, o)
+	outcomes, err := gaterun.RunPhase(t.Context(), 0, []spec.Gate{gate("a", 300*time.Millisecond), gate("b", 300*time.Millisecond), gate("c", 300*time.Millisecond)}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestRequiredTimeout(t *testing.T) {
 	g := blockUntil("slow", never, nil)
 	g.Timeout = 200 * time.Millisecond
 	other := blockUntil("other", never, nil)
-	_, err := gaterun.RunPhase(t.Context(), 2, []gaterun.Gate{g, other}, o)
+	_, err := gaterun.RunPhase(t.Context(), 2, []spec.Gate{g, other}, o)
 	if !errors.Is(err, gaterun.ErrTimedOut) {
 		t.Fatalf("err = %v, want ErrTimedOut", err)
 	}
@@ -139,8 +141,8 @@ func TestOptionalAndFallback(t *testing.T) {
 	optional.Timeout, optional.Optional = 100*time.Millisecond, true
 	withDefaults := blockUntil("defaults", never, nil)
 	withDefaults.Timeout = 100 * time.Millisecond
-	withDefaults.Fallback = func(context.Context) (any, error) { return map[string]string{"from": "file"}, nil }
-	outcomes, err := gaterun.RunPhase(t.Context(), 1, []gaterun.Gate{optional, withDefaults}, o)
+	withDefaults.OnTimeout = func(context.Context, store.Store) (any, error) { return map[string]string{"from": "file"}, nil }
+	outcomes, err := gaterun.RunPhase(t.Context(), 1, []spec.Gate{optional, withDefaults}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,21 +163,21 @@ func TestOptionalAndFallback(t *testing.T) {
 func TestRetryAndPermanent(t *testing.T) {
 	o, _ := opts(t)
 	var calls atomic.Int32
-	flaky := gaterun.Gate{Name: "flaky", WaitsFor: "x", Run: func(context.Context, gaterun.Seen) (any, error) {
+	flaky := spec.Gate{Name: "flaky", WaitsFor: "x", Sample: func(context.Context, func(bool, string), store.Store) (any, error) {
 		if calls.Add(1) < 3 {
 			return nil, errors.New("store not ready")
 		}
 		return "ok", nil
 	}}
-	if _, err := gaterun.RunPhase(t.Context(), 0, []gaterun.Gate{flaky}, o); err != nil || calls.Load() != 3 {
+	if _, err := gaterun.RunPhase(t.Context(), 0, []spec.Gate{flaky}, o); err != nil || calls.Load() != 3 {
 		t.Fatalf("err %v after %d calls, want success on the third", err, calls.Load())
 	}
 	never := make(chan struct{})
-	broken := gaterun.Gate{Name: "broken", WaitsFor: "x", Run: func(context.Context, gaterun.Seen) (any, error) {
+	broken := spec.Gate{Name: "broken", WaitsFor: "x", Sample: func(context.Context, func(bool, string), store.Store) (any, error) {
 		return nil, gate.Permanent(errors.New("exemptions are malformed"))
 	}}
 	began := time.Now()
-	_, err := gaterun.RunPhase(t.Context(), 0, []gaterun.Gate{broken, blockUntil("waiting", never, nil)}, o)
+	_, err := gaterun.RunPhase(t.Context(), 0, []spec.Gate{broken, blockUntil("waiting", never, nil)}, o)
 	if !gate.IsPermanent(err) || !strings.Contains(err.Error(), "gate broken: exemptions are malformed") {
 		t.Fatalf("err = %v, want the permanent error named by gate", err)
 	}
@@ -195,7 +197,7 @@ func TestRerunAndSummaryLimit(t *testing.T) {
 	ready := make(chan struct{})
 	close(ready)
 	for _, v := range []string{"first", "second"} {
-		if _, err := gaterun.RunPhase(t.Context(), 0, []gaterun.Gate{blockUntil("g", ready, v)}, o); err != nil {
+		if _, err := gaterun.RunPhase(t.Context(), 0, []spec.Gate{blockUntil("g", ready, v)}, o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,7 +205,7 @@ func TestRerunAndSummaryLimit(t *testing.T) {
 	if err != nil || string(h.Result) != `"second"` {
 		t.Fatalf("handoff after rerun %+v, %v", h, err)
 	}
-	var many []gaterun.Gate
+	var many []spec.Gate
 	for i := range 200 {
 		g := blockUntil(strings.Repeat("x", 30)+string(rune('a'+i%26))+strings.Repeat("y", i%7), ready, nil)
 		g.Name += "-" + string(rune('a'+i/26))

@@ -17,21 +17,23 @@ import (
 
 var cm = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 
-func sample() Module {
-	return Module{
+func sample() *spec.Module {
+	settings := spec.ObjectOf(cm, "apps", "settings")
+	initial := spec.ObjectOf(schema.GroupVersionKind{Group: "uds.dev", Version: "v1alpha1", Kind: "ClusterConfig"}, "", "initial")
+	return &spec.Module{
 		Name: "uds-core", Namespace: "uds-system", Version: "1.2.3",
-		Gates: []Gate{
-			{Name: "settings", Phase: 2, GVK: cm, Namespace: "apps", ObjectName: "settings", Site: "main.go:1"},
-			{Name: "crd", Phase: 0, GVK: schema.GroupVersionKind{Group: "uds.dev", Version: "v1alpha1", Kind: "ClusterConfig"}, ObjectName: "initial", Site: "main.go:2"},
-		},
+		Phases: spec.GroupPhases([]spec.Gate{
+			{Name: "settings", Phase: 2, Waits: &settings, Site: "main.go:1"},
+			{Name: "crd", Phase: 0, Waits: &initial, Site: "main.go:2"},
+		}),
 		Bindings: []spec.Binding{{Capability: "policy", Name: "deny", GVK: cm, Action: spec.Validate, Operations: []admissionv1.Operation{admissionv1.Create}}},
-		Watches:  []Watch{{ID: "policy/sync", Role: "reconcile", GVK: cm, Namespaces: []string{"apps"}, Name: "settings", Site: "main.go:3"}},
+		Watches:  []spec.Watch{{Capability: "policy", Name: "sync", Role: spec.RoleReconcile, GVK: cm, Select: spec.Selection{Namespaces: []string{"apps"}, Name: "settings"}, Site: "main.go:3"}},
 	}
 }
 
 func TestRulesNarrowToNamespacesAndNames(t *testing.T) {
 	m := sample()
-	rules := Rules(&m)
+	rules := Rules(m)
 	var found bool
 	for _, r := range rules {
 		if r.Why == "" {
@@ -58,7 +60,7 @@ func TestRulesNarrowToNamespacesAndNames(t *testing.T) {
 }
 
 func TestMergeUnitesVerbsDeterministically(t *testing.T) {
-	rules := []Rule{
+	rules := []spec.Rule{
 		{Namespace: "b", PolicyRule: rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"watch", "get"}}},
 		{Namespace: "a", PolicyRule: rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "get"}}},
 		{Namespace: "b", PolicyRule: rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}},

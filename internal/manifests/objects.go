@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -41,7 +42,7 @@ type Options struct {
 const HandoffDir = "/var/run/vigil"
 
 // Render returns the module's objects, in apply order.
-func Render(m Module, o Options) ([]client.Object, error) {
+func Render(m *spec.Module, o Options) ([]client.Object, error) {
 	if o.Image == "" {
 		return nil, fmt.Errorf("--image: expected the module's container image, as in --image ghcr.io/acme/%s:1.0.0", m.Name)
 	}
@@ -71,11 +72,11 @@ func Render(m Module, o Options) ([]client.Object, error) {
 	}
 	var objs []client.Object
 	objs = append(objs, &corev1.Namespace{TypeMeta: tm("v1", "Namespace"), ObjectMeta: objMeta(m.Namespace, "", "")})
-	for _, role := range Roles(&m) {
+	for _, role := range Roles(m) {
 		sa := ServiceAccount(m.Name, role)
 		objs = append(objs, &corev1.ServiceAccount{TypeMeta: tm("v1", "ServiceAccount"), ObjectMeta: objMeta(sa, m.Namespace, role)})
 	}
-	for _, merged := range Merge(Rules(&m)) {
+	for _, merged := range Merge(Rules(m)) {
 		sa := ServiceAccount(m.Name, merged.Role)
 		subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: m.Namespace}}
 		name := "vigil:" + sa
@@ -154,15 +155,15 @@ func selectorOf(module, component string) map[string]string {
 
 // static builds the fail-closed webhook configurations, reached through the
 // module's Service.
-func static(m Module, o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+func static(m *spec.Module, o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	for _, b := range m.Bindings {
 		mapper.Add(b.GVK, meta.RESTScopeNamespace)
 	}
 	var gated []registration.Object
-	for _, g := range m.Gates {
-		if !g.Sample {
-			gated = append(gated, registration.Object{GVK: g.GVK, Namespace: g.Namespace, Name: g.ObjectName})
+	for _, g := range m.Gates() {
+		if g.Waits != nil {
+			gated = append(gated, registration.Object{GVK: g.Waits.GVK(), Namespace: g.Waits.Namespace, Name: g.Waits.Name})
 		}
 	}
 	r := registration.New(nil, registration.Options{
@@ -202,10 +203,10 @@ var podEnv = []corev1.EnvVar{
 }
 
 // Phases are the module's gate phases, ascending.
-func Phases(m *Module) []int {
+func Phases(m *spec.Module) []int {
 	seen := map[int]bool{}
 	var out []int
-	for _, g := range m.Gates {
+	for _, g := range m.Gates() {
 		if !seen[g.Phase] {
 			seen[g.Phase] = true
 			out = append(out, g.Phase)
@@ -218,7 +219,7 @@ func Phases(m *Module) []int {
 // InitContainerName is the init container that runs a phase's gates.
 func InitContainerName(phase int) string { return fmt.Sprintf("gate-phase-%d", phase) }
 
-func podSpec(m Module, containers, inits []corev1.Container, component string) corev1.PodSpec {
+func podSpec(m *spec.Module, containers, inits []corev1.Container, component string) corev1.PodSpec {
 	role := Admission
 	if component == "watcher" {
 		role = Watcher
@@ -253,9 +254,9 @@ func podSpec(m Module, containers, inits []corev1.Container, component string) c
 
 var handoffMount = []corev1.VolumeMount{{Name: "handoff", MountPath: HandoffDir}}
 
-func admissionDeployment(m Module, o Options, objMeta func(string, string, string) metav1.ObjectMeta, labels func(string) map[string]string) *appsv1.Deployment {
+func admissionDeployment(m *spec.Module, o Options, objMeta func(string, string, string) metav1.ObjectMeta, labels func(string) map[string]string) *appsv1.Deployment {
 	var inits []corev1.Container
-	for _, p := range Phases(&m) {
+	for _, p := range Phases(m) {
 		inits = append(inits, corev1.Container{
 			Name: InitContainerName(p), Image: o.Image,
 			Args:                     []string{"gate", "--phase", strconv.Itoa(p)},
@@ -300,7 +301,7 @@ func admissionDeployment(m Module, o Options, objMeta func(string, string, strin
 	return d
 }
 
-func watcherDeployment(m Module, o Options, objMeta func(string, string, string) metav1.ObjectMeta) *appsv1.Deployment {
+func watcherDeployment(m *spec.Module, o Options, objMeta func(string, string, string) metav1.ObjectMeta) *appsv1.Deployment {
 	probe := func(path string) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("probes")}}, PeriodSeconds: 5, FailureThreshold: 3}
 	}
@@ -332,7 +333,7 @@ func watcherDeployment(m Module, o Options, objMeta func(string, string, string)
 	}
 }
 
-func pdb(m Module, component string, objMeta func(string, string, string) metav1.ObjectMeta) *policyv1.PodDisruptionBudget {
+func pdb(m *spec.Module, component string, objMeta func(string, string, string) metav1.ObjectMeta) *policyv1.PodDisruptionBudget {
 	name := m.Name
 	if component != "admission" {
 		name += "-" + component

@@ -31,13 +31,13 @@ func Resource(gvk schema.GroupVersionKind) string {
 // Rules derives every RBAC rule the module needs, each with why. Rules
 // narrow to namespaces and, where the code reads one object by a name field
 // selector, to resourceNames; nothing is a wildcard.
-func Rules(m *Module) []Rule {
-	var out []Rule
+func Rules(m *spec.Module) []spec.Rule {
+	var out []spec.Rule
 	// role is the ServiceAccount the rules being added are for; both, for
 	// what the two roles' pods share.
 	role := ""
 	add := func(ns, group, resource string, names []string, why string, verbs ...string) {
-		out = append(out, Rule{Role: role, Namespace: ns, Why: why, PolicyRule: rbacv1.PolicyRule{
+		out = append(out, spec.Rule{Role: role, Namespace: ns, Why: why, PolicyRule: rbacv1.PolicyRule{
 			APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs, ResourceNames: names,
 		}})
 	}
@@ -49,14 +49,15 @@ func Rules(m *Module) []Rule {
 	}
 	podEvents := false
 	role = Admission
-	for _, g := range m.Gates {
-		if g.Sample {
+	for _, g := range m.Gates() {
+		if g.Waits == nil {
 			continue
 		}
 		why := fmt.Sprintf("gate %s (phase %d, %s) waits for it", g.Name, g.Phase, g.Site)
-		add(g.Namespace, g.GVK.Group, Resource(g.GVK), names(g.ObjectName), why, read...)
-		if isCustom(g.GVK.Group) {
-			add("", crdGroup, crdPlural, nil, fmt.Sprintf("gate %s (%s) waits for the CRD of %s when it is not installed yet", g.Name, g.Site, g.GVK.Kind), "list", "watch")
+		gvk := g.Waits.GVK()
+		add(g.Waits.Namespace, gvk.Group, Resource(gvk), names(g.Waits.Name), why, read...)
+		if isCustom(gvk.Group) {
+			add("", crdGroup, crdPlural, nil, fmt.Sprintf("gate %s (%s) waits for the CRD of %s when it is not installed yet", g.Name, g.Site, gvk.Kind), "list", "watch")
 		}
 		podEvents = true
 	}
@@ -67,7 +68,8 @@ func Rules(m *Module) []Rule {
 		why := "the module's Store (admission, gate callbacks and handlers)"
 		add(m.Namespace, v1alpha1.GroupVersion.Group, "stores", []string{m.Name}, why, "get", "list", "watch", "update")
 		add(m.Namespace, v1alpha1.GroupVersion.Group, "stores", nil, why+": created on first write", "create")
-		for _, gvk := range m.Listers {
+		for _, l := range m.Listers {
+			gvk := l.GVK
 			add("", gvk.Group, Resource(gvk), nil, fmt.Sprintf("a Lister of %s keeps every object of the kind in a read cache", gvk.Kind), read...)
 		}
 		for _, r := range m.Rules {
@@ -78,14 +80,14 @@ func Rules(m *Module) []Rule {
 	role = Admission
 	if len(m.Bindings) > 0 {
 		reg := registration.Rule(m.Name)
-		out = append(out, Rule{Role: role, PolicyRule: reg, Why: "registration when ready: fill the module's two webhook configurations, and nothing else"})
+		out = append(out, spec.Rule{Role: role, PolicyRule: reg, Why: "registration when ready: fill the module's two webhook configurations, and nothing else"})
 		for _, b := range m.Bindings {
 			if b.FailClosed {
-				out = append(out, Rule{Role: role, PolicyRule: registration.StaticRule(m.Name), Why: "fail-closed capabilities: keep the serving CA in their static webhook configurations"})
+				out = append(out, spec.Rule{Role: role, PolicyRule: registration.StaticRule(m.Name), Why: "fail-closed capabilities: keep the serving CA in their static webhook configurations"})
 				break
 			}
 		}
-		out = append(out, Rule{Role: role, Namespace: m.Namespace, PolicyRule: registration.CanaryRule(), Why: "registration's reachability canary (dry run only: nothing is written)"})
+		out = append(out, spec.Rule{Role: role, Namespace: m.Namespace, PolicyRule: registration.CanaryRule(), Why: "registration's reachability canary (dry run only: nothing is written)"})
 		add(m.Namespace, "", "secrets", []string{CertSecret(m.Name)}, "the serving certificate, shared by the replicas and renewed before expiry", "get", "update")
 		add(m.Namespace, "", "secrets", nil, "the serving certificate: created by the first replica", "create")
 		add(m.Namespace, "", "events", nil, "registration problems are reported as Events on the module's Pods", "create", "patch")
@@ -121,23 +123,23 @@ func Rules(m *Module) []Rule {
 	}
 	// The shared informer of a type selects one object by name only when
 	// every user of the type names it; then RBAC can name it too.
-	var users []watcher.User
+	var users []spec.Lister
 	for _, w := range m.Watches {
-		users = append(users, watcher.User{GVK: w.GVK, Select: watcher.Selection{Namespaces: w.Namespaces, Name: w.Name}})
+		users = append(users, spec.Lister{GVK: w.GVK, Select: spec.Selection{Namespaces: w.Select.Namespaces, Name: w.Select.Name}})
 	}
-	for _, gvk := range m.Listers {
-		users = append(users, watcher.User{GVK: gvk})
+	for _, l := range m.Listers {
+		users = append(users, spec.Lister{GVK: l.GVK})
 	}
 	informerName := map[schema.GroupVersionKind]string{}
 	for _, a := range watcher.Agree(users) {
 		informerName[a.GVK] = a.Name
 	}
 	for _, w := range m.Watches {
-		why := fmt.Sprintf("%s %s (%s) watches it through the shared informer", w.Role, w.ID, w.Site)
-		for _, ns := range orAll(w.Namespaces) {
+		why := fmt.Sprintf("%s %s (%s) watches it through the shared informer", w.Role, w.ID(), w.Site)
+		for _, ns := range orAll(w.Select.Namespaces) {
 			add(ns, w.GVK.Group, Resource(w.GVK), names(informerName[w.GVK]), why, read...)
-			if w.Finalize {
-				add(ns, w.GVK.Group, Resource(w.GVK), nil, fmt.Sprintf("finalize %s (%s) adds and removes its finalizer", w.ID, w.Site), "patch")
+			if w.Role == spec.RoleFinalize {
+				add(ns, w.GVK.Group, Resource(w.GVK), nil, fmt.Sprintf("finalize %s (%s) adds and removes its finalizer", w.ID(), w.Site), "patch")
 			}
 		}
 	}
@@ -154,7 +156,7 @@ const (
 )
 
 // Roles are the kinds of pod the module runs.
-func Roles(m *Module) []string {
+func Roles(m *spec.Module) []string {
 	var out []string
 	if m.HasAdmission() {
 		out = append(out, Admission)
@@ -201,7 +203,7 @@ type Merged struct {
 }
 
 // Merge folds rules into one list per namespace, deterministic.
-func Merge(rules []Rule) []Merged {
+func Merge(rules []spec.Rule) []Merged {
 	type key struct{ role, ns, group, resource, names string }
 	verbs := map[key][]string{}
 	for _, r := range rules {

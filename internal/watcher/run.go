@@ -18,12 +18,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // addBinding adds a binding's controller (Reconcile, Finalize) or event
 // handler (Watch) to the manager; both run on the active replica only.
-func addBinding(mgr manager.Manager, b *Binding, o Options, m *metrics) error {
-	if b.Role == Watch {
+func addBinding(mgr manager.Manager, b *spec.Watch, o Options, m *metrics) error {
+	if b.Role == spec.RoleWatch {
 		return mgr.Add(&watchRunner{b: b, cache: mgr.GetCache(), o: o, metrics: m})
 	}
 	r := &reconciler{b: b, reader: mgr.GetCache(), writer: mgr.GetClient(), o: o, metrics: m, spacing: newSpacing(o.ReconcileSpacing)}
@@ -40,13 +42,13 @@ func addBinding(mgr manager.Manager, b *Binding, o Options, m *metrics) error {
 }
 
 // controllerName names a binding's controller, its queue and their metrics.
-func controllerName(module string, b *Binding) string {
+func controllerName(module string, b *spec.Watch) string {
 	return module + "." + b.Capability + "." + b.Name
 }
 
 // reconciler runs a Reconcile or Finalize binding for one queued object.
 type reconciler struct {
-	b       *Binding
+	b       *spec.Watch
 	reader  client.Reader
 	writer  client.Client
 	o       Options
@@ -56,16 +58,16 @@ type reconciler struct {
 
 func (r *reconciler) predicate() predicate.Predicate {
 	b := r.b
-	if b.Role == Finalize {
+	if b.Role == spec.RoleFinalize {
 		// Every change may matter: a new object needs the finalizer, a
 		// deletion needs the handler.
-		return predicate.NewPredicateFuncs(b.matches)
+		return predicate.NewPredicateFuncs(func(o client.Object) bool { return matches(b, o) })
 	}
 	return predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return b.wants(Added) && b.matches(e.Object) },
-		UpdateFunc:  func(e event.UpdateEvent) bool { return b.wants(Modified) && b.matches(e.ObjectNew) },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return b.wants(Deleted) && b.matches(e.Object) },
-		GenericFunc: func(e event.GenericEvent) bool { return b.matches(e.Object) },
+		CreateFunc:  func(e event.CreateEvent) bool { return wants(b, spec.Added) && matches(b, e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return wants(b, spec.Modified) && matches(b, e.ObjectNew) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return wants(b, spec.Deleted) && matches(b, e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return matches(b, e.Object) },
 	}
 }
 
@@ -78,10 +80,10 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, err
 	}
-	if !r.b.matches(obj) {
+	if !matches(r.b, obj) {
 		return reconcile.Result{}, nil
 	}
-	if r.b.Role == Finalize {
+	if r.b.Role == spec.RoleFinalize {
 		return r.finalize(ctx, obj)
 	}
 	return r.result(r.call(ctx, obj))
@@ -140,7 +142,7 @@ func (r *reconciler) result(err error) (reconcile.Result, error) {
 // watchRunner feeds a Watch binding every event of its type's informer, in
 // order, while its replica is active.
 type watchRunner struct {
-	b       *Binding
+	b       *spec.Watch
 	cache   cache.Cache
 	o       Options
 	metrics *metrics
@@ -152,9 +154,9 @@ func (w *watchRunner) Start(ctx context.Context) error {
 		return err
 	}
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.deliver(ctx, obj, Added) },
-		UpdateFunc: func(_, obj any) { w.deliver(ctx, obj, Modified) },
-		DeleteFunc: func(obj any) { w.deliver(ctx, obj, Deleted) },
+		AddFunc:    func(obj any) { w.deliver(ctx, obj, spec.Added) },
+		UpdateFunc: func(_, obj any) { w.deliver(ctx, obj, spec.Modified) },
+		DeleteFunc: func(obj any) { w.deliver(ctx, obj, spec.Deleted) },
 	})
 	if err != nil {
 		return err
@@ -163,12 +165,12 @@ func (w *watchRunner) Start(ctx context.Context) error {
 	return inf.RemoveEventHandler(reg)
 }
 
-func (w *watchRunner) deliver(ctx context.Context, o any, ev Event) {
+func (w *watchRunner) deliver(ctx context.Context, o any, ev spec.Event) {
 	if tomb, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 		o = tomb.Obj
 	}
 	obj, ok := o.(client.Object)
-	if !ok || ctx.Err() != nil || !w.b.wants(ev) || !w.b.matches(obj) {
+	if !ok || ctx.Err() != nil || !wants(w.b, ev) || !matches(w.b, obj) {
 		return
 	}
 	w.metrics.events.WithLabelValues(w.o.Module, w.b.ID(), string(ev)).Inc()
@@ -215,12 +217,12 @@ type panicked struct {
 
 // call runs the Watch handler once on a copy of obj, turning a panic into a
 // value.
-func (w *watchRunner) call(ctx context.Context, obj client.Object, ev Event) (p *panicked) {
+func (w *watchRunner) call(ctx context.Context, obj client.Object, ev spec.Event) (p *panicked) {
 	defer func() {
 		if v := recover(); v != nil {
 			p = &panicked{value: v, stack: string(debug.Stack())}
 		}
 	}()
-	w.b.Watch(ctx, obj.DeepCopyObject().(client.Object), ev)
+	w.b.OnEvent(ctx, obj.DeepCopyObject().(client.Object), ev)
 	return nil
 }

@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // scheduleRunner runs one schedule on the active replica. Runs never
 // overlap: ticks that pass while a run is still going are skipped, and
 // counted.
 type scheduleRunner struct {
-	s       Schedule
+	s       spec.Schedule
 	module  string
 	log     logr.Logger
 	ctx     func(ctx context.Context, capability string) context.Context

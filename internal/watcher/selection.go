@@ -10,25 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/internal/spec"
 )
-
-// Selection is what one user of a type (a binding or a lister) needs of it.
-// Empty fields mean all: every namespace, every label, every name.
-type Selection struct {
-	Namespaces []string
-	// Labels is a label selector in its canonical text form ("app=web,tier").
-	Labels string
-	Name   string
-}
-
-// User is one reader of a type's informer.
-type User struct {
-	GVK schema.GroupVersionKind
-	// New returns an empty object of the type (unstructured ones carry their
-	// GVK).
-	New    func() client.Object
-	Select Selection
-}
 
 // Agreed is the server-side selection of one type's informer: only what
 // every user agrees on.
@@ -44,8 +28,8 @@ type Agreed struct {
 // union of their namespaces if each is limited to some, their label selector
 // if it is the same for all, the name if all name the same object. What is
 // not agreed on is filtered in process by each binding.
-func Agree(users []User) []Agreed {
-	byGVK := map[schema.GroupVersionKind][]User{}
+func Agree(users []spec.Lister) []Agreed {
+	byGVK := map[schema.GroupVersionKind][]spec.Lister{}
 	var order []schema.GroupVersionKind
 	for _, u := range users {
 		if _, ok := byGVK[u.GVK]; !ok {

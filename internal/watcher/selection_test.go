@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 var (
@@ -18,28 +20,28 @@ var (
 	podGVK = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
 )
 
-func user(gvk schema.GroupVersionKind, sel Selection) User {
-	return User{GVK: gvk, New: func() client.Object { return &corev1.ConfigMap{} }, Select: sel}
+func user(gvk schema.GroupVersionKind, sel spec.Selection) spec.Lister {
+	return spec.Lister{GVK: gvk, New: func() client.Object { return &corev1.ConfigMap{} }, Select: sel}
 }
 
 // The server selects only what every user of a type agrees on.
 func TestAgree(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		users []User
+		users []spec.Lister
 		want  Agreed
 	}{
-		{"one user keeps its selection", []User{user(cmGVK, Selection{Namespaces: []string{"b", "a"}, Labels: "app=web", Name: "x"})},
+		{"one user keeps its selection", []spec.Lister{user(cmGVK, spec.Selection{Namespaces: []string{"b", "a"}, Labels: "app=web", Name: "x"})},
 			Agreed{Namespaces: []string{"a", "b"}, Labels: "app=web", Name: "x"}},
-		{"namespaces are united when all are limited", []User{user(cmGVK, Selection{Namespaces: []string{"a"}}), user(cmGVK, Selection{Namespaces: []string{"b", "a"}})},
+		{"namespaces are united when all are limited", []spec.Lister{user(cmGVK, spec.Selection{Namespaces: []string{"a"}}), user(cmGVK, spec.Selection{Namespaces: []string{"b", "a"}})},
 			Agreed{Namespaces: []string{"a", "b"}}},
-		{"one cluster-wide user makes the informer cluster-wide", []User{user(cmGVK, Selection{Namespaces: []string{"a"}}), user(cmGVK, Selection{})},
+		{"one cluster-wide user makes the informer cluster-wide", []spec.Lister{user(cmGVK, spec.Selection{Namespaces: []string{"a"}}), user(cmGVK, spec.Selection{})},
 			Agreed{}},
-		{"labels only when equal", []User{user(cmGVK, Selection{Labels: "app=web"}), user(cmGVK, Selection{Labels: "app=db"})},
+		{"labels only when equal", []spec.Lister{user(cmGVK, spec.Selection{Labels: "app=web"}), user(cmGVK, spec.Selection{Labels: "app=db"})},
 			Agreed{}},
-		{"equal labels go to the server", []User{user(cmGVK, Selection{Labels: "app=web"}), user(cmGVK, Selection{Labels: "app=web"})},
+		{"equal labels go to the server", []spec.Lister{user(cmGVK, spec.Selection{Labels: "app=web"}), user(cmGVK, spec.Selection{Labels: "app=web"})},
 			Agreed{Labels: "app=web"}},
-		{"a lister sees everything", []User{user(cmGVK, Selection{Name: "x", Labels: "a"}), user(cmGVK, Selection{})},
+		{"a lister sees everything", []spec.Lister{user(cmGVK, spec.Selection{Name: "x", Labels: "a"}), user(cmGVK, spec.Selection{})},
 			Agreed{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,7 +55,7 @@ func TestAgree(t *testing.T) {
 			}
 		})
 	}
-	if got := Agree([]User{user(podGVK, Selection{}), user(cmGVK, Selection{}), user(podGVK, Selection{})}); len(got) != 2 || got[0].GVK.Kind != "ConfigMap" {
+	if got := Agree([]spec.Lister{user(podGVK, spec.Selection{}), user(cmGVK, spec.Selection{}), user(podGVK, spec.Selection{})}); len(got) != 2 || got[0].GVK.Kind != "ConfigMap" {
 		t.Fatalf("one informer per type, sorted: got %+v", got)
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Options configure a watcher.
@@ -33,10 +35,10 @@ type Options struct {
 	// Namespace holds the Lease.
 	Namespace string
 	Scheme    *runtime.Scheme
-	Bindings  []Binding
-	Schedules []Schedule
+	Bindings  []spec.Watch
+	Schedules []spec.Schedule
 	// Listers are the types the module's listers read.
-	Listers []User
+	Listers []spec.Lister
 	// LeaderElection makes one replica active at a time; off, every replica
 	// is.
 	LeaderElection bool
@@ -66,9 +68,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.Context == nil {
 		o.Context = func(ctx context.Context, _ string) context.Context { return ctx }
 	}
-	users := append([]User(nil), o.Listers...)
+	users := append([]spec.Lister(nil), o.Listers...)
 	for _, b := range o.Bindings {
-		users = append(users, User{GVK: b.GVK, New: b.New, Select: b.Select})
+		users = append(users, spec.Lister{GVK: b.GVK, New: b.New, Select: b.Select})
 	}
 	agreed := Agree(users)
 	byObject, err := ByObject(agreed)
@@ -194,7 +196,7 @@ func orDisabled(addr string) string {
 }
 
 // handlerContext is the context a handler of b runs with.
-func handlerContext(ctx context.Context, o Options, b *Binding, obj client.Object) context.Context {
+func handlerContext(ctx context.Context, o Options, b *spec.Watch, obj client.Object) context.Context {
 	log := o.Log.WithValues("binding", b.ID(), "kind", b.GVK.Kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
 	return logr.NewContext(o.Context(ctx, b.Capability), log)
 }
@@ -202,7 +204,7 @@ func handlerContext(ctx context.Context, o Options, b *Binding, obj client.Objec
 // StartCache starts a shared cache of the users' types outside a manager
 // (for the admission role's listers) and returns it with a function that
 // reports whether every type has synced.
-func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []User, log logr.Logger) (cache.Cache, func() bool, error) {
+func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []spec.Lister, log logr.Logger) (cache.Cache, func() bool, error) {
 	agreed := Agree(users)
 	byObject, err := ByObject(agreed)
 	if err != nil {

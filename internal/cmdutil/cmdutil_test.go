@@ -1,4 +1,4 @@
-package cli
+package cmdutil
 
 import (
 	"bytes"
@@ -19,11 +19,11 @@ func TestExitCodeMapsOutcomes(t *testing.T) {
 		{context.Canceled, ExitFailed},
 	} {
 		var b bytes.Buffer
-		if got := exitCode(&b, tc.err); got != tc.want {
-			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		if got := ExitCode(&b, tc.err); got != tc.want {
+			t.Errorf("ExitCode(%v) = %d, want %d", tc.err, got, tc.want)
 		}
 		if tc.err != nil && b.Len() == 0 {
-			t.Errorf("exitCode(%v) printed nothing", tc.err)
+			t.Errorf("ExitCode(%v) printed nothing", tc.err)
 		}
 	}
 }

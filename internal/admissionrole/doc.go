@@ -1,0 +1,11 @@
+// Package admissionrole runs a module's admission role, `<module> admission`:
+// the HTTPS server of its webhooks (internal/webhook) with the serving
+// certificate from files or a managed Secret (internal/certs), the Store and
+// the listers' informers, readiness (the gates' handoff, the Store and the
+// listers synced), registration when ready (internal/registration: Ignore,
+// the canary, then the failure policy) and the checks that keep it true, the
+// audit of what got in before registration, and `<module> unregister`.
+//
+// It reads the module's resolved definition (internal/spec) and nothing else
+// of the module.
+package admissionrole

@@ -1,0 +1,227 @@
+package admissionrole
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/callctx"
+	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/podevents"
+	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/watcher"
+	"github.com/vigilkit/vigil/internal/webhook"
+	"github.com/vigilkit/vigil/store"
+)
+
+// Options are the options of `<module> admission`.
+type Options struct {
+	Addr       string
+	CertDir    string
+	CertSecret string
+	CertHosts  []string
+	Register   bool
+	WebhookURL string
+	CAFile     string
+	// Bootstrap creates the empty webhook configurations when missing.
+	Bootstrap bool
+	// CheckInterval is how often a replica checks its configurations still
+	// exist; 30s when zero.
+	CheckInterval time.Duration
+	HandoffDir    string
+	ShutdownDelay time.Duration
+	// Listening, when set, is told the address the server listens on.
+	Listening func(addr string)
+}
+
+// Run serves the module's admission until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error {
+	log := logr.FromContextOrDiscard(ctx).WithValues("module", m.Name)
+	r, err := start(ctx, cfg, m, o.HandoffDir, log)
+	if err != nil {
+		return err
+	}
+	serve := webhook.Options{
+		Addr:          o.Addr,
+		CertFile:      filepath.Join(o.CertDir, "tls.crt"),
+		KeyFile:       filepath.Join(o.CertDir, "tls.key"),
+		Handler:       r.handler,
+		Metrics:       promhttp.HandlerFor(r.registry, promhttp.HandlerOpts{Registry: r.registry}),
+		Ready:         r.ready,
+		ShutdownDelay: o.ShutdownDelay,
+		Log:           log,
+	}
+	caBundle := func() []byte {
+		path := o.CAFile
+		if path == "" {
+			path = filepath.Join(o.CertDir, "ca.crt")
+		}
+		data, _ := os.ReadFile(path)
+		return data
+	}
+	if o.CertSecret != "" {
+		hosts := o.CertHosts
+		if len(hosts) == 0 {
+			svc := m.Name + "." + m.Namespace + ".svc"
+			hosts = []string{svc, svc + ".cluster.local", "127.0.0.1"}
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		mgr := certs.NewSecretManager(cs, certs.SecretOptions{Namespace: m.Namespace, Name: o.CertSecret, Hosts: hosts, Log: log})
+		if err := mgr.Ensure(ctx); err != nil {
+			return err
+		}
+		go mgr.Run(ctx, time.Minute)
+		serve.GetCertificate = mgr.GetCertificate
+		caBundle = mgr.CABundle
+	}
+	listening := make(chan struct{})
+	serve.Listening = func(addr string) {
+		close(listening)
+		if o.Listening != nil {
+			o.Listening(addr)
+		}
+	}
+	if o.Bootstrap {
+		if err := bootstrapConfigurations(ctx, cfg, m.Name); err != nil {
+			return err
+		}
+	}
+	if o.Register {
+		reg, err := newRegistrar(cfg, m, log, clientConfig(m, o.WebhookURL), caBundle)
+		if err != nil {
+			return err
+		}
+		problems := &registrationProblems{log: log, sink: podevents.For(cfg, m.Name, -1), notify: r.registrationProblem}
+		serve.ReadyDetail = problems.detail
+		go func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-listening:
+			}
+			if err := reg.InjectCABundle(ctx); err != nil {
+				log.Error(err, "fail-closed webhook configurations: put the serving CA in")
+			}
+			registered := registerWhenReady(ctx, log, listening, r.ready, reg, problems)
+			if registered {
+				if err := audit(ctx, cfg, log, m, r.handler, r.metrics); err != nil {
+					log.Error(err, "audit of the objects admitted before registration")
+				}
+			}
+			watchRegistration(ctx, reg, problems, o.CheckInterval)
+		}()
+	}
+	return webhook.Serve(ctx, serve)
+}
+
+// role is the admission role's state: its handler, metrics and readiness.
+type role struct {
+	handler       *admit.Handler
+	registry      *prometheus.Registry
+	metrics       *admit.Metrics
+	configMissing prometheus.Gauge
+	ready         func() error
+}
+
+// start connects the module's Store and listers and builds the handler of
+// its bindings.
+func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir string, log logr.Logger) (*role, error) {
+	if m.Hooks.HandoffDir != nil {
+		m.Hooks.HandoffDir(handoffDir)
+	}
+	st, err := store.New(cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Start(ctx); err != nil {
+		return nil, fmt.Errorf("admission needs the module's Store: %w", err)
+	}
+	listersSynced := func() bool { return true }
+	if len(m.Listers) > 0 {
+		c, synced, err := watcher.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log)
+		if err != nil {
+			return nil, fmt.Errorf("admission's listers: %w", err)
+		}
+		if m.Hooks.UseCache != nil {
+			m.Hooks.UseCache(c)
+		}
+		listersSynced = synced
+	}
+
+	r := &role{registry: prometheus.NewRegistry()}
+	r.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if r.metrics, err = admit.NewMetrics(r.registry, m.Name); err != nil {
+		return nil, err
+	}
+	r.configMissing = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "vigil", Subsystem: "registration", Name: "configuration_missing",
+		Help:        "1 while one of the module's webhook configurations is missing (deleted, not recreated), else 0.",
+		ConstLabels: prometheus.Labels{"module": m.Name},
+	})
+	r.registry.MustRegister(r.configMissing)
+	scope := func(capability string) store.Store {
+		if capability == "" {
+			return st
+		}
+		return st.Scope(capability)
+	}
+	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st, Scope: scope}
+	r.handler = admit.NewHandler(m.Bindings, admit.Options{
+		Module: m.Name,
+		Context: func(ctx context.Context, s store.Store) context.Context {
+			return callctx.With(ctx, calls, s)
+		},
+		FailurePolicy: m.FailurePolicy,
+		Timeout:       time.Duration(m.TimeoutSeconds)*time.Second - 2*time.Second,
+		Metrics:       r.metrics,
+		Log:           log,
+		Store:         scope,
+	})
+	var gateNames []string
+	for _, g := range m.Gates() {
+		gateNames = append(gateNames, g.Name)
+	}
+	r.ready = func() error {
+		var missing []string
+		for _, g := range gateNames {
+			if _, err := os.Stat(gaterun.HandoffPath(handoffDir, g)); err != nil {
+				missing = append(missing, g)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("the results of gates %v are not in %s yet: their init containers have not run", missing, handoffDir)
+		}
+		if !st.Synced() {
+			return errors.New("the Store is not synced yet")
+		}
+		if !listersSynced() {
+			return errors.New("the listers' informers have not synced yet")
+		}
+		return nil
+	}
+	return r, nil
+}
+
+// registrationProblem feeds the metric of a missing configuration.
+func (r *role) registrationProblem(err error) {
+	if err != nil {
+		r.configMissing.Set(1)
+	} else {
+		r.configMissing.Set(0)
+	}
+}

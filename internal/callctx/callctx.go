@@ -1,0 +1,69 @@
+package callctx
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/store"
+)
+
+// Role is what one role's process hands every callback and handler: its API
+// access and the module-wide Store.
+type Role struct {
+	Config *rest.Config
+	Scheme *runtime.Scheme
+	// Module is the module-wide scope of the Store.
+	Module store.Store
+	// Scope returns a capability's scope of the Store; Module when nil.
+	Scope func(capability string) store.Store
+
+	once   sync.Once
+	client client.Client
+	err    error
+}
+
+// Client is a client of the API server made from Config on first use.
+func (r *Role) Client() (client.Client, error) {
+	r.once.Do(func() { r.client, r.err = client.New(r.Config, client.Options{Scheme: r.Scheme}) })
+	return r.client, r.err
+}
+
+type call struct {
+	role  *Role
+	store store.Store
+}
+
+type key struct{}
+
+// ScopeOf is capability's scope of the Store; the module-wide one for "".
+func (r *Role) ScopeOf(capability string) store.Store {
+	if capability != "" && r.Scope != nil {
+		return r.Scope(capability)
+	}
+	return r.Module
+}
+
+// With gives ctx the role's values, with s as the call's own Store.
+func With(ctx context.Context, r *Role, s store.Store) context.Context {
+	return context.WithValue(ctx, key{}, &call{role: r, store: s})
+}
+
+// Store is the call's own Store; nil outside a callback or handler.
+func Store(ctx context.Context) store.Store {
+	if c, _ := ctx.Value(key{}).(*call); c != nil {
+		return c.store
+	}
+	return nil
+}
+
+// RoleOf is the role's values; nil outside a callback or handler.
+func RoleOf(ctx context.Context) *Role {
+	if c, _ := ctx.Value(key{}).(*call); c != nil {
+		return c.role
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+// Package callctx is what a gate callback or a handler finds in its context,
+// in every role: the Store of its capability, the module-wide Store, and the
+// API server as the role's process reaches it. Roles put it there; the facade's
+// StoreFrom, ModuleStoreFrom, ClientFrom and ConfigFrom read it.
+package callctx

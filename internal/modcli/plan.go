@@ -1,0 +1,246 @@
+package modcli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/vigilkit/vigil/internal/manifests"
+	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/watcher"
+)
+
+// WritePlan prints a module's phases and gates.
+func WritePlan(out io.Writer, m *spec.Module) error {
+	phases := m.Phases
+	fmt.Fprintf(out, "module %s (namespace %s)\n", m.Name, m.Namespace)
+	if len(phases) == 0 {
+		fmt.Fprintln(out, "\nno startup gates: the deployment gets no gate init containers")
+		if err := writeCapabilities(out, m); err != nil {
+			return err
+		}
+		if err := writeWatcher(out, m); err != nil {
+			return err
+		}
+		return writeRBAC(out, m)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, p := range phases {
+		fmt.Fprintf(tw, "\nphase %d\tinit container %s: gate --phase %d\n", p.Phase, p.InitContainer, p.Phase)
+		for _, g := range p.Gates {
+			var how []string
+			if g.Optional {
+				how = append(how, "optional")
+			} else {
+				how = append(how, "required")
+			}
+			if g.Timeout > 0 {
+				how = append(how, "timeout "+g.Timeout.String())
+			} else {
+				how = append(how, "no timeout")
+			}
+			if g.Fallback {
+				how = append(how, "fallback on timeout")
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t[%s]\t%s\n", g.Name, g.WaitsFor, strings.Join(how, ", "), g.Site)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\ninit containers, in order:")
+	for _, p := range phases {
+		fmt.Fprintf(out, "  %s\n", p.InitContainer)
+	}
+	if err := writeCapabilities(out, m); err != nil {
+		return err
+	}
+	if err := writeWatcher(out, m); err != nil {
+		return err
+	}
+	return writeRBAC(out, m)
+}
+
+// writeRBAC prints every rule the module's ServiceAccount gets, and why.
+func writeRBAC(out io.Writer, d *spec.Module) error {
+	rules := manifests.Rules(d)
+	if len(rules) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\nRBAC, derived (`manifests` renders it) for the ServiceAccounts of namespace %s:\n", d.Namespace)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SERVICEACCOUNT\tSCOPE\tVERBS\tRESOURCE\tNAMES\tWHY")
+	for _, r := range rules {
+		scope := "cluster"
+		if r.Namespace != "" {
+			scope = r.Namespace
+		}
+		res := strings.Join(r.Resources, ",")
+		if g := strings.Join(r.APIGroups, ","); g != "" {
+			res += "." + g
+		}
+		names := strings.Join(r.ResourceNames, ",")
+		if names == "" {
+			names = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", manifests.ServiceAccount(d.Name, r.Role), scope, strings.Join(r.Verbs, ","), res, names, r.Why)
+	}
+	return tw.Flush()
+}
+
+func writeWatcher(out io.Writer, m *spec.Module) error {
+	w := watching(m)
+	if len(w.bindings) == 0 && len(w.schedules) == 0 && len(w.informers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "\nwatcher (one active replica, by leader election):")
+	for _, b := range w.bindings {
+		fmt.Fprintf(out, "  %s\n", b)
+	}
+	for _, s := range w.schedules {
+		fmt.Fprintf(out, "  schedule %s\n", s)
+	}
+	if len(w.informers) > 0 {
+		fmt.Fprintln(out, "  shared informers (one per type, for watches and listers):")
+		for _, i := range w.informers {
+			fmt.Fprintf(out, "    %s\n", i)
+		}
+	}
+	return nil
+}
+
+// watched is what `plan` says of the watcher role.
+type watched struct{ bindings, schedules, informers []string }
+
+func watching(m *spec.Module) watched {
+	var w watched
+	users := append([]spec.Lister(nil), m.Listers...)
+	for _, b := range m.Watches {
+		line := fmt.Sprintf("%s %s %s", b.ID(), b.Role, b.GVK.Kind)
+		if b.Role == spec.RoleFinalize {
+			line += " (finalizer " + b.Finalizer + ")"
+		}
+		w.bindings = append(w.bindings, line+" ("+b.Site+")")
+		users = append(users, b.Lister())
+	}
+	for _, s := range m.Schedules {
+		w.schedules = append(w.schedules, fmt.Sprintf("%s (%s)", s.Name, s.Site))
+	}
+	for _, ag := range watcher.Agree(users) {
+		var sel []string
+		if len(ag.Namespaces) > 0 {
+			sel = append(sel, "namespaces "+strings.Join(ag.Namespaces, ","))
+		}
+		if ag.Labels != "" {
+			sel = append(sel, "labels "+ag.Labels)
+		}
+		if ag.Name != "" {
+			sel = append(sel, "name "+ag.Name)
+		}
+		if len(sel) == 0 {
+			sel = append(sel, "everything, cluster-wide")
+		}
+		w.informers = append(w.informers, fmt.Sprintf("%s: %s", ag.GVK.Kind, strings.Join(sel, "; ")))
+	}
+	return w
+}
+
+func writeCapabilities(out io.Writer, m *spec.Module) error {
+	if len(m.Capabilities) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "\ncapabilities:")
+	for _, c := range m.Capabilities {
+		where := "cluster-wide"
+		if len(c.Namespaces) > 0 {
+			where = "in " + strings.Join(c.Namespaces, ", ")
+		}
+		if c.FailClosed {
+			fmt.Fprintf(out, "  %s (%s): fail-closed: static webhooks with failurePolicy Fail from install on; nothing passes unchecked\n", c.Name, where)
+		} else {
+			fmt.Fprintf(out, "  %s (%s): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then %s); until then these pass unchecked (the audit after registration reports them):\n", c.Name, where, m.FailurePolicy)
+		}
+		for _, b := range m.BindingsOf(c.Name) {
+			ops := make([]string, len(b.Operations))
+			for i, op := range b.Operations {
+				ops[i] = string(op)
+			}
+			fmt.Fprintf(out, "    %s %s %s %s (%s)\n", b.Name, b.Action, b.GVK.Kind, strings.Join(ops, ","), b.Site)
+		}
+	}
+	return nil
+}
+
+// WritePlanJSON writes the module's resolved definition as JSON
+// (spec.SchemaVersion), for tools: vigil dev, another module's plan --with.
+func WritePlanJSON(out io.Writer, m *spec.Module) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(m)
+}
+
+// ManifestsOptions are the options of `<module> manifests`.
+type ManifestsOptions struct {
+	Image         string
+	Namespace     string
+	Replicas      int32
+	Dir           string
+	CABundleFile  string
+	AllowDeadlock bool
+	With          []string
+}
+
+// Run renders the module's objects.
+func (o *ManifestsOptions) Run(m *spec.Module, out io.Writer) error {
+	opts := manifests.Options{Image: o.Image, Namespace: o.Namespace, Replicas: o.Replicas}
+	if o.CABundleFile != "" {
+		data, err := os.ReadFile(o.CABundleFile)
+		if err != nil {
+			return fmt.Errorf("--ca-bundle: %w", err)
+		}
+		opts.CABundle = data
+	}
+	if o.Replicas < 1 {
+		return fmt.Errorf("--replicas %d: expected 1 or more (2 keeps the webhooks up through a node's loss)", o.Replicas)
+	}
+	others, err := readOtherModules(o.With)
+	if err != nil {
+		return err
+	}
+	if cycles := findDeadlocks(m, others); len(cycles) > 0 && !o.AllowDeadlock {
+		var b strings.Builder
+		_ = writeDeadlocks(&b, cycles, others)
+		return fmt.Errorf("%w: refusing to print manifests that would never become ready (--allow-deadlock prints them anyway):%s", ErrDeadlock, strings.TrimRight(b.String(), "\n"))
+	}
+	objs, err := manifests.Render(m, opts)
+	if err != nil {
+		return err
+	}
+	if o.Dir == "" {
+		data, err := manifests.YAML(objs)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(data)
+		return err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return err
+	}
+	for i, obj := range objs {
+		data, err := manifests.YAML(objs[i : i+1])
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(o.Dir, manifests.FileName(i, obj))
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, path)
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+package watcher
+
+import (
+	"context"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/vigilkit/vigil/internal/callctx"
+	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/store"
+)
+
+// RunModule runs a module's watcher role, `<module> watcher`: its Watch,
+// Reconcile and Finalize bindings and its schedules, on the replica that holds
+// the lease. o gives the leader election, spacing and addresses; the rest
+// comes from the module. Handlers get the Store lazily: a module whose
+// handlers never use it needs neither its CRD nor its RBAC.
+func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error {
+	st := store.NewLazy(ctx, cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: o.Log})
+	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st, Scope: func(capability string) store.Store { return st.Scope(capability) }}
+	o.Module, o.Namespace, o.Scheme = m.Name, m.Namespace, m.Scheme
+	o.Bindings, o.Schedules, o.Listers = m.Watches, m.Schedules, m.Listers
+	o.Context = func(ctx context.Context, capability string) context.Context {
+		return callctx.With(ctx, calls, calls.ScopeOf(capability))
+	}
+	if use := m.Hooks.UseCache; use != nil {
+		o.Cache = func(c cache.Cache) { use(c) }
+	}
+	return Run(ctx, cfg, o)
+}
