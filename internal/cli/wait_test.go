@@ -556,6 +556,39 @@ func TestWaitForTypeNotInstalledYet(t *testing.T) {
 	expect(t, receive(t, singular), cmdutil.ExitOK, "whatsit.late.wait.vigil.dev/w1\n")
 }
 
+// A type given as TYPE.VERSION.GROUP that no CRD serves yet is read as
+// kubectl's ParseResourceArg reads it: resource, version, group. The wait is
+// for a CRD in that group serving that version, and it finishes once the
+// test installs one.
+func TestWaitForTypeVersionGroupNotInstalledYet(t *testing.T) {
+	t.Parallel()
+	ns, kc := env.Namespace(t), kubeconfigFile(t)
+	var errOut vigiltest.Buffer
+	ch := goWait(t, kc, &errOut, "sprockets.v1.versioned.wait.vigil.dev/s1", "--for=create", "-n", ns, "--timeout=50s", "--progress-interval=100ms")
+	waitForText(t, &errOut, "waiting for a CustomResourceDefinition in group versioned.wait.vigil.dev that serves it in version v1")
+	waitForText(t, &errOut, "last seen: no CustomResourceDefinition in group versioned.wait.vigil.dev names sprockets in version v1")
+	time.Sleep(200 * time.Millisecond)
+	stillRunning(t, ch)
+	if strings.Contains(errOut.String(), "group v1.versioned.wait.vigil.dev") {
+		t.Fatalf("waits for group v1.versioned.wait.vigil.dev, want group versioned.wait.vigil.dev version v1:\n%s", errOut.String())
+	}
+
+	if err := env.InstallCRDYAML(crdYAML("sprockets", "sprocket", "Sprocket", "versioned.wait.vigil.dev")); err != nil {
+		t.Fatal(err)
+	}
+	s := &unstructured.Unstructured{}
+	s.SetAPIVersion("versioned.wait.vigil.dev/v1")
+	s.SetKind("Sprocket")
+	s.SetNamespace(ns)
+	s.SetName("s1")
+	if err := env.Client.Create(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, ch)
+	expect(t, r, cmdutil.ExitOK, "sprocket.versioned.wait.vigil.dev/s1 condition met\n")
+	expectStderr(t, r, "sprockets.v1.versioned.wait.vigil.dev is served now as Sprocket.versioned.wait.vigil.dev")
+}
+
 func TestWaitForUnknownTypes(t *testing.T) {
 	t.Parallel()
 	ns, kc := env.Namespace(t), kubeconfigFile(t)
@@ -841,13 +874,13 @@ func TestWaitNamespaces(t *testing.T) {
 	expect(t, vigilWait(t, kc, "cm", "-l", "app=spread", "--for=create", "-o", "name"), cmdutil.ExitOK, "configmap/here\n")
 }
 
-// WaitOptions runs without cobra, on a given rest.Config.
+// WaitFlags runs without cobra, on a given rest.Config.
 func TestWaitOptionsRun(t *testing.T) {
 	t.Parallel()
 	ns := env.Namespace(t)
 	createConfigMap(t, ns, "direct", nil, map[string]string{"k": "v"})
 	var out, errOut vigiltest.Buffer
-	o := &cli.WaitOptions{
+	o := &cli.WaitFlags{
 		Args: []string{"configmap", "direct"}, For: []string{"jsonpath={.data.k}=v"},
 		Namespace: ns, Timeout: 10 * time.Second, Output: "name", Config: env.Config, ErrOut: &errOut,
 	}

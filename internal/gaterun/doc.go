@@ -7,9 +7,10 @@
 // marked gate.Permanent ends the phase at once, a gate's timeout skips it when
 // it is optional, finishes it with its fallback when it has one, and otherwise
 // ends the phase as timed out. While gates wait, each says every few seconds
-// what it waits for, for how long and what it last saw; on changes of state it
-// records an Event on its Pod; at the end it writes a summary to the
-// termination-message file. Each gate's result is written atomically, as JSON,
-// into the pod's handoff folder, where the main container reads it — so a
-// rerun of a phase after a pod restart overwrites, never half-writes.
+// (through internal/progress, as `vigil wait` does) what it waits for, for how
+// long and what it last saw; on changes of state it records an Event on its
+// Pod; at the end it writes a summary to the termination-message file. Each
+// gate's result is written atomically, as JSON, into the pod's handoff folder,
+// where the main container reads it — so a rerun of a phase after a pod
+// restart overwrites, never half-writes.
 package gaterun

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/progress"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/waitfor"
 	"github.com/vigilkit/vigil/store"
@@ -146,7 +147,11 @@ func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log lo
 	}
 	st := &state{log: log, events: opts.Events, gate: g, phase: phase, began: began}
 	st.set("Waiting", fmt.Sprintf("gate %s (phase %d) waits for %s", g.Name, phase, g.WaitsFor), false)
-	stop := st.heartbeat(opts.Interval)
+	prog := progress.New(func(l progress.Line) {
+		log.Info("gate waiting", "waitsFor", l.What, "for", l.Waited.Round(time.Second).String(), "lastSeen", seenOrNothing(l.Seen))
+	})
+	st.item = prog.Add(g.WaitsFor, "")
+	stop := prog.Start(opts.Interval)
 	defer stop()
 
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 30 * time.Second}
@@ -209,25 +214,22 @@ func timedOut(ctx context.Context, g *spec.Gate, opts *Options, st *state) Outco
 	}
 }
 
-// state tracks one gate for logs and Events.
+// state tracks one gate for logs and Events; its progress item holds what
+// the gate last saw.
 type state struct {
 	log    logr.Logger
 	events EventSink
 	gate   *spec.Gate
 	phase  int
 	began  time.Time
+	item   *progress.Item
 
 	mu     sync.Mutex
-	seen   string
 	reason string
 }
 
 func (s *state) saw(found bool, what string) {
-	s.mu.Lock()
-	changed := what != s.seen
-	s.seen = what
-	s.mu.Unlock()
-	if !changed || what == "" {
+	if changed := s.item.See(what); !changed || what == "" {
 		return
 	}
 	s.log.V(1).Info("gate saw", "seen", what)
@@ -238,13 +240,13 @@ func (s *state) saw(found bool, what string) {
 	}
 }
 
-func (s *state) lastSeen() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.seen == "" {
+func (s *state) lastSeen() string { return seenOrNothing(s.item.Seen()) }
+
+func seenOrNothing(seen string) string {
+	if seen == "" {
 		return "nothing yet"
 	}
-	return s.seen
+	return seen
 }
 
 // set records a change of state as an Event; repeats of one state are not
@@ -258,23 +260,6 @@ func (s *state) set(reason, msg string, warning bool) {
 		return
 	}
 	s.events.Event(warning, "Gate"+reason, msg)
-}
-
-func (s *state) heartbeat(every time.Duration) func() {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				s.log.Info("gate waiting", "waitsFor", s.gate.WaitsFor, "for", time.Since(s.began).Round(time.Second).String(), "lastSeen", s.lastSeen())
-			}
-		}
-	}()
-	return func() { close(done) }
 }
 
 func (s *state) end(how string, err error) Outcome {

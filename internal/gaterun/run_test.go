@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/gaterun"
@@ -217,5 +218,64 @@ func TestRerunAndSummaryLimit(t *testing.T) {
 	summary, _ := os.ReadFile(o.TerminationLog)
 	if len(summary) > gaterun.MaxTermination || len(summary) < 1000 {
 		t.Fatalf("summary of %d bytes, want at most %d", len(summary), gaterun.MaxTermination)
+	}
+}
+
+// A waiting gate logs "gate waiting" every interval with what it waits for,
+// for how long and what it last saw ("nothing yet" before it saw anything):
+// the line vigil dev parses.
+func TestWaitingGateLogsWhatItLastSaw(t *testing.T) {
+	o, _ := opts(t)
+	var mu sync.Mutex
+	var lines []string
+	o.Log = funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{})
+	logged := func(want string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range lines {
+			if strings.Contains(l, want) {
+				return true
+			}
+		}
+		return false
+	}
+	waitLogged := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !logged(want) {
+			if time.Now().After(deadline) {
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("no log line contains %s within 5s; got:\n%s", want, strings.Join(lines, "\n"))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	saw, release := make(chan func(bool, string), 1), make(chan struct{})
+	g := spec.Gate{Name: "cfg", WaitsFor: "ConfigMap settings: created", Sample: func(ctx context.Context, seen func(bool, string), _ store.Store) (any, error) {
+		saw <- seen
+		select {
+		case <-release:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := gaterun.RunPhase(t.Context(), 0, []spec.Gate{g}, o)
+		done <- err
+	}()
+	seen := <-saw
+	waitLogged(`"msg"="gate waiting" "phase"=0 "gate"="cfg" "waitsFor"="ConfigMap settings: created" "for"="0s" "lastSeen"="nothing yet"`)
+	seen(false, "not found")
+	waitLogged(`"waitsFor"="ConfigMap settings: created" "for"="0s" "lastSeen"="not found"`)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

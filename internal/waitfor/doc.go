@@ -11,9 +11,15 @@
 // selectors keep the watch to the objects asked for (one object, by name, for a
 // named gate).
 //
-// A kind whose CustomResourceDefinition is not installed yet is a waiting state,
-// not an error: the engine watches CRDs until one serving the kind is
-// Established, then waits for discovery to catch up (it lags behind the
+// It owns type resolution and CRD waiting, for gates and `vigil wait` alike.
+// Waiter.Resolve resolves a TYPE argument as kubectl does (through discovery:
+// plural, singular, kind or short name, TYPE.GROUP or TYPE.VERSION.GROUP, read
+// as kubectl's ParseResourceArg reads it); a type not served yet that a
+// CustomResourceDefinition could add is a *NotServedError, and
+// Waiter.AwaitServed waits for it. A kind whose CustomResourceDefinition is not
+// installed yet is a waiting state of Waiter.Wait too, not an error: the
+// engine watches CRDs until one serving the kind is Established (resolve.go,
+// crd.go), then waits for discovery to catch up (it lags behind the
 // condition) before watching the objects. RBAC refusals end the wait with an
 // error that names the verb, the resource, the namespace and the rule to add.
 package waitfor

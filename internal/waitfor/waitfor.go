@@ -20,12 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/vigilkit/vigil/gate"
 )
@@ -118,8 +117,11 @@ type Progress struct {
 // Waiter waits on one API server.
 type Waiter struct {
 	dyn    dynamic.Interface
-	mapper meta.ResettableRESTMapper
+	mapper *lazyMapper
 	log    logr.Logger
+	// disco expands short names for Resolve; made on first use.
+	discoOnce sync.Once
+	disco     discovery.CachedDiscoveryInterface
 	// crdPoll is how often discovery is asked again while a type is missing
 	// and CRDs cannot be watched.
 	crdPoll time.Duration
@@ -149,9 +151,6 @@ func New(cfg *rest.Config, log logr.Logger) (*Waiter, error) {
 	}, nil
 }
 
-// Mapper is the Waiter's discovery-backed REST mapper.
-func (w *Waiter) Mapper() meta.ResettableRESTMapper { return w.mapper }
-
 // Errors that no waiting can fix.
 var (
 	// ErrForbidden: RBAC does not allow the wait.
@@ -171,7 +170,7 @@ func (w *Waiter) Wait(ctx context.Context, spec Spec, report func(Progress)) ([]
 		spec.Cond = st.Fresh()
 	}
 	rep := newReporter(report)
-	mapping, err := w.resolve(ctx, spec.GVK, rep)
+	mapping, err := w.mapping(ctx, spec.GVK, rep)
 	if err != nil {
 		return nil, err
 	}
@@ -196,104 +195,6 @@ func (r *reporter) report(p Progress) {
 	}
 	r.last = p
 	r.fn(p)
-}
-
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// resolve finds the resource of a kind, waiting for its CRD when it is not
-// served yet.
-func (w *Waiter) resolve(ctx context.Context, gvk schema.GroupVersionKind, rep *reporter) (*meta.RESTMapping, error) {
-	backoff := wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 2 * time.Second}
-	crdSeen := false
-	for {
-		m, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err == nil {
-			return m, nil
-		}
-		if !meta.IsNoMatchError(err) {
-			rep.report(Progress{State: StateWaitingForType, Seen: "discovery failed: " + err.Error()})
-			if err := sleep(ctx, backoff.Step()); err != nil {
-				return nil, err
-			}
-			w.mapper.Reset()
-			continue
-		}
-		if !strings.Contains(gvk.Group, ".") {
-			// Only CRDs add kinds, and their groups always contain a dot.
-			return nil, fmt.Errorf("%w: kind %s is not served by this API server, and no CustomResourceDefinition can add it to the built-in group %q: check the kind and version", ErrNotServable, gvk, gvk.Group)
-		}
-		if crdSeen {
-			// The CRD is Established but discovery has not caught up yet.
-			rep.report(Progress{State: StateWaitingForType, Seen: fmt.Sprintf("CRD for %s established; waiting for discovery", gvk.GroupKind())})
-			if err := sleep(ctx, 100*time.Millisecond); err != nil {
-				return nil, err
-			}
-			w.mapper.Reset()
-			continue
-		}
-		rep.report(Progress{State: StateWaitingForType, Seen: fmt.Sprintf("%s is not served yet: no CustomResourceDefinition for it is established", gvk)})
-		if err := w.waitForCRD(ctx, gvk); err != nil {
-			return nil, err
-		}
-		crdSeen = true
-		w.mapper.Reset()
-	}
-}
-
-// waitForCRD watches CRDs until one serving gvk is Established. Without the
-// right to watch CRDs it asks discovery again every few seconds instead.
-func (w *Waiter) waitForCRD(ctx context.Context, gvk schema.GroupVersionKind) error {
-	serves := func(u *unstructured.Unstructured) bool {
-		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
-		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
-		if group != gvk.Group || kind != gvk.Kind {
-			return false
-		}
-		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
-		served := false
-		for _, v := range versions {
-			if vm, ok := v.(map[string]any); ok && vm["name"] == gvk.Version && vm["served"] == true {
-				served = true
-			}
-		}
-		ok, _ := gate.Established().Check(u)
-		return served && ok
-	}
-	crds := w.dyn.Resource(crdGVR)
-	list, err := crds.List(ctx, metav1.ListOptions{})
-	if apierrors.IsForbidden(err) {
-		w.log.V(1).Info("cannot watch CRDs; asking discovery again periodically", "kind", gvk.String())
-		return sleep(ctx, w.crdPoll)
-	}
-	if err != nil {
-		return sleep(ctx, time.Second) // the caller retries through discovery
-	}
-	for i := range list.Items {
-		if serves(&list.Items[i]) {
-			return nil
-		}
-	}
-	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return crds.Watch(ctx, o)
-	}}
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), lw)
-	if err != nil {
-		return err
-	}
-	defer rw.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case ev, ok := <-rw.ResultChan():
-			if !ok {
-				return nil // let the caller look again
-			}
-			if u, isU := ev.Object.(*unstructured.Unstructured); isU && ev.Type != watch.Deleted && serves(u) {
-				return nil
-			}
-		}
-	}
 }
 
 // watch runs an informer over the selected objects and evaluates the
