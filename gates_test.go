@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -244,5 +246,57 @@ func TestSampleRetriesErrorsAndHangs(t *testing.T) {
 	got, found, err := vigil.GateResult[string](m, "license")
 	if err != nil || !found || got != "valid" {
 		t.Fatalf("GateResult = %q, %v, %v", got, found, err)
+	}
+}
+
+// A gate has one callback, however it is set: a second is a definition
+// mistake naming both call sites, on every gate builder. The options every
+// builder shares report the author's call site too.
+func TestOneCallbackPerGate(t *testing.T) {
+	m := vigil.NewModule("mod", vigil.Options{})
+	one := func(context.Context, *corev1.ConfigMap, vigil.Store) error { return nil }
+	many := func(context.Context, []*corev1.ConfigMap, vigil.Store) error { return nil }
+	sampled := func(context.Context, string, vigil.Store) error { return nil }
+
+	single := vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a")
+	set := vigil.WaitFor(m, &corev1.ConfigMap{}).WithLabel("app", "x").Named("set").All()
+	sample := vigil.Sample(m, func(context.Context) (string, error) { return "", nil }, vigil.Every(time.Second))
+	_, _, line, _ := goruntime.Caller(0)
+	single.ToBeCreated(one)
+	single.Then(one)
+	set.ToBeCreated(many)
+	set.Then(many)
+	sample.ToMatch(nil).Then(sampled)
+	sample.Then(sampled)
+	set.InPhase(-1)
+
+	err := m.Validate()
+	if err == nil {
+		t.Fatal("Validate() = nil, want the second callbacks refused")
+	}
+	for _, want := range []string{
+		fmt.Sprintf("gates_test.go:%d: gate configmap-a: Then sets a callback, but ToBeCreated at gates_test.go:%d already set one", line+2, line+1),
+		fmt.Sprintf("gates_test.go:%d: gate set: Then sets a callback, but ToBeCreated at gates_test.go:%d already set one", line+4, line+3),
+		fmt.Sprintf("gates_test.go:%d: gate sample-2: Then sets a callback, but Then at gates_test.go:%d already set one", line+6, line+5),
+		fmt.Sprintf("gates_test.go:%d: gate set: InPhase(-1)", line+7),
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %q\nwant it to contain %q", err, want)
+		}
+	}
+}
+
+// A gate looks in one namespace; InNamespace takes namespaces as every
+// InNamespace does, and more than one is a mistake that says what to do.
+func TestGateInOneNamespace(t *testing.T) {
+	m := vigil.NewModule("mod", vigil.Options{})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").InNamespace("apps").ToBeCreated(nil)
+	if err := m.Validate(); err != nil {
+		t.Fatalf("one namespace: %v", err)
+	}
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("b").InNamespace("apps", "web").ToBeCreated(nil)
+	err := m.Validate()
+	if err == nil || !strings.Contains(err.Error(), "gates_test.go:") || !strings.Contains(err.Error(), "declare one gate per namespace") {
+		t.Fatalf("Validate() = %v, want the two namespaces refused at their call site", err)
 	}
 }

@@ -13,13 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// Cache is a typed, informer-backed read cache of one kind of object, for
-// handlers of every role: see Lister.
-type Cache[T client.Object] struct {
+// Lister is a typed, informer-backed read cache of one kind of object, for
+// handlers of every role: see NewLister.
+type Lister[T client.Object] struct {
 	m      *Module
 	gvk    schema.GroupVersionKind
 	newObj func() client.Object
@@ -35,41 +36,41 @@ type listerDef struct {
 	site   string
 }
 
-// Lister declares a read cache of every object of type T, cluster-wide, fed
+// NewLister declares a read cache of every object of type T, cluster-wide, fed
 // by the same shared informer as the module's watches of T. The admission and
 // watcher roles sync it before they report ready, so a handler can read live
 // objects — an admission handler can consult the current Exemptions — without
 // a call to the API server. Declare listers with the module, before Run.
-func Lister[T client.Object](m *Module) *Cache[T] {
+func NewLister[T client.Object](m *Module) *Lister[T] {
 	var zero T
 	t := reflect.TypeOf(zero)
 	if t == nil || t.Kind() != reflect.Pointer {
-		m.recordf(1, "Lister[%T]: expected a pointer to a Go type of a Kubernetes object, such as *corev1.ConfigMap", zero)
-		return &Cache[T]{m: m, reader: &atomic.Pointer[client.Reader]{}}
+		m.recordf(1, "NewLister[%T]: expected a pointer to a Go type of a Kubernetes object, such as *corev1.ConfigMap", zero)
+		return &Lister[T]{m: m, reader: &atomic.Pointer[client.Reader]{}}
 	}
 	proto := reflect.New(t.Elem()).Interface().(T)
 	if _, ok := any(proto).(*unstructured.Unstructured); ok {
-		m.recordf(1, "Lister[*unstructured.Unstructured]: the kind is unknown: use ListerFor(m, vigil.Kind(group, version, kind))")
-		return &Cache[T]{m: m, reader: &atomic.Pointer[client.Reader]{}}
+		m.recordf(1, "NewLister[*unstructured.Unstructured]: the kind is unknown: use NewListerFor(m, vigil.Kind(group, version, kind))")
+		return &Lister[T]{m: m, reader: &atomic.Pointer[client.Reader]{}}
 	}
 	return listerFor(m, proto, 2)
 }
 
-// ListerFor is Lister for a kind named at run time: ListerFor(m,
+// NewListerFor is NewLister for a kind named at run time: NewListerFor(m,
 // vigil.Kind("uds.dev", "v1alpha1", "Exemption")) caches unstructured objects.
-func ListerFor[T client.Object](m *Module, proto T) *Cache[T] {
+func NewListerFor[T client.Object](m *Module, proto T) *Lister[T] {
 	return listerFor(m, proto, 2)
 }
 
-func listerFor[T client.Object](m *Module, proto T, skip int) *Cache[T] {
-	c := &Cache[T]{m: m, reader: &atomic.Pointer[client.Reader]{}}
+func listerFor[T client.Object](m *Module, proto T, skip int) *Lister[T] {
+	c := &Lister[T]{m: m, reader: &atomic.Pointer[client.Reader]{}}
 	gvk, err := scheme.GVKOf(m.scheme, proto)
 	if err != nil {
 		m.recordf(skip, "Lister: %v", err)
 		return c
 	}
 	c.gvk = gvk
-	c.newObj = newObjectFunc(proto, gvk)
+	c.newObj = define.NewObjectFunc(proto, gvk)
 	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
 	if _, ok := any(proto).(*unstructured.Unstructured); ok {
 		c.newLst = func() client.ObjectList {
@@ -96,7 +97,7 @@ func listerFor[T client.Object](m *Module, proto T, skip int) *Cache[T] {
 // Get returns the object of that namespace (empty for cluster-scoped kinds)
 // and name; a missing object is an error for which
 // k8s.io/apimachinery/pkg/api/errors.IsNotFound holds.
-func (c *Cache[T]) Get(ctx context.Context, namespace, name string) (T, error) {
+func (c *Lister[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	var zero T
 	r, err := c.source()
 	if err != nil {
@@ -111,7 +112,7 @@ func (c *Cache[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 
 // List returns the cached objects that match the options, such as
 // client.InNamespace("apps") and client.MatchingLabels{"team": "shop"}.
-func (c *Cache[T]) List(ctx context.Context, opts ...client.ListOption) ([]T, error) {
+func (c *Lister[T]) List(ctx context.Context, opts ...client.ListOption) ([]T, error) {
 	r, err := c.source()
 	if err != nil {
 		return nil, err
@@ -132,7 +133,7 @@ func (c *Cache[T]) List(ctx context.Context, opts ...client.ListOption) ([]T, er
 	return out, err
 }
 
-func (c *Cache[T]) source() (client.Reader, error) {
+func (c *Lister[T]) source() (client.Reader, error) {
 	if c.newObj == nil {
 		return nil, fmt.Errorf("lister of %T was declared with a mistake: see the module's definition errors", *new(T))
 	}

@@ -48,7 +48,7 @@ func leastModule(ns, apps string) *vigil.Module {
 		})
 	vigil.Sample(m, func(context.Context) (int, error) { return 1, nil }, vigil.Every(time.Second)).InPhase(1).
 		ToMatch(func(n int) bool { return n == 1 })
-	exemptions := vigil.Lister[*corev1.Secret](m)
+	exemptions := vigil.NewLister[*corev1.Secret](m)
 	policy := m.Capability("policy", vigil.InNamespaces(apps))
 	vigil.When(policy, &corev1.ConfigMap{}).IsCreated().Named("label").
 		Mutate(func(ctx context.Context, r *vigil.Request[*corev1.ConfigMap]) error {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -54,7 +55,7 @@ type Module struct {
 
 	mu           sync.Mutex
 	errs         []error
-	gates        []*gateDef
+	gates        []*define.Gate
 	capabilities []*Capability
 	bindings     []spec.Binding
 	watches      []spec.Watch
@@ -112,22 +113,7 @@ func (m *Module) Validate() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	errs := append([]error(nil), m.errs...)
-	byName := map[string]*gateDef{}
-	for _, g := range m.gates {
-		if g.outcome == "" {
-			errs = append(errs, fmt.Errorf("%s: gate %s has no outcome: end it with ToBeCreated, ToMatch, ToBeDeleted or ToBe", g.site, g.id()))
-		}
-		if other, ok := byName[g.id()]; ok {
-			errs = append(errs, fmt.Errorf("%s: gate name %q is already used by the gate at %s: give one of them another name with Named", g.site, g.id(), other.site))
-		}
-		byName[g.id()] = g
-		if g.fallback != nil && g.timeout == 0 {
-			errs = append(errs, fmt.Errorf("%s: gate %s has OnTimeout but no Timeout: add Timeout(d)", g.site, g.id()))
-		}
-		if g.optional && g.timeout == 0 {
-			errs = append(errs, fmt.Errorf("%s: gate %s is Optional but has no Timeout, so it would never be skipped: add Timeout(d)", g.site, g.id()))
-		}
-	}
+	errs = append(errs, define.Validate(m.gates)...)
 	capSites := map[string]string{}
 	for _, c := range m.capabilities {
 		if other, ok := capSites[c.name]; ok {
@@ -164,6 +150,23 @@ func (m *Module) recordf(skip int, format string, args ...any) {
 	m.mu.Unlock()
 }
 
+// check records err, if any, as a definition mistake at the caller skip
+// frames above check's caller.
+func (m *Module) check(skip int, err error) {
+	if err != nil {
+		m.recordf(skip+1, "%v", err)
+	}
+}
+
+// addGate records a new gate declared at the caller's caller.
+func (m *Module) addGate(g *define.Gate) {
+	g.Site = callSite(2)
+	m.mu.Lock()
+	g.Index = len(m.gates)
+	m.gates = append(m.gates, g)
+	m.mu.Unlock()
+}
+
 // callSite is the file:line of the caller skip frames above callSite's caller.
 func callSite(skip int) string {
 	if _, file, line, ok := goruntime.Caller(skip + 1); ok {
@@ -195,7 +198,7 @@ func (m *Module) resolve() *spec.Module {
 	}
 	var gates []spec.Gate
 	for _, g := range m.gates {
-		gates = append(gates, g.resolve())
+		gates = append(gates, g.Resolve())
 	}
 	out.Phases = spec.GroupPhases(gates)
 	for _, c := range m.capabilities {

@@ -3,16 +3,14 @@ package vigil
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
 )
@@ -73,7 +71,7 @@ func (b *WhenBuilder[T]) addWatch(role spec.WatchRole, set func(*spec.Watch)) {
 		Capability: b.c.name,
 		Role:       role,
 		GVK:        b.gvk,
-		New:        newObjectFunc(b.proto, b.gvk),
+		New:        define.NewObjectFunc(b.proto, b.gvk),
 		Filters:    b.filters,
 		Site:       b.site,
 		Select: spec.Selection{
@@ -113,20 +111,6 @@ func (b *WhenBuilder[T]) namespaces() []string {
 		return b.inNamespaces
 	}
 	return b.c.namespaces
-}
-
-// newObjectFunc returns empty objects of proto's type; unstructured ones
-// carry the kind.
-func newObjectFunc(proto client.Object, gvk schema.GroupVersionKind) func() client.Object {
-	if _, ok := proto.(*unstructured.Unstructured); ok {
-		return func() client.Object {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(gvk)
-			return u
-		}
-	}
-	t := reflect.TypeOf(proto).Elem()
-	return func() client.Object { return reflect.New(t).Interface().(client.Object) }
 }
 
 // RequeueAfter, returned by a Reconcile or Finalize handler, reconciles the

@@ -607,7 +607,7 @@ func TestListerServesAdmissionAndWatcherLive(t *testing.T) {
 	ns := env.Namespace(t)
 	c := newClient(t)
 	m := vigil.NewModule("lister", vigil.Options{Namespace: ns})
-	secrets := vigil.Lister[*corev1.Secret](m)
+	secrets := vigil.NewLister[*corev1.Secret](m)
 	if _, err := secrets.List(t.Context()); err == nil || !strings.Contains(err.Error(), "lister of Secret is not started") {
 		t.Fatalf("a lister before start: got %v, want an error saying it is not started", err)
 	}
@@ -665,7 +665,7 @@ func TestPlanShowsWatcher(t *testing.T) {
 	vigil.When(apps, &corev1.ConfigMap{}).Named("sync").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
 	vigil.When(apps, &corev1.ConfigMap{}).Named("cleanup").Finalize(func(context.Context, *corev1.ConfigMap) error { return nil })
 	vigil.When(m.Capability("audit"), &corev1.Pod{}).WithLabel("team", "shop").Watch(func(context.Context, *corev1.Pod, vigil.WatchEvent) {})
-	vigil.Lister[*corev1.Secret](m)
+	vigil.NewLister[*corev1.Secret](m)
 	m.OnSchedule("nightly", vigil.Cron("0 3 * * *"), func(context.Context) error { return nil })
 	out := captureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {

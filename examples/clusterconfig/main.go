@@ -152,7 +152,7 @@ func newModule(s settings) *vigil.Module {
 			return store.SetJSONAndWait(ctx, st, keyInitialExemptions, names)
 		})
 
-	exemptions := vigil.ListerFor(m, vigil.Kind(group, version, "Exemption"))
+	exemptions := vigil.NewListerFor(m, vigil.Kind(group, version, "Exemption"))
 	policies := m.Capability("policies")
 
 	initial := sync.OnceValues(func() (map[string]any, error) {

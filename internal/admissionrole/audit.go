@@ -19,6 +19,8 @@ import (
 
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/spec"
+
+	"github.com/vigilkit/vigil/internal/events"
 )
 
 // audit runs the validations registered when ready over the objects that
@@ -82,13 +84,13 @@ func audit(ctx context.Context, cfg *rest.Config, log logr.Logger, m *spec.Modul
 				}
 				violations++
 				metrics.AuditViolation()
-				log.Info("audit: an existing object violates a validation; it may have been admitted before the webhooks were registered",
+				events.Info(log, events.AuditViolation, "audit: an existing object violates a validation; it may have been admitted before the webhooks were registered",
 					"kind", gvk.Kind, "namespace", obj.GetNamespace(), "name", obj.GetName(), "violation", msg)
 				recordAuditEvent(ctx, cs, m.Name, obj, msg)
 			}
 		}
 	}
-	log.Info("audit done", "violations", violations)
+	events.Info(log, events.AuditDone, "audit done", "violations", violations)
 	return nil
 }
 

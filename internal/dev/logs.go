@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/vigilkit/vigil/internal/events"
 )
 
 // parseLine reads one line of a module's structured log (log/slog's text
@@ -62,22 +64,21 @@ func parseLine(line string) (fields map[string]string, ok bool) {
 // lines the timeline leaves out.
 func gateEvent(phase int, f map[string]string) (e Event, ok bool) {
 	e = Event{Role: fmt.Sprintf("phase %d", phase), Phase: phase, Gate: f["gate"]}
-	switch msg := f["msg"]; msg {
-	case "phase started", "phase done", "phase has no gates":
+	switch events.Name(f[events.Key]) {
+	case events.PhaseStarted, events.PhaseDone, events.PhaseNoGates:
 		return e, false // the session reports these itself, from the process
-	case "gate waiting":
+	case events.GateWaiting:
 		e.Kind, e.Seen = GateWaiting, f["lastSeen"]
 		e.Text = fmt.Sprintf("gate %s waiting (%s): last saw %s", e.Gate, f["for"], e.Seen)
-	case "gate done", "gate fallback", "gate skipped":
-		e.Kind, e.State = GateDone, strings.TrimPrefix(msg, "gate ")
-		switch e.State {
-		case "done":
-			e.Text = fmt.Sprintf("gate %s done after %s", e.Gate, f["took"])
-		case "fallback":
-			e.Text = fmt.Sprintf("gate %s timed out after %s: finished with its fallback", e.Gate, f["took"])
-		default:
-			e.Text = fmt.Sprintf("gate %s timed out after %s: optional, skipped", e.Gate, f["took"])
-		}
+	case events.GateDone:
+		e.Kind, e.State = GateDone, "done"
+		e.Text = fmt.Sprintf("gate %s done after %s", e.Gate, f["took"])
+	case events.GateFallback:
+		e.Kind, e.State = GateDone, "fallback"
+		e.Text = fmt.Sprintf("gate %s timed out after %s: finished with its fallback", e.Gate, f["took"])
+	case events.GateSkipped:
+		e.Kind, e.State = GateDone, "skipped"
+		e.Text = fmt.Sprintf("gate %s timed out after %s: optional, skipped", e.Gate, f["took"])
 	default:
 		return logEvent(e, f)
 	}
@@ -87,20 +88,20 @@ func gateEvent(phase int, f map[string]string) (e Event, ok bool) {
 // admissionEvent turns an admission process's log line into an event.
 func admissionEvent(f map[string]string) (e Event, ok bool) {
 	e = Event{Role: "admission"}
-	switch msg := f["msg"]; {
-	case msg == "admission server listening":
+	switch events.Name(f[events.Key]) {
+	case events.AdmissionServing:
 		e.Kind, e.Text = AdmissionServing, "serving on "+f["addr"]+"; registers its webhooks once ready"
-	case msg == "webhooks registered with failurePolicy Ignore; probing reachability":
+	case events.WebhooksRegistered:
 		e.Kind, e.Text = WebhooksRegistered, "webhooks registered with failurePolicy Ignore; probing that the API server reaches the module"
-	case msg == "the API server reaches the module":
+	case events.CanaryReached:
 		e.Kind, e.Text = Log, "the API server reaches the module (its canary came back)"
-	case msg == "webhooks enforced":
+	case events.WebhooksEnforced:
 		e.Kind, e.Text = WebhooksEnforced, "webhooks enforced with failurePolicy "+f["failurePolicy"]
-	case msg == "webhooks already registered by this version":
+	case events.WebhooksAlreadyRegistered:
 		e.Kind, e.Text = WebhooksEnforced, "webhooks already registered by this version of the module"
-	case msg == "audit done":
+	case events.AuditDone:
 		e.Kind, e.Text = Log, "audit of the objects admitted before registration: "+f["violations"]+" violations"
-	case strings.HasPrefix(msg, "audit: "):
+	case events.AuditViolation:
 		e.Kind, e.Text = Problem, fmt.Sprintf("audit: %s %s/%s violates a validation: %s", f["kind"], f["namespace"], f["name"], f["violation"])
 	default:
 		return logEvent(e, f)
@@ -111,7 +112,7 @@ func admissionEvent(f map[string]string) (e Event, ok bool) {
 // watcherEvent turns a watcher process's log line into an event.
 func watcherEvent(f map[string]string) (e Event, ok bool) {
 	e = Event{Role: "watcher"}
-	if f["msg"] == "watcher ready" {
+	if events.Name(f[events.Key]) == events.WatcherReady {
 		e.Kind = WatcherReady
 		e.Text = fmt.Sprintf("ready: %s, %s on %s", count(f["bindings"], "binding"), count(f["schedules"], "schedule"), count(f["types"], "shared informer"))
 		return e, true
@@ -147,7 +148,7 @@ func logEvent(e Event, f map[string]string) (Event, bool) {
 	e.Kind, e.Text = Log, msg
 	for _, k := range slices.Sorted(maps.Keys(f)) {
 		switch k {
-		case "time", "level", "msg", "module", "phase", "gate":
+		case "time", "level", "msg", "module", "phase", "gate", events.Key:
 			continue
 		}
 		if f[k] == "" {

@@ -39,14 +39,24 @@ func TestParseLine(t *testing.T) {
 }
 
 func TestGateEvents(t *testing.T) {
-	f, _ := parseLine(`level=INFO msg="gate fallback" module=m phase=1 gate=cc took=1.002s`)
+	f, _ := parseLine(`level=INFO msg="gate fallback" event=gate-fallback module=m phase=1 gate=cc took=1.002s`)
 	e, ok := gateEvent(1, f)
 	if !ok || e.Kind != GateDone || e.State != "fallback" || e.Gate != "cc" || e.Role != "phase 1" {
 		t.Errorf("gate fallback line: %+v, %v", e, ok)
 	}
-	f, _ = parseLine(`level=INFO msg="phase done" module=m phase=1 took=1s`)
+	f, _ = parseLine(`level=INFO msg="phase done" event=phase-done module=m phase=1 took=1s`)
 	if _, ok := gateEvent(1, f); ok {
 		t.Errorf("phase done is reported by the session, not from the log")
+	}
+	// Events are read by name, not by message: a reworded message is the same
+	// event, and a message without the event is none.
+	f, _ = parseLine(`level=INFO msg="the gate is through" event=gate-done module=m phase=0 gate=crd took=5ms`)
+	if e, ok := gateEvent(0, f); !ok || e.Kind != GateDone || e.State != "done" || e.Gate != "crd" {
+		t.Errorf("reworded gate-done line: %+v, %v", e, ok)
+	}
+	f, _ = parseLine(`level=INFO msg="gate done" module=m phase=0 gate=crd took=5ms`)
+	if e, ok := gateEvent(0, f); ok && e.Kind == GateDone {
+		t.Errorf("a line without an event was taken for gate-done: %+v", e)
 	}
 	f, _ = parseLine(`level=INFO msg="Starting workers" module=m controller=x`)
 	if _, ok := watcherEvent(f); ok {

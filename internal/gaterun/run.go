@@ -20,6 +20,8 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/waitfor"
 	"github.com/vigilkit/vigil/store"
+
+	"github.com/vigilkit/vigil/internal/events"
 )
 
 // Seen reports what a waiting gate saw: found is true when it saw what it
@@ -98,11 +100,11 @@ func RunPhase(ctx context.Context, phase int, gates []spec.Gate, opts Options) (
 	log := opts.Log.WithValues("phase", phase)
 	began := time.Now()
 	if len(gates) == 0 {
-		log.Info("phase has no gates")
+		events.Info(log, events.PhaseNoGates, "phase has no gates")
 		writeTermination(opts.TerminationLog, fmt.Sprintf("phase %d: no gates\n", phase))
 		return nil, nil
 	}
-	log.Info("phase started", "gates", len(gates))
+	events.Info(log, events.PhaseStarted, "phase started", "gates", len(gates))
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	outcomes := make([]Outcome, len(gates))
@@ -133,7 +135,7 @@ func RunPhase(ctx context.Context, phase int, gates []spec.Gate, opts Options) (
 		log.Error(firstErr, "phase failed", "took", took.Round(time.Millisecond).String())
 		return outcomes, firstErr
 	}
-	log.Info("phase done", "took", took.Round(time.Millisecond).String())
+	events.Info(log, events.PhaseDone, "phase done", "took", took.Round(time.Millisecond).String())
 	return outcomes, nil
 }
 
@@ -148,7 +150,7 @@ func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log lo
 	st := &state{log: log, events: opts.Events, gate: g, phase: phase, began: began}
 	st.set("Waiting", fmt.Sprintf("gate %s (phase %d) waits for %s", g.Name, phase, g.WaitsFor), false)
 	prog := progress.New(func(l progress.Line) {
-		log.Info("gate waiting", "waitsFor", l.What, "for", l.Waited.Round(time.Second).String(), "lastSeen", seenOrNothing(l.Seen))
+		events.Info(log, events.GateWaiting, "gate waiting", "waitsFor", l.What, "for", l.Waited.Round(time.Second).String(), "lastSeen", seenOrNothing(l.Seen))
 	})
 	st.item = prog.Add(g.WaitsFor, "")
 	stop := prog.Start(opts.Interval)
@@ -262,10 +264,13 @@ func (s *state) set(reason, msg string, warning bool) {
 	s.events.Event(warning, "Gate"+reason, msg)
 }
 
+// gateEnded is the event of each way a gate ends well.
+var gateEnded = map[string]events.Name{"done": events.GateDone, "fallback": events.GateFallback, "skipped": events.GateSkipped}
+
 func (s *state) end(how string, err error) Outcome {
 	took := time.Since(s.began)
 	if err == nil && how != "canceled" {
-		s.log.Info("gate "+how, "took", took.Round(time.Millisecond).String())
+		events.Info(s.log, gateEnded[how], "gate "+how, "took", took.Round(time.Millisecond).String())
 	}
 	return Outcome{Gate: s.gate.Name, State: how, Took: took, Err: err}
 }

@@ -271,7 +271,7 @@ func TestWaitingGateLogsWhatItLastSaw(t *testing.T) {
 		done <- err
 	}()
 	seen := <-saw
-	waitLogged(`"msg"="gate waiting" "phase"=0 "gate"="cfg" "waitsFor"="ConfigMap settings: created" "for"="0s" "lastSeen"="nothing yet"`)
+	waitLogged(`"msg"="gate waiting" "phase"=0 "gate"="cfg" "event"="gate-waiting" "waitsFor"="ConfigMap settings: created" "for"="0s" "lastSeen"="nothing yet"`)
 	seen(false, "not found")
 	waitLogged(`"waitsFor"="ConfigMap settings: created" "for"="0s" "lastSeen"="not found"`)
 	close(release)

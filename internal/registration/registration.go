@@ -32,6 +32,8 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/spec"
+
+	"github.com/vigilkit/vigil/internal/events"
 )
 
 // Annotation carries what wrote a configuration: see Record.
@@ -162,13 +164,13 @@ func (r *Registrar) Register(ctx context.Context) error {
 		return err
 	}
 	if current[0].Hash == hooks.hash && current[1].Hash == hooks.hash && current[0].State == "enforced" && current[1].State == "enforced" && current[0].Version == r.opts.Version {
-		r.opts.Log.Info("webhooks already registered by this version", "module", r.opts.Module)
+		events.Info(r.opts.Log, events.WebhooksAlreadyRegistered, "webhooks already registered by this version", "module", r.opts.Module)
 		return nil
 	}
 	if err := r.write(ctx, hooks, admissionregistrationv1.Ignore, "probing"); err != nil {
 		return err
 	}
-	r.opts.Log.Info("webhooks registered with failurePolicy Ignore; probing reachability")
+	events.Info(r.opts.Log, events.WebhooksRegistered, "webhooks registered with failurePolicy Ignore; probing reachability")
 	if err := r.probe(ctx); err != nil {
 		return err
 	}
@@ -179,7 +181,7 @@ func (r *Registrar) Register(ctx context.Context) error {
 	if err := r.write(ctx, hooks, policy, "enforced"); err != nil {
 		return err
 	}
-	r.opts.Log.Info("webhooks enforced", "failurePolicy", string(policy))
+	events.Info(r.opts.Log, events.WebhooksEnforced, "webhooks enforced", "failurePolicy", string(policy))
 	return nil
 }
 
@@ -519,7 +521,7 @@ func (r *Registrar) probe(ctx context.Context) error {
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			// Whichever replica answered echoed the token (admit.CanaryWarning).
 			if warned.Load() {
-				r.opts.Log.Info("the API server reaches the module", "attempts", attempt)
+				events.Info(r.opts.Log, events.CanaryReached, "the API server reaches the module", "attempts", attempt)
 				return nil
 			}
 		} else if apierrors.IsForbidden(err) {

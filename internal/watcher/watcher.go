@@ -25,6 +25,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/vigilkit/vigil/internal/spec"
+
+	"github.com/vigilkit/vigil/internal/events"
 )
 
 // Options configure a watcher.
@@ -144,7 +146,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			}
 		}
 		ready.Store(true)
-		o.Log.Info("watcher ready", "types", len(agreed), "bindings", len(o.Bindings), "schedules", len(o.Schedules))
+		events.Info(o.Log, events.WatcherReady, "watcher ready", "types", len(agreed), "bindings", len(o.Bindings), "schedules", len(o.Schedules))
 		<-ctx.Done()
 		return nil
 	})

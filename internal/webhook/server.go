@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+
+	"github.com/vigilkit/vigil/internal/events"
 )
 
 // Options configure Serve.
@@ -124,7 +126,7 @@ func Serve(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("serve admission: listen on %s: %w", opts.Addr, err)
 	}
-	opts.Log.Info("admission server listening", "addr", ln.Addr().String())
+	events.Info(opts.Log, events.AdmissionServing, "admission server listening", "addr", ln.Addr().String())
 	if opts.Listening != nil {
 		opts.Listening(ln.Addr().String())
 	}

@@ -1,0 +1,60 @@
+package events
+
+import "github.com/go-logr/logr"
+
+// Key is the log key that holds an event's Name.
+const Key = "event"
+
+// Name names an event.
+type Name string
+
+// The events of a gate phase (keys "phase" and "gate" where they apply).
+const (
+	// PhaseStarted: a phase began; fields gates.
+	PhaseStarted Name = "phase-started"
+	// PhaseNoGates: a phase had nothing to wait for.
+	PhaseNoGates Name = "phase-no-gates"
+	// PhaseDone: every required gate of a phase is done; fields took.
+	PhaseDone Name = "phase-done"
+	// GateWaiting: a gate still waits; fields waitsFor, for, lastSeen.
+	GateWaiting Name = "gate-waiting"
+	// GateDone: a gate's outcome held; fields took.
+	GateDone Name = "gate-done"
+	// GateFallback: a gate timed out and finished with its fallback; fields
+	// took.
+	GateFallback Name = "gate-fallback"
+	// GateSkipped: an optional gate timed out and was skipped; fields took.
+	GateSkipped Name = "gate-skipped"
+)
+
+// The events of the admission role.
+const (
+	// AdmissionServing: the server listens; fields addr.
+	AdmissionServing Name = "admission-serving"
+	// WebhooksRegistered: the configurations are filled with failurePolicy
+	// Ignore and the canary probes reachability.
+	WebhooksRegistered Name = "webhooks-registered"
+	// CanaryReached: the API server reached the module; fields attempts.
+	CanaryReached Name = "canary-reached"
+	// WebhooksEnforced: the failure policy is in force; fields failurePolicy.
+	WebhooksEnforced Name = "webhooks-enforced"
+	// WebhooksAlreadyRegistered: this version had registered them before.
+	WebhooksAlreadyRegistered Name = "webhooks-already-registered"
+	// AuditViolation: an existing object violates a validation; fields kind,
+	// namespace, name, violation.
+	AuditViolation Name = "audit-violation"
+	// AuditDone: the audit after registration finished; fields violations.
+	AuditDone Name = "audit-done"
+)
+
+// The events of the watcher role.
+const (
+	// WatcherReady: the informers synced; fields types, bindings, schedules.
+	WatcherReady Name = "watcher-ready"
+)
+
+// Info logs the event name at info level, with msg for people and
+// keysAndValues as the event's fields.
+func Info(log logr.Logger, name Name, msg string, keysAndValues ...any) {
+	log.Info(msg, append([]any{Key, string(name)}, keysAndValues...)...)
+}
