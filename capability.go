@@ -2,7 +2,6 @@ package vigil
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"strings"
 
@@ -65,9 +64,7 @@ func (m *Module) Capability(name string, opts ...CapabilityOption) *Capability {
 			m.recordf(1, "capability %s: InNamespaces(%q): not a namespace name: %s", name, ns, strings.Join(problems, "; "))
 		}
 	}
-	m.mu.Lock()
-	m.capabilities = append(m.capabilities, c)
-	m.mu.Unlock()
+	m.d.AddCapability(spec.Capability{Name: c.name, FailClosed: c.failClosed, Namespaces: c.namespaces, Site: c.site})
 	return c
 }
 
@@ -93,7 +90,7 @@ type WhenBuilder[T client.Object] struct {
 // When starts a binding of the capability to objects of proto's type.
 func When[T client.Object](c *Capability, proto T) *WhenBuilder[T] {
 	b := &WhenBuilder[T]{c: c, proto: proto, site: callSite(1)}
-	gvk, err := scheme.GVKOf(c.m.scheme, proto)
+	gvk, err := scheme.GVKOf(c.m.d.Scheme, proto)
 	if err != nil {
 		c.m.recordf(1, "When: %v", err)
 	}
@@ -225,12 +222,7 @@ func (b *WhenBuilder[T]) add(binding spec.Binding, action string) {
 	binding.Namespaces = b.c.namespaces
 	binding.FailClosed = b.c.failClosed
 	binding.Filters = b.filters
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	binding.Name = b.name
-	if binding.Name == "" {
-		binding.Name = fmt.Sprintf("%s-%s-%d", strings.ToLower(b.gvk.Kind), action, len(m.bindings))
-	}
 	binding.Site = b.site
-	m.bindings = append(m.bindings, binding)
+	m.d.AddBinding(binding)
 }

@@ -64,7 +64,7 @@ func (o gateOptions[B]) Optional() B {
 // for any of the kind), so that `plan` can find a phase waiting for what only
 // a later phase creates.
 func (o gateOptions[B]) Creates(proto client.Object, namespace, name string) B {
-	gvk, err := scheme.GVKOf(o.m.scheme, proto)
+	gvk, err := scheme.GVKOf(o.m.d.Scheme, proto)
 	if err != nil {
 		o.m.recordf(1, "Creates: %v", err)
 		return o.self
@@ -102,7 +102,7 @@ func WaitFor[T client.Object](m *Module, proto T) *GateBuilder[T] {
 	g := &define.Gate{}
 	b := &GateBuilder[T]{proto: proto}
 	b.gateOptions = gateOptions[*GateBuilder[T]]{self: b, m: m, g: g}
-	gvk, err := scheme.GVKOf(m.scheme, proto)
+	gvk, err := scheme.GVKOf(m.d.Scheme, proto)
 	if err != nil {
 		m.recordf(1, "WaitFor: %v", err)
 	}
@@ -125,7 +125,7 @@ func WaitFor[T client.Object](m *Module, proto T) *GateBuilder[T] {
 		}
 		return obj, nil
 	}
-	m.addGate(g)
+	m.d.AddGate(g, callSite(1))
 	return b
 }
 

@@ -28,14 +28,6 @@ type Lister[T client.Object] struct {
 	reader *atomic.Pointer[client.Reader]
 }
 
-// listerDef is what the roles need of a Lister: its type, and where to plug
-// the shared cache in.
-type listerDef struct {
-	user   spec.Lister
-	reader *atomic.Pointer[client.Reader]
-	site   string
-}
-
 // NewLister declares a read cache of every object of type T, cluster-wide, fed
 // by the same shared informer as the module's watches of T. The admission and
 // watcher roles sync it before they report ready, so a handler can read live
@@ -64,33 +56,18 @@ func NewListerFor[T client.Object](m *Module, proto T) *Lister[T] {
 
 func listerFor[T client.Object](m *Module, proto T, skip int) *Lister[T] {
 	c := &Lister[T]{m: m, reader: &atomic.Pointer[client.Reader]{}}
-	gvk, err := scheme.GVKOf(m.scheme, proto)
+	gvk, err := scheme.GVKOf(m.d.Scheme, proto)
 	if err != nil {
 		m.recordf(skip, "Lister: %v", err)
 		return c
 	}
 	c.gvk = gvk
 	c.newObj = define.NewObjectFunc(proto, gvk)
-	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	if _, ok := any(proto).(*unstructured.Unstructured); ok {
-		c.newLst = func() client.ObjectList {
-			l := &unstructured.UnstructuredList{}
-			l.SetGroupVersionKind(listGVK)
-			return l
-		}
-	} else {
-		if _, err := m.scheme.New(listGVK); err != nil {
-			m.recordf(skip, "Lister: %s is registered in the module's scheme without its list type %s: register both", gvk.Kind, listGVK.Kind)
-			return c
-		}
-		c.newLst = func() client.ObjectList {
-			o, _ := m.scheme.New(listGVK)
-			return o.(client.ObjectList)
-		}
+	if c.newLst, err = define.ListOf(m.d.Scheme, proto, gvk); err != nil {
+		m.recordf(skip, "Lister: %v", err)
+		return c
 	}
-	m.mu.Lock()
-	m.listers = append(m.listers, listerDef{user: spec.Lister{GVK: gvk, New: c.newObj}, reader: c.reader, site: callSite(skip)})
-	m.mu.Unlock()
+	m.d.AddLister(define.Lister{Spec: spec.Lister{GVK: gvk, New: c.newObj}, Reader: c.reader, Site: callSite(skip)})
 	return c
 }
 
@@ -142,24 +119,4 @@ func (c *Lister[T]) source() (client.Reader, error) {
 		return nil, fmt.Errorf("lister of %s is not started: listers serve the admission and watcher roles, once started", c.gvk.Kind)
 	}
 	return *r, nil
-}
-
-// useCache plugs a started cache into every lister of the module.
-func (m *Module) useCache(r client.Reader) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, l := range m.listers {
-		l.reader.Store(&r)
-	}
-}
-
-// listerUsers are the types the module's listers read.
-func (m *Module) listerUsers() []spec.Lister {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]spec.Lister, len(m.listers))
-	for i, l := range m.listers {
-		out[i] = l.user
-	}
-	return out
 }

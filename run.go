@@ -32,9 +32,9 @@ func Execute(ctx context.Context, m *Module, args []string) int {
 		// The other roles hand the scheme to controller-runtime's clients
 		// and caches, which may meet any of its types; a gate needs only the
 		// groups its definition named.
-		scheme.Complete(m.scheme)
+		scheme.Complete(m.d.Scheme)
 	}
-	return modcli.Execute(ctx, m.resolve(), m.Validate(), args, os.Stdout, os.Stderr)
+	return modcli.Execute(ctx, m.d.Resolve(), m.Validate(), args, os.Stdout, os.Stderr)
 }
 
 // EnvHandoffDir names the folder gates hand their results over in.
@@ -50,7 +50,7 @@ const DefaultHandoffDir = modcli.DefaultHandoffDir
 // DefaultHandoffDir. found is false when the gate has not run in this pod or
 // was skipped.
 func GateResult[T any](m *Module, name string) (result T, found bool, err error) {
-	dir, _ := m.handoffDir.Load().(string) // the running role's --handoff-dir
+	dir := m.d.HandoffDir() // the running role's --handoff-dir
 	if dir == "" {
 		dir = os.Getenv(EnvHandoffDir)
 	}

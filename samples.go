@@ -43,7 +43,7 @@ func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Int
 		}
 		return v, b.runThen(ctx, v, s)
 	}
-	m.addGate(g)
+	m.d.AddGate(g, callSite(1))
 	return b
 }
 

@@ -3,7 +3,6 @@ package vigil
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -80,28 +79,13 @@ func (b *WhenBuilder[T]) addWatch(role spec.WatchRole, set func(*spec.Watch)) {
 			Name:       b.selName,
 		},
 	}
-	for _, op := range b.ops {
-		switch op {
-		case "CREATE":
-			wb.Events = append(wb.Events, spec.Added)
-		case "UPDATE":
-			wb.Events = append(wb.Events, spec.Modified)
-		case "DELETE":
-			wb.Events = append(wb.Events, spec.Deleted)
-		}
-	}
+	wb.Events = define.EventsOf(b.ops)
 	if role == spec.RoleFinalize && len(b.ops) > 0 {
 		m.recordf(2, "When(%s).Finalize: IsCreated, IsUpdated and IsDeleted do not apply: a Finalize sees every object that matches its filters", b.gvk.Kind)
 	}
 	set(&wb)
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	wb.Name = b.name
-	if wb.Name == "" {
-		wb.Name = fmt.Sprintf("%s-%s-%d", strings.ToLower(b.gvk.Kind), role, len(m.watches))
-	}
-	wb.Finalizer = watcher.Finalizer(m.name, wb.Capability, wb.Name)
-	m.watches = append(m.watches, wb)
+	m.d.AddWatch(wb, watcher.Finalizer)
 }
 
 // namespaces are the namespaces a binding is limited to: its own
@@ -130,6 +114,8 @@ type Schedule interface {
 
 // Next is t plus the interval.
 func (i Interval) Next(t time.Time) time.Time { return t.Add(i.every) }
+
+func (i Interval) String() string { return "every " + i.every.String() }
 
 // CronSchedule is a schedule in crontab's five fields (minute, hour, day of
 // month, month, day of week) or a descriptor such as @hourly, in UTC.
@@ -179,23 +165,5 @@ func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Cont
 		m.recordf(1, "OnSchedule(%q): no function to run", name)
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, s := range m.schedules {
-		if s.Name == name {
-			m.errs = append(m.errs, fmt.Errorf("%s: schedule %q is already declared at %s", site, name, s.Site))
-		}
-	}
-	m.schedules = append(m.schedules, spec.Schedule{Name: name, When: describeSchedule(when), Next: when.Next, Run: fn, Site: site})
-}
-
-// describeSchedule says when a schedule runs, for plan.
-func describeSchedule(s Schedule) string {
-	switch s := s.(type) {
-	case Interval:
-		return "every " + s.every.String()
-	case CronSchedule:
-		return s.expr
-	}
-	return fmt.Sprintf("%v", s)
+	m.d.AddSchedule(spec.Schedule{Name: name, When: fmt.Sprint(when), Next: when.Next, Run: fn, Site: site})
 }

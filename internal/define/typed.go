@@ -7,12 +7,15 @@ import (
 	"reflect"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Convert turns an unstructured object into a fresh T, by way of JSON: the
@@ -133,4 +136,41 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// ListOf returns fresh lists of gvk's kind: unstructured for an unstructured
+// proto, else the list type s registers beside the kind.
+func ListOf(s *runtime.Scheme, proto client.Object, gvk schema.GroupVersionKind) (func() client.ObjectList, error) {
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	if _, ok := proto.(*unstructured.Unstructured); ok {
+		return func() client.ObjectList {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(listGVK)
+			return l
+		}, nil
+	}
+	if _, err := s.New(listGVK); err != nil {
+		return nil, fmt.Errorf("%s is registered in the module's scheme without its list type %s: register both", gvk.Kind, listGVK.Kind)
+	}
+	return func() client.ObjectList {
+		o, _ := s.New(listGVK)
+		return o.(client.ObjectList)
+	}, nil
+}
+
+// EventsOf are the watch events that admission operations name: CREATE is
+// Added, UPDATE Modified, DELETE Deleted.
+func EventsOf(ops []admissionv1.Operation) []spec.Event {
+	var out []spec.Event
+	for _, op := range ops {
+		switch op {
+		case admissionv1.Create:
+			out = append(out, spec.Added)
+		case admissionv1.Update:
+			out = append(out, spec.Modified)
+		case admissionv1.Delete:
+			out = append(out, spec.Deleted)
+		}
+	}
+	return out
 }

@@ -1,0 +1,259 @@
+package define
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/scheme"
+	"github.com/vigilkit/vigil/internal/spec"
+)
+
+// DefaultNamespace is the namespace of a module whose options name none.
+const DefaultNamespace = "vigil-system"
+
+// Module is a module as it is declared: what the facade's builders record,
+// and the mistakes they found, until Resolve.
+type Module struct {
+	Name, Namespace, Version string
+	Scheme                   *runtime.Scheme
+	Policy                   admission.FailurePolicy
+	Timeout                  time.Duration
+
+	mu           sync.Mutex
+	errs         []error
+	gates        []*Gate
+	capabilities []spec.Capability
+	bindings     []spec.Binding
+	watches      []spec.Watch
+	schedules    []spec.Schedule
+	listers      []Lister
+	rules        []spec.Rule
+
+	// handoffDir is the running role's handoff folder, for GateResult.
+	handoffDir atomic.Value
+}
+
+// Lister is a lister as declared: what it reads, and where the role's cache
+// is plugged in.
+type Lister struct {
+	Spec   spec.Lister
+	Reader *atomic.Pointer[client.Reader]
+	Site   string
+}
+
+// New starts a module's definition, checking its options; mistakes are
+// recorded at the call site skip frames above New's caller.
+func New(skip int, name, namespace string, s *runtime.Scheme, policy admission.FailurePolicy, timeout time.Duration, version string) *Module {
+	m := &Module{Name: name, Namespace: namespace, Scheme: s, Policy: policy, Timeout: timeout, Version: version}
+	skip++
+	switch m.Policy {
+	case "":
+		m.Policy = admission.Fail
+	case admission.Fail, admission.Ignore:
+	default:
+		m.Recordf(skip, "Options.FailurePolicy %q: expected Fail or Ignore", m.Policy)
+	}
+	if m.Timeout == 0 {
+		m.Timeout = 10 * time.Second
+	}
+	if m.Timeout < 3*time.Second || m.Timeout > 30*time.Second {
+		m.Recordf(skip, "Options.WebhookTimeout %s: expected 3s to 30s (the API server allows 1s to 30s, and bindings get 2s less)", m.Timeout)
+	}
+	if m.Namespace == "" {
+		m.Namespace = DefaultNamespace
+	}
+	if m.Scheme == nil {
+		m.Scheme = scheme.New()
+	}
+	if problems := validation.IsDNS1123Label(name); len(problems) > 0 {
+		m.Recordf(skip, "module name %q is not a valid DNS-1123 label (%s): use lower-case letters, digits and '-', like \"uds-core\"", name, strings.Join(problems, "; "))
+	}
+	if problems := validation.IsDNS1123Label(m.Namespace); len(problems) > 0 {
+		m.Recordf(skip, "Options.Namespace %q is not a valid namespace name (%s)", m.Namespace, strings.Join(problems, "; "))
+	}
+	return m
+}
+
+// CallSite is the file:line of the caller skip frames above CallSite's
+// caller.
+func CallSite(skip int) string {
+	if _, file, line, ok := goruntime.Caller(skip + 1); ok {
+		return fmt.Sprintf("%s:%d", filepath.Base(file), line)
+	}
+	return ""
+}
+
+// Recordf records a definition mistake, prefixed with the file and line of
+// the caller skip frames above Recordf's caller.
+func (m *Module) Recordf(skip int, format string, args ...any) {
+	err := fmt.Errorf(format, args...)
+	if site := CallSite(skip + 1); site != "" {
+		err = fmt.Errorf("%s: %w", site, err)
+	}
+	m.mu.Lock()
+	m.errs = append(m.errs, err)
+	m.mu.Unlock()
+}
+
+// Check records err, if any, as Recordf would at the caller skip frames
+// above Check's caller.
+func (m *Module) Check(skip int, err error) {
+	if err != nil {
+		m.Recordf(skip+1, "%v", err)
+	}
+}
+
+// AddGate records a gate declared at site.
+func (m *Module) AddGate(g *Gate, site string) {
+	g.Site = site
+	m.mu.Lock()
+	g.Index = len(m.gates)
+	m.gates = append(m.gates, g)
+	m.mu.Unlock()
+}
+
+// AddCapability records a capability.
+func (m *Module) AddCapability(c spec.Capability) {
+	m.mu.Lock()
+	m.capabilities = append(m.capabilities, c)
+	m.mu.Unlock()
+}
+
+// AddBinding records an admission binding, named after its kind, action and
+// place when it has no name.
+func (m *Module) AddBinding(b spec.Binding) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b.Name == "" {
+		b.Name = fmt.Sprintf("%s-%s-%d", strings.ToLower(b.GVK.Kind), b.Action, len(m.bindings))
+	}
+	m.bindings = append(m.bindings, b)
+}
+
+// AddWatch records a watch binding, named as AddBinding names, with the
+// finalizer it owns.
+func (m *Module) AddWatch(w spec.Watch, finalizer func(module, capability, name string) string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.Name == "" {
+		w.Name = fmt.Sprintf("%s-%s-%d", strings.ToLower(w.GVK.Kind), w.Role, len(m.watches))
+	}
+	w.Finalizer = finalizer(m.Name, w.Capability, w.Name)
+	m.watches = append(m.watches, w)
+}
+
+// AddSchedule records a schedule; a name used twice is a mistake.
+func (m *Module) AddSchedule(s spec.Schedule) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, o := range m.schedules {
+		if o.Name == s.Name {
+			m.errs = append(m.errs, fmt.Errorf("%s: schedule %q is already declared at %s", s.Site, s.Name, o.Site))
+		}
+	}
+	m.schedules = append(m.schedules, s)
+}
+
+// AddLister records a lister.
+func (m *Module) AddLister(l Lister) {
+	m.mu.Lock()
+	m.listers = append(m.listers, l)
+	m.mu.Unlock()
+}
+
+// AddRules records RBAC rules the author declared.
+func (m *Module) AddRules(rules ...spec.Rule) {
+	m.mu.Lock()
+	m.rules = append(m.rules, rules...)
+	m.mu.Unlock()
+}
+
+// UseCache plugs a started cache into every lister of the module.
+func (m *Module) UseCache(r client.Reader) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range m.listers {
+		l.Reader.Store(&r)
+	}
+}
+
+// HandoffDir is the running role's handoff folder; empty outside a role.
+func (m *Module) HandoffDir() string {
+	dir, _ := m.handoffDir.Load().(string)
+	return dir
+}
+
+// Validate reports every mistake recorded while the module was declared and
+// every one only the whole definition shows, each with the call site that
+// made it.
+func (m *Module) Validate() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	errs := append([]error(nil), m.errs...)
+	errs = append(errs, Validate(m.gates)...)
+	capSites := map[string]string{}
+	for _, c := range m.capabilities {
+		if other, ok := capSites[c.Name]; ok {
+			errs = append(errs, fmt.Errorf("%s: capability %q is already declared at %s", c.Site, c.Name, other))
+		}
+		capSites[c.Name] = c.Site
+	}
+	bindingSites := map[string]string{}
+	for _, b := range m.bindings {
+		if other, ok := bindingSites[b.ID()]; ok {
+			errs = append(errs, fmt.Errorf("%s: binding %q of capability %q is already declared at %s: name it otherwise with Named", b.Site, b.Name, b.Capability, other))
+		}
+		bindingSites[b.ID()] = b.Site
+	}
+	watchSites := map[string]string{}
+	for _, w := range m.watches {
+		if other, ok := watchSites[w.ID()]; ok {
+			errs = append(errs, fmt.Errorf("%s: %s binding %q of capability %q is already declared at %s: name it otherwise with Named", w.Site, w.Role, w.Name, w.Capability, other))
+		}
+		watchSites[w.ID()] = w.Site
+	}
+	return errors.Join(errs...)
+}
+
+// Resolve turns the definition into the one value every role and tool reads.
+// What is declared later is not in it.
+func (m *Module) Resolve() *spec.Module {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := &spec.Module{
+		SchemaVersion: spec.SchemaVersion,
+		Name:          m.Name, Namespace: m.Namespace, Version: m.Version,
+		FailurePolicy: m.Policy, TimeoutSeconds: int32(m.Timeout / time.Second),
+		Capabilities: append([]spec.Capability{}, m.capabilities...),
+		Bindings:     append([]spec.Binding{}, m.bindings...),
+		Watches:      append([]spec.Watch{}, m.watches...),
+		Schedules:    append([]spec.Schedule{}, m.schedules...),
+		Listers:      []spec.Lister{},
+		Rules:        append([]spec.Rule{}, m.rules...),
+		Scheme:       m.Scheme,
+		Hooks: spec.Hooks{
+			UseCache:   m.UseCache,
+			HandoffDir: func(dir string) { m.handoffDir.Store(dir) },
+		},
+	}
+	var gates []spec.Gate
+	for _, g := range m.gates {
+		gates = append(gates, g.Resolve())
+	}
+	out.Phases = spec.GroupPhases(gates)
+	for _, l := range m.listers {
+		out.Listers = append(out.Listers, l.Spec)
+	}
+	return out
+}
