@@ -24,8 +24,8 @@ func Kind(group, version, kind string) *unstructured.Unstructured {
 }
 
 // gateOptions are the options every gate builder has — GateBuilder,
-// SetGateBuilder and SampleBuilder — each returning the builder it is part
-// of.
+// SetGateBuilder and SampleBuilder. Each returns the builder it is called on
+// (go doc shows that as B).
 type gateOptions[B any] struct {
 	self B
 	m    *Module
@@ -88,7 +88,9 @@ func (o gateOptions[B]) callback(how string) bool {
 }
 
 // GateBuilder declares a gate on one object of type T: one named object, or
-// any one of those a selector picks.
+// any one of those a selector picks. InPhase, Named, Timeout, Optional and
+// Creates, which every gate builder has, return the builder they are called
+// on.
 type GateBuilder[T client.Object] struct {
 	gateOptions[*GateBuilder[T]]
 	proto T
@@ -254,7 +256,8 @@ func (b *GateBuilder[T]) set(mode waitfor.Mode, n int) *SetGateBuilder[T] {
 }
 
 // SetGateBuilder declares a gate over the set of objects a selector picks;
-// its callbacks receive the objects that hold.
+// its callbacks receive the objects that hold. InPhase, Named, Timeout,
+// Optional and Creates return the builder they are called on.
 type SetGateBuilder[T client.Object] struct {
 	gateOptions[*SetGateBuilder[T]]
 	proto T

@@ -17,7 +17,9 @@ type Interval struct {
 func Every(d time.Duration) Interval { return Interval{every: d} }
 
 // SampleBuilder declares a gate that polls a function rather than watching
-// objects: for what is not a Kubernetes object, such as a remote API or a file.
+// objects: for what is not a Kubernetes object, such as a remote API or a
+// file. InPhase, Named, Timeout, Optional and Creates return the builder they
+// are called on.
 type SampleBuilder[S any] struct {
 	gateOptions[*SampleBuilder[S]]
 	match func(S) bool
