@@ -9,7 +9,8 @@
 // module whose startup needs an object that another module — or itself —
 // must first admit depends on that module having started.
 //
-// Find builds the graph of those "cannot finish before" dependencies for a
+// Of reads what the analysis needs of a module's resolved definition; Find
+// builds the graph of those "cannot finish before" dependencies for a
 // set of modules and reports every cycle in it that really blocks startup,
 // each as readable steps saying why each dependency exists (gate names and
 // sites, kinds, names, webhooks).

@@ -1,5 +1,6 @@
 // Package dev runs a module locally the way a cluster runs it, for `vigil dev`
-// and the demo: it builds the module's binary, reads its plan, runs its gate
+// and the demo: it builds the module's binary, reads its plan (`plan -o json`,
+// the resolved definition as internal/spec defines it), runs its gate
 // phases one after the other as separate processes (as the kubelet runs init
 // containers), then its admission role — which bootstraps its empty webhook
 // configurations, as its manifests would, and registers itself through its
@@ -13,8 +14,8 @@
 // the timeline tells which requests were admitted, mutated or denied.
 //
 // Everything the session sees becomes an Event: what it built, each phase
-// starting, what each gate waits for and last saw (parsed from the gate
-// processes' structured logs), each phase done, the webhooks registered and
+// starting, what each gate waits for and last saw (the named events of
+// internal/events in the roles' structured logs, never their wording), each phase done, the webhooks registered and
 // enforced, the watcher ready, each admission decision. A Printer writes them
 // as a readable timeline, coloured on a terminal; a script (the demo) reads
 // them to know when to act. When the session's context ends it removes the

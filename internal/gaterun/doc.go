@@ -1,6 +1,8 @@
 // Package gaterun runs one phase of a module's startup gates, as its init
 // container does: every gate of the phase at once, each until it is done, and
-// the phase until every required gate is.
+// the phase until every required gate is. It runs the phase's spec.Gate
+// values: an object gate through internal/waitfor and then its callback, a
+// Sample gate by sampling, both with the lazily connected Store.
 //
 // It owns what happens around a wait: a callback that fails is retried with
 // backoff (the wait runs again first, so it sees the latest objects), an error

@@ -8,5 +8,6 @@
 // bindings get a de-duplicating, rate-limited work queue each; Watch bindings
 // see every event in order. Exactly one replica — the holder of the module's
 // leader-election Lease — runs bindings and schedules; the others keep their
-// informers warm to take over at once.
+// informers warm to take over at once. RunModule runs the role from the
+// module's resolved definition (internal/spec).
 package watcher
