@@ -2,6 +2,8 @@ package vigil_test
 
 import (
 	"fmt"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,4 +50,31 @@ func ExampleNewModule() {
 	m := vigil.NewModule("uds-core", vigil.Options{Namespace: "uds-system"})
 	fmt.Println(m.Name(), m.Namespace(), m.Validate())
 	// Output: uds-core uds-system <nil>
+}
+
+// A module binary links the module's command line and roles, never the vigil
+// CLI's developer tools: the control-plane builder, vigil dev, the scaffold
+// or golang.org/x/mod.
+func TestModuleBinariesLinkNoDeveloperCLI(t *testing.T) {
+	// Every example module (the demo driver beside them is a vigil dev
+	// session, not a module).
+	modules := []string{"./examples/clusterconfig", "./examples/labeler", "./examples/phases"}
+	out, err := exec.Command("go", append([]string{"list", "-deps"}, modules...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %v: %v\n%s", modules, err, out)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/vigilkit/vigil/internal/modcli") {
+		t.Fatalf("the examples do not link internal/modcli; go list printed:\n%s", out)
+	}
+	for _, dep := range deps {
+		switch {
+		case dep == "github.com/vigilkit/vigil/internal/cli",
+			dep == "github.com/vigilkit/vigil/internal/controlplane",
+			dep == "github.com/vigilkit/vigil/internal/dev",
+			strings.HasPrefix(dep, "golang.org/x/mod"),
+			strings.Contains(dep, "scaffold"):
+			t.Errorf("a module binary links %s", dep)
+		}
+	}
 }
