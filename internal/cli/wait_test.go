@@ -233,14 +233,19 @@ func expectStderr(t *testing.T, r result, parts ...string) {
 	}
 }
 
-// stillRunning fails the test when the wait already returned.
-func stillRunning(t *testing.T, ch <-chan result) {
+// stillRunning fails the test when any of the waits returns within d.
+func stillRunning(t *testing.T, d time.Duration, chs ...<-chan result) {
 	t.Helper()
-	select {
-	case r := <-ch:
-		t.Fatalf("the wait returned before the change it waits for: %s", r)
-	default:
-	}
+	vigiltest.Consistently(t, d, func() error {
+		for _, ch := range chs {
+			select {
+			case r := <-ch:
+				return fmt.Errorf("the wait returned before the change it waits for: %s", r)
+			default:
+			}
+		}
+		return nil
+	})
 }
 
 func receive(t *testing.T, ch <-chan result) result {
@@ -324,8 +329,7 @@ func TestWaitForCreateReturnsWhenCreated(t *testing.T) {
 	t.Parallel()
 	ns, kc := env.Namespace(t), kubeconfigFile(t)
 	ch := goWait(t, kc, nil, "configmap/late", "--for=create", "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, ch)
+	stillRunning(t, 200*time.Millisecond, ch)
 	beforeCreate := time.Now()
 	createConfigMap(t, ns, "late", nil, nil)
 	r := receive(t, ch)
@@ -346,17 +350,14 @@ func TestWaitForDelete(t *testing.T) {
 
 	one := goWait(t, kc, nil, "cm/doomed", "--for=delete", "-n", ns, "--timeout=40s")
 	set := goWait(t, kc, nil, "cm", "-l", "app=doomed", "--for=delete", "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, one)
-	stillRunning(t, set)
+	stillRunning(t, 200*time.Millisecond, one, set)
 	for _, name := range []string{"doomed", "set-1"} {
 		if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	expect(t, receive(t, one), cli.ExitOK, "configmap/doomed condition met\n")
-	time.Sleep(100 * time.Millisecond)
-	stillRunning(t, set) // set-2 is still there
+	stillRunning(t, 100*time.Millisecond, set) // set-2 is still there
 	if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), "set-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -418,8 +419,7 @@ func TestWaitForCondition(t *testing.T) {
 	g := createGizmo(t, ns, "g1")
 
 	ch := goWait(t, kc, nil, "gizmos.wait.vigil.dev/g1", "--for=condition=Ready", "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, ch)
+	stillRunning(t, 200*time.Millisecond, ch)
 	setGizmoStatus(t, g, "True", g.GetGeneration(), "Running")
 	expect(t, receive(t, ch), cli.ExitOK, "gizmo.wait.vigil.dev/g1 condition met\n")
 
@@ -455,9 +455,7 @@ func TestWaitForJSONPathAndCEL(t *testing.T) {
 
 	ch := goWait(t, kc, nil, "gizmo/jp", "--for=jsonpath={.status.phase}=Running", "-n", ns, "--timeout=40s")
 	cel := goWait(t, kc, nil, "gizmo/jp", `--for=cel=object.?status.?phase.orValue("") == "Running"`, "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, ch)
-	stillRunning(t, cel)
+	stillRunning(t, 200*time.Millisecond, ch, cel)
 	setGizmoStatus(t, g, "False", 1, "Running")
 	expect(t, receive(t, ch), cli.ExitOK, "gizmo.wait.vigil.dev/jp condition met\n")
 	expect(t, receive(t, cel), cli.ExitOK, "gizmo.wait.vigil.dev/jp condition met\n")
@@ -511,15 +509,13 @@ func TestWaitSelectorModes(t *testing.T) {
 	r = vigilWait(t, kc, "cm", "-l", "app=set", yes, "--at-least=2", "-n", ns, "--timeout=0")
 	expect(t, r, cli.ExitFailed, "")
 	ch := goWait(t, kc, nil, "cm", "-l", "app=set", yes, "--at-least=2", "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, ch)
+	stillRunning(t, 200*time.Millisecond, ch)
 	patchConfigMapData(t, ns, "c", "ok", "yes")
 	expect(t, receive(t, ch), cli.ExitOK, "configmap/a condition met\nconfigmap/c condition met\n")
 
 	// --all with a condition: all must hold.
 	ch = goWait(t, kc, nil, "cm", "-l", "app=set", `--for=cel=object.data.ok == "yes"`, "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, ch)
+	stillRunning(t, 200*time.Millisecond, ch)
 	patchConfigMapData(t, ns, "b", "ok", "yes")
 	expect(t, receive(t, ch), cli.ExitOK, "configmap/a condition met\nconfigmap/b condition met\nconfigmap/c condition met\n")
 }
@@ -534,9 +530,7 @@ func TestWaitForTypeNotInstalledYet(t *testing.T) {
 	singular := goWait(t, kc, &errSingular, "whatsit.late.wait.vigil.dev", "w1", "--for=create", "-n", ns, "--timeout=50s", "-o", "name")
 	waitForText(t, &errPlural, "waiting for a CustomResourceDefinition in group late.wait.vigil.dev")
 	waitForText(t, &errSingular, "waiting for a CustomResourceDefinition in group late.wait.vigil.dev")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, plural)
-	stillRunning(t, singular)
+	stillRunning(t, 200*time.Millisecond, plural, singular)
 
 	if err := env.InstallCRDYAML(crdYAML("whatsits", "whatsit", "Whatsit", "late.wait.vigil.dev")); err != nil {
 		t.Fatal(err)
