@@ -247,7 +247,7 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 		})
 	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().WithLabel("sleep").Named("sleepy").
 		Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error {
-			time.Sleep(time.Minute)
+			time.Sleep(time.Minute) // the scenario: a handler that does not finish in time
 			return nil
 		})
 	srv := serveAdmission(t, m, "guard", []string{apps, other})

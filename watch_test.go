@@ -164,7 +164,7 @@ func TestReconcileCollapsesBurst(t *testing.T) {
 			}
 			defer running.Add(-1)
 			runs.Add(1)
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // the scenario: a 20 ms handler
 			last.Store(cm.ResourceVersion)
 			return nil
 		})
