@@ -8,7 +8,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
 .PHONY: test demo control-plane vet staticcheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration
 
-## test: build the control plane if needed, then vet, staticcheck and every test
+## test: build the control plane if needed, then vet, staticcheck and every test under the race detector
 test:
 	@start=$$(date +%s); \
 	echo "==> control plane (built from the Go module proxy on first use, then cached)"; \
@@ -16,8 +16,8 @@ test:
 	echo "    $$assets ($$(( $$(date +%s) - start ))s)"; \
 	echo "==> go vet"; go vet ./...; \
 	echo "==> staticcheck"; go run $(STATICCHECK) ./...; \
-	echo "==> go test ($$(( $$(date +%s) - start ))s of setup)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test $(GO_TEST_FLAGS) ./...; \
+	echo "==> go test -race ($$(( $$(date +%s) - start ))s of setup)"; \
+	KUBEBUILDER_ASSETS="$$assets" go test -race $(GO_TEST_FLAGS) ./...; \
 	echo "==> fuzz the AdmissionReview decoder briefly"; \
 	go test -run '^$$' -fuzz FuzzDecodeReview -fuzztime 10s ./internal/admit/
 

@@ -248,7 +248,7 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 		})
 	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().WithLabel("sleep").Named("sleepy").
 		Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error {
-			time.Sleep(time.Minute)
+			time.Sleep(time.Minute) // the scenario: a handler that does not finish in time
 			return nil
 		})
 	srv := serveAdmission(t, m, "guard", []string{apps, other})
@@ -431,7 +431,7 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the scenario: creates flow for a second before the rotation
 	writeServing(t, srv.ca, srv.certDir)
 	deadline := time.Now().Add(20 * time.Second)
 	for servedSerial(t, srv) == before {
@@ -440,7 +440,7 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the scenario: and for a second after it
 	close(stop)
 	wg.Wait()
 	t.Logf("%d creates during rotation, %d failed, %d not mutated", created.Load(), failed.Load(), unmutated.Load())
@@ -538,15 +538,18 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
 		"--webhook-url", "https://"+addr, "--registration-check-interval", "200ms")
 
-	// Not ready: the gate's result is not handed over, so nothing registers.
-	time.Sleep(1500 * time.Millisecond)
+	// Not ready: the gate's result is not handed over, so nothing registers
+	// in 1.5s, over seven registration checks.
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.Webhooks) != 0 {
-		t.Fatalf("registered before the module was ready: %+v", cfg.Webhooks)
-	}
+	vigiltest.Consistently(t, 1500*time.Millisecond, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Webhooks) != 0 {
+			return fmt.Errorf("registered before the module was ready: %+v", cfg.Webhooks)
+		}
+		return nil
+	})
 	// The gate's init container runs; the module becomes ready and registers.
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: home, Name: "ready"}}); err != nil {
 		t.Fatal(err)

@@ -356,11 +356,14 @@ func slicesContain(list []string, v string) bool {
 }
 
 // dropRule removes the matching rules from the applied Roles and
-// ClusterRoles and returns a function that restores them.
+// ClusterRoles and returns a function that restores them. Each waits until
+// the authorizer has followed the change, as SubjectAccessReviews for the
+// subjects bound to the changed roles show: after the drop, each dropped rule
+// has a verb they are denied; after the restore, every verb is allowed again.
 func dropRule(t *testing.T, objs []*unstructured.Unstructured, drop func(rbacv1.PolicyRule) bool) (restore func()) {
 	t.Helper()
-	dropped := 0
 	var changed []*unstructured.Unstructured
+	var droppedRules []boundRule
 	for _, o := range objs {
 		if o.GetKind() != "Role" && o.GetKind() != "ClusterRole" {
 			continue
@@ -373,7 +376,7 @@ func dropRule(t *testing.T, objs []*unstructured.Unstructured, drop func(rbacv1.
 		var keep []rbacv1.PolicyRule
 		for _, r := range role.Rules {
 			if drop(r) {
-				dropped++
+				droppedRules = append(droppedRules, boundRules(t, objs, o, r)...)
 				continue
 			}
 			keep = append(keep, r)
@@ -392,12 +395,105 @@ func dropRule(t *testing.T, objs []*unstructured.Unstructured, drop func(rbacv1.
 		c.Object["rules"] = rules
 		changed = append(changed, c)
 	}
-	if dropped == 0 {
+	if len(changed) == 0 {
 		t.Fatal("no derived rule matched: the sample is stale")
 	}
 	applyObjects(t, changed, false)
-	time.Sleep(200 * time.Millisecond) // the authorizer's RBAC cache follows the change
-	return func() { applyObjects(t, objs, false); time.Sleep(200 * time.Millisecond) }
+	// The authorizer's RBAC cache follows the change.
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		for _, br := range droppedRules {
+			if len(br.denied(t)) == 0 {
+				return fmt.Errorf("%s may still %v %v after the rule was dropped", br.user, br.rule.Verbs, br.rule.Resources)
+			}
+		}
+		return nil
+	})
+	return func() {
+		applyObjects(t, objs, false)
+		vigiltest.Eventually(t, 10*time.Second, func() error {
+			for _, br := range droppedRules {
+				if denied := br.denied(t); len(denied) > 0 {
+					return fmt.Errorf("%s is still denied %v %v after the rule was restored", br.user, denied, br.rule.Resources)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// boundRule is a rule of a role as one subject bound to the role holds it.
+type boundRule struct {
+	user      string
+	groups    []string
+	namespace string // "" when bound cluster-wide
+	rule      rbacv1.PolicyRule
+}
+
+// boundRules lists rule r of role as each subject of the bindings in objs
+// that refer to role holds it.
+func boundRules(t *testing.T, objs []*unstructured.Unstructured, role *unstructured.Unstructured, r rbacv1.PolicyRule) []boundRule {
+	t.Helper()
+	var out []boundRule
+	for _, o := range objs {
+		if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		b := &rbacv1.RoleBinding{}
+		data, _ := o.MarshalJSON()
+		if err := json.Unmarshal(data, b); err != nil {
+			t.Fatal(err)
+		}
+		if b.RoleRef.Kind != role.GetKind() || b.RoleRef.Name != role.GetName() || (role.GetKind() == "Role" && o.GetNamespace() != role.GetNamespace()) {
+			continue
+		}
+		for _, s := range b.Subjects {
+			br := boundRule{namespace: o.GetNamespace(), rule: r}
+			switch s.Kind {
+			case rbacv1.ServiceAccountKind:
+				br.user = "system:serviceaccount:" + s.Namespace + ":" + s.Name
+				br.groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + s.Namespace, "system:authenticated"}
+			case rbacv1.UserKind:
+				br.user = s.Name
+			case rbacv1.GroupKind:
+				br.user, br.groups = "nobody-in-particular", []string{s.Name}
+			}
+			out = append(out, br)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no binding in the manifests refers to %s %s", role.GetKind(), role.GetName())
+	}
+	return out
+}
+
+// denied asks the authorizer, verb by verb, whether the subject may do what
+// the rule grants, and returns the verbs it is denied.
+func (br boundRule) denied(t *testing.T) []string {
+	t.Helper()
+	var group, resource, name string
+	if len(br.rule.APIGroups) > 0 {
+		group = br.rule.APIGroups[0]
+	}
+	if len(br.rule.Resources) > 0 {
+		resource = br.rule.Resources[0]
+	}
+	if len(br.rule.ResourceNames) > 0 {
+		name = br.rule.ResourceNames[0]
+	}
+	var out []string
+	for _, verb := range br.rule.Verbs {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: br.user, Groups: br.groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: br.namespace, Verb: verb, Group: group, Resource: resource, Name: name},
+		}}
+		if err := env.Client.Create(t.Context(), sar); err != nil {
+			t.Fatal(err)
+		}
+		if !sar.Status.Allowed {
+			out = append(out, verb)
+		}
+	}
+	return out
 }
 
 // Every example module's manifests apply cleanly (server-side dry run), hold

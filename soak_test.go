@@ -166,7 +166,7 @@ func BenchmarkSoakRegistration(b *testing.B) {
 			if reg := registeredAt.Load(); reg != 0 && began.UnixNano() > reg && c.Labels["soaked"] != "yes" {
 				unmutated.Add(1)
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // paces the load
 		}
 	}()
 	// Watch for enforcement.
@@ -205,6 +205,8 @@ func BenchmarkSoakRegistration(b *testing.B) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	registeredAfter := time.Duration(registeredAt.Load() - started.UnixNano())
+	// The sleeps below pace the scenario: creates flow through each phase
+	// for 3s.
 	time.Sleep(3 * time.Second)
 
 	// A rolling update: the second replica comes up, the front moves to it,
@@ -314,10 +316,12 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 	stopOld()
 	before := record()
 	stopOld = run(module("1.0.0", false), oldAddr)
-	time.Sleep(2 * time.Second)
-	if after := record(); after != before {
-		t.Fatalf("record %+v → %+v: the old version overwrote the newer", before, after)
-	}
+	vigiltest.Consistently(t, 2*time.Second, func() error {
+		if after := record(); after != before {
+			return fmt.Errorf("record %+v → %+v: the old version overwrote the newer", before, after)
+		}
+		return nil
+	})
 	// The front moves to the new replica: the new policy applies.
 	f.target.Store(newAddr)
 	waitFor("the new replica to serve", func() bool {

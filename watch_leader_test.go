@@ -78,7 +78,7 @@ func leaderModule(ns string, cfg *rest.Config) *vigil.Module {
 				return err
 			}
 			defer c.Delete(context.Background(), lock)
-			time.Sleep(30 * time.Millisecond)
+			time.Sleep(30 * time.Millisecond) // the scenario: a reconcile takes a while, so overlaps would show
 			if cm.Annotations["reconciled-by"] == pid {
 				return nil
 			}

@@ -138,12 +138,15 @@ func TestWatchSeesCreateUpdateDeleteInOrder(t *testing.T) {
 	}
 	want := []string{"ADDED v=1", "MODIFIED v=2", "DELETED v=2"}
 	eventually(t, 10*time.Second, "three events", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= 3 })
-	time.Sleep(100 * time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	if strings.Join(seen, "; ") != strings.Join(want, "; ") {
-		t.Fatalf("events: got %q, want %q", seen, want)
-	}
+	// Exactly these three, and no fourth soon after.
+	vigiltest.Consistently(t, 100*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.Join(seen, "; ") != strings.Join(want, "; ") {
+			return fmt.Errorf("events: got %q, want %q", seen, want)
+		}
+		return nil
+	})
 }
 
 // A burst of 100 updates of one object collapses into a few reconciles of a
@@ -161,7 +164,7 @@ func TestReconcileCollapsesBurst(t *testing.T) {
 			}
 			defer running.Add(-1)
 			runs.Add(1)
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // the scenario: a 20 ms handler
 			last.Store(cm.ResourceVersion)
 			return nil
 		})
@@ -200,7 +203,16 @@ func TestReconcileCollapsesBurst(t *testing.T) {
 	burst := time.Since(burstStart)
 	final.Store(fmt.Sprint(maxRV.Load()))
 	eventually(t, 10*time.Second, "a reconcile of the final resourceVersion", func() bool { return last.Load() == final.Load() })
-	time.Sleep(200 * time.Millisecond)
+	// No further reconciles follow the final one.
+	vigiltest.Consistently(t, 200*time.Millisecond, func() error {
+		if n := runs.Load(); n > 10 {
+			return fmt.Errorf("100 updates gave %d reconciles; want 1 to 10", n)
+		}
+		if last.Load() != final.Load() {
+			return fmt.Errorf("the last reconcile saw resourceVersion %v, want the final %v", last.Load(), final.Load())
+		}
+		return nil
+	})
 	n := runs.Load()
 	t.Logf("100 updates in %s, %d reconciles", burst.Round(time.Millisecond), n)
 	if n > 10 || n < 1 {
@@ -255,7 +267,17 @@ func TestReconcileRetriesRequeuesAndRecovers(t *testing.T) {
 	eventually(t, 20*time.Second, "8 attempts of the failing reconcile", func() bool { return count("failing") >= 8 })
 	eventually(t, 10*time.Second, "the requeue", func() bool { return count("requeue") >= 2 })
 	eventually(t, 10*time.Second, "the retry after the panic", func() bool { return count("panics") >= 2 })
-	time.Sleep(time.Second)
+	eventually(t, 10*time.Second, "the terminal error's attempt", func() bool { return count("terminal") >= 1 })
+	// Then nothing more is tried: no retry after success or a terminal error,
+	// no second requeue.
+	vigiltest.Consistently(t, time.Second, func() error {
+		for name, most := range map[string]int{"failing": 8, "terminal": 1, "requeue": 2, "panics": 2} {
+			if n := count(name); n > most {
+				return fmt.Errorf("the %s reconcile ran %d times; want %d", name, n, most)
+			}
+		}
+		return nil
+	})
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -528,6 +550,7 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 	eventually(t, 10*time.Second, "the first state reconciled", settled)
 	// client-go relists at once after a watch that lasted under a second; an
 	// older one resumes from its resourceVersion, which the compaction expires.
+	// This sleep is part of the scenario: it ages the watch past that second.
 	time.Sleep(1100 * time.Millisecond)
 
 	cut := proxy.Outage(3 * time.Second)

@@ -92,19 +92,72 @@ func TestDeletedFreshIsIndependent(t *testing.T) {
 	}
 }
 
+// Goroutines sharing one Deleted must agree on each name's first UID: exactly
+// one of them records it, every check with that UID says the object still
+// exists, and every check with another UID says it was recreated from that
+// one. A check-then-record that is not atomic lets two goroutines both take
+// their UID as the first, and the answers then name two originals.
 func TestDeletedConcurrent(t *testing.T) {
+	const goroutines, names, rounds = 8, 10, 100
 	d := Deleted()
+	type answer struct {
+		name, uid string
+		ok        bool
+		why       string
+	}
+	answers := make([][]answer, goroutines)
+	start := make(chan struct{})
 	var wg sync.WaitGroup
-	for i := range 8 {
+	for i := range goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := range 100 {
-				d.Check(u("v1", "ConfigMap", fmt.Sprintf("cm-%d", j%10), map[string]any{"metadata": map[string]any{"uid": fmt.Sprint(i)}}))
+			<-start
+			uid := fmt.Sprint(i)
+			for j := range rounds {
+				name := fmt.Sprintf("cm-%d", j%names)
+				ok, why := d.Check(u("v1", "ConfigMap", name, map[string]any{"metadata": map[string]any{"uid": uid}}))
+				answers[i] = append(answers[i], answer{name, uid, ok, why})
 			}
 		}()
 	}
+	close(start)
 	wg.Wait()
+
+	// The first UID of each name is the one its "still exists" answers give.
+	first := map[string]string{}
+	for _, as := range answers {
+		for _, a := range as {
+			if a.ok {
+				continue
+			}
+			if want := fmt.Sprintf("still exists (uid %s)", a.uid); a.why != want {
+				t.Fatalf("%s with uid %s: Check() = (false, %q), want (false, %q)", a.name, a.uid, a.why, want)
+			}
+			if f, seen := first[a.name]; seen && f != a.uid {
+				t.Fatalf("%s: uids %s and %s were both taken as the first sighting", a.name, f, a.uid)
+			}
+			first[a.name] = a.uid
+		}
+	}
+	if len(first) != names {
+		t.Fatalf("first uids recorded for %d names (%v), want %d", len(first), first, names)
+	}
+	for _, as := range answers {
+		for _, a := range as {
+			f := first[a.name]
+			switch {
+			case a.uid == f && a.ok:
+				t.Fatalf("%s with its first uid %s: Check() = (true, %q), want still exists", a.name, a.uid, a.why)
+			case a.uid != f && !a.ok:
+				t.Fatalf("%s with uid %s after first uid %s: Check() = (false, %q), want recreated", a.name, a.uid, f, a.why)
+			case a.uid != f:
+				if want := fmt.Sprintf("recreated: uid %s replaced %s", a.uid, f); a.why != want {
+					t.Fatalf("%s with uid %s: Check() = (true, %q), want (true, %q)", a.name, a.uid, a.why, want)
+				}
+			}
+		}
+	}
 }
 
 func TestAndOrNot(t *testing.T) {

@@ -71,7 +71,8 @@ func outageScenario(t *testing.T, gone *vigiltest.Env, cutWrites, assertGone boo
 	}
 	seen.waitFor(t, want)
 	// client-go relists at once after a watch that lasted under a second; an
-	// older one it resumes from its resourceVersion.
+	// older one it resumes from its resourceVersion. This sleep is part of
+	// the scenario: it ages the watch past that second.
 	time.Sleep(1100 * time.Millisecond)
 
 	const outage = 3 * time.Second

@@ -538,14 +538,8 @@ func TestLazyReturnsConnectionErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// RBAC reaches the authorizer's cache within a moment: retry for up to 20s.
-	deadline := time.Now().Add(20 * time.Second)
-	for err := s.SetAndWait(t.Context(), "k", "v"); err != nil; err = s.SetAndWait(t.Context(), "k", "v") {
-		if time.Now().After(deadline) {
-			t.Fatalf("SetAndWait 20s after the grant: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// RBAC reaches the authorizer's cache within a moment.
+	vigiltest.Eventually(t, 20*time.Second, func() error { return s.SetAndWait(t.Context(), "k", "v") })
 	if v, ok := get(t, s, "k"); !ok || v != "v" {
 		t.Fatalf("Get after the grant = %q, %v; want \"v\", true", v, ok)
 	}

@@ -215,8 +215,23 @@ func TestOutageProxyBreaksAndResumesWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer retry.Stop()
-	// Let the retry watcher open its connection before the cut.
-	time.Sleep(200 * time.Millisecond)
+	// Both watches are open before the cut: each sees a ConfigMap created now.
+	if _, err := env.Clientset.CoreV1().ConfigMaps(ns).Create(ctx, configMap("before-outage"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		name string
+		w    watch.Interface
+	}{{"plain", plain}, {"retrying", retry}} {
+		select {
+		case ev := <-w.w.ResultChan():
+			if cm, ok := ev.Object.(*corev1.ConfigMap); !ok || ev.Type != watch.Added || cm.Name != "before-outage" {
+				t.Fatalf("the %s watch's first event is %s %T, want ADDED before-outage", w.name, ev.Type, ev.Object)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the %s watch did not see a ConfigMap created before the cut within 10s", w.name)
+		}
+	}
 
 	const outage = 2 * time.Second
 	if cut := proxy.Outage(outage); cut == 0 {

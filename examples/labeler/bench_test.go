@@ -209,7 +209,7 @@ type loadResult struct {
 func BenchmarkAdmission(b *testing.B) {
 	l := startLabeler(b)
 	pid := l.cmd.Process.Pid
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the scenario: idle a moment before the idle RSS is read
 	rssIdle := vigiltest.ProcStatus(pid, "VmRSS")
 	payloads := []struct {
 		name string

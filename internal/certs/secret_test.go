@@ -115,7 +115,7 @@ func TestRotationKeepsOldAndNewTrusted(t *testing.T) {
 	firstCert, _ := a.GetCertificate(nil)
 
 	// Serving certificate due (after 2 of its 3 seconds), CA not yet.
-	time.Sleep(2200 * time.Millisecond)
+	time.Sleep(2200 * time.Millisecond) // the scenario: the certificates age
 	if err := b.Ensure(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestRotationKeepsOldAndNewTrusted(t *testing.T) {
 	}
 
 	// CA due (after 4 of its 6 seconds): a new CA beside the old.
-	time.Sleep(2200 * time.Millisecond)
+	time.Sleep(2200 * time.Millisecond) // the scenario: the certificates age
 	if err := a.Ensure(t.Context()); err != nil {
 		t.Fatal(err)
 	}

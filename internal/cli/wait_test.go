@@ -234,14 +234,19 @@ func expectStderr(t *testing.T, r result, parts ...string) {
 	}
 }
 
-// stillRunning fails the test when the wait already returned.
-func stillRunning(t *testing.T, ch <-chan result) {
+// stillRunning fails the test when any of the waits returns within d.
+func stillRunning(t *testing.T, d time.Duration, chs ...<-chan result) {
 	t.Helper()
-	select {
-	case r := <-ch:
-		t.Fatalf("the wait returned before the change it waits for: %s", r)
-	default:
-	}
+	vigiltest.Consistently(t, d, func() error {
+		for _, ch := range chs {
+			select {
+			case r := <-ch:
+				return fmt.Errorf("the wait returned before the change it waits for: %s", r)
+			default:
+			}
+		}
+		return nil
+	})
 }
 
 func receive(t *testing.T, ch <-chan result) result {
@@ -325,8 +330,7 @@ func TestWaitForCreateReturnsWhenCreated(t *testing.T) {
 	t.Parallel()
 	ns, kc := env.Namespace(t), kubeconfigFile(t)
 	ch := goWait(t, kc, nil, "configmap/late", "--for=create", "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, ch)
+	stillRunning(t, 200*time.Millisecond, ch)
 	beforeCreate := time.Now()
 	createConfigMap(t, ns, "late", nil, nil)
 	r := receive(t, ch)
@@ -347,17 +351,14 @@ func TestWaitForDelete(t *testing.T) {
 
 	one := goWait(t, kc, nil, "cm/doomed", "--for=delete", "-n", ns, "--timeout=40s")
 	set := goWait(t, kc, nil, "cm", "-l", "app=doomed", "--for=delete", "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, one)
-	stillRunning(t, set)
+	stillRunning(t, 200*time.Millisecond, one, set)
 	for _, name := range []string{"doomed", "set-1"} {
 		if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	expect(t, receive(t, one), cmdutil.ExitOK, "configmap/doomed condition met\n")
-	time.Sleep(100 * time.Millisecond)
-	stillRunning(t, set) // set-2 is still there
+	stillRunning(t, 100*time.Millisecond, set) // set-2 is still there
 	if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), "set-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -419,8 +420,7 @@ func TestWaitForCondition(t *testing.T) {
 	g := createGizmo(t, ns, "g1")
 
 	ch := goWait(t, kc, nil, "gizmos.wait.vigil.dev/g1", "--for=condition=Ready", "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, ch)
+	stillRunning(t, 200*time.Millisecond, ch)
 	setGizmoStatus(t, g, "True", g.GetGeneration(), "Running")
 	expect(t, receive(t, ch), cmdutil.ExitOK, "gizmo.wait.vigil.dev/g1 condition met\n")
 
@@ -456,9 +456,7 @@ func TestWaitForJSONPathAndCEL(t *testing.T) {
 
 	ch := goWait(t, kc, nil, "gizmo/jp", "--for=jsonpath={.status.phase}=Running", "-n", ns, "--timeout=40s")
 	cel := goWait(t, kc, nil, "gizmo/jp", `--for=cel=object.?status.?phase.orValue("") == "Running"`, "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, ch)
-	stillRunning(t, cel)
+	stillRunning(t, 200*time.Millisecond, ch, cel)
 	setGizmoStatus(t, g, "False", 1, "Running")
 	expect(t, receive(t, ch), cmdutil.ExitOK, "gizmo.wait.vigil.dev/jp condition met\n")
 	expect(t, receive(t, cel), cmdutil.ExitOK, "gizmo.wait.vigil.dev/jp condition met\n")
@@ -512,15 +510,13 @@ func TestWaitSelectorModes(t *testing.T) {
 	r = vigilWait(t, kc, "cm", "-l", "app=set", yes, "--at-least=2", "-n", ns, "--timeout=0")
 	expect(t, r, cmdutil.ExitFailed, "")
 	ch := goWait(t, kc, nil, "cm", "-l", "app=set", yes, "--at-least=2", "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, ch)
+	stillRunning(t, 200*time.Millisecond, ch)
 	patchConfigMapData(t, ns, "c", "ok", "yes")
 	expect(t, receive(t, ch), cmdutil.ExitOK, "configmap/a condition met\nconfigmap/c condition met\n")
 
 	// --all with a condition: all must hold.
 	ch = goWait(t, kc, nil, "cm", "-l", "app=set", `--for=cel=object.data.ok == "yes"`, "-n", ns, "--timeout=40s")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, ch)
+	stillRunning(t, 200*time.Millisecond, ch)
 	patchConfigMapData(t, ns, "b", "ok", "yes")
 	expect(t, receive(t, ch), cmdutil.ExitOK, "configmap/a condition met\nconfigmap/b condition met\nconfigmap/c condition met\n")
 }
@@ -535,9 +531,7 @@ func TestWaitForTypeNotInstalledYet(t *testing.T) {
 	singular := goWait(t, kc, &errSingular, "whatsit.late.wait.vigil.dev", "w1", "--for=create", "-n", ns, "--timeout=50s", "-o", "name")
 	waitForText(t, &errPlural, "waiting for a CustomResourceDefinition in group late.wait.vigil.dev")
 	waitForText(t, &errSingular, "waiting for a CustomResourceDefinition in group late.wait.vigil.dev")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, plural)
-	stillRunning(t, singular)
+	stillRunning(t, 200*time.Millisecond, plural, singular)
 
 	if err := env.InstallCRDYAML(crdYAML("whatsits", "whatsit", "Whatsit", "late.wait.vigil.dev")); err != nil {
 		t.Fatal(err)
@@ -567,8 +561,7 @@ func TestWaitForTypeVersionGroupNotInstalledYet(t *testing.T) {
 	ch := goWait(t, kc, &errOut, "sprockets.v1.versioned.wait.vigil.dev/s1", "--for=create", "-n", ns, "--timeout=50s", "--progress-interval=100ms")
 	waitForText(t, &errOut, "waiting for a CustomResourceDefinition in group versioned.wait.vigil.dev that serves it in version v1")
 	waitForText(t, &errOut, "last seen: no CustomResourceDefinition in group versioned.wait.vigil.dev names sprockets in version v1")
-	time.Sleep(200 * time.Millisecond)
-	stillRunning(t, ch)
+	stillRunning(t, 200*time.Millisecond, ch)
 	if strings.Contains(errOut.String(), "group v1.versioned.wait.vigil.dev") {
 		t.Fatalf("waits for group v1.versioned.wait.vigil.dev, want group versioned.wait.vigil.dev version v1:\n%s", errOut.String())
 	}

@@ -115,7 +115,7 @@ func TestVersionLDFlagsStampBothVersionPackages(t *testing.T) {
 func fakeBuild(builds *atomic.Int32, delay time.Duration) func(context.Context, string, string) error {
 	return func(ctx context.Context, _, bin string) error {
 		builds.Add(1)
-		time.Sleep(delay)
+		time.Sleep(delay) // the scenario: a build that takes a while
 		for _, b := range Binaries {
 			if err := os.WriteFile(filepath.Join(bin, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
 				return err

@@ -72,7 +72,7 @@ func TestPhaseRunsGatesConcurrently(t *testing.T) {
 			n := running.Add(1)
 			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 			}
-			time.Sleep(d)
+			time.Sleep(d) // the scenario: the gate takes d
 			running.Add(-1)
 			return map[string]string{"gate": name}, nil
 		}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -250,11 +251,17 @@ func TestStaysIgnoreUntilReachable(t *testing.T) {
 	began := time.Now()
 	go func() { done <- r.Register(ctx) }()
 
-	time.Sleep(2 * time.Second)
-	cfg, rec := mutating(t, name)
-	if rec.State != "probing" || len(cfg.Webhooks) != 1 || *cfg.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
-		t.Fatalf("while unreachable: record %+v, webhooks %+v: want probing with Ignore", rec, cfg.Webhooks)
+	probing := func() error {
+		cfg, rec := mutating(t, name)
+		if rec.State != "probing" || len(cfg.Webhooks) != 1 || *cfg.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
+			return fmt.Errorf("while unreachable: record %+v, webhooks %+v: want probing with Ignore", rec, cfg.Webhooks)
+		}
+		return nil
 	}
+	// Well inside the 5s outage: probing within 2s, and still probing a
+	// second later.
+	vigiltest.Eventually(t, 2*time.Second, probing)
+	vigiltest.Consistently(t, time.Second, probing)
 	for i := range 5 {
 		if err := env.Client.Create(ctx, pod(apps, "during-"+string(rune('a'+i)))); err != nil {
 			t.Fatalf("a request was rejected while the module was unreachable: %v", err)

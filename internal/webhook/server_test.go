@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/webhook"
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 func certDir(t *testing.T) (string, *certs.CA) {
@@ -102,10 +104,12 @@ func TestGracefulStop(t *testing.T) {
 	}()
 	<-slow
 	cancel()
-	time.Sleep(100 * time.Millisecond)
-	if code, body, err := get(c, base+"/readyz"); err != nil || code != 503 || !strings.Contains(body, "stopping") {
-		t.Fatalf("readyz while stopping: %d %q %v", code, body, err)
-	}
+	vigiltest.Eventually(t, 100*time.Millisecond, func() error {
+		if code, body, err := get(c, base+"/readyz"); err != nil || code != 503 || !strings.Contains(body, "stopping") {
+			return fmt.Errorf("readyz while stopping: %d %q %v", code, body, err)
+		}
+		return nil
+	})
 	if code, body, err := get(c, base+"/mutate/x"); err != nil || code != 200 || body != "admitted" {
 		t.Fatalf("a request during the shutdown delay: %d %q %v", code, body, err)
 	}
