@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,7 +46,8 @@ type servedModule struct {
 
 // serveAdmission runs `<module> admission` on a free loopback port with a
 // certificate of a fresh CA, waits until /readyz passes, and registers the
-// module's paths for pods, configmaps and widgets in namespaces.
+// module's paths, each for the kinds and operations its bindings serve (as
+// registration does), in namespaces.
 func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []string, flags ...string) *servedModule {
 	t.Helper()
 	ca, certDir := servingDir(t)
@@ -69,8 +72,39 @@ func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []s
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	register(t, module, "https://"+addr, ca.CertPEM, namespaces)
+	register(t, module, "https://"+addr, ca.CertPEM, namespaces, bindingRules(t, m))
 	return s
+}
+
+// bindingRules are the webhook rules of the module's mutations and
+// validations, read from `<module> plan -o json`; the kinds' resources are
+// their lowercase plurals (pods, configmaps, widgets).
+func bindingRules(t *testing.T, m *vigil.Module) map[string][]admissionregistrationv1.RuleWithOperations {
+	t.Helper()
+	var plan struct {
+		Bindings []struct {
+			Action     string
+			GVK        struct{ Group, Version, Kind string }
+			Operations []admissionregistrationv1.OperationType
+		}
+	}
+	out := captureStdout(t, func() {
+		if code := vigil.Execute(t.Context(), m, []string{"plan", "-o", "json"}); code != 0 {
+			t.Errorf("plan exit %d", code)
+		}
+	})
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("plan -o json: %v\n%s", err, out)
+	}
+	rules := map[string][]admissionregistrationv1.RuleWithOperations{}
+	for _, b := range plan.Bindings {
+		rules[b.Action] = append(rules[b.Action], admissionregistrationv1.RuleWithOperations{
+			Operations: b.Operations,
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{b.GVK.Group}, APIVersions: []string{b.GVK.Version},
+				Resources: []string{strings.ToLower(b.GVK.Kind) + "s"}},
+		})
+	}
+	return rules
 }
 
 // writeServing issues a serving certificate into dir laid out as the kubelet
@@ -115,37 +149,43 @@ func writeServing(t testing.TB, ca *certs.CA, dir string) {
 	}
 }
 
-// register creates webhook configurations for the module's paths, scoped to
-// the namespaces, with failurePolicy Fail.
-func register(t *testing.T, module, base string, caBundle []byte, namespaces []string) {
+// register creates webhook configurations for the module's paths, with the
+// rules of each action ("mutate", "validate"; "other" for a path the module
+// does not serve), scoped to the namespaces, with failurePolicy Fail. An
+// action without rules gets no webhook.
+func register(t *testing.T, module, base string, caBundle []byte, namespaces []string, rules map[string][]admissionregistrationv1.RuleWithOperations) {
 	t.Helper()
-	rules := []admissionregistrationv1.RuleWithOperations{{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"", "example.vigil.dev"}, APIVersions: []string{"v1"}, Resources: []string{"pods", "configmaps", "widgets"}},
-	}}
 	selector := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: namespaces,
 	}}}
 	common := func(path string) admissionregistrationv1.WebhookClientConfig {
 		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(base + path), CABundle: caBundle}
 	}
-	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: module + "-" + namespaces[0]},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: module + "-" + namespaces[0]}}
+	if r := rules["mutate"]; len(r) > 0 {
+		mutating.Webhooks = []admissionregistrationv1.MutatingWebhook{{
 			Name: "mutate." + module + ".vigil.dev", ClientConfig: common(admit.MutatePath(module)),
-			Rules: rules, NamespaceSelector: selector, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			Rules: r, NamespaceSelector: selector, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds: ptr.To[int32](5),
-		}},
+		}}
 	}
-	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: module + "-" + namespaces[0]},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "validate." + module + ".vigil.dev", ClientConfig: common(admit.ValidatePath(module)),
-			Rules: rules, NamespaceSelector: selector, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: module + "-" + namespaces[0]}}
+	for _, path := range []string{"validate", "other"} {
+		r := rules[path]
+		if len(r) == 0 {
+			continue
+		}
+		url := admit.ValidatePath(module)
+		if path == "other" { // a path the module does not serve
+			url = "/validate/other-than-" + module
+		}
+		validating.Webhooks = append(validating.Webhooks, admissionregistrationv1.ValidatingWebhook{
+			Name: path + "." + module + ".vigil.dev", ClientConfig: common(url),
+			Rules: r, NamespaceSelector: selector, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds: ptr.To[int32](5),
-		}},
+		})
 	}
 	for _, o := range []client.Object{mutating, validating} {
 		if err := env.Client.Create(context.Background(), o); err != nil {
@@ -712,5 +752,84 @@ func TestGateResultReadsTheRolesHandoffDir(t *testing.T) {
 	}
 	if cm.Labels["word"] != "from-the-gate" {
 		t.Fatalf("labels %v: the handler did not read the gate's result from --handoff-dir", cm.Labels)
+	}
+}
+
+// Requests the module cannot attribute, sent by the real API server: a Pod
+// validation handed a ConfigMap, and a path the module does not serve. The
+// failure policy answers each, naming what was expected, and the metric
+// counts them.
+func TestUnattributedRequestsThroughTheAPIServer(t *testing.T) {
+	ctx := t.Context()
+	apps, home := env.Namespace(t), env.Namespace(t)
+	m := vigil.NewModule("unattr", vigil.Options{Namespace: home, WebhookTimeout: 4 * time.Second})
+	vigil.When(m.Capability("policies", vigil.InNamespaces(apps)), &corev1.Pod{}).IsCreated().Named("no-privileged").
+		Validate(func(_ context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+			if c := r.Object.Spec.Containers[0]; c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+				return admission.Deny("privileged pods are not allowed")
+			}
+			return admission.Allow()
+		})
+	srv := serveAdmission(t, m, "unattr", []string{apps})
+	eventually(t, 15*time.Second, "the module's Pod validation to apply", func() bool {
+		err := env.Client.Create(ctx, testPod(apps, fmt.Sprint("root-", time.Now().UnixNano()), nil, true))
+		return err != nil && strings.Contains(err.Error(), "privileged pods are not allowed")
+	})
+
+	// Configurations wider than the module: its validate path for
+	// ConfigMaps, and a path it does not serve for Secrets.
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: apps}}
+	hook := func(name, path, resource string) admissionregistrationv1.ValidatingWebhook {
+		return admissionregistrationv1.ValidatingWebhook{
+			Name: name, ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://" + srv.addr + path), CABundle: srv.ca.CertPEM},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{resource}},
+			}},
+			NamespaceSelector: selector, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds: ptr.To[int32](5),
+		}
+	}
+	wide := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "unattr-wide-" + apps},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			hook("configmaps.unattr.vigil.dev", admit.ValidatePath("unattr"), "configmaps"),
+			hook("other.unattr.vigil.dev", "/validate/other", "secrets"),
+		},
+	}
+	if err := env.Client.Create(ctx, wide); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), wide) })
+
+	var cmErr, secretErr error
+	eventually(t, 15*time.Second, "the ConfigMap to be refused", func() bool {
+		cmErr = env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, GenerateName: "cm-"}})
+		return cmErr != nil
+	})
+	if want := regexp.MustCompile(`vigil module unattr has no binding at /validate/unattr for CREATE of ConfigMap \(v1\) cm-\w+: expected CREATE of Pod \(v1\) \(failurePolicy Fail\)`); !want.MatchString(cmErr.Error()) {
+		t.Fatalf("ConfigMap: %v, want the failure policy's answer %s", cmErr, want)
+	}
+	eventually(t, 15*time.Second, "the Secret to be refused", func() bool {
+		secretErr = env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: apps, GenerateName: "s-"}})
+		return secretErr != nil
+	})
+	if want := regexp.MustCompile(`vigil module unattr does not serve path /validate/other \(request for CREATE of Secret \(v1\) s-\w+\): expected /mutate/unattr, /validate/unattr or /canary/unattr \(failurePolicy Fail\)`); !want.MatchString(secretErr.Error()) {
+		t.Fatalf("Secret: %v, want the failure policy's answer %s", secretErr, want)
+	}
+	// An ordinary Pod still passes.
+	if err := env.Client.Create(ctx, testPod(apps, "web", nil, false)); err != nil {
+		t.Fatalf("an ordinary pod: %v", err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: srv.ca.Pool()}}}
+	_, metrics := httpGet(hc, "https://"+srv.addr+"/metrics")
+	for _, want := range []string{
+		`vigil_admission_unattributed_total{answer="failure_policy",module="unattr",reason="kind"} 1`,
+		`vigil_admission_unattributed_total{answer="failure_policy",module="unattr",reason="path"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }

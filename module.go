@@ -22,7 +22,7 @@ type Options struct {
 	// empty; Ignore allows with a warning.
 	FailurePolicy admission.FailurePolicy
 	// Version of the module, as semantic version: during a rollout, a newer
-	// version's webhook registration is never overwritten by an older one.
+	// version's registration wins; older replicas allow what they do not serve.
 	Version string
 	// WebhookTimeout is the webhooks' timeoutSeconds; 10s when zero. Bindings
 	// are given two seconds less, so the API server always hears the failure

@@ -2,10 +2,12 @@ package vigil_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -233,8 +235,9 @@ func BenchmarkSoakRegistration(b *testing.B) {
 }
 
 // A rollout: the new version registers while the old one still serves
-// behind the same front. The old replica allows what it has no binding for;
-// it never overwrites the newer configuration, even when it restarts.
+// behind the same front. The old replica allows what it has no binding for,
+// because a newer version is registered, and counts it; it never overwrites
+// the newer configuration, even when it restarts.
 func TestRolloutOldAndNewSideBySide(t *testing.T) {
 	ctx := t.Context()
 	home, apps := env.Namespace(t), env.Namespace(t)
@@ -257,7 +260,7 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 		}
 		return m
 	}
-	_, certDir := servingDir(t)
+	ca, certDir := servingDir(t)
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
 	kc := env.KubeConfigFile(t)
 	f := newFront(t)
@@ -306,11 +309,18 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 	if len(vcfg.Webhooks) != 2 { // the Pod policy and the canary
 		t.Fatalf("validating webhooks %d, want the new version's Pod policy and the canary", len(vcfg.Webhooks))
 	}
-	// The old replica does not know the Pod policy: it allows.
+	// The old replica does not know the Pod policy: it allows, while the
+	// newer version is registered, and counts what it allowed so.
 	for i := range 3 {
 		if err := env.Client.Create(ctx, newPod(fmt.Sprint("bad-old-", i), map[string]string{"bad": ""})); err != nil {
 			t.Fatalf("the old replica rejected a request for a binding it does not know: %v", err)
 		}
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
+	_, metrics := httpGet(hc, "https://"+oldAddr+"/metrics")
+	if !strings.Contains(metrics, `vigil_admission_unattributed_total{answer="newer_version",module="`+name+`",reason="kind"}`) ||
+		strings.Contains(metrics, `answer="failure_policy"`) {
+		t.Fatalf("the old replica's metrics do not count the Pod validations it allowed for the newer version:\n%s", metrics)
 	}
 	// The old version restarts: it must not overwrite the newer configuration.
 	stopOld()

@@ -4,7 +4,10 @@
 // the listers' informers, readiness (the gates' handoff, the Store and the
 // listers synced), registration when ready (internal/registration: Ignore,
 // the canary, then the failure policy) and the checks that keep it true, the
-// audit of what got in before registration, and `<module> unregister`.
+// audit of what got in before registration, and `<module> unregister`. It
+// tells the handler whether a newer version of the module registered the
+// webhooks (rollout.go), the one case in which a request this version does
+// not serve is allowed rather than answered by the failure policy.
 //
 // It reads the module's resolved definition (internal/spec) and nothing else
 // of the module.

@@ -106,6 +106,8 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		if err != nil {
 			return err
 		}
+		// Set before serving: the handler reads it.
+		r.newer.read = reg.Newer
 		problems := &registrationProblems{log: log, sink: podevents.For(cfg, m.Name, -1), notify: r.registrationProblem}
 		serve.ReadyDetail = problems.detail
 		go func() {
@@ -136,6 +138,8 @@ type role struct {
 	metrics       *admit.Metrics
 	configMissing prometheus.Gauge
 	ready         func() error
+	// newer tells the handler whether a newer version registered.
+	newer *newerCheck
 }
 
 // start connects the module's Store and listers and builds the handler of
@@ -163,7 +167,8 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		listersSynced = synced
 	}
 
-	r := &role{registry: prometheus.NewRegistry()}
+	timeout := time.Duration(m.TimeoutSeconds)*time.Second - 2*time.Second
+	r := &role{registry: prometheus.NewRegistry(), newer: &newerCheck{timeout: timeout}}
 	r.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if r.metrics, err = admit.NewMetrics(r.registry, m.Name); err != nil {
 		return nil, err
@@ -187,10 +192,11 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 			return callctx.With(ctx, calls, s)
 		},
 		FailurePolicy: m.FailurePolicy,
-		Timeout:       time.Duration(m.TimeoutSeconds)*time.Second - 2*time.Second,
+		Timeout:       timeout,
 		Metrics:       r.metrics,
 		Log:           log,
 		Store:         scope,
+		Newer:         r.newer.Newer,
 	})
 	var gateNames []string
 	for _, g := range m.Gates() {

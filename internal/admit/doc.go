@@ -14,8 +14,16 @@
 // returns an error, panics, or is still running when the handler's deadline
 // comes (set below the webhook's timeoutSeconds, so the API server always gets
 // an answer) is answered by the module's failure policy: Fail denies with a
-// message naming the capability and binding, Ignore allows with a warning. A
-// request for a path this process does not serve — another version of the
-// module during a rollout — is allowed and logged, never rejected. Malformed
+// message naming the capability and binding, Ignore allows with a warning.
+//
+// Nothing unattributed is allowed silently. A request for a path the module
+// does not serve, or for a kind and operation none of the path's bindings is
+// for (a Pod validation handed a ConfigMap), is answered by the failure
+// policy with a message naming what was expected, logged, and counted in
+// vigil_admission_unattributed_total{reason, answer}. The one exception is a
+// rollout: an older replica receives what only the newer version serves, and
+// allows it — counted with answer newer_version — while, and only while, a
+// newer version is registered (Options.Newer). A binding's filters are not
+// part of attribution: a request they do not match is allowed. Malformed
 // requests get a 4xx saying what was expected.
 package admit

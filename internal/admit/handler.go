@@ -51,6 +51,12 @@ type Options struct {
 	// handlers, with s as the binding's Store (its capability's scope,
 	// refusing writes on a dry run).
 	Context func(ctx context.Context, s store.Store) context.Context
+	// Newer, when set, returns the version of the module that registered
+	// its webhook configurations when that is newer than this one, else "".
+	// It is asked, within Timeout, only about requests this version cannot
+	// attribute: while a newer version is registered they are allowed (a
+	// rollout), otherwise the failure policy answers them.
+	Newer func(ctx context.Context) (string, error)
 }
 
 // MutatePath is where the module's mutations are served.
@@ -100,17 +106,11 @@ func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 	return h
 }
 
-// ServeHTTP serves the mutate and validate paths, and allows what comes for
-// any other path: a version of the module with other bindings may have
-// registered it during a rollout.
+// ServeHTTP serves the mutate, validate and canary paths. A request it
+// cannot attribute — another path, or a kind and operation none of the
+// path's bindings is for — is answered by the failure policy, or allowed
+// while a newer version of the module is registered (see Options.Newer).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var action spec.Action
-	switch r.URL.Path {
-	case MutatePath(h.opts.Module):
-		action = spec.Mutate
-	case ValidatePath(h.opts.Module):
-		action = spec.Validate
-	}
 	review, status, err := h.decode(w, r)
 	if err != nil {
 		h.opts.Log.Info("admission request refused", "path", r.URL.Path, "status", status, "err", err.Error())
@@ -118,17 +118,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var resp *admissionv1.AdmissionResponse
-	if r.URL.Path == CanaryPath(h.opts.Module) {
+	switch a := h.attribute(r.URL.Path, review.Request); {
+	case a.reason != "":
+		resp = h.unattributed(r.Context(), r.URL.Path, review.Request, a)
+	case a.canary:
 		resp = &admissionv1.AdmissionResponse{Allowed: true}
 		if token := h.canary(review.Request); token != "" {
 			// Echoed to whoever sent the canary, whichever replica answers.
 			resp.Warnings = []string{CanaryWarning(token)}
 		}
-	} else if action == "" {
-		h.opts.Log.Info("admission request for a path this module version does not serve; allowed", "path", r.URL.Path, "kind", review.Request.Kind.Kind, "name", review.Request.Name)
-		resp = &admissionv1.AdmissionResponse{Allowed: true}
-	} else {
-		resp = h.review(r.Context(), action, review.Request)
+	default:
+		resp = h.review(r.Context(), a.action, review.Request)
 	}
 	resp.UID = review.Request.UID
 	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}

@@ -267,10 +267,11 @@ func TestFailingBindingsAnswerByPolicy(t *testing.T) {
 			if resp.Patch != nil {
 				t.Fatalf("a failed mutation sent a patch: %s", resp.Patch)
 			}
-			// The handler keeps serving.
+			// The handler keeps serving: a request it cannot attribute gets
+			// the failure policy's answer.
 			_, again := post(t, h, admit.ValidatePath("mod")+"-unknown", "application/json", review(t, admissionv1.Create, pod(nil), nil))
-			if again == nil || !again.Allowed {
-				t.Fatal("the next request was not served")
+			if again == nil || again.Allowed != (tc.policy == admission.Ignore) {
+				t.Fatalf("the next request was not served by the failure policy: %+v", again)
 			}
 		})
 	}
@@ -301,13 +302,199 @@ func TestMalformedRequestsGet4xx(t *testing.T) {
 	}
 }
 
-// A path this version does not serve (another version's, during a rollout) is
-// allowed, not rejected.
-func TestUnknownPathIsAllowed(t *testing.T) {
-	h, _ := handler(admission.Fail, time.Second)
-	_, resp := post(t, h, "/mutate/mod-v2", "application/json", review(t, admissionv1.Create, pod(nil), nil))
-	if resp == nil || !resp.Allowed || resp.Patch != nil {
-		t.Fatalf("response %+v: want allowed without a patch", resp)
+// reviewOf is a request for obj of kind gvk, for any kind.
+func reviewOf(t testing.TB, kind metav1.GroupVersionKind, resource string, op admissionv1.Operation, obj any) []byte {
+	t.Helper()
+	raw, _ := json.Marshal(obj)
+	body, err := json.Marshal(&admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: types.UID("uid-1"), Kind: kind, Resource: metav1.GroupVersionResource{Group: kind.Group, Version: kind.Version, Resource: resource},
+			Operation: op, Namespace: "apps", Name: "web", Object: runtime.RawExtension{Raw: raw},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+var cmGVK = metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+
+func configMap() *corev1.ConfigMap {
+	return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}, Data: map[string]string{"token": "t"}}
+}
+
+// unattributed reads vigil_admission_unattributed_total for a reason and answer.
+func unattributed(t *testing.T, reg *prometheus.Registry, reason, answer string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "vigil_admission_unattributed_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["reason"] == reason && labels["answer"] == answer && labels["module"] == "mod" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// A request for a path, kind or operation the module does not serve is
+// answered by the failure policy, naming what was expected, and counted;
+// none of the bindings runs.
+func TestUnattributedAnsweredByFailurePolicy(t *testing.T) {
+	ran := 0
+	podPolicy := admit.ValidateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
+		ran++
+		return admission.Allow()
+	})
+	podPolicy.Name = "pod-policy"
+	for _, tc := range []struct {
+		name, path string
+		body       []byte
+		reason     string
+		want       string
+	}{
+		{"unknown path", "/validate/other", review(t, admissionv1.Create, pod(nil), nil), admit.UnattributedPath,
+			`vigil module mod does not serve path /validate/other (request for CREATE of Pod (v1) web): expected /mutate/mod, /validate/mod or /canary/mod`},
+		{"another version's path", "/mutate/mod-v2", review(t, admissionv1.Create, pod(nil), nil), admit.UnattributedPath,
+			`does not serve path /mutate/mod-v2`},
+		{"a Pod binding handed a ConfigMap", admit.ValidatePath("mod"), reviewOf(t, cmGVK, "configmaps", admissionv1.Create, configMap()), admit.UnattributedKind,
+			`vigil module mod has no binding at /validate/mod for CREATE of ConfigMap (v1) web: expected CREATE, UPDATE of Pod (v1)`},
+		{"an operation no binding is for", admit.ValidatePath("mod"), review(t, admissionv1.Delete, nil, pod(nil)), admit.UnattributedKind,
+			`for DELETE of Pod (v1) web: expected CREATE, UPDATE of Pod (v1)`},
+		{"a path without bindings", admit.MutatePath("mod"), review(t, admissionv1.Create, pod(nil), nil), admit.UnattributedKind,
+			`no binding at /mutate/mod for CREATE of Pod (v1) web: expected nothing: this version of the module has no mutations`},
+		{"a canary that is not a ConfigMap", admit.CanaryPath("mod"), review(t, admissionv1.Create, pod(nil), nil), admit.UnattributedKind,
+			`expected a ConfigMap (v1), the registration's canary`},
+	} {
+		for _, policy := range []admission.FailurePolicy{admission.Fail, admission.Ignore} {
+			t.Run(tc.name+"/"+string(policy), func(t *testing.T) {
+				h, reg := handler(policy, time.Second, podPolicy)
+				_, resp := post(t, h, tc.path, "application/json", tc.body)
+				if resp == nil {
+					t.Fatal("no AdmissionReview answer")
+				}
+				got := strings.Join(resp.Warnings, "; ")
+				if policy == admission.Fail {
+					if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusInternalServerError {
+						t.Fatalf("response %+v: want a denial by failurePolicy Fail", resp)
+					}
+					got = resp.Result.Message
+				} else if !resp.Allowed || len(resp.Warnings) != 1 {
+					t.Fatalf("response %+v: want allowed with one warning by failurePolicy Ignore", resp)
+				}
+				if !strings.Contains(got, tc.want) || !strings.Contains(got, "(failurePolicy "+string(policy)) {
+					t.Fatalf("answer %q, want it to contain %q and name the failure policy", got, tc.want)
+				}
+				if n := unattributed(t, reg, tc.reason, admit.AnswerFailurePolicy); n != 1 {
+					t.Errorf("vigil_admission_unattributed_total{reason=%s,answer=failure_policy} = %v, want 1", tc.reason, n)
+				}
+				if ran != 0 {
+					t.Fatalf("the Pod binding ran %d times for an unattributed request", ran)
+				}
+			})
+		}
+	}
+	// What is attributed but filtered out by a binding's filters is allowed,
+	// and not counted.
+	filtered := podPolicy
+	filtered.Filters = []spec.Filter{spec.InNamespace("elsewhere")}
+	h, reg := handler(admission.Fail, time.Second, filtered)
+	_, resp := post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
+	if resp == nil || !resp.Allowed || ran != 0 {
+		t.Fatalf("response %+v (ran %d): want a request the filters exclude allowed without running the binding", resp, ran)
+	}
+	if n := unattributed(t, reg, admit.UnattributedKind, admit.AnswerFailurePolicy); n != 0 {
+		t.Errorf("a filtered request was counted as unattributed: %v", n)
+	}
+}
+
+// The canary path answers a canary ConfigMap with its token, and counts
+// nothing.
+func TestCanaryEchoesItsToken(t *testing.T) {
+	h, reg := handler(admission.Fail, time.Second)
+	_, resp := post(t, h, admit.CanaryPath("mod"), "application/json", reviewOf(t, cmGVK, "configmaps", admissionv1.Create, configMap()))
+	if resp == nil || !resp.Allowed || len(resp.Warnings) != 1 || resp.Warnings[0] != admit.CanaryWarning("t") {
+		t.Fatalf("response %+v: want allowed with the canary's token", resp)
+	}
+	if n := unattributed(t, reg, admit.UnattributedKind, admit.AnswerFailurePolicy); n != 0 {
+		t.Errorf("the canary was counted as unattributed: %v", n)
+	}
+}
+
+// During a rollout an older replica receives what only the newer version
+// serves: it allows that while, and only while, a newer version is
+// registered, and counts it.
+func TestUnattributedAllowedOnlyWhileNewerVersionRegistered(t *testing.T) {
+	var newer string
+	var newerErr error
+	asked := 0
+	reg := prometheus.NewRegistry()
+	m, err := admit.NewMetrics(reg, "mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := admit.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+		r.SetLabel("v", "1")
+		return nil
+	})
+	label.Capability, label.Name, label.Operations = "policies", "label", []admissionv1.Operation{admissionv1.Create}
+	h := admit.NewHandler([]spec.Binding{label}, admit.Options{
+		Module: "mod", FailurePolicy: admission.Fail, Timeout: time.Second, Metrics: m, Log: logr.Discard(),
+		Newer: func(ctx context.Context) (string, error) {
+			asked++
+			if _, ok := ctx.Deadline(); !ok {
+				t.Error("Newer was asked without a deadline")
+			}
+			return newer, newerErr
+		},
+	})
+	podForValidation := review(t, admissionv1.Create, pod(nil), nil)
+
+	newer = "1.1.0"
+	for _, path := range []string{admit.ValidatePath("mod"), "/validate/other"} {
+		_, resp := post(t, h, path, "application/json", podForValidation)
+		if resp == nil || !resp.Allowed || len(resp.Warnings) != 0 || resp.Patch != nil {
+			t.Fatalf("%s while 1.1.0 is registered: %+v, want allowed", path, resp)
+		}
+	}
+	if n := unattributed(t, reg, admit.UnattributedKind, admit.AnswerRollout); n != 1 {
+		t.Errorf("unattributed{reason=kind,answer=newer_version} = %v, want 1", n)
+	}
+	if n := unattributed(t, reg, admit.UnattributedPath, admit.AnswerRollout); n != 1 {
+		t.Errorf("unattributed{reason=path,answer=newer_version} = %v, want 1", n)
+	}
+	// What this version serves is not asked about.
+	before := asked
+	_, resp := post(t, h, admit.MutatePath("mod"), "application/json", podForValidation)
+	if resp == nil || !resp.Allowed || resp.Patch == nil || asked != before {
+		t.Fatalf("a served request: %+v (Newer asked %d times), want the mutation and no question", resp, asked-before)
+	}
+
+	// No newer version, or no way to tell: the failure policy answers.
+	for _, tc := range []struct {
+		newer string
+		err   error
+	}{{"", nil}, {"", errors.New("the API server is unreachable")}} {
+		newer, newerErr = tc.newer, tc.err
+		_, resp := post(t, h, admit.ValidatePath("mod"), "application/json", podForValidation)
+		if resp == nil || resp.Allowed || !strings.Contains(resp.Result.Message, "(failurePolicy Fail)") {
+			t.Fatalf("newer %q err %v: %+v, want the failure policy's denial", tc.newer, tc.err, resp)
+		}
+	}
+	if n := unattributed(t, reg, admit.UnattributedKind, admit.AnswerFailurePolicy); n != 2 {
+		t.Errorf("unattributed{reason=kind,answer=failure_policy} = %v, want 2", n)
 	}
 }
 

@@ -13,6 +13,9 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	audit    prometheus.Counter
+	// unattributed counts requests for a path, kind or operation the
+	// module does not serve, by reason and answer.
+	unattributed *prometheus.CounterVec
 }
 
 // NewMetrics registers the admission metrics with reg.
@@ -37,7 +40,12 @@ func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
 		Help:        "Existing objects that the validations deny, found by the audit after registration: what passed while the webhooks were not registered.",
 		ConstLabels: constLabels,
 	})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.audit} {
+	m.unattributed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "vigil", Subsystem: "admission", Name: "unattributed_total",
+		Help:        "Admission requests for a path (reason=path), or a kind and operation (reason=kind), that this module version does not serve, by answer: failure_policy, or newer_version (allowed during a rollout while a newer version is registered).",
+		ConstLabels: constLabels,
+	}, []string{"reason", "answer"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.audit, m.unattributed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

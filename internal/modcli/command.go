@@ -78,7 +78,11 @@ gate without a Timeout waits without limit.`,
 		Short: "Serve the module's mutations and validations over HTTPS",
 		Long: `Serve the module's admission webhooks: POST /mutate/<module> and
 /validate/<module> (AdmissionReview v1), with /healthz, /readyz (ready once the
-gates' results are handed over and the Store is synced) and /metrics.
+gates' results are handed over and the Store is synced) and /metrics. A
+request for another path, or for a kind and operation no binding of its path
+is for, is answered by the failure policy, unless a newer version of the
+module is registered (a rollout); vigil_admission_unattributed_total counts
+both.
 
 On SIGTERM it reports itself not ready, keeps serving for --shutdown-delay while
 endpoints are withdrawn, then drains the requests in flight.`,

@@ -27,7 +27,9 @@
 // (compare-and-swap) and an annotation with the module's version, a hash of
 // its bindings and a generation. A replica never overwrites a configuration
 // written by a newer version of the module, so during a rollout old and new
-// replicas do not fight. A replica's stop never removes the configurations;
+// replicas do not fight. Newer tells an older replica that a newer version
+// registered, so that its admission handler allows what only the newer one
+// serves. A replica's stop never removes the configurations;
 // Unregister empties them at uninstall. A configuration an admin deleted is
 // reported, not recreated.
 package registration

@@ -192,6 +192,24 @@ func (r *Registrar) Check(ctx context.Context) error {
 	return err
 }
 
+// Newer returns the version that wrote the configurations when it is newer
+// than this one — from its first write on, while it still probes — else "".
+// The admission handler asks it about requests this version does not serve,
+// which it allows only during such a rollout.
+func (r *Registrar) Newer(ctx context.Context) (string, error) {
+	recs, err := r.records(ctx)
+	if err != nil {
+		return "", err
+	}
+	found := ""
+	for _, rec := range recs {
+		if newer(rec.Version, r.opts.Version) && (found == "" || newer(rec.Version, found)) {
+			found = rec.Version
+		}
+	}
+	return found, nil
+}
+
 // Unregister empties the configurations, for uninstall.
 func (r *Registrar) Unregister(ctx context.Context) error {
 	for _, kind := range kinds {

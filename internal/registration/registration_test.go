@@ -300,6 +300,14 @@ func TestNewerVersionWinsAndDeletedStaysDeleted(t *testing.T) {
 	if _, after := mutating(t, name); after != rec {
 		t.Fatalf("record %+v → %+v: the older version overwrote the newer", rec, after)
 	}
+	// The older version's admission learns that a newer one is registered;
+	// the newer one sees none newer than itself.
+	if v, err := registration.New(env.Clientset, options(t, name, home, apps, m, base)).Newer(ctx); err != nil || v != "1.1.0" {
+		t.Fatalf("the older version's Newer = %q, %v; want 1.1.0", v, err)
+	}
+	if v, err := registration.New(env.Clientset, newOpts).Newer(ctx); err != nil || v != "" {
+		t.Fatalf("the newer version's Newer = %q, %v; want none", v, err)
+	}
 
 	mut, _ := registration.Bootstrap(name)
 	if err := env.Client.Delete(ctx, mut); err != nil {
@@ -311,6 +319,9 @@ func TestNewerVersionWinsAndDeletedStaysDeleted(t *testing.T) {
 	}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.MutatingWebhookConfiguration{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the deleted configuration came back: %v", err)
+	}
+	if _, err := registration.New(env.Clientset, options(t, name, home, apps, m, base)).Newer(ctx); !errors.Is(err, registration.ErrMissing) {
+		t.Fatalf("Newer after an admin deleted the configuration: err = %v, want ErrMissing", err)
 	}
 
 }
