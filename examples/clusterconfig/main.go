@@ -12,9 +12,12 @@
 //     Exemptions that exist are loaded.
 //
 // Then it admits: every Pod gets the label uds.dev/cluster with the cluster's
-// name, and privileged Pods are denied unless an Exemption matches them. The
-// Exemptions are read from a live cache, so a new one applies to the next
-// request without a restart. A Reconcile keeps the ClusterConfig's status up
+// name, and privileged Pods are denied unless an Exemption matches them. As in
+// UDS Core, only Exemptions in the exemptions namespace (uds-policy-exemptions)
+// count, unless the stored ClusterConfig sets policy.allowAllNsExemptions:
+// true — otherwise anyone who may write Exemptions in her own namespace could
+// exempt her own Pods. The Exemptions are read from a live cache, so a new
+// one applies to the next request without a restart. A Reconcile keeps the ClusterConfig's status up
 // to date and shares its spec with the admission replicas through the Store.
 //
 // Its CRDs are crds.yaml; clusterconfig.yaml and exemption.yaml are samples.
@@ -23,7 +26,8 @@
 //
 // Environment: CLUSTERCONFIG_NAMESPACE (default uds-system),
 // CLUSTERCONFIG_DEFAULTS (default /etc/uds/defaults.yaml), CLUSTERCONFIG_TIMEOUT
-// (default 2m).
+// (default 2m), CLUSTERCONFIG_EXEMPTIONS_NAMESPACE (default
+// uds-policy-exemptions).
 package main
 
 import (
@@ -82,6 +86,9 @@ type settings struct {
 	namespace    string
 	defaultsPath string
 	timeout      time.Duration
+	// exemptionsNamespace is the one namespace whose Exemptions count,
+	// unless the ClusterConfig allows all.
+	exemptionsNamespace string
 }
 
 func settingsFromEnv() (settings, error) {
@@ -89,6 +96,8 @@ func settingsFromEnv() (settings, error) {
 		namespace:    envOr("CLUSTERCONFIG_NAMESPACE", "uds-system"),
 		defaultsPath: envOr("CLUSTERCONFIG_DEFAULTS", "/etc/uds/defaults.yaml"),
 		timeout:      2 * time.Minute,
+
+		exemptionsNamespace: envOr("CLUSTERCONFIG_EXEMPTIONS_NAMESPACE", "uds-policy-exemptions"),
 	}
 	if v := os.Getenv("CLUSTERCONFIG_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -162,15 +171,21 @@ func newModule(s settings) *vigil.Module {
 		}
 		return s.effective(cc)
 	})
+	// config is the stored ClusterConfig spec: the Reconcile's copy follows
+	// edits of the ClusterConfig; before its first run, what the gate found
+	// stands.
+	config := func(st vigil.Store) (map[string]any, error) {
+		spec, found, err := store.GetJSON[map[string]any](st, keyClusterConfig)
+		if err != nil || !found {
+			return initial()
+		}
+		return spec, nil
+	}
 	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("label-cluster").
 		Mutate(func(_ context.Context, r *vigil.Request[*corev1.Pod]) error {
-			// The Reconcile's copy follows edits of the ClusterConfig; before
-			// its first run, what the gate found stands.
-			spec, found, err := store.GetJSON[map[string]any](r.Store, keyClusterConfig)
-			if err != nil || !found {
-				if spec, err = initial(); err != nil {
-					return err
-				}
+			spec, err := config(r.Store)
+			if err != nil {
+				return err
 			}
 			r.SetLabel(ClusterLabel, clusterName(spec))
 			return nil
@@ -189,12 +204,18 @@ func newModule(s settings) *vigil.Module {
 			if err != nil {
 				return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
 			}
-			if ex := matchExemption(list, r.Namespace, name, PolicyPrivileged); ex != "" {
+			// Only the exemptions namespace counts unless the stored config
+			// allows all; a config that cannot be read allows nothing more.
+			from, where := s.exemptionsNamespace, fmt.Sprintf(" in namespace %q", s.exemptionsNamespace)
+			if spec, err := config(r.Store); err == nil && allowAllNsExemptions(spec) {
+				from, where = "", ""
+			}
+			if ex := matchExemption(list, from, r.Namespace, name, PolicyPrivileged); ex != "" {
 				return admission.Allow().WithWarnings(fmt.Sprintf("privileged container %q admitted under Exemption %s", container, ex))
 			}
 			return admission.Deny(fmt.Sprintf(
-				"Pod %s/%s: container %q is privileged, which policy %s denies. Drop securityContext.privileged, or add an Exemption (uds.dev/v1alpha1) whose matcher names namespace %q and this pod's name, with policy %s",
-				r.Namespace, name, container, PolicyPrivileged, r.Namespace, PolicyPrivileged))
+				"Pod %s/%s: container %q is privileged, which policy %s denies. Drop securityContext.privileged, or add an Exemption (uds.dev/v1alpha1)%s whose matcher names namespace %q and this pod's name, with policy %s",
+				r.Namespace, name, container, PolicyPrivileged, where, r.Namespace, PolicyPrivileged))
 		})
 
 	// The ClusterConfig's status says the module has taken it in, and admission
@@ -307,10 +328,21 @@ func privileged(pod *corev1.Pod) string {
 	return ""
 }
 
+// allowAllNsExemptions reports whether the ClusterConfig spec honours
+// Exemptions from every namespace (policy.allowAllNsExemptions: true).
+func allowAllNsExemptions(spec map[string]any) bool {
+	all, _, _ := unstructured.NestedBool(spec, "policy", "allowAllNsExemptions")
+	return all
+}
+
 // matchExemption returns the Exemption (namespace/name) one of whose entries
-// exempts the pod from the policy, or "".
-func matchExemption(exemptions []*unstructured.Unstructured, namespace, pod, policy string) string {
+// exempts the pod from the policy, or "". Only Exemptions in namespace from
+// count; all do when from is "".
+func matchExemption(exemptions []*unstructured.Unstructured, from, namespace, pod, policy string) string {
 	for _, ex := range exemptions {
+		if from != "" && ex.GetNamespace() != from {
+			continue
+		}
 		entries, _, _ := unstructured.NestedSlice(ex.Object, "spec", "exemptions")
 		for _, e := range entries {
 			entry, ok := e.(map[string]any)

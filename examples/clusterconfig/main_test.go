@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,18 +58,22 @@ func pod(ns, name string, privileged bool) *corev1.Pod {
 // phases in order — the ClusterConfig never comes in time, so phase 1 ends
 // with the mounted defaults — then admission and the watcher. Admission uses
 // what the gates found, consults Exemptions live, and follows the
-// ClusterConfig once the watcher's Reconcile has taken it in.
+// ClusterConfig once the watcher's Reconcile has taken it in. Exemptions count
+// only from the exemptions namespace until the ClusterConfig allows all
+// namespaces (policy.allowAllNsExemptions).
 func TestModuleRolesAsInAPod(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	bin := vigiltest.BuildModule(t, ".")
 	ns := env.Namespace(t)
 	apps := env.Namespace(t)
+	exemptionNS := env.Namespace(t) // the module's exemptions namespace
 	kc := env.KubeConfigFile(t)
 	handoff := filepath.Join(dir, "handoff")
 	envv := []string{
 		"KUBECONFIG=" + kc, "VIGIL_HANDOFF_DIR=" + handoff, "CLUSTERCONFIG_NAMESPACE=" + ns,
 		"CLUSTERCONFIG_DEFAULTS=" + filepath.Join(".", "defaults.yaml"), "CLUSTERCONFIG_TIMEOUT=1s",
+		"CLUSTERCONFIG_EXEMPTIONS_NAMESPACE=" + exemptionNS,
 	}
 	gateArgs := func(phase string) []string {
 		return []string{"gate", "--phase", phase, "--progress-interval", "200ms"}
@@ -114,7 +119,6 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	}
 
 	// Phase 2 loads the Exemptions that exist.
-	exemptionNS := env.Namespace(t)
 	existing := readYAML(t, "exemption.yaml")
 	existing.SetNamespace(exemptionNS)
 	if err := env.Client.Create(ctx, existing); err != nil {
@@ -152,6 +156,19 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 		t.Fatalf("privileged pod: got %v, want it denied by DisallowPrivileged", err)
 	}
 
+	// An Exemption outside the exemptions namespace — in the pod's own
+	// namespace, where its owner may write one — exempts nothing.
+	own := readYAML(t, "exemption.yaml")
+	own.SetNamespace(apps)
+	own.SetName("own")
+	_ = unstructured.SetNestedSlice(own.Object, []any{map[string]any{
+		"matcher":  map[string]any{"namespace": apps, "name": "^own-"},
+		"policies": []any{PolicyPrivileged},
+	}}, "spec", "exemptions")
+	if err := env.Client.Create(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+
 	// A new Exemption applies to the next request, without a restart.
 	debug := readYAML(t, "exemption.yaml")
 	debug.SetNamespace(exemptionNS)
@@ -169,6 +186,11 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("privileged pod after its Exemption: %v", err)
+	}
+	// The module has seen "own" too (created before "debug"), and ignores it.
+	err = env.Client.Create(ctx, pod(apps, "own-shell", true))
+	if want := `add an Exemption (uds.dev/v1alpha1) in namespace "` + exemptionNS + `"`; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("privileged pod exempted only from its own namespace: got %v, want it denied, pointing at the exemptions namespace (%s)", err, want)
 	}
 
 	// The watcher takes the ClusterConfig in: status, then admission follows.
@@ -200,6 +222,21 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	if err != nil {
 		t.Fatalf("admission did not follow the ClusterConfig's cluster name: %v", err)
 	}
+	if err := env.Client.Create(ctx, pod(apps, "own-shell", true)); !apierrors.IsForbidden(err) {
+		t.Fatalf("privileged pod exempted from its own namespace, before the ClusterConfig allows all: %v, want it denied", err)
+	}
+
+	// The ClusterConfig allows Exemptions from all namespaces: "own" counts.
+	if err := env.Client.Patch(ctx, cc, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"policy":{"allowAllNsExemptions":true}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Create(ctx, pod(apps, "own-shell", true))
+		return err == nil, ignoreForbidden(err)
+	})
+	if err != nil {
+		t.Fatalf("privileged pod under an Exemption in its own namespace, once the ClusterConfig allows all namespaces: %v", err)
+	}
 }
 
 func ignoreForbidden(err error) error {
@@ -207,6 +244,44 @@ func ignoreForbidden(err error) error {
 		return nil
 	}
 	return err
+}
+
+// Exemptions count only from the exemptions namespace, unless the config
+// allows all namespaces.
+func TestExemptionsOnlyFromTheirNamespace(t *testing.T) {
+	ex := func(ns, name string) *unstructured.Unstructured {
+		u := readYAML(t, "exemption.yaml")
+		u.SetNamespace(ns)
+		u.SetName(name)
+		return u
+	}
+	list := []*unstructured.Unstructured{ex("monitoring", "self-made"), ex("uds-policy-exemptions", "node-exporter")}
+	if got := matchExemption(list[:1], "uds-policy-exemptions", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "" {
+		t.Errorf("an Exemption in the pod's own namespace matched: %s", got)
+	}
+	if got := matchExemption(list, "uds-policy-exemptions", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "uds-policy-exemptions/node-exporter" {
+		t.Errorf("match = %q, want the one in the exemptions namespace", got)
+	}
+	if got := matchExemption(list[:1], "", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "monitoring/self-made" {
+		t.Errorf("all namespaces allowed: match = %q, want monitoring/self-made", got)
+	}
+	s := settings{defaultsPath: "defaults.yaml"}
+	spec, err := s.effective(readYAML(t, "clusterconfig.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allowAllNsExemptions(spec) {
+		t.Error("the defaults allow Exemptions from all namespaces; want only the exemptions namespace")
+	}
+	cc := readYAML(t, "clusterconfig.yaml")
+	_ = unstructured.SetNestedField(cc.Object, true, "spec", "policy", "allowAllNsExemptions")
+	if spec, err = s.effective(cc); err != nil || !allowAllNsExemptions(spec) {
+		t.Errorf("a ClusterConfig with allowAllNsExemptions: true: %v, %v; want all namespaces allowed", spec, err)
+	}
+	t.Setenv("CLUSTERCONFIG_EXEMPTIONS_NAMESPACE", "")
+	if got, _ := settingsFromEnv(); got.exemptionsNamespace != "uds-policy-exemptions" {
+		t.Errorf("exemptions namespace %q by default, want uds-policy-exemptions", got.exemptionsNamespace)
+	}
 }
 
 // The defaults merge under what the ClusterConfig sets.
