@@ -78,6 +78,14 @@ func matches(b *spec.Binding, req *admissionv1.AdmissionRequest, meta func() spe
 	if req.Kind.Group != b.GVK.Group || req.Kind.Kind != b.GVK.Kind || req.Kind.Version != b.GVK.Version {
 		return false
 	}
+	// A subresource's requests are the subresource's alone: a Pod binding
+	// does not see pods/ephemeralcontainers unless it asked for them.
+	if req.SubResource != b.Subresource {
+		return false
+	}
+	if !b.Parent.Empty() && (req.Resource.Group != b.Parent.Group || req.Resource.Resource+"/"+req.SubResource != b.Resource()) {
+		return false
+	}
 	if len(b.Operations) > 0 && !slices.Contains(b.Operations, req.Operation) {
 		return false
 	}
