@@ -350,7 +350,9 @@ func TestSubresourceRequestsReachTheirBindingsOnly(t *testing.T) {
 	debug := admit.ValidateBinding(gvk, &corev1.Pod{}, deny("debug"))
 	debug.Subresource = "ephemeralcontainers"
 	scale := admit.ValidateBinding(autoscalingv1.SchemeGroupVersion.WithKind("Scale"), &autoscalingv1.Scale{},
-		func(context.Context, *admission.Request[*autoscalingv1.Scale]) admission.Verdict { return admission.Deny("scale") })
+		func(context.Context, *admission.Request[*autoscalingv1.Scale]) admission.Verdict {
+			return admission.Deny("scale")
+		})
 	scale.Parent, scale.Subresource = appsv1.SchemeGroupVersion.WithKind("Deployment"), "scale"
 	h, _ := handler(admission.Fail, time.Second, plain, debug, scale)
 

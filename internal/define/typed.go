@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/gate"
-	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/store"
 )
 
 // Convert turns an unstructured object into a fresh T, by way of JSON: the
