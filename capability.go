@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,6 +81,10 @@ type WhenBuilder[T client.Object] struct {
 	filters []spec.Filter
 	name    string
 	site    string
+	// parent and subresource name a subresource's requests: see Subresource
+	// and WhenScaled.
+	parent      schema.GroupVersionKind
+	subresource string
 
 	// What a watch could select on the server: see watcher.Agree.
 	inNamespaces []string
@@ -95,6 +100,36 @@ func When[T client.Object](c *Capability, proto T) *WhenBuilder[T] {
 		c.m.recordf(1, "When: %v", err)
 	}
 	b.gvk = gvk
+	return b
+}
+
+// WhenScaled starts a binding to the scale requests of parent's resource —
+// `kubectl scale`, an autoscaler — which carry an autoscaling/v1 Scale, not
+// the parent: WhenScaled(c, &appsv1.Deployment{}).IsUpdated().Validate(...)
+// judges deployments/scale. Bind the parent itself with When as well, or its
+// replicas change around the Validate through plain updates.
+func WhenScaled(c *Capability, parent client.Object) *WhenBuilder[*autoscalingv1.Scale] {
+	b := &WhenBuilder[*autoscalingv1.Scale]{c: c, proto: &autoscalingv1.Scale{}, site: callSite(1), subresource: "scale"}
+	var err error
+	if b.gvk, err = scheme.GVKOf(c.m.d.Scheme, b.proto); err != nil {
+		c.m.recordf(1, "WhenScaled: %v", err)
+	}
+	if b.parent, err = scheme.GVKOf(c.m.d.Scheme, parent); err != nil {
+		c.m.recordf(1, "WhenScaled: %v", err)
+	}
+	return b
+}
+
+// Subresource binds to the requests for a subresource of T's resource whose
+// requests carry T itself, such as "ephemeralcontainers" of Pods (kubectl
+// debug) or "status". A binding without it sees the resource's own requests
+// only. For "scale", use WhenScaled.
+func (b *WhenBuilder[T]) Subresource(name string) *WhenBuilder[T] {
+	if name == "" || name == "scale" || strings.Contains(name, "/") {
+		b.c.m.recordf(1, "Subresource(%q): expected a subresource whose requests carry %s, such as \"ephemeralcontainers\" or \"status\"; for scale use WhenScaled", name, b.gvk.Kind)
+		return b
+	}
+	b.subresource = name
 	return b
 }
 
@@ -222,6 +257,7 @@ func (b *WhenBuilder[T]) add(binding spec.Binding, action string) {
 	binding.Namespaces = b.c.namespaces
 	binding.FailClosed = b.c.failClosed
 	binding.Filters = b.filters
+	binding.Parent, binding.Subresource = b.parent, b.subresource
 	binding.Name = b.name
 	binding.Site = b.site
 	m.d.AddBinding(binding)

@@ -109,24 +109,7 @@ func WaitFor[T client.Object](m *Module, proto T) *GateBuilder[T] {
 		m.recordf(1, "WaitFor: %v", err)
 	}
 	g.Wait.GVK = gvk
-	g.Finish = func(ctx context.Context, objs []*unstructured.Unstructured, s Store) (any, error) {
-		var obj T
-		if len(objs) > 0 {
-			var err error
-			if obj, err = define.Convert(proto, objs[0]); err != nil {
-				return nil, gate.Permanent(err)
-			}
-		}
-		if b.then != nil {
-			if err := b.then(ctx, obj, s); err != nil {
-				return nil, err
-			}
-		}
-		if len(objs) == 0 {
-			return nil, nil
-		}
-		return obj, nil
-	}
+	g.Finish = define.FinishOne(proto, &b.then)
 	m.d.AddGate(g, callSite(1))
 	return b
 }
@@ -161,18 +144,7 @@ func (b *GateBuilder[T]) WithField(key, value string) *GateBuilder[T] {
 // OnTimeout finishes the gate with fn's object when the timeout expires: the
 // callback runs with it and it is handed off like a found one.
 func (b *GateBuilder[T]) OnTimeout(fn func(ctx context.Context) (T, error)) *GateBuilder[T] {
-	b.g.Fallback = func(ctx context.Context, s Store) (any, error) {
-		obj, err := fn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if b.then != nil {
-			if err := b.then(ctx, obj, s); err != nil {
-				return nil, err
-			}
-		}
-		return obj, nil
-	}
+	b.g.Fallback = define.Fallback(fn, &b.then)
 	return b
 }
 
@@ -240,18 +212,7 @@ func (b *GateBuilder[T]) set(mode waitfor.Mode, n int) *SetGateBuilder[T] {
 	b.g.Wait.Mode, b.g.Wait.N = mode, n
 	s := &SetGateBuilder[T]{proto: b.proto}
 	s.gateOptions = gateOptions[*SetGateBuilder[T]]{self: s, m: b.m, g: b.g}
-	b.g.Finish = func(ctx context.Context, objs []*unstructured.Unstructured, st Store) (any, error) {
-		list, err := define.ConvertAll(b.proto, objs)
-		if err != nil {
-			return nil, err
-		}
-		if s.then != nil {
-			if err := s.then(ctx, list, st); err != nil {
-				return nil, err
-			}
-		}
-		return list, nil
-	}
+	b.g.Finish = define.FinishAll(b.proto, &s.then)
 	return s
 }
 
@@ -266,18 +227,7 @@ type SetGateBuilder[T client.Object] struct {
 
 // OnTimeout finishes the gate with fn's objects when the timeout expires.
 func (b *SetGateBuilder[T]) OnTimeout(fn func(ctx context.Context) ([]T, error)) *SetGateBuilder[T] {
-	b.g.Fallback = func(ctx context.Context, s Store) (any, error) {
-		objs, err := fn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if b.then != nil {
-			if err := b.then(ctx, objs, s); err != nil {
-				return nil, err
-			}
-		}
-		return objs, nil
-	}
+	b.g.Fallback = define.Fallback(fn, &b.then)
 	return b
 }
 

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/cmdutil"
@@ -298,5 +299,23 @@ func TestGateInOneNamespace(t *testing.T) {
 	err := m.Validate()
 	if err == nil || !strings.Contains(err.Error(), "gates_test.go:") || !strings.Contains(err.Error(), "declare one gate per namespace") {
 		t.Fatalf("Validate() = %v, want the two namespaces refused at their call site", err)
+	}
+}
+
+// Subresources bind admission only, and scale goes through WhenScaled.
+func TestSubresourceMistakes(t *testing.T) {
+	m := vigil.NewModule("mod", vigil.Options{})
+	vigil.When(m.Capability("a"), &corev1.Pod{}).Subresource("scale").IsUpdated().
+		Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
+	vigil.When(m.Capability("b"), &corev1.Pod{}).Subresource("ephemeralcontainers").
+		Reconcile(func(context.Context, *corev1.Pod) error { return nil })
+	err := m.Validate()
+	for _, want := range []string{`Subresource("scale"): expected a subresource whose requests carry Pod`, "for scale use WhenScaled", "watches see objects, not subresource requests"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to contain %q", err, want)
+		}
+	}
+	if err != nil && !strings.Contains(err.Error(), "gates_test.go:") {
+		t.Errorf("Validate() = %v, want the call sites", err)
 	}
 }

@@ -2,9 +2,6 @@ package vigil
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -57,18 +54,5 @@ func GateResult[T any](m *Module, name string) (result T, found bool, err error)
 	if dir == "" {
 		dir = DefaultHandoffDir
 	}
-	h, err := gaterun.ReadHandoff(dir, name)
-	if errors.Is(err, os.ErrNotExist) {
-		return result, false, nil
-	}
-	if err != nil {
-		return result, false, err
-	}
-	if len(h.Result) == 0 {
-		return result, false, nil
-	}
-	if err := json.Unmarshal(h.Result, &result); err != nil {
-		return result, false, fmt.Errorf("gate %s handed over %s, which does not decode as %T: %w", name, h.Result, result, err)
-	}
-	return result, true, nil
+	return gaterun.Result[T](dir, name)
 }

@@ -43,7 +43,10 @@ func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Int
 		if err != nil {
 			return nil, err
 		}
-		return v, b.runThen(ctx, v, s)
+		if b.then != nil {
+			err = b.then(ctx, v, s)
+		}
+		return v, err
 	}
 	m.d.AddGate(g, callSite(1))
 	return b
@@ -76,19 +79,6 @@ func (b *SampleBuilder[S]) SampleTimeout(d time.Duration) *SampleBuilder[S] {
 
 // OnTimeout finishes the gate with fn's sample when the timeout expires.
 func (b *SampleBuilder[S]) OnTimeout(fn func(ctx context.Context) (S, error)) *SampleBuilder[S] {
-	b.g.Fallback = func(ctx context.Context, s Store) (any, error) {
-		v, err := fn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return v, b.runThen(ctx, v, s)
-	}
+	b.g.Fallback = define.Fallback(fn, &b.then)
 	return b
-}
-
-func (b *SampleBuilder[S]) runThen(ctx context.Context, v S, s Store) error {
-	if b.then == nil {
-		return nil
-	}
-	return b.then(ctx, v, s)
 }

@@ -80,6 +80,9 @@ func (b *WhenBuilder[T]) addWatch(role spec.WatchRole, set func(*spec.Watch)) {
 		},
 	}
 	wb.Events = define.EventsOf(b.ops)
+	if b.subresource != "" {
+		m.recordf(2, "When(%s).%s on a subresource: watches see objects, not subresource requests; bind the subresource with Mutate or Validate", b.gvk.Kind, role)
+	}
 	if role == spec.RoleFinalize && len(b.ops) > 0 {
 		m.recordf(2, "When(%s).Finalize: IsCreated, IsUpdated and IsDeleted do not apply: a Finalize sees every object that matches its filters", b.gvk.Kind)
 	}

@@ -46,7 +46,9 @@ func audit(ctx context.Context, cfg *rest.Config, log logr.Logger, m *spec.Modul
 	}
 	kinds := map[schema.GroupVersionKind][]string{}
 	for _, b := range m.Bindings {
-		if b.Action == spec.Validate && !b.FailClosed {
+		// A subresource's object (a Scale) is no object to list: its parent
+		// is audited by the parent's own bindings.
+		if b.Action == spec.Validate && !b.FailClosed && b.Subresource == "" {
 			if _, seen := kinds[b.GVK]; !seen || len(b.Namespaces) == 0 {
 				kinds[b.GVK] = b.Namespaces
 			}

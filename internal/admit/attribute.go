@@ -66,8 +66,7 @@ func (h *Handler) attribute(path string, req *admissionv1.AdmissionRequest) attr
 
 func (h *Handler) attributeTo(action spec.Action, bindings []*spec.Binding, req *admissionv1.AdmissionRequest) attribution {
 	for _, b := range bindings {
-		if req.Kind.Group == b.GVK.Group && req.Kind.Version == b.GVK.Version && req.Kind.Kind == b.GVK.Kind &&
-			(len(b.Operations) == 0 || slices.Contains(b.Operations, req.Operation)) {
+		if serves(b, req) {
 			return attribution{action: action}
 		}
 	}

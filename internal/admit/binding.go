@@ -73,12 +73,27 @@ func newOf[T client.Object](proto T) func() client.Object {
 	return func() client.Object { return reflect.New(t).Interface().(client.Object) }
 }
 
-// matches reports whether the binding runs for this request.
-func matches(b *spec.Binding, req *admissionv1.AdmissionRequest, meta func() spec.Meta) bool {
+// serves reports whether the request is of what the binding is for: its
+// kind, resource or subresource, and operations. Filters and namespaces
+// aside, this is what its webhook's rules send it.
+func serves(b *spec.Binding, req *admissionv1.AdmissionRequest) bool {
 	if req.Kind.Group != b.GVK.Group || req.Kind.Kind != b.GVK.Kind || req.Kind.Version != b.GVK.Version {
 		return false
 	}
-	if len(b.Operations) > 0 && !slices.Contains(b.Operations, req.Operation) {
+	// A subresource's requests are the subresource's alone: a Pod binding
+	// does not see pods/ephemeralcontainers unless it asked for them.
+	if req.SubResource != b.Subresource {
+		return false
+	}
+	if !b.Parent.Empty() && (req.Resource.Group != b.Parent.Group || req.Resource.Resource+"/"+req.SubResource != b.Resource()) {
+		return false
+	}
+	return len(b.Operations) == 0 || slices.Contains(b.Operations, req.Operation)
+}
+
+// matches reports whether the binding runs for this request.
+func matches(b *spec.Binding, req *admissionv1.AdmissionRequest, meta func() spec.Meta) bool {
+	if !serves(b, req) {
 		return false
 	}
 	if len(b.Namespaces) > 0 && !slices.Contains(b.Namespaces, req.Namespace) {

@@ -15,6 +15,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -523,3 +525,54 @@ func FuzzDecodeReview(f *testing.F) {
 }
 
 func mustRe(expr string) *regexp.Regexp { return regexp.MustCompile(expr) }
+
+// A binding sees the requests of its own resource or subresource only: a Pod
+// binding does not judge pods/ephemeralcontainers unless it asked for it, and
+// a Scale binding of Deployments does not judge statefulsets/scale.
+func TestSubresourceRequestsReachTheirBindingsOnly(t *testing.T) {
+	deny := func(msg string) func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
+		return func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict { return admission.Deny(msg) }
+	}
+	plain := admit.ValidateBinding(gvk, &corev1.Pod{}, deny("plain"))
+	debug := admit.ValidateBinding(gvk, &corev1.Pod{}, deny("debug"))
+	debug.Subresource = "ephemeralcontainers"
+	scale := admit.ValidateBinding(autoscalingv1.SchemeGroupVersion.WithKind("Scale"), &autoscalingv1.Scale{},
+		func(context.Context, *admission.Request[*autoscalingv1.Scale]) admission.Verdict {
+			return admission.Deny("scale")
+		})
+	scale.Parent, scale.Subresource = appsv1.SchemeGroupVersion.WithKind("Deployment"), "scale"
+	h, _ := handler(admission.Fail, time.Second, plain, debug, scale)
+
+	ask := func(kind metav1.GroupVersionKind, resource metav1.GroupVersionResource, sub string, obj any) string {
+		t.Helper()
+		raw, _ := json.Marshal(obj)
+		body, _ := json.Marshal(&admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request: &admissionv1.AdmissionRequest{UID: "uid-1", Kind: kind, Resource: resource, SubResource: sub,
+				Operation: admissionv1.Update, Namespace: "apps", Name: "web", Object: runtime.RawExtension{Raw: raw}},
+		})
+		_, resp := post(t, h, admit.ValidatePath("mod"), "application/json", body)
+		if resp.Allowed {
+			return "allowed"
+		}
+		return resp.Result.Message
+	}
+	pods := metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
+	if got := ask(podGVK, pods, "", pod(nil)); got != "plain" {
+		t.Errorf("pods: %q, want only the plain binding to judge it", got)
+	}
+	if got := ask(podGVK, pods, "ephemeralcontainers", pod(nil)); got != "debug" {
+		t.Errorf("pods/ephemeralcontainers: %q, want only the ephemeralcontainers binding to judge it", got)
+	}
+	if got := ask(podGVK, pods, "status", pod(nil)); !strings.Contains(got, "has no binding") {
+		t.Errorf("pods/status: %q, want no binding to judge it, and the failure policy to answer", got)
+	}
+	scaleKind := metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+	s := &autoscalingv1.Scale{TypeMeta: metav1.TypeMeta{APIVersion: "autoscaling/v1", Kind: "Scale"}, Spec: autoscalingv1.ScaleSpec{Replicas: 9}}
+	if got := ask(scaleKind, metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "scale", s); got != "scale" {
+		t.Errorf("deployments/scale: %q, want the Scale binding to judge it", got)
+	}
+	if got := ask(scaleKind, metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, "scale", s); !strings.Contains(got, "has no binding") {
+		t.Errorf("statefulsets/scale: %q, want the Deployment's Scale binding to leave it, and the failure policy to answer", got)
+	}
+}

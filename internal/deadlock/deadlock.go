@@ -50,7 +50,9 @@ func Of(m *spec.Module) Module {
 		out.Gates = append(out.Gates, dg)
 	}
 	for _, b := range m.Bindings {
-		if !b.FailClosed {
+		// A subresource's webhook (pods/ephemeralcontainers,
+		// deployments/scale) never stands in the way of creating an object.
+		if !b.FailClosed || b.Subresource != "" {
 			continue
 		}
 		w := Webhook{Name: b.ID(), Group: b.GVK.Group, Kind: b.GVK.Kind, Namespaces: b.Namespaces}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/store"
 )
 
 // Convert turns an unstructured object into a fresh T, by way of JSON: the
@@ -173,4 +174,63 @@ func EventsOf(ops []admissionv1.Operation) []spec.Event {
 		}
 	}
 	return out
+}
+
+// FinishOne is the Finish of a gate on one object: the object converted to T,
+// then the callback *then holds when the gate is done (nil for none), and the
+// object handed off.
+func FinishOne[T client.Object](proto T, then *func(context.Context, T, store.Store) error) func(context.Context, []*unstructured.Unstructured, store.Store) (any, error) {
+	return func(ctx context.Context, objs []*unstructured.Unstructured, s store.Store) (any, error) {
+		var obj T
+		if len(objs) > 0 {
+			var err error
+			if obj, err = Convert(proto, objs[0]); err != nil {
+				return nil, gate.Permanent(err)
+			}
+		}
+		if err := call(ctx, *then, obj, s); err != nil {
+			return nil, err
+		}
+		if len(objs) == 0 {
+			return nil, nil
+		}
+		return obj, nil
+	}
+}
+
+// FinishAll is the Finish of a gate over a set: the objects converted to T,
+// the callback, and the set handed off.
+func FinishAll[T client.Object](proto T, then *func(context.Context, []T, store.Store) error) func(context.Context, []*unstructured.Unstructured, store.Store) (any, error) {
+	return func(ctx context.Context, objs []*unstructured.Unstructured, s store.Store) (any, error) {
+		list, err := ConvertAll(proto, objs)
+		if err != nil {
+			return nil, err
+		}
+		if err := call(ctx, *then, list, s); err != nil {
+			return nil, err
+		}
+		return list, nil
+	}
+}
+
+// Fallback is a gate's OnTimeout: fn's value, run through the callback *then
+// holds when the timeout expires, handed off like a found one.
+func Fallback[V any](fn func(context.Context) (V, error), then *func(context.Context, V, store.Store) error) func(context.Context, store.Store) (any, error) {
+	return func(ctx context.Context, s store.Store) (any, error) {
+		v, err := fn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := call(ctx, *then, v, s); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+}
+
+func call[V any](ctx context.Context, fn func(context.Context, V, store.Store) error, v V, s store.Store) error {
+	if fn == nil {
+		return nil
+	}
+	return fn(ctx, v, s)
 }

@@ -331,6 +331,25 @@ func writeHandoff(dir string, g *spec.Gate, state string, result any) error {
 	return nil
 }
 
+// Result reads what the gate of this name handed over in dir, decoded as
+// T; found is false when the gate has not run in this pod or was skipped.
+func Result[T any](dir, name string) (result T, found bool, err error) {
+	h, err := ReadHandoff(dir, name)
+	if errors.Is(err, os.ErrNotExist) {
+		return result, false, nil
+	}
+	if err != nil {
+		return result, false, err
+	}
+	if len(h.Result) == 0 {
+		return result, false, nil
+	}
+	if err := json.Unmarshal(h.Result, &result); err != nil {
+		return result, false, fmt.Errorf("gate %s handed over %s, which does not decode as %T: %w", name, h.Result, result, err)
+	}
+	return result, true, nil
+}
+
 // ReadHandoff reads the handoff a gate left in dir.
 func ReadHandoff(dir, gateName string) (*Handoff, error) {
 	data, err := os.ReadFile(HandoffPath(dir, gateName))

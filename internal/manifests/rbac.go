@@ -94,7 +94,7 @@ func Rules(m *spec.Module) []spec.Rule {
 		audited := map[schema.GroupVersionKind][]string{}
 		var order []schema.GroupVersionKind
 		for _, b := range m.Bindings {
-			if b.Action != spec.Validate || b.FailClosed {
+			if b.Action != spec.Validate || b.FailClosed || b.Subresource != "" {
 				continue
 			}
 			if _, ok := audited[b.GVK]; !ok {

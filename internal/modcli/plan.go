@@ -169,7 +169,11 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 			for i, op := range b.Operations {
 				ops[i] = string(op)
 			}
-			fmt.Fprintf(out, "    %s %s %s %s (%s)\n", b.Name, b.Action, b.GVK.Kind, strings.Join(ops, ","), b.Site)
+			what := b.GVK.Kind
+			if b.Subresource != "" {
+				what = b.Resource() // kubectl's form: deployments/scale
+			}
+			fmt.Fprintf(out, "    %s %s %s %s (%s)\n", b.Name, b.Action, what, strings.Join(ops, ","), b.Site)
 		}
 	}
 	return nil

@@ -271,14 +271,19 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 			groups[key] = g
 			order = append(order, key)
 		}
-		m, err := r.opts.Mapper.RESTMapping(b.GVK.GroupKind(), b.GVK.Version)
+		kind := b.ResourceKind()
+		m, err := r.opts.Mapper.RESTMapping(kind.GroupKind(), kind.Version)
 		if err != nil {
-			return nil, fmt.Errorf("register binding %s: resource of %s: %w", b.ID(), b.GVK, err)
+			return nil, fmt.Errorf("register binding %s: resource of %s: %w", b.ID(), kind, err)
+		}
+		res := m.Resource
+		if b.Subresource != "" {
+			res.Resource += "/" + b.Subresource
 		}
 		for _, op := range b.Operations {
-			ops := g.rules[m.Resource]
+			ops := g.rules[res]
 			if !slices.Contains(ops, admissionregistrationv1.OperationType(op)) {
-				g.rules[m.Resource] = append(ops, admissionregistrationv1.OperationType(op))
+				g.rules[res] = append(ops, admissionregistrationv1.OperationType(op))
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,6 +68,13 @@ type Binding struct {
 	// Namespaces the capability is limited to; empty for all.
 	Namespaces []string `json:"namespaces,omitempty"`
 	Filters    []Filter `json:"filters,omitempty"`
+	// Parent is the kind whose resource the binding's requests are for,
+	// when that is not GVK: a Scale's Deployment. Zero for GVK itself.
+	Parent schema.GroupVersionKind `json:"parent,omitempty"`
+	// Subresource the binding's requests are for, such as
+	// "ephemeralcontainers" of pods or "scale" of deployments; empty for the
+	// resource itself.
+	Subresource string `json:"subresource,omitempty"`
 	// FailClosed bindings are served by static webhooks with failurePolicy
 	// Fail from install on, instead of being registered when ready.
 	FailClosed bool   `json:"failClosed"`
@@ -84,3 +92,23 @@ type Binding struct {
 
 // ID names the binding in logs and metrics: capability/name.
 func (b *Binding) ID() string { return b.Capability + "/" + b.Name }
+
+// ResourceKind is the kind whose resource the binding's requests are for:
+// Parent when set, else GVK.
+func (b *Binding) ResourceKind() schema.GroupVersionKind {
+	if !b.Parent.Empty() {
+		return b.Parent
+	}
+	return b.GVK
+}
+
+// Resource names what the binding admits as kubectl does: "pods", or
+// "deployments/scale" for a subresource (the plural is guessed from the
+// kind, as RBAC names it).
+func (b *Binding) Resource() string {
+	gvr, _ := meta.UnsafeGuessKindToResource(b.ResourceKind())
+	if b.Subresource != "" {
+		return gvr.Resource + "/" + b.Subresource
+	}
+	return gvr.Resource
+}
