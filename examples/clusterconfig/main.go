@@ -181,7 +181,9 @@ func newModule(s settings) *vigil.Module {
 		}
 		return spec, nil
 	}
-	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("label-cluster").
+	// On UPDATE too, so that a label stripped with `kubectl label pod x
+	// uds.dev/cluster-` comes back.
+	vigil.When(policies, &corev1.Pod{}).IsCreatedOrUpdated().Named("label-cluster").
 		Mutate(func(_ context.Context, r *vigil.Request[*corev1.Pod]) error {
 			spec, err := config(r.Store)
 			if err != nil {
@@ -190,33 +192,38 @@ func newModule(s settings) *vigil.Module {
 			r.SetLabel(ClusterLabel, clusterName(spec))
 			return nil
 		})
-	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("disallow-privileged").
-		Validate(func(ctx context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
-			container := privileged(r.Object)
-			if container == "" {
-				return admission.Allow()
-			}
-			name := r.Object.Name
-			if name == "" {
-				name = r.Object.GenerateName
-			}
-			list, err := exemptions.List(ctx)
-			if err != nil {
-				return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
-			}
-			// Only the exemptions namespace counts unless the stored config
-			// allows all; a config that cannot be read allows nothing more.
-			from, where := s.exemptionsNamespace, fmt.Sprintf(" in namespace %q", s.exemptionsNamespace)
-			if spec, err := config(r.Store); err == nil && allowAllNsExemptions(spec) {
-				from, where = "", ""
-			}
-			if ex := matchExemption(list, from, r.Namespace, name, PolicyPrivileged); ex != "" {
-				return admission.Allow().WithWarnings(fmt.Sprintf("privileged container %q admitted under Exemption %s", container, ex))
-			}
-			return admission.Deny(fmt.Sprintf(
-				"Pod %s/%s: container %q is privileged, which policy %s denies. Drop securityContext.privileged, or add an Exemption (uds.dev/v1alpha1)%s whose matcher names namespace %q and this pod's name, with policy %s",
-				r.Namespace, name, container, PolicyPrivileged, where, r.Namespace, PolicyPrivileged))
-		})
+	// A Pod's containers cannot change once it exists, but ephemeral
+	// containers are added later through pods/ephemeralcontainers (kubectl
+	// debug): the same policy judges both paths.
+	disallowPrivileged := func(ctx context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+		container := privileged(r.Object)
+		if container == "" {
+			return admission.Allow()
+		}
+		name := r.Object.Name
+		if name == "" {
+			name = r.Object.GenerateName
+		}
+		list, err := exemptions.List(ctx)
+		if err != nil {
+			return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
+		}
+		// Only the exemptions namespace counts unless the stored config
+		// allows all; a config that cannot be read allows nothing more.
+		from, where := s.exemptionsNamespace, fmt.Sprintf(" in namespace %q", s.exemptionsNamespace)
+		if spec, err := config(r.Store); err == nil && allowAllNsExemptions(spec) {
+			from, where = "", ""
+		}
+		if ex := matchExemption(list, from, r.Namespace, name, PolicyPrivileged); ex != "" {
+			return admission.Allow().WithWarnings(fmt.Sprintf("privileged container %q admitted under Exemption %s", container, ex))
+		}
+		return admission.Deny(fmt.Sprintf(
+			"Pod %s/%s: container %q is privileged, which policy %s denies. Drop securityContext.privileged, or add an Exemption (uds.dev/v1alpha1)%s whose matcher names namespace %q and this pod's name, with policy %s",
+			r.Namespace, name, container, PolicyPrivileged, where, r.Namespace, PolicyPrivileged))
+	}
+	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("disallow-privileged").Validate(disallowPrivileged)
+	vigil.When(policies, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named("disallow-privileged-debug").
+		Validate(disallowPrivileged)
 
 	// The ClusterConfig's status says the module has taken it in, and admission
 	// learns of edits through the Store. Patching the status is the one call

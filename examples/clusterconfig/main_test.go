@@ -156,6 +156,29 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 		t.Fatalf("privileged pod: got %v, want it denied by DisallowPrivileged", err)
 	}
 
+	// Every path to the Pod is covered: a stripped label comes back on the
+	// UPDATE, and `kubectl debug` cannot add a privileged ephemeral container.
+	stripped := web.DeepCopy()
+	delete(stripped.Labels, ClusterLabel)
+	if err := env.Client.Update(ctx, stripped); err != nil {
+		t.Fatalf("strip the label: %v", err)
+	}
+	if got := stripped.Labels[ClusterLabel]; got != "unnamed-cluster" {
+		t.Errorf("after stripping it, pod label %s = %q, want it back", ClusterLabel, got)
+	}
+	debugged := stripped.DeepCopy()
+	debugged.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: "debugger", Image: "busybox", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+	}}}
+	err = env.Client.SubResource("ephemeralcontainers").Update(ctx, debugged)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `container "debugger" is privileged, which policy DisallowPrivileged denies`) {
+		t.Fatalf("a privileged ephemeral container: got %v, want it denied by DisallowPrivileged", err)
+	}
+	debugged.Spec.EphemeralContainers[0].SecurityContext = nil
+	if err := env.Client.SubResource("ephemeralcontainers").Update(ctx, debugged); err != nil {
+		t.Fatalf("an ordinary ephemeral container: %v", err)
+	}
+
 	// An Exemption outside the exemptions namespace — in the pod's own
 	// namespace, where its owner may write one — exempts nothing.
 	own := readYAML(t, "exemption.yaml")
