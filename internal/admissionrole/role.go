@@ -157,8 +157,12 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		if err != nil {
 			return nil, fmt.Errorf("admission's listers: %w", err)
 		}
+		barriers, err := watcher.Barriers(cfg, m.Scheme, c, m.Listers)
+		if err != nil {
+			return nil, fmt.Errorf("admission's listers: %w", err)
+		}
 		if m.Hooks.UseCache != nil {
-			m.Hooks.UseCache(c)
+			m.Hooks.UseCache(c, barriers)
 		}
 		listersSynced = synced
 	}
@@ -191,6 +195,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		Metrics:       r.metrics,
 		Log:           log,
 		Store:         scope,
+		Recheck:       len(m.Listers) > 0,
 	})
 	var gateNames []string
 	for _, g := range m.Gates() {

@@ -13,6 +13,8 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	audit    prometheus.Counter
+	rechecks *prometheus.CounterVec
+	fresh    prometheus.Histogram
 }
 
 // NewMetrics registers the admission metrics with reg.
@@ -37,7 +39,18 @@ func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
 		Help:        "Existing objects that the validations deny, found by the audit after registration: what passed while the webhooks were not registered.",
 		ConstLabels: constLabels,
 	})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.audit} {
+	m.rechecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "vigil", Subsystem: "admission", Name: "rechecks_total",
+		Help:        "Decisions made again once the listers a binding read had caught up with the API server (a denial, or an allow after a lister read found an object), by outcome: same, changed, or failed (the failure policy answered).",
+		ConstLabels: constLabels,
+	}, []string{"capability", "binding", "outcome"})
+	m.fresh = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "vigil", Subsystem: "admission", Name: "freshness_wait_seconds",
+		Help:        "Time a recheck waited for the listers it read to catch up with the API server.",
+		ConstLabels: constLabels,
+		Buckets:     []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+	})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.audit, m.rechecks, m.fresh} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -49,6 +62,11 @@ func (m *Metrics) observe(b *spec.Binding, verdict string, d time.Duration) {
 	values := []string{b.Capability, b.Name, b.Action.String(), verdict}
 	m.requests.WithLabelValues(values...).Inc()
 	m.duration.WithLabelValues(values...).Observe(d.Seconds())
+}
+
+func (m *Metrics) recheck(b *spec.Binding, outcome string, wait time.Duration) {
+	m.rechecks.WithLabelValues(b.Capability, b.Name, outcome).Inc()
+	m.fresh.Observe(wait.Seconds())
 }
 
 // AuditViolation counts one object the audit found in violation.
