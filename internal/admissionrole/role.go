@@ -157,7 +157,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		if err != nil {
 			return nil, fmt.Errorf("admission's listers: %w", err)
 		}
-		barriers, err := watcher.Barriers(cfg, m.Scheme, c, m.Listers)
+		barriers, err := watcher.Barriers(cfg, m.Scheme, c, m.Listers, bindingTimeout(m))
 		if err != nil {
 			return nil, fmt.Errorf("admission's listers: %w", err)
 		}
@@ -191,7 +191,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 			return callctx.With(ctx, calls, s)
 		},
 		FailurePolicy: m.FailurePolicy,
-		Timeout:       time.Duration(m.TimeoutSeconds)*time.Second - 2*time.Second,
+		Timeout:       bindingTimeout(m),
 		Metrics:       r.metrics,
 		Log:           log,
 		Store:         scope,
@@ -220,6 +220,13 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		return nil
 	}
 	return r, nil
+}
+
+// bindingTimeout bounds the bindings of one request, and a recheck's round
+// trip: two seconds below the webhooks' timeout, so the API server always
+// hears the failure policy's answer.
+func bindingTimeout(m *spec.Module) time.Duration {
+	return time.Duration(m.TimeoutSeconds)*time.Second - 2*time.Second
 }
 
 // registrationProblem feeds the metric of a missing configuration.

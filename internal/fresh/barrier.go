@@ -51,7 +51,8 @@ type round struct {
 	caught atomic.Bool
 }
 
-// NewBarrier returns a barrier for src; name says which type in errors.
+// NewBarrier returns a barrier for src; name says which type in errors. Its
+// round trips give up after 30 seconds.
 func NewBarrier(name string, src Source) *Barrier {
 	return &Barrier{name: name, src: src, roundTimeout: 30 * time.Second}
 }

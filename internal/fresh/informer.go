@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -32,9 +33,14 @@ type Selection struct {
 }
 
 // ForCache returns the barrier of type gvk in cache c, whose consistent
-// reads go to the API server through api (a client that reads no cache).
-func ForCache(api client.Reader, c cache.Cache, gvk schema.GroupVersionKind, newObj func() client.Object, sel Selection) *Barrier {
-	return NewBarrier(gvk.Kind, &informerSource{api: api, c: c, gvk: gvk, newObj: newObj, sel: sel, changed: make(chan struct{})})
+// reads go to the API server through api (a client that reads no cache) and
+// give up after within (the webhook's timeout: no waiter waits longer).
+func ForCache(api client.Reader, c cache.Cache, gvk schema.GroupVersionKind, newObj func() client.Object, sel Selection, within time.Duration) *Barrier {
+	b := NewBarrier(gvk.Kind, &informerSource{api: api, c: c, gvk: gvk, newObj: newObj, sel: sel, changed: make(chan struct{})})
+	if within > 0 {
+		b.roundTimeout = within
+	}
+	return b
 }
 
 // pageSize bounds one page of the consistent read.
