@@ -18,8 +18,9 @@
 // client: InstallCRDs and InstallCRDYAML; ServeWebhook, an HTTPS server on
 // loopback with a certificate the API server is told to trust, which the real API
 // server calls; OutageProxy, which cuts every connection between clients and the
-// API server and refuses new ones for a while, as a restarting API server would;
-// CompactEtcd with Options.DisableWatchCache, which makes a resumed watch receive
+// API server and refuses new ones for a while, as a restarting API server would,
+// and with ProxyOptions.WatchDelay holds back watch events so that informers
+// behind it lag the API server; CompactEtcd with Options.DisableWatchCache, which makes a resumed watch receive
 // 410 Gone; and AsServiceAccount, a client that acts as a ServiceAccount, for
 // tests of least-privilege RBAC.
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"sync"
 	"time"
@@ -21,10 +22,20 @@ import (
 // is what Outage does: every open connection reset at once (a reset, not a
 // silent drop, which client-go would only notice after its 45-second health
 // check), then "connection refused" until the port is served again.
+//
+// With ProxyOptions.WatchDelay it also holds back watch events, so that
+// informers behind it lag the API server as they do behind a slow network:
+// see NewOutageProxyWith.
 type OutageProxy struct {
 	target string
 	addr   string
 	config *rest.Config
+
+	// In the watch-delaying mode, connections are served by an HTTP reverse
+	// proxy (inner) instead of being piped to the API server.
+	watchDelay time.Duration
+	inner      *connListener
+	httpSrv    *http.Server
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -41,11 +52,30 @@ type ProxyStats struct {
 	Accepted int // connections passed through to the API server
 	Reset    int // open connections reset by Outage
 	Outages  int // calls of Outage
+	Watches  int // watch responses held back by WatchDelay
+}
+
+// ProxyOptions configure an OutageProxy.
+type ProxyOptions struct {
+	// WatchDelay, when positive, holds every byte of every watch response
+	// for this long before passing it on, so watch events reach clients that
+	// much after the API server sent them, in order, while every other
+	// response passes at once. The proxy then terminates TLS with a
+	// certificate of its own (Config trusts it) and calls the API server
+	// with the credentials of the config it was made from: clients act as
+	// that config's user, or as whom they impersonate.
+	WatchDelay time.Duration
 }
 
 // NewOutageProxy starts a proxy in front of the API server that cfg talks to.
 // Point clients under test at it with Config.
 func NewOutageProxy(cfg *rest.Config) (*OutageProxy, error) {
+	return NewOutageProxyWith(cfg, ProxyOptions{})
+}
+
+// NewOutageProxyWith starts a proxy with options, such as one that holds back
+// watch events.
+func NewOutageProxyWith(cfg *rest.Config, o ProxyOptions) (*OutageProxy, error) {
 	u, err := url.Parse(cfg.Host)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("outage proxy: expected the config's host to be a URL like https://127.0.0.1:6443, got %q", cfg.Host)
@@ -60,6 +90,12 @@ func NewOutageProxy(cfg *rest.Config) (*OutageProxy, error) {
 	if p.config.TLSClientConfig.ServerName == "" {
 		// Keep verifying the name the API server's certificate was issued for.
 		p.config.TLSClientConfig.ServerName = u.Hostname()
+	}
+	if o.WatchDelay > 0 {
+		if err := p.startHTTP(cfg, o.WatchDelay); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 	p.wg.Add(1)
 	go p.serve(ln)
@@ -149,6 +185,9 @@ func (p *OutageProxy) Close() error {
 	}
 	p.cutLocked()
 	p.mu.Unlock()
+	if p.httpSrv != nil {
+		p.httpSrv.Close()
+	}
 	p.wg.Wait()
 	return nil
 }
@@ -171,6 +210,10 @@ func (p *OutageProxy) serve(ln net.Listener) {
 
 func (p *OutageProxy) pipe(ln net.Listener, client net.Conn) {
 	defer p.wg.Done()
+	if p.inner != nil {
+		p.handOver(ln, client)
+		return
+	}
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		reset(client)

@@ -447,3 +447,63 @@ func TestProcess(t *testing.T) {
 		t.Fatalf("free address %q: want one on loopback", a)
 	}
 }
+
+// With WatchDelay, watch events arrive that much after the API server sent
+// them, while other requests pass at once; Outage still cuts everything.
+func TestOutageProxyHoldsBackWatchEvents(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	const delay = 600 * time.Millisecond
+	proxy, err := vigiltest.NewOutageProxyWith(env.Config, vigiltest.ProxyOptions{WatchDelay: delay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	cs := kubernetes.NewForConfigOrDie(proxy.Config())
+	list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list through the proxy: %v", err)
+	}
+	w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	created := time.Now()
+	if _, err := env.Clientset.CoreV1().ConfigMaps(ns).Create(ctx, configMap("held"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A list through the proxy is not held: it sees the ConfigMap at once.
+	got, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(got.Items) != 1 {
+		t.Fatalf("a list through the proxy right after the create: %v items, err %v; want 1", len(got.Items), err)
+	}
+	if d := time.Since(created); d >= delay {
+		t.Fatalf("the create and a list took %s, want less than the watch delay %s for this test to mean anything", d, delay)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if cm, ok := ev.Object.(*corev1.ConfigMap); !ok || ev.Type != watch.Added || cm.Name != "held" {
+			t.Fatalf("the watch's first event is %s %T, want ADDED held", ev.Type, ev.Object)
+		}
+		if d := time.Since(created); d < delay {
+			t.Fatalf("the watch event arrived %s after the create, want at least the delay %s", d, delay)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch saw nothing within 10s")
+	}
+	if s := proxy.Stats(); s.Watches < 1 {
+		t.Fatalf("stats %+v: want the watch counted as held", s)
+	}
+	if cut := proxy.Outage(time.Second); cut == 0 {
+		t.Fatal("Outage cut no connections, want the watch's cut")
+	}
+	select {
+	case _, open := <-w.ResultChan():
+		if open {
+			t.Fatal("the watch delivered an event, want it closed by the cut")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch stayed open after the cut")
+	}
+}

@@ -161,13 +161,17 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		if err != nil {
 			return nil, fmt.Errorf("admission's listers: %w", err)
 		}
+		barriers, err := watcher.Barriers(cfg, m.Scheme, c, m.Listers, bindingTimeout(m))
+		if err != nil {
+			return nil, fmt.Errorf("admission's listers: %w", err)
+		}
 		if m.Hooks.UseCache != nil {
-			m.Hooks.UseCache(c)
+			m.Hooks.UseCache(c, barriers)
 		}
 		listersSynced = synced
 	}
 
-	timeout := time.Duration(m.TimeoutSeconds)*time.Second - 2*time.Second
+	timeout := bindingTimeout(m)
 	r := &role{registry: prometheus.NewRegistry(), newer: &newerCheck{timeout: timeout}}
 	r.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if r.metrics, err = admit.NewMetrics(r.registry, m.Name); err != nil {
@@ -197,6 +201,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		Log:           log,
 		Store:         scope,
 		Newer:         r.newer.Newer,
+		Recheck:       len(m.Listers) > 0,
 	})
 	var gateNames []string
 	for _, g := range m.Gates() {
@@ -221,6 +226,13 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		return nil
 	}
 	return r, nil
+}
+
+// bindingTimeout bounds the bindings of one request, and a recheck's round
+// trip: two seconds below the webhooks' timeout, so the API server always
+// hears the failure policy's answer.
+func bindingTimeout(m *spec.Module) time.Duration {
+	return time.Duration(m.TimeoutSeconds)*time.Second - 2*time.Second
 }
 
 // registrationProblem feeds the metric of a missing configuration.

@@ -10,6 +10,14 @@
 // they were declared; mutations accumulate, each seeing the edits of those
 // before it.
 //
+// With Options.Recheck, a binding runs with a record of its lister reads in
+// its context (internal/fresh). When it denies (a mutation: fails) after
+// reading a lister, or when a read found an object, its verdict may rest on a
+// cache that lags the API server: the handler waits until the listers it read
+// have caught up and runs it once more — a mutation from the object as it was
+// before it — and that second answer stands. A wait that cannot finish before
+// the deadline is answered by the failure policy.
+//
 // The handler answers every request, whatever its bindings do. A binding that
 // returns an error, panics, or is still running when the handler's deadline
 // comes (set below the webhook's timeoutSeconds, so the API server always gets

@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/callctx"
+	"github.com/vigilkit/vigil/internal/fresh"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
 )
@@ -57,6 +59,12 @@ type Options struct {
 	// attribute: while a newer version is registered they are allowed (a
 	// rollout), otherwise the failure policy answers them.
 	Newer func(ctx context.Context) (string, error)
+	// Recheck records each binding's lister reads and decides again, once
+	// the listers it read have caught up with the API server, what their
+	// cache may have decided wrongly: a denial (an error, for a mutation),
+	// or an allow after a read found an object. Set it when the module has
+	// listers.
+	Recheck bool
 }
 
 // MutatePath is where the module's mutations are served.
@@ -283,10 +291,7 @@ func (rv *reviewRun) run(ctx context.Context, action spec.Action, bindings []*sp
 		var v admission.Verdict
 		if err == nil {
 			began := time.Now()
-			v, err = call(func() (admission.Verdict, error) {
-				ctx, in := rv.input(ctx, b)
-				return b.Validate(ctx, obj, old, in)
-			})
+			v, err = rv.validate(ctx, b, obj, old)
 			rv.h.observe(b, verdictLabel(v, err), time.Since(began))
 		}
 		if err != nil {
@@ -304,16 +309,69 @@ func (rv *reviewRun) run(ctx context.Context, action spec.Action, bindings []*sp
 	return &admissionv1.AdmissionResponse{Allowed: true, Warnings: warnings}
 }
 
+// validate runs a validation, and once more on fresh data when its verdict
+// rests on what the listers it read hold: see Options.Recheck.
+func (rv *reviewRun) validate(ctx context.Context, b *spec.Binding, obj, old client.Object) (admission.Verdict, error) {
+	once := func() (admission.Verdict, *fresh.Reads, error) {
+		reads := rv.reads()
+		v, err := call(func() (admission.Verdict, error) {
+			ctx, in := rv.input(ctx, b)
+			return b.Validate(callctx.WithReads(ctx, reads), obj, old, in)
+		})
+		return v, reads, err
+	}
+	v, reads, err := once()
+	if err != nil || !rechecked(reads, !v.Allowed()) {
+		return v, err
+	}
+	waited, err := rv.refresh(ctx, reads)
+	if err != nil {
+		rv.h.recheck(b, "failed", waited)
+		return v, err
+	}
+	again, _, err := once()
+	outcome := "same"
+	if err != nil || again.Allowed() != v.Allowed() {
+		outcome = "changed"
+	}
+	rv.h.recheck(b, outcome, waited)
+	return again, err
+}
+
+// reads is a fresh record of lister reads, or nil when the handler does not
+// recheck.
+func (rv *reviewRun) reads() *fresh.Reads {
+	if !rv.h.opts.Recheck {
+		return nil
+	}
+	return &fresh.Reads{}
+}
+
+// rechecked reports whether a decision must be made again on fresh data: it
+// read a lister, and it refused (refused) or a read found an object.
+func rechecked(reads *fresh.Reads, refused bool) bool {
+	if reads == nil || len(reads.Barriers()) == 0 {
+		return false
+	}
+	return refused || reads.Found()
+}
+
+// refresh waits until the listers read have caught up with the API server.
+func (rv *reviewRun) refresh(ctx context.Context, reads *fresh.Reads) (time.Duration, error) {
+	began := time.Now()
+	if err := fresh.WaitAll(ctx, reads.Barriers()); err != nil {
+		return time.Since(began), fmt.Errorf("the decision rests on cached data that could not be confirmed fresh: %w", err)
+	}
+	return time.Since(began), nil
+}
+
 func (rv *reviewRun) mutate(ctx context.Context, bindings []*spec.Binding, objs *objects) *admissionv1.AdmissionResponse {
 	for _, b := range bindings {
 		rv.current.Store(b)
 		obj, old, err := objs.decode(b)
 		if err == nil {
 			began := time.Now()
-			_, err = call(func() (admission.Verdict, error) {
-				ctx, in := rv.input(ctx, b)
-				return admission.Verdict{}, b.Mutate(ctx, obj, old, in)
-			})
+			err = rv.mutateOne(ctx, b, objs, obj, old)
 			label := "mutated"
 			if err != nil {
 				label = "error"
@@ -335,6 +393,40 @@ func (rv *reviewRun) mutate(ctx context.Context, bindings []*spec.Binding, objs 
 		resp.Patch, resp.PatchType = patch, &pt
 	}
 	return resp
+}
+
+// mutateOne runs a mutation, and once more on fresh data, from the object as
+// it was before, when its outcome rests on what the listers it read hold.
+func (rv *reviewRun) mutateOne(ctx context.Context, b *spec.Binding, objs *objects, obj, old client.Object) error {
+	var before client.Object
+	if rv.h.opts.Recheck {
+		before = obj.DeepCopyObject().(client.Object)
+	}
+	once := func(obj client.Object) (*fresh.Reads, error) {
+		reads := rv.reads()
+		_, err := call(func() (admission.Verdict, error) {
+			ctx, in := rv.input(ctx, b)
+			return admission.Verdict{}, b.Mutate(callctx.WithReads(ctx, reads), obj, old, in)
+		})
+		return reads, err
+	}
+	reads, err := once(obj)
+	if !rechecked(reads, err != nil) {
+		return err
+	}
+	waited, ferr := rv.refresh(ctx, reads)
+	if ferr != nil {
+		rv.h.recheck(b, "failed", waited)
+		return ferr
+	}
+	objs.cur = before
+	_, again := once(before)
+	outcome := "same"
+	if (again == nil) != (err == nil) {
+		outcome = "changed"
+	}
+	rv.h.recheck(b, outcome, waited)
+	return again
 }
 
 // call runs a binding's function, turning a panic into an error.
@@ -382,6 +474,12 @@ func (h *Handler) observe(b *spec.Binding, verdict string, d time.Duration) {
 		return
 	}
 	h.opts.Metrics.observe(b, verdict, d)
+}
+
+func (h *Handler) recheck(b *spec.Binding, outcome string, wait time.Duration) {
+	if h.opts.Metrics != nil {
+		h.opts.Metrics.recheck(b, outcome, wait)
+	}
 }
 
 func verdictLabel(v admission.Verdict, err error) string {

@@ -16,6 +16,8 @@ type Metrics struct {
 	// unattributed counts requests for a path, kind or operation the
 	// module does not serve, by reason and answer.
 	unattributed *prometheus.CounterVec
+	rechecks *prometheus.CounterVec
+	fresh    prometheus.Histogram
 }
 
 // NewMetrics registers the admission metrics with reg.
@@ -45,7 +47,18 @@ func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
 		Help:        "Admission requests for a path (reason=path), or a kind and operation (reason=kind), that this module version does not serve, by answer: failure_policy, or newer_version (allowed during a rollout while a newer version is registered).",
 		ConstLabels: constLabels,
 	}, []string{"reason", "answer"})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.audit, m.unattributed} {
+	m.rechecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "vigil", Subsystem: "admission", Name: "rechecks_total",
+		Help:        "Decisions made again once the listers a binding read had caught up with the API server (a denial, or an allow after a lister read found an object), by outcome: same, changed, or failed (the failure policy answered).",
+		ConstLabels: constLabels,
+	}, []string{"capability", "binding", "outcome"})
+	m.fresh = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "vigil", Subsystem: "admission", Name: "freshness_wait_seconds",
+		Help:        "Time a recheck waited for the listers it read to catch up with the API server.",
+		ConstLabels: constLabels,
+		Buckets:     []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+	})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.audit, m.unattributed, m.rechecks, m.fresh} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -57,6 +70,11 @@ func (m *Metrics) observe(b *spec.Binding, verdict string, d time.Duration) {
 	values := []string{b.Capability, b.Name, b.Action.String(), verdict}
 	m.requests.WithLabelValues(values...).Inc()
 	m.duration.WithLabelValues(values...).Observe(d.Seconds())
+}
+
+func (m *Metrics) recheck(b *spec.Binding, outcome string, wait time.Duration) {
+	m.rechecks.WithLabelValues(b.Capability, b.Name, outcome).Inc()
+	m.fresh.Observe(wait.Seconds())
 }
 
 // AuditViolation counts one object the audit found in violation.

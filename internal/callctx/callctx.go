@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/fresh"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -66,4 +67,18 @@ func RoleOf(ctx context.Context) *Role {
 		return c.role
 	}
 	return nil
+}
+
+type readsKey struct{}
+
+// WithReads gives ctx the record of one admission binding's lister reads.
+func WithReads(ctx context.Context, r *fresh.Reads) context.Context {
+	return context.WithValue(ctx, readsKey{}, r)
+}
+
+// Reads is the record of lister reads in ctx; nil outside an admission
+// binding's run, where nothing is recorded.
+func Reads(ctx context.Context) *fresh.Reads {
+	r, _ := ctx.Value(readsKey{}).(*fresh.Reads)
+	return r
 }

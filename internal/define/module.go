@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/fresh"
 	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -48,7 +49,7 @@ type Module struct {
 // is plugged in.
 type Lister struct {
 	Spec   spec.Lister
-	Reader *atomic.Pointer[client.Reader]
+	Source *ListerSource
 	Site   string
 }
 
@@ -179,12 +180,13 @@ func (m *Module) AddRules(rules ...spec.Rule) {
 	m.mu.Unlock()
 }
 
-// UseCache plugs a started cache into every lister of the module.
-func (m *Module) UseCache(r client.Reader) {
+// UseCache plugs a started cache, and its freshness barriers when the role
+// has them, into every lister of the module.
+func (m *Module) UseCache(r client.Reader, barriers fresh.Set) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, l := range m.listers {
-		l.Reader.Store(&r)
+		l.Source.Use(r, barriers)
 	}
 }
 

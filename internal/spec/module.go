@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/fresh"
 )
 
 // SchemaVersion names the schema of a Module as `plan -o json` writes it.
@@ -50,8 +51,9 @@ type Module struct {
 
 // Hooks are what a running role hands back to what the author declared.
 type Hooks struct {
-	// UseCache gives the module's listers the role's informer cache.
-	UseCache func(client.Reader)
+	// UseCache gives the module's listers the role's informer cache and, in
+	// the admission role, the barriers that catch it up (nil elsewhere).
+	UseCache func(client.Reader, fresh.Set)
 	// HandoffDir tells GateResult where the role reads gate results.
 	HandoffDir func(dir string)
 }

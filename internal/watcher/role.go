@@ -25,7 +25,7 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 		return callctx.With(ctx, calls, calls.ScopeOf(capability))
 	}
 	if use := m.Hooks.UseCache; use != nil {
-		o.Cache = func(c cache.Cache) { use(c) }
+		o.Cache = func(c cache.Cache) { use(c, nil) }
 	}
 	return Run(ctx, cfg, o)
 }
