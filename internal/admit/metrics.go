@@ -16,8 +16,8 @@ type Metrics struct {
 	// unattributed counts requests for a path, kind or operation the
 	// module does not serve, by reason and answer.
 	unattributed *prometheus.CounterVec
-	rechecks *prometheus.CounterVec
-	fresh    prometheus.Histogram
+	rechecks     *prometheus.CounterVec
+	fresh        prometheus.Histogram
 }
 
 // NewMetrics registers the admission metrics with reg.
