@@ -10,6 +10,12 @@
 // they were declared; mutations accumulate, each seeing the edits of those
 // before it.
 //
+// Bindings are served on /mutate/<module> and /validate/<module>, except
+// those of a capability with an opt-out label, served on its own path
+// (CapabilityPath) and only there: its webhooks skip what the label opts out,
+// so the other capabilities' webhooks must not run its bindings, nor its own
+// theirs.
+//
 // The handler answers every request, whatever its bindings do. A binding that
 // returns an error, panics, or is still running when the handler's deadline
 // comes (set below the webhook's timeoutSeconds, so the API server always gets

@@ -69,6 +69,8 @@ type Handler struct {
 	validate []*spec.Binding
 	// stores holds each capability's Store, made once rather than per request.
 	stores map[string]store.Store
+	// own are the capabilities served on their own paths: see CapabilityPath.
+	own map[string]bool
 }
 
 // NewHandler returns a handler for the bindings.
@@ -85,9 +87,12 @@ func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 	if opts.Store == nil {
 		opts.Store = func(string) store.Store { return noStore{} }
 	}
-	h := &Handler{opts: opts, stores: map[string]store.Store{}}
+	h := &Handler{opts: opts, stores: map[string]store.Store{}, own: map[string]bool{}}
 	for i := range bindings {
 		b := &bindings[i]
+		if b.OptOut != "" {
+			h.own[b.Capability] = true
+		}
 		if _, ok := h.stores[b.Capability]; !ok {
 			h.stores[b.Capability] = opts.Store(b.Capability)
 		}
@@ -105,11 +110,14 @@ func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 // registered it during a rollout.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var action spec.Action
+	var capability string // "" on the shared paths
 	switch r.URL.Path {
 	case MutatePath(h.opts.Module):
 		action = spec.Mutate
 	case ValidatePath(h.opts.Module):
 		action = spec.Validate
+	default:
+		action, capability = h.ownPath(r.URL.Path)
 	}
 	review, status, err := h.decode(w, r)
 	if err != nil {
@@ -128,7 +136,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.opts.Log.Info("admission request for a path this module version does not serve; allowed", "path", r.URL.Path, "kind", review.Request.Kind.Kind, "name", review.Request.Name)
 		resp = &admissionv1.AdmissionResponse{Allowed: true}
 	} else {
-		resp = h.review(r.Context(), action, review.Request)
+		resp = h.review(r.Context(), action, capability, review.Request)
 	}
 	resp.UID = review.Request.UID
 	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
@@ -210,15 +218,16 @@ func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) string {
 	dry := true
 	req.DryRun = &dry
-	resp := h.review(ctx, spec.Validate, req)
+	resp := h.review(ctx, spec.Validate, everyCapability, req)
 	if resp.Allowed || resp.Result == nil {
 		return ""
 	}
 	return resp.Result.Message
 }
 
-// review runs the bindings for one request under the handler's deadline.
-func (h *Handler) review(ctx context.Context, action spec.Action, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+// review runs the bindings for one request under the handler's deadline:
+// those served on the path of capability (see servedOn).
+func (h *Handler) review(ctx context.Context, action spec.Action, capability string, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	bindings := h.mutate
 	if action == spec.Validate {
 		bindings = h.validate
@@ -226,7 +235,7 @@ func (h *Handler) review(ctx context.Context, action spec.Action, req *admission
 	meta := metaOnce(req)
 	var run []*spec.Binding
 	for _, b := range bindings {
-		if matches(b, req, meta) {
+		if h.servedOn(b, capability) && matches(b, req, meta) {
 			run = append(run, b)
 		}
 	}
