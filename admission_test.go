@@ -683,12 +683,14 @@ func httpGet(c *http.Client, url string) (int, string) {
 }
 
 // plan says per capability whether it is fail-closed or registered when
-// ready, and what may pass unchecked before registration.
+// ready, what may pass unchecked before registration, and what its webhooks
+// never see: every exclusion, the opt-out label with who may set it.
 func TestPlanShowsCapabilities(t *testing.T) {
 	m := vigil.NewModule("planned", vigil.Options{})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("settings").InNamespace("apps").ToBeCreated(nil)
 	strict := m.Capability("strict", vigil.FailClosed(), vigil.InNamespaces("apps"))
 	vigil.When(strict, &corev1.Pod{}).IsCreated().Named("no-root").Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
-	lenient := m.Capability("lenient")
+	lenient := m.Capability("lenient", vigil.OptOutLabel("vigil.dev/ignore", "alice", "group:admins"))
 	vigil.When(lenient, &corev1.ConfigMap{}).IsCreatedOrUpdated().Named("label").Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error { return nil })
 	out := captureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
@@ -696,14 +698,26 @@ func TestPlanShowsCapabilities(t *testing.T) {
 		}
 	})
 	for _, want := range []string{
-		"strict (in apps): fail-closed: static webhooks with failurePolicy Fail from install on; nothing passes unchecked",
+		"strict (in apps): fail-closed: static webhooks with failurePolicy Fail from install on; only what they never see passes unchecked",
 		"lenient (cluster-wide): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then Fail); until then these pass unchecked",
 		"label mutate ConfigMap CREATE,UPDATE (admission_test.go:",
 		"no-root validate Pod CREATE (admission_test.go:",
+		"never sent to its webhooks, so these pass unchecked even while it enforces:",
+		"objects in namespaces kube-node-lease, kube-system, vigil-system, and those Namespaces themselves (namespaceSelector)",
+		"Nodes, Leases (coordination.k8s.io), CertificateSigningRequests (certificates.k8s.io): cluster plumbing (matchCondition)",
+		"ConfigMap apps/settings: a startup gate waits for it (matchCondition)",
+		"namespaces and objects labelled vigil.dev/ignore=true, and every object in such a namespace (namespaceSelector, objectSelector); only alice, group:admins may set, change or remove the label (ValidatingAdmissionPolicy planned-lenient-opt-out)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
+	}
+	// The opt-out is the lenient capability's only: listed once.
+	if n := strings.Count(out, "labelled vigil.dev/ignore=true"); n != 1 {
+		t.Errorf("the opt-out label is listed %d times, want once (lenient's):\n%s", n, out)
+	}
+	if n := strings.Count(out, "never sent to its webhooks"); n != 2 {
+		t.Errorf("%d lists of exclusions, want one per capability:\n%s", n, out)
 	}
 }
 

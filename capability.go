@@ -27,11 +27,8 @@ type Verdict = admission.Verdict
 // Capability groups a module's bindings: they share a name in messages and
 // metrics, a Store scope, and the namespaces they apply to.
 type Capability struct {
-	m          *Module
-	name       string
-	namespaces []string
-	failClosed bool
-	site       string
+	m *Module
+	c spec.Capability
 }
 
 // CapabilityOption configures a Capability.
@@ -40,7 +37,7 @@ type CapabilityOption func(*Capability)
 // InNamespaces limits a capability to the namespaces; without it, it is
 // cluster-wide.
 func InNamespaces(namespaces ...string) CapabilityOption {
-	return func(c *Capability) { c.namespaces = append(c.namespaces, namespaces...) }
+	return func(c *Capability) { c.c.Namespaces = append(c.c.Namespaces, namespaces...) }
 }
 
 // FailClosed makes a capability's webhooks static, with failurePolicy Fail
@@ -48,29 +45,32 @@ func InNamespaces(namespaces ...string) CapabilityOption {
 // objects the module's gates wait for are still excluded, so the module
 // cannot lock itself out.
 func FailClosed() CapabilityOption {
-	return func(c *Capability) { c.failClosed = true }
+	return func(c *Capability) { c.c.FailClosed = true }
+}
+
+// OptOutLabel lets namespaces and objects labelled key=true opt out of the
+// capability's webhooks. Only the allowed — usernames (a ServiceAccount is
+// system:serviceaccount:<namespace>:<name>) and groups prefixed "group:" —
+// may set, change or remove the label, on any namespace or object: a
+// ValidatingAdmissionPolicy in the module's manifests refuses everyone else,
+// whether the module runs or not. A fail-closed capability cannot have one.
+func OptOutLabel(key string, allowed ...string) CapabilityOption {
+	site := callSite(1)
+	return func(c *Capability) { c.c.OptOut = &spec.OptOut{Label: key, Allowed: allowed, Site: site} }
 }
 
 // Capability declares a group of bindings.
 func (m *Module) Capability(name string, opts ...CapabilityOption) *Capability {
-	c := &Capability{m: m, name: name, site: callSite(1)}
-	if problems := validation.IsDNS1123Label(name); len(problems) > 0 {
-		m.recordf(1, "capability name %q: %s", name, strings.Join(problems, "; "))
-	}
+	c := &Capability{m: m, c: spec.Capability{Name: name, Site: callSite(1)}}
 	for _, o := range opts {
 		o(c)
 	}
-	for _, ns := range c.namespaces {
-		if problems := validation.IsDNS1123Label(ns); len(problems) > 0 {
-			m.recordf(1, "capability %s: InNamespaces(%q): not a namespace name: %s", name, ns, strings.Join(problems, "; "))
-		}
-	}
-	m.d.AddCapability(spec.Capability{Name: c.name, FailClosed: c.failClosed, Namespaces: c.namespaces, Site: c.site})
+	m.d.AddCapability(1, c.c)
 	return c
 }
 
 // Name is the capability's name.
-func (c *Capability) Name() string { return c.name }
+func (c *Capability) Name() string { return c.c.Name }
 
 // WhenBuilder declares what a capability does with objects of type T.
 type WhenBuilder[T client.Object] struct {
@@ -252,10 +252,11 @@ func (b *WhenBuilder[T]) add(binding spec.Binding, action string) {
 	if len(b.ops) == 0 {
 		m.recordf(2, "When(%s).%s: no operation: call IsCreated, IsUpdated, IsCreatedOrUpdated or IsDeleted first", b.gvk.Kind, strings.ToUpper(action[:1])+action[1:])
 	}
-	binding.Capability = b.c.name
+	binding.Capability = b.c.c.Name
 	binding.Operations = b.ops
-	binding.Namespaces = b.c.namespaces
-	binding.FailClosed = b.c.failClosed
+	binding.Namespaces = b.c.c.Namespaces
+	binding.FailClosed = b.c.c.FailClosed
+	binding.OptOut = b.c.c.OptOutLabel()
 	binding.Filters = b.filters
 	binding.Parent, binding.Subresource = b.parent, b.subresource
 	binding.Name = b.name

@@ -67,7 +67,7 @@ func (b *WhenBuilder[T]) Finalize(fn func(ctx context.Context, obj T) error) {
 func (b *WhenBuilder[T]) addWatch(role spec.WatchRole, set func(*spec.Watch)) {
 	m := b.c.m
 	wb := spec.Watch{
-		Capability: b.c.name,
+		Capability: b.c.c.Name,
 		Role:       role,
 		GVK:        b.gvk,
 		New:        define.NewObjectFunc(b.proto, b.gvk),
@@ -97,7 +97,7 @@ func (b *WhenBuilder[T]) namespaces() []string {
 	if len(b.inNamespaces) > 0 {
 		return b.inNamespaces
 	}
-	return b.c.namespaces
+	return b.c.c.Namespaces
 }
 
 // RequeueAfter, returned by a Reconcile or Finalize handler, reconciles the

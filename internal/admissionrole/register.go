@@ -148,18 +148,23 @@ func (p *registrationProblems) detail() string {
 }
 
 // bootstrapConfigurations creates the module's empty webhook configurations
-// when they are missing, as its manifests install them.
-func bootstrapConfigurations(ctx context.Context, cfg *rest.Config, module string) error {
+// when they are missing, and its opt-out guards, as its manifests install
+// them.
+func bootstrapConfigurations(ctx context.Context, cfg *rest.Config, m *spec.Module) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
+	module := m.Name
 	mut, val := registration.Bootstrap(module)
 	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mut, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("--bootstrap: create MutatingWebhookConfiguration %s: %w", module, err)
 	}
 	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, val, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("--bootstrap: create ValidatingWebhookConfiguration %s: %w", module, err)
+	}
+	if err := registration.EnsureGuards(ctx, cs, m); err != nil {
+		return fmt.Errorf("--bootstrap: %w", err)
 	}
 	return nil
 }
@@ -178,14 +183,8 @@ func newRegistrar(cfg *rest.Config, m *spec.Module, log logr.Logger, clientConfi
 	if err != nil {
 		return nil, err
 	}
-	var gated []registration.Object
-	for _, g := range m.Gates() {
-		if g.Waits != nil {
-			gated = append(gated, registration.Object{GVK: g.Waits.GVK(), Namespace: g.Waits.Namespace, Name: g.Waits.Name})
-		}
-	}
 	return registration.New(cs, registration.Options{
-		Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Gated: gated,
+		Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Gated: registration.GatedObjects(m),
 		ClientConfig: clientConfig, CABundle: caBundle, FailurePolicy: m.FailurePolicy,
 		TimeoutSeconds: m.TimeoutSeconds, Mapper: mapper, Log: log,
 	}), nil

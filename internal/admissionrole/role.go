@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		}
 	}
 	if o.Bootstrap {
-		if err := bootstrapConfigurations(ctx, cfg, m.Name); err != nil {
+		if err := bootstrapConfigurations(ctx, cfg, m); err != nil {
 			return err
 		}
 	}

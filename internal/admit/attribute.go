@@ -39,10 +39,13 @@ const (
 // action, or — reason set — nothing this version serves, with what it
 // expected instead.
 type attribution struct {
-	canary   bool
-	action   spec.Action
-	reason   string
-	expected string
+	canary bool
+	action spec.Action
+	// capability is the capability whose own path the request came on;
+	// "" on the shared paths.
+	capability string
+	reason     string
+	expected   string
 }
 
 // attribute finds what a request is for from its path, kind and operation.
@@ -56,21 +59,36 @@ func (h *Handler) attribute(path string, req *admissionv1.AdmissionRequest) attr
 		}
 		return attribution{reason: UnattributedKind, expected: "a ConfigMap (v1), the registration's canary"}
 	case MutatePath(h.opts.Module):
-		return h.attributeTo(spec.Mutate, h.mutate, req)
+		return h.attributeTo(spec.Mutate, "", h.mutate, req)
 	case ValidatePath(h.opts.Module):
-		return h.attributeTo(spec.Validate, h.validate, req)
+		return h.attributeTo(spec.Validate, "", h.validate, req)
+	}
+	if action, capability := h.ownPath(path); action != "" {
+		bindings := h.validate
+		if action == spec.Mutate {
+			bindings = h.mutate
+		}
+		return h.attributeTo(action, capability, bindings, req)
 	}
 	return attribution{reason: UnattributedPath, expected: fmt.Sprintf("%s, %s or %s",
 		MutatePath(h.opts.Module), ValidatePath(h.opts.Module), CanaryPath(h.opts.Module))}
 }
 
-func (h *Handler) attributeTo(action spec.Action, bindings []*spec.Binding, req *admissionv1.AdmissionRequest) attribution {
-	for _, b := range bindings {
-		if serves(b, req) {
-			return attribution{action: action}
+// attributeTo attributes a request on the path of capability ("" for the
+// shared path) to the action's bindings served there.
+func (h *Handler) attributeTo(action spec.Action, capability string, all []*spec.Binding, req *admissionv1.AdmissionRequest) attribution {
+	var bindings []*spec.Binding
+	for _, b := range all {
+		if h.servedOn(b, capability) {
+			bindings = append(bindings, b)
 		}
 	}
-	return attribution{action: action, reason: UnattributedKind, expected: served(action, bindings)}
+	for _, b := range bindings {
+		if serves(b, req) {
+			return attribution{action: action, capability: capability}
+		}
+	}
+	return attribution{action: action, capability: capability, reason: UnattributedKind, expected: served(action, bindings)}
 }
 
 // served describes what the action's bindings are for: "CREATE, UPDATE of

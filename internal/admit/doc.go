@@ -18,6 +18,12 @@
 // before it — and that second answer stands. A wait that cannot finish before
 // the deadline is answered by the failure policy.
 //
+// Bindings are served on /mutate/<module> and /validate/<module>, except
+// those of a capability with an opt-out label, served on its own path
+// (CapabilityPath) and only there: its webhooks skip what the label opts out,
+// so the other capabilities' webhooks must not run its bindings, nor its own
+// theirs.
+//
 // The handler answers every request, whatever its bindings do. A binding that
 // returns an error, panics, or is still running when the handler's deadline
 // comes (set below the webhook's timeoutSeconds, so the API server always gets

@@ -83,6 +83,8 @@ type Handler struct {
 	validate []*spec.Binding
 	// stores holds each capability's Store, made once rather than per request.
 	stores map[string]store.Store
+	// own are the capabilities served on their own paths: see CapabilityPath.
+	own map[string]bool
 }
 
 // NewHandler returns a handler for the bindings.
@@ -99,9 +101,12 @@ func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 	if opts.Store == nil {
 		opts.Store = func(string) store.Store { return noStore{} }
 	}
-	h := &Handler{opts: opts, stores: map[string]store.Store{}}
+	h := &Handler{opts: opts, stores: map[string]store.Store{}, own: map[string]bool{}}
 	for i := range bindings {
 		b := &bindings[i]
+		if b.OptOut != "" {
+			h.own[b.Capability] = true
+		}
 		if _, ok := h.stores[b.Capability]; !ok {
 			h.stores[b.Capability] = opts.Store(b.Capability)
 		}
@@ -136,7 +141,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			resp.Warnings = []string{CanaryWarning(token)}
 		}
 	default:
-		resp = h.review(r.Context(), a.action, review.Request)
+		resp = h.review(r.Context(), a.action, a.capability, review.Request)
 	}
 	resp.UID = review.Request.UID
 	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
@@ -218,15 +223,16 @@ func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) string {
 	dry := true
 	req.DryRun = &dry
-	resp := h.review(ctx, spec.Validate, req)
+	resp := h.review(ctx, spec.Validate, everyCapability, req)
 	if resp.Allowed || resp.Result == nil {
 		return ""
 	}
 	return resp.Result.Message
 }
 
-// review runs the bindings for one request under the handler's deadline.
-func (h *Handler) review(ctx context.Context, action spec.Action, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+// review runs the bindings for one request under the handler's deadline:
+// those served on the path of capability (see servedOn).
+func (h *Handler) review(ctx context.Context, action spec.Action, capability string, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	bindings := h.mutate
 	if action == spec.Validate {
 		bindings = h.validate
@@ -234,7 +240,7 @@ func (h *Handler) review(ctx context.Context, action spec.Action, req *admission
 	meta := metaOnce(req)
 	var run []*spec.Binding
 	for _, b := range bindings {
-		if matches(b, req, meta) {
+		if h.servedOn(b, capability) && matches(b, req, meta) {
 			run = append(run, b)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -338,10 +339,7 @@ func admits(n *Module, h *Webhook, o spec.Object) bool {
 	if (h.Group != o.Group && h.Group != "*") || (h.Kind != o.Kind && h.Kind != "*") {
 		return false
 	}
-	switch {
-	case o.Group == "" && o.Kind == "Node",
-		o.Group == "coordination.k8s.io" && o.Kind == "Lease",
-		o.Group == "certificates.k8s.io" && o.Kind == "CertificateSigningRequest":
+	if registration.IsPlumbing(o.Group, o.Kind) {
 		return false // cluster plumbing, kept away by a match condition
 	}
 	// The namespace selector looks at the object's namespace, or at the
@@ -351,7 +349,7 @@ func admits(n *Module, h *Webhook, o spec.Object) bool {
 		ns = o.Name
 	}
 	if ns != "" {
-		if ns == n.Namespace || ns == "kube-system" {
+		if slices.Contains(registration.ExcludedNamespaces(n.Namespace), ns) {
 			return false
 		}
 		if len(h.Namespaces) > 0 && !slices.Contains(h.Namespaces, ns) {

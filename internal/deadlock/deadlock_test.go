@@ -240,6 +240,10 @@ func TestFind(t *testing.T) {
 			mods: policy(cmLabelled("kube-system", "app=shop"), hook("configs/check", "", "ConfigMap", "policy.go:20")),
 		},
 		{
+			name: "own webhook, object in kube-node-lease",
+			mods: policy(cmLabelled("kube-node-lease", "app=shop"), hook("configs/check", "", "ConfigMap", "policy.go:20")),
+		},
+		{
 			name: "own webhook limited to other namespaces",
 			mods: policy(cmLabelled("apps", "app=shop"), hook("configs/check", "", "ConfigMap", "policy.go:20", "web", "db")),
 		},

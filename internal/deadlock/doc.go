@@ -22,10 +22,12 @@
 // A wait for an object is held up by its creators only when every declared
 // creator is itself blocked: one creator that can finish is enough. An object
 // nobody declares to create is external. Webhook matching follows what
-// package registration installs: a module's webhooks never match objects in
-// its own namespace or kube-system, nor Nodes, Leases and
+// package registration installs, read from it (ExcludedNamespaces,
+// IsPlumbing): a module's webhooks never match objects in its own namespace,
+// kube-system or kube-node-lease, nor Nodes, Leases and
 // CertificateSigningRequests, nor the named objects its own gates wait for;
 // a webhook limited to namespaces matches only those (and cluster-scoped
-// objects, which namespace selectors do not filter). What is not known — an
+// objects, which namespace selectors do not filter). Opt-out labels play no
+// part: fail-closed capabilities cannot have one. What is not known — an
 // object waited for in any namespace — is assumed to match.
 package deadlock

@@ -124,11 +124,51 @@ func (m *Module) AddGate(g *Gate, site string) {
 	m.mu.Unlock()
 }
 
-// AddCapability records a capability.
-func (m *Module) AddCapability(c spec.Capability) {
+// AddCapability records a capability, checking its name, its namespaces and
+// its opt-out label; mistakes are recorded at the caller skip frames above
+// AddCapability's caller, an opt-out's at OptOutLabel's call.
+func (m *Module) AddCapability(skip int, c spec.Capability) {
+	skip++
+	if problems := validation.IsDNS1123Label(c.Name); len(problems) > 0 {
+		m.Recordf(skip, "capability name %q: %s", c.Name, strings.Join(problems, "; "))
+	}
+	for _, ns := range c.Namespaces {
+		if problems := validation.IsDNS1123Label(ns); len(problems) > 0 {
+			m.Recordf(skip, "capability %s: InNamespaces(%q): not a namespace name: %s", c.Name, ns, strings.Join(problems, "; "))
+		}
+	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o := c.OptOut; o != nil {
+		for _, err := range checkOptOut(c) {
+			m.errs = append(m.errs, fmt.Errorf("%s: capability %s: OptOutLabel(%q): %w", o.Site, c.Name, o.Label, err))
+		}
+	}
 	m.capabilities = append(m.capabilities, c)
-	m.mu.Unlock()
+}
+
+// checkOptOut finds what is wrong with a capability's opt-out label.
+func checkOptOut(c spec.Capability) []error {
+	o := c.OptOut
+	var errs []error
+	if c.FailClosed {
+		errs = append(errs, errors.New("a fail-closed capability checks everything it matches: it cannot have an opt-out label; drop OptOutLabel or FailClosed"))
+	}
+	if problems := validation.IsQualifiedName(o.Label); len(problems) > 0 {
+		errs = append(errs, fmt.Errorf("not a label key: %s", strings.Join(problems, "; ")))
+	}
+	if prefix, _, ok := strings.Cut(o.Label, "/"); ok && (prefix == "kubernetes.io" || prefix == "k8s.io" || strings.HasSuffix(prefix, ".kubernetes.io") || strings.HasSuffix(prefix, ".k8s.io")) {
+		errs = append(errs, fmt.Errorf("the prefix %s is reserved for Kubernetes: use one of your own, such as vigil.dev/ignore", prefix))
+	}
+	if len(o.Allowed) == 0 {
+		errs = append(errs, errors.New("nobody is allowed to set the label: name the users, ServiceAccounts (system:serviceaccount:<namespace>:<name>) or groups (group:<name>) who may"))
+	}
+	for _, a := range o.Allowed {
+		if strings.TrimSpace(a) == "" || strings.TrimSpace(strings.TrimPrefix(a, spec.GroupPrefix)) == "" || strings.TrimSpace(a) != a {
+			errs = append(errs, fmt.Errorf("allowed %q: expected a username, or group:<name>", a))
+		}
+	}
+	return errs
 }
 
 // AddBinding records an admission binding, named after its kind, action and

@@ -2,10 +2,12 @@ package manifests
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -133,5 +135,57 @@ func TestRenderDeploymentShape(t *testing.T) {
 	}
 	if _, err := Render(sample(), Options{}); err == nil || !strings.Contains(err.Error(), "--image") {
 		t.Fatalf("no image: %v", err)
+	}
+}
+
+// A capability's opt-out label ships with its guard, a
+// ValidatingAdmissionPolicy and its binding after the webhook
+// configurations; the module gets no rights to them, and its webhooks skip
+// the label only where the capability turned it on.
+func TestRenderShipsOptOutGuards(t *testing.T) {
+	m := sample()
+	m.Capabilities = []spec.Capability{
+		{Name: "policy"},
+		{Name: "quota", OptOut: &spec.OptOut{Label: "vigil.dev/ignore", Allowed: []string{"alice", "group:admins"}}},
+	}
+	m.Bindings = append(m.Bindings, spec.Binding{Capability: "quota", Name: "limit", GVK: cm, Action: spec.Validate, Operations: []admissionv1.Operation{admissionv1.Create}, OptOut: "vigil.dev/ignore"})
+	objs, err := Render(m, Options{Image: "example.com/uds-core:1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			order = append(order, "webhooks "+v.Name)
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			order = append(order, "policy "+v.Name)
+			if v.Labels["app.kubernetes.io/name"] != "uds-core" {
+				t.Errorf("policy labels %v", v.Labels)
+			}
+			if len(v.Spec.Validations) != 1 || !strings.Contains(v.Spec.Validations[0].Expression, `"alice"`) || !strings.Contains(v.Spec.Validations[0].Expression, `g in ["admins"]`) {
+				t.Errorf("policy validations %+v: want alice and the group admins allowed", v.Spec.Validations)
+			}
+			if mc := v.Spec.MatchConstraints; mc.NamespaceSelector == nil || len(mc.NamespaceSelector.MatchExpressions)+len(mc.NamespaceSelector.MatchLabels) > 0 ||
+				mc.ObjectSelector == nil || len(mc.ObjectSelector.MatchExpressions)+len(mc.ObjectSelector.MatchLabels) > 0 {
+				t.Errorf("the guard selects namespaces or objects, so a label could switch it off: %+v", mc)
+			}
+			if *v.Spec.FailurePolicy != admissionregistrationv1.Fail {
+				t.Errorf("guard failurePolicy %s", *v.Spec.FailurePolicy)
+			}
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			order = append(order, "binding "+v.Name+" of "+v.Spec.PolicyName)
+		}
+	}
+	want := "[webhooks uds-core policy uds-core-quota-opt-out binding uds-core-quota-opt-out of uds-core-quota-opt-out]"
+	if fmt.Sprint(order) != want {
+		t.Errorf("objects %v, want %s", order, want)
+	}
+	for _, r := range Rules(m) {
+		for _, res := range r.Resources {
+			if strings.Contains(res, "admissionpolic") {
+				t.Errorf("the module gets rights to its guards: %+v", r)
+			}
+		}
 	}
 }

@@ -141,6 +141,12 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 			sval.Labels = labels("admission")
 			objs = append(objs, sval)
 		}
+		// The opt-out guards: evaluated by the API server itself, so they
+		// hold from install on, and the module needs no rights to them.
+		for _, g := range registration.Guards(m) {
+			g.Policy.Labels, g.Binding.Labels = labels("admission"), labels("admission")
+			objs = append(objs, g.Policy, g.Binding)
+		}
 	}
 	return objs, nil
 }
@@ -160,14 +166,8 @@ func static(m *spec.Module, o Options) (*admissionregistrationv1.MutatingWebhook
 	for _, b := range m.Bindings {
 		mapper.Add(b.GVK, meta.RESTScopeNamespace)
 	}
-	var gated []registration.Object
-	for _, g := range m.Gates() {
-		if g.Waits != nil {
-			gated = append(gated, registration.Object{GVK: g.Waits.GVK(), Namespace: g.Waits.Namespace, Name: g.Waits.Name})
-		}
-	}
 	r := registration.New(nil, registration.Options{
-		Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Gated: gated,
+		Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Gated: registration.GatedObjects(m),
 		FailurePolicy: m.FailurePolicy, TimeoutSeconds: m.TimeoutSeconds, Mapper: mapper,
 		CABundle: func() []byte { return o.CABundle },
 		ClientConfig: func(path string) admissionregistrationv1.WebhookClientConfig {

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/vigilkit/vigil/internal/manifests"
+	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
 )
@@ -160,7 +161,7 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 			where = "in " + strings.Join(c.Namespaces, ", ")
 		}
 		if c.FailClosed {
-			fmt.Fprintf(out, "  %s (%s): fail-closed: static webhooks with failurePolicy Fail from install on; nothing passes unchecked\n", c.Name, where)
+			fmt.Fprintf(out, "  %s (%s): fail-closed: static webhooks with failurePolicy Fail from install on; only what they never see passes unchecked\n", c.Name, where)
 		} else {
 			fmt.Fprintf(out, "  %s (%s): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then %s); until then these pass unchecked (the audit after registration reports them):\n", c.Name, where, m.FailurePolicy)
 		}
@@ -174,6 +175,10 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 				what = b.Resource() // kubectl's form: deployments/scale
 			}
 			fmt.Fprintf(out, "    %s %s %s %s (%s)\n", b.Name, b.Action, what, strings.Join(ops, ","), b.Site)
+		}
+		fmt.Fprintln(out, "    never sent to its webhooks, so these pass unchecked even while it enforces:")
+		for _, e := range registration.Exclusions(m, c) {
+			fmt.Fprintf(out, "      %s\n", e)
 		}
 	}
 	return nil

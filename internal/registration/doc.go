@@ -12,16 +12,27 @@
 // An admission replica whose readiness passes registers in three steps:
 //
 //  1. it fills the configurations from its bindings with failurePolicy
-//     Ignore: rules de-duplicated, namespaces excluded (the module's own,
-//     kube-system, configured ones, and any labelled vigil.dev/ignore=true),
-//     match conditions that keep Nodes, Leases and CSRs away and exclude
-//     exactly the objects the module's gates wait for, and the caBundle;
+//     Ignore: rules de-duplicated, namespaces excluded (ExcludedNamespaces:
+//     the module's own, kube-system and kube-node-lease, and configured
+//     ones), match conditions that keep Nodes, Leases and CSRs away
+//     (Plumbing) and exclude exactly the objects the module's gates wait for
+//     (GatedObjects), and the caBundle;
 //  2. it proves the API server can reach a replica: a canary webhook, which
 //     matches one labelled ConfigMap in the module's namespace, is called by a
 //     server-side dry-run create of that ConfigMap, and whichever replica
 //     answers echoes the canary's token as a warning, which the API server
 //     passes back to the registering replica;
 //  3. only then it switches the webhooks to the module's failure policy.
+//
+// Nothing else is skipped, unless a capability has an opt-out label
+// (spec.OptOut): its webhooks then skip namespaces labelled with it
+// (namespaceSelector) and objects labelled with it (objectSelector), and are
+// served on the capability's own path (admit.CapabilityPath), so that the
+// other capabilities' webhooks never run its bindings. Who may set the label
+// is enforced by a Guard per such capability: a ValidatingAdmissionPolicy and
+// its binding, without selectors, evaluated by the API server itself, which
+// the manifests ship and --bootstrap creates (EnsureGuards). Exclusions says
+// all of it in words, for plan.
 //
 // Writes are JSON merge patches carrying the configuration's resourceVersion
 // (compare-and-swap) and an annotation with the module's version, a hash of

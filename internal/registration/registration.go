@@ -39,9 +39,6 @@ import (
 // Annotation carries what wrote a configuration: see Record.
 const Annotation = "vigil.dev/registration"
 
-// IgnoreLabel opts a namespace out of every vigil module's webhooks.
-const IgnoreLabel = "vigil.dev/ignore"
-
 // CanaryLabel marks the canary ConfigMap a module dry-runs to prove the API
 // server reaches it.
 const CanaryLabel = "vigil.dev/canary"
@@ -106,7 +103,7 @@ type Options struct {
 	Bindings []spec.Binding
 	// Gated objects are excluded from every webhook by match conditions.
 	Gated []Object
-	// ExcludeNamespaces besides the module's own and kube-system.
+	// ExcludeNamespaces besides those ExcludedNamespaces always names.
 	ExcludeNamespaces []string
 	// ClientConfig says how the API server reaches the module for a path; the
 	// caBundle is filled in from CABundle.
@@ -256,6 +253,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		capability string
 		action     spec.Action
 		namespaces []string
+		optOut     string
 		rules      map[schema.GroupVersionResource][]admissionregistrationv1.OperationType
 	}
 	groups := map[string]*group{}
@@ -267,7 +265,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		key := b.Capability + "/" + b.Action.String()
 		g, ok := groups[key]
 		if !ok {
-			g = &group{capability: b.Capability, action: b.Action, namespaces: b.Namespaces, rules: map[schema.GroupVersionResource][]admissionregistrationv1.OperationType{}}
+			g = &group{capability: b.Capability, action: b.Action, namespaces: b.Namespaces, optOut: b.OptOut, rules: map[schema.GroupVersionResource][]admissionregistrationv1.OperationType{}}
 			groups[key] = g
 			order = append(order, key)
 		}
@@ -296,22 +294,25 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		if g.action == spec.Validate {
 			path = admit.ValidatePath(r.opts.Module)
 		}
+		if g.optOut != "" {
+			path = admit.CapabilityPath(g.action, r.opts.Module, g.capability) // see CapabilityPath
+		}
 		cc := r.opts.ClientConfig(path)
 		cc.CABundle = caBundle
 		name := fmt.Sprintf("%s.%s.%s.vigil.dev", g.capability, g.action, r.opts.Module)
 		rules := rulesOf(g.rules)
-		selector := r.namespaceSelector(g.namespaces)
+		selector, objects := r.namespaceSelector(g.namespaces, g.optOut), objectSelector(g.optOut)
 		conds := r.matchConditions()
 		if g.action == spec.Mutate {
 			h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
-				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, MatchConditions: conds,
+				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,
 				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
 				TimeoutSeconds: ptr.To(r.opts.TimeoutSeconds), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
 				ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
 			})
 		} else {
 			h.validating = append(h.validating, admissionregistrationv1.ValidatingWebhook{
-				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, MatchConditions: conds,
+				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,
 				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
 				TimeoutSeconds: ptr.To(r.opts.TimeoutSeconds), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
 			})
@@ -363,17 +364,19 @@ func rulesOf(m map[schema.GroupVersionResource][]admissionregistrationv1.Operati
 	return rules
 }
 
-// namespaceSelector keeps the webhooks out of the module's own namespace,
-// kube-system, the excluded ones and any that opted out; a capability limited
-// to namespaces gets only those.
-func (r *Registrar) namespaceSelector(only []string) *metav1.LabelSelector {
-	excluded := append([]string{r.opts.Namespace, metav1.NamespaceSystem}, r.opts.ExcludeNamespaces...)
-	slices.Sort(excluded)
-	excluded = slices.Compact(excluded)
+// namespaceSelector keeps the webhooks out of the namespaces
+// ExcludedNamespaces names and the configured ones, and, when the capability
+// has an opt-out label, out of namespaces labelled with it; a capability
+// limited to namespaces gets only those.
+func (r *Registrar) namespaceSelector(only []string, optOut string) *metav1.LabelSelector {
 	s := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: excluded},
-		{Key: IgnoreLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
+		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: ExcludedNamespaces(r.opts.Namespace, r.opts.ExcludeNamespaces...)},
 	}}
+	if optOut != "" {
+		s.MatchExpressions = append(s.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: optOut, Operator: metav1.LabelSelectorOpNotIn, Values: []string{spec.OptOutValue},
+		})
+	}
 	if len(only) > 0 {
 		s.MatchExpressions = append(s.MatchExpressions, metav1.LabelSelectorRequirement{
 			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: only,
@@ -382,15 +385,48 @@ func (r *Registrar) namespaceSelector(only []string) *metav1.LabelSelector {
 	return s
 }
 
+// objectSelector keeps objects labelled with the capability's opt-out label
+// away; nil (every object) when it has none.
+func objectSelector(optOut string) *metav1.LabelSelector {
+	if optOut == "" {
+		return nil
+	}
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: optOut, Operator: metav1.LabelSelectorOpNotIn, Values: []string{spec.OptOutValue}},
+	}}
+}
+
+// ExcludedNamespaces are the namespaces no webhook of a module running in
+// namespace own ever matches, sorted: its own, kube-system and
+// kube-node-lease (the Kubernetes admission webhook good practices), and
+// extra.
+func ExcludedNamespaces(own string, extra ...string) []string {
+	out := append([]string{own, metav1.NamespaceSystem, corev1.NamespaceNodeLease}, extra...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Plumbing are the kinds no webhook ever matches, by a match condition: the
+// cluster's own plumbing, which a webhook must never stand in the way of.
+var Plumbing = []schema.GroupKind{
+	{Group: "", Kind: "Node"},
+	{Group: "coordination.k8s.io", Kind: "Lease"},
+	{Group: "certificates.k8s.io", Kind: "CertificateSigningRequest"},
+}
+
+// IsPlumbing reports whether a kind is one of Plumbing.
+func IsPlumbing(group, kind string) bool {
+	return slices.Contains(Plumbing, schema.GroupKind{Group: group, Kind: kind})
+}
+
 // matchConditions keep cluster plumbing away and exclude exactly the objects
 // the module's gates wait for, so its webhooks never stand in its own way.
 func (r *Registrar) matchConditions() []admissionregistrationv1.MatchCondition {
-	conds := []admissionregistrationv1.MatchCondition{{
-		Name: "not-cluster-plumbing",
-		Expression: `!(request.kind.group == "" && request.kind.kind == "Node") && ` +
-			`!(request.kind.group == "coordination.k8s.io" && request.kind.kind == "Lease") && ` +
-			`!(request.kind.group == "certificates.k8s.io" && request.kind.kind == "CertificateSigningRequest")`,
-	}}
+	var plumbing []string
+	for _, gk := range Plumbing {
+		plumbing = append(plumbing, fmt.Sprintf(`!(request.kind.group == %q && request.kind.kind == %q)`, gk.Group, gk.Kind))
+	}
+	conds := []admissionregistrationv1.MatchCondition{{Name: "not-cluster-plumbing", Expression: strings.Join(plumbing, " && ")}}
 	var gated []string
 	for _, o := range r.opts.Gated {
 		if o.Name == "" {
@@ -407,6 +443,18 @@ func (r *Registrar) matchConditions() []admissionregistrationv1.MatchCondition {
 		conds = append(conds, admissionregistrationv1.MatchCondition{Name: "not-gated-objects", Expression: "!(" + strings.Join(gated, " || ") + ")"})
 	}
 	return conds
+}
+
+// GatedObjects are the objects a module's gates wait for, which its webhooks
+// exclude (Options.Gated).
+func GatedObjects(m *spec.Module) []Object {
+	var gated []Object
+	for _, g := range m.Gates() {
+		if g.Waits != nil {
+			gated = append(gated, Object{GVK: g.Waits.GVK(), Namespace: g.Waits.Namespace, Name: g.Waits.Name})
+		}
+	}
+	return gated
 }
 
 var kinds = []string{"mutating", "validating"}

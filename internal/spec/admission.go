@@ -23,8 +23,38 @@ type Capability struct {
 	FailClosed bool `json:"failClosed"`
 	// Namespaces the capability is limited to; empty for all.
 	Namespaces []string `json:"namespaces"`
-	Site       string   `json:"site"`
+	// OptOut, when set, lets namespaces and objects labelled with it opt out
+	// of the capability's webhooks; never set on a fail-closed capability.
+	OptOut *OptOut `json:"optOut,omitempty"`
+	Site   string  `json:"site"`
 }
+
+// OptOutLabel is the capability's opt-out label; empty when it has none.
+func (c *Capability) OptOutLabel() string {
+	if c.OptOut == nil {
+		return ""
+	}
+	return c.OptOut.Label
+}
+
+// OptOut is a capability's opt-out label: a namespace or object labelled
+// Label=true is not sent to the capability's webhooks, and only Allowed may
+// set, change or remove the label anywhere (a ValidatingAdmissionPolicy the
+// module's manifests install refuses everyone else).
+type OptOut struct {
+	Label string `json:"label"`
+	// Allowed are usernames (a ServiceAccount is
+	// system:serviceaccount:<namespace>:<name>) and, prefixed with "group:",
+	// groups.
+	Allowed []string `json:"allowed"`
+	Site    string   `json:"site"`
+}
+
+// OptOutValue is the value of an opt-out label that opts out.
+const OptOutValue = "true"
+
+// GroupPrefix marks a group in OptOut.Allowed.
+const GroupPrefix = "group:"
 
 // Action is what an admission binding does.
 type Action string
@@ -77,8 +107,10 @@ type Binding struct {
 	Subresource string `json:"subresource,omitempty"`
 	// FailClosed bindings are served by static webhooks with failurePolicy
 	// Fail from install on, instead of being registered when ready.
-	FailClosed bool   `json:"failClosed"`
-	Site       string `json:"site"`
+	FailClosed bool `json:"failClosed"`
+	// OptOut is the capability's opt-out label; empty when it has none.
+	OptOut string `json:"optOut,omitempty"`
+	Site   string `json:"site"`
 
 	// New returns an empty object of the binding's Go type.
 	New func() client.Object `json:"-"`

@@ -1,0 +1,59 @@
+package admit_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/spec"
+)
+
+// A capability with an opt-out label is served on its own path, and only
+// there: its webhooks skip what opted out, the shared ones do not, so a
+// request on the shared path must not run its bindings, nor one on its path
+// the others'.
+func TestOptOutCapabilityIsServedOnItsOwnPath(t *testing.T) {
+	deny := func(msg string) func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
+		return func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict { return admission.Deny(msg) }
+	}
+	shared := admit.ValidateBinding(gvk, &corev1.Pod{}, deny("shared"))
+	shared.Capability, shared.Name = "policies", "shared"
+	own := admit.ValidateBinding(gvk, &corev1.Pod{}, deny("own"))
+	own.Capability, own.Name, own.OptOut = "quota", "own", "vigil.dev/ignore"
+	for _, b := range []*spec.Binding{&shared, &own} {
+		b.Operations = []admissionv1.Operation{admissionv1.Create}
+	}
+	h := admit.NewHandler([]spec.Binding{shared, own}, admit.Options{Module: "mod", Log: logr.Discard()})
+	body := review(t, admissionv1.Create, pod(nil), nil)
+	for path, want := range map[string]string{
+		admit.ValidatePath("mod"):                           "shared",
+		admit.CapabilityPath(spec.Validate, "mod", "quota"): "own",
+	} {
+		_, resp := post(t, h, path, "application/json", body)
+		if resp == nil || resp.Allowed || resp.Result == nil || resp.Result.Message != want {
+			t.Errorf("%s: response %+v: want denied by %q alone", path, resp, want)
+		}
+	}
+	// A capability that has no path of its own is not served on one.
+	if _, resp := post(t, h, admit.CapabilityPath(spec.Validate, "mod", "policies"), "application/json", body); resp == nil || !resp.Allowed {
+		t.Errorf("a capability path of a capability without one: %+v: want it treated as any unserved path", resp)
+	}
+	// The audit, which no webhook calls, runs them all.
+	if msg := h.Audit(t.Context(), decoded(t, body)); msg == "" {
+		t.Error("the audit ran no binding")
+	}
+}
+
+func decoded(t *testing.T, body []byte) *admissionv1.AdmissionRequest {
+	t.Helper()
+	r, err := admit.DecodeReview(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Request
+}

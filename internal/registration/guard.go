@@ -1,0 +1,175 @@
+package registration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/vigilkit/vigil/internal/spec"
+)
+
+// Guard refuses a capability's opt-out label to everyone its author did not
+// allow. It is a ValidatingAdmissionPolicy and its binding: the API server
+// evaluates it itself, so it holds while the module is down, and it has no
+// selectors, so the label it guards cannot switch it off. It matches every
+// create and update of every resource and subresource, and its match
+// condition lets through at once every request that leaves the label as it
+// was.
+type Guard struct {
+	Policy  *admissionregistrationv1.ValidatingAdmissionPolicy
+	Binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+}
+
+// GuardName names the policy and the binding guarding a capability's opt-out
+// label.
+func GuardName(module, capability string) string {
+	return module + "-" + capability + "-opt-out"
+}
+
+// Guards are the guards of a module's capabilities that have an opt-out
+// label, in the capabilities' order, as the module's manifests ship them.
+func Guards(m *spec.Module) []Guard {
+	var out []Guard
+	for _, c := range m.Capabilities {
+		if c.OptOut != nil {
+			out = append(out, guard(m.Name, c))
+		}
+	}
+	return out
+}
+
+func guard(module string, c spec.Capability) Guard {
+	name := GuardName(module, c.Name)
+	meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": module, "app.kubernetes.io/managed-by": "vigil"}}
+	key := fmt.Sprintf("%q", c.OptOut.Label)
+	// label is `="value"` when obj carries the label, "" when it does not:
+	// absent and empty differ.
+	label := func(obj string) string {
+		return fmt.Sprintf(`(%[1]s != null && has(%[1]s.metadata) && has(%[1]s.metadata.labels) && %[2]s in %[1]s.metadata.labels ? "=" + %[1]s.metadata.labels[%[2]s] : "")`, obj, key)
+	}
+	var users, groups []string
+	for _, a := range c.OptOut.Allowed {
+		if g, ok := strings.CutPrefix(a, spec.GroupPrefix); ok {
+			groups = append(groups, fmt.Sprintf("%q", g))
+		} else {
+			users = append(users, fmt.Sprintf("%q", a))
+		}
+	}
+	allowed := fmt.Sprintf(`request.userInfo.username in [%s] || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in [%s]))`,
+		strings.Join(users, ", "), strings.Join(groups, ", "))
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: meta,
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{},
+				ObjectSelector:    &metav1.LabelSelector{},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{
+							APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"},
+							Scope: ptr.To(admissionregistrationv1.AllScopes),
+						},
+					},
+				}},
+				MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
+			},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name:       "sets-changes-or-removes-the-label",
+				Expression: label("object") + " != " + label("oldObject"),
+			}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: allowed,
+				Message: fmt.Sprintf("only %s may set, change or remove the label %s: it opts namespaces and objects out of module %s's capability %s",
+					strings.Join(c.OptOut.Allowed, ", "), c.OptOut.Label, module, c.Name),
+				Reason: ptr.To(metav1.StatusReasonForbidden),
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: *meta.DeepCopy(),
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	return Guard{Policy: policy, Binding: binding}
+}
+
+// EnsureGuards creates the module's guards, or brings them back in line
+// with its definition: what a module's manifests install, for local runs
+// (the admission role's --bootstrap). A module never needs rights to them.
+func EnsureGuards(ctx context.Context, c kubernetes.Interface, m *spec.Module) error {
+	api := c.AdmissionregistrationV1()
+	for _, g := range Guards(m) {
+		p, b := g.Policy, g.Binding
+		if cur, err := api.ValidatingAdmissionPolicies().Get(ctx, p.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			_, err = api.ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{FieldManager: "vigil"})
+			if err != nil {
+				return fmt.Errorf("create ValidatingAdmissionPolicy %s: %w", p.Name, err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("get ValidatingAdmissionPolicy %s: %w", p.Name, err)
+		} else {
+			p.ResourceVersion = cur.ResourceVersion
+			if _, err := api.ValidatingAdmissionPolicies().Update(ctx, p, metav1.UpdateOptions{FieldManager: "vigil"}); err != nil {
+				return fmt.Errorf("update ValidatingAdmissionPolicy %s: %w", p.Name, err)
+			}
+		}
+		if cur, err := api.ValidatingAdmissionPolicyBindings().Get(ctx, b.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			_, err = api.ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{FieldManager: "vigil"})
+			if err != nil {
+				return fmt.Errorf("create ValidatingAdmissionPolicyBinding %s: %w", b.Name, err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("get ValidatingAdmissionPolicyBinding %s: %w", b.Name, err)
+		} else {
+			b.ResourceVersion = cur.ResourceVersion
+			if _, err := api.ValidatingAdmissionPolicyBindings().Update(ctx, b, metav1.UpdateOptions{FieldManager: "vigil"}); err != nil {
+				return fmt.Errorf("update ValidatingAdmissionPolicyBinding %s: %w", b.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Exclusions are what a capability's webhooks never see, in words, for
+// `plan`: what passes unchecked even while the module enforces.
+func Exclusions(m *spec.Module, c spec.Capability) []string {
+	out := []string{
+		"objects in namespaces " + strings.Join(ExcludedNamespaces(m.Namespace), ", ") + ", and those Namespaces themselves (namespaceSelector)",
+	}
+	var plumbing []string
+	for _, gk := range Plumbing {
+		if gk.Group == "" {
+			plumbing = append(plumbing, gk.Kind+"s")
+		} else {
+			plumbing = append(plumbing, gk.Kind+"s ("+gk.Group+")")
+		}
+	}
+	out = append(out, strings.Join(plumbing, ", ")+": cluster plumbing (matchCondition)")
+	for _, o := range GatedObjects(m) {
+		if o.Name == "" {
+			continue
+		}
+		where := o.Name
+		if o.Namespace != "" {
+			where = o.Namespace + "/" + o.Name
+		}
+		out = append(out, fmt.Sprintf("%s %s: a startup gate waits for it (matchCondition)", o.GVK.Kind, where))
+	}
+	if o := c.OptOut; o != nil {
+		out = append(out, fmt.Sprintf("namespaces and objects labelled %s=%s, and every object in such a namespace (namespaceSelector, objectSelector); only %s may set, change or remove the label (ValidatingAdmissionPolicy %s)",
+			o.Label, spec.OptOutValue, strings.Join(o.Allowed, ", "), GuardName(m.Name, c.Name)))
+	}
+	return out
+}
