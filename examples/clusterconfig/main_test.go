@@ -13,6 +13,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -156,11 +157,14 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 		t.Fatalf("privileged pod: got %v, want it denied by DisallowPrivileged", err)
 	}
 
-	// Every path to the Pod is covered: a stripped label comes back on the
-	// UPDATE, and `kubectl debug` cannot add a privileged ephemeral container.
+	// Every path to the Pod is covered, tried as a user who may only work
+	// with pods and their ephemeral containers in the namespace: a stripped
+	// label comes back on the UPDATE, and `kubectl debug` cannot add a
+	// privileged ephemeral container.
+	mallory := lowRightsUser(t, apps)
 	stripped := web.DeepCopy()
 	delete(stripped.Labels, ClusterLabel)
-	if err := env.Client.Update(ctx, stripped); err != nil {
+	if err := mallory.Update(ctx, stripped); err != nil {
 		t.Fatalf("strip the label: %v", err)
 	}
 	if got := stripped.Labels[ClusterLabel]; got != "unnamed-cluster" {
@@ -170,12 +174,12 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	debugged.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 		Name: "debugger", Image: "busybox", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 	}}}
-	err = env.Client.SubResource("ephemeralcontainers").Update(ctx, debugged)
+	err = mallory.SubResource("ephemeralcontainers").Update(ctx, debugged)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `container "debugger" is privileged, which policy DisallowPrivileged denies`) {
 		t.Fatalf("a privileged ephemeral container: got %v, want it denied by DisallowPrivileged", err)
 	}
 	debugged.Spec.EphemeralContainers[0].SecurityContext = nil
-	if err := env.Client.SubResource("ephemeralcontainers").Update(ctx, debugged); err != nil {
+	if err := mallory.SubResource("ephemeralcontainers").Update(ctx, debugged); err != nil {
 		t.Fatalf("an ordinary ephemeral container: %v", err)
 	}
 
@@ -325,4 +329,32 @@ func TestEffectiveMergesOverDefaults(t *testing.T) {
 	if _, err := s.defaults(true); err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing defaults when required: %v, want not-exist", err)
 	}
+}
+
+// lowRightsUser is a client of a user who may only create, read, update and
+// patch pods and their ephemeral containers in namespace ns.
+func lowRightsUser(t *testing.T, ns string) client.Client {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pods-only"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"pods", "pods/ephemeralcontainers"}, Verbs: []string{"create", "get", "update", "patch"},
+	}}}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pods-only"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mallory"}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(env.AsUserConfig("mallory"), client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The authorizer takes in new RBAC within a moment.
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		return c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web"}, &corev1.Pod{})
+	})
+	return c
 }
