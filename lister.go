@@ -57,7 +57,7 @@ func listerFor[T client.Object](m *Module, proto T, skip int) *Lister[T] {
 		m.recordf(skip, "Lister: %v", err)
 		return c
 	}
-	c.src.GVK, c.src.New = gvk, define.NewObjectFunc(proto, gvk)
+	c.src.GVK, c.src.New = gvk, spec.NewObjectFunc(proto, gvk)
 	if c.src.NewList, err = define.ListOf(m.d.Scheme, proto, gvk); err != nil {
 		m.recordf(skip, "Lister: %v", err)
 		return c

@@ -70,7 +70,7 @@ func (b *WhenBuilder[T]) addWatch(role spec.WatchRole, set func(*spec.Watch)) {
 		Capability: b.c.c.Name,
 		Role:       role,
 		GVK:        b.gvk,
-		New:        define.NewObjectFunc(b.proto, b.gvk),
+		New:        spec.NewObjectFunc(b.proto, b.gvk),
 		Filters:    b.filters,
 		Site:       b.site,
 		Select: spec.Selection{

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,7 +21,7 @@ var ErrDryRun = errors.New("store writes are refused while admitting a dry-run r
 
 // MutateBinding makes a binding that runs fn on objects of proto's type.
 func MutateBinding[T client.Object](gvk schema.GroupVersionKind, proto T, fn func(ctx context.Context, req *admission.Request[T]) error) spec.Binding {
-	b := spec.Binding{GVK: gvk, Action: spec.Mutate, New: newOf(proto), Type: reflect.TypeOf(proto)}
+	b := spec.Binding{GVK: gvk, Action: spec.Mutate, New: spec.NewObjectFunc(proto, gvk), Type: reflect.TypeOf(proto)}
 	b.Mutate = func(ctx context.Context, obj, old client.Object, in *spec.Call) error {
 		return fn(ctx, typed[T](obj, old, in))
 	}
@@ -31,7 +30,7 @@ func MutateBinding[T client.Object](gvk schema.GroupVersionKind, proto T, fn fun
 
 // ValidateBinding makes a binding that judges objects of proto's type with fn.
 func ValidateBinding[T client.Object](gvk schema.GroupVersionKind, proto T, fn func(ctx context.Context, req *admission.Request[T]) admission.Verdict) spec.Binding {
-	b := spec.Binding{GVK: gvk, Action: spec.Validate, New: newOf(proto), Type: reflect.TypeOf(proto)}
+	b := spec.Binding{GVK: gvk, Action: spec.Validate, New: spec.NewObjectFunc(proto, gvk), Type: reflect.TypeOf(proto)}
 	b.Validate = func(ctx context.Context, obj, old client.Object, in *spec.Call) (admission.Verdict, error) {
 		return fn(ctx, typed[T](obj, old, in)), nil
 	}
@@ -57,20 +56,6 @@ func typed[T client.Object](obj, old client.Object, in *spec.Call) *admission.Re
 		req.OldObject = old.(T)
 	}
 	return req
-}
-
-// newOf returns a constructor of fresh objects of proto's type.
-func newOf[T client.Object](proto T) func() client.Object {
-	if u, ok := any(proto).(*unstructured.Unstructured); ok {
-		gvk := u.GroupVersionKind()
-		return func() client.Object {
-			n := &unstructured.Unstructured{}
-			n.SetGroupVersionKind(gvk)
-			return n
-		}
-	}
-	t := reflect.TypeOf(proto).Elem()
-	return func() client.Object { return reflect.New(t).Interface().(client.Object) }
 }
 
 // serves reports whether the request is of what the binding is for: its

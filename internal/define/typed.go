@@ -82,20 +82,6 @@ func (p predCond[T]) Check(u *unstructured.Unstructured) (bool, string) {
 
 func (p predCond[T]) String() string { return "match the predicate at " + p.site }
 
-// NewObjectFunc returns empty objects of proto's type; unstructured ones
-// carry the kind.
-func NewObjectFunc(proto client.Object, gvk schema.GroupVersionKind) func() client.Object {
-	if _, ok := proto.(*unstructured.Unstructured); ok {
-		return func() client.Object {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(gvk)
-			return u
-		}
-	}
-	t := reflect.TypeOf(proto).Elem()
-	return func() client.Object { return reflect.New(t).Interface().(client.Object) }
-}
-
 // RunSample calls fn until its sample matches (any sample, when match is
 // nil): the first at once, later ones every s.Every with jitter, each bounded
 // by s.SampleTimeout, errors backed off. seen is told each sample that does

@@ -2,8 +2,10 @@ package spec
 
 import (
 	"context"
+	"reflect"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -93,4 +95,18 @@ type Schedule struct {
 	// Next returns the first time to run after t.
 	Next func(t time.Time) time.Time     `json:"-"`
 	Run  func(ctx context.Context) error `json:"-"`
+}
+
+// NewObjectFunc returns empty objects of proto's type; unstructured ones
+// carry the kind.
+func NewObjectFunc(proto client.Object, gvk schema.GroupVersionKind) func() client.Object {
+	if _, ok := proto.(*unstructured.Unstructured); ok {
+		return func() client.Object {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			return u
+		}
+	}
+	t := reflect.TypeOf(proto).Elem()
+	return func() client.Object { return reflect.New(t).Interface().(client.Object) }
 }
