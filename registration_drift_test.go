@@ -3,6 +3,7 @@ package vigil_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -55,7 +56,8 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 	t.Setenv("POD_NAME", pod)
 	t.Setenv("POD_NAMESPACE", home)
 	// No --registration-check-interval: the default is what is measured.
-	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s", "--webhook-url", "https://"+addr)
+	flags := []string{"--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s", "--webhook-url", "https://" + addr}
+	stop := runAdmission(t, m, addr, flags...)
 
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
 	metric := func(series string) int {
@@ -236,6 +238,29 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 				t.Fatalf("/readyz still warns after the repair: %q", ready)
 			}
 		})
+	}
+
+	// A replica that starts into a drifted configuration repairs it as it
+	// registers, and reports it.
+	stop()
+	mutate(func(w *admissionregistrationv1.MutatingWebhook) { w.FailurePolicy = ptr.To(admissionregistrationv1.Ignore) },
+		func(w *admissionregistrationv1.ValidatingWebhook) { w.FailurePolicy = ptr.To(admissionregistrationv1.Ignore) })
+	runAdmission(t, m, addr, flags...)
+	vigiltest.Eventually(t, 30*time.Second, enforced)
+	vigiltest.Eventually(t, 5*time.Second, func() error {
+		evs := &corev1.EventList{}
+		if err := env.Client.List(ctx, evs, client.InNamespace(home)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "WebhookConfigurationRepaired" && strings.Contains(e.Message, "failurePolicy Ignore (want Fail)") && !strings.Contains(e.Message, "namespaceSelector") {
+				return nil
+			}
+		}
+		return errors.New("the replica that started into drift did not report its repair")
+	})
+	if got := metric(repairs); got != 1 {
+		t.Fatalf("%s = %d on the new replica, want 1", repairs, got)
 	}
 }
 

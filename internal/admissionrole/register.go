@@ -49,13 +49,25 @@ func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan st
 		return false
 	case <-listening:
 	}
+	// A replica that starts into drifted configurations (edited, a wrong
+	// caBundle) reports it, and its repair; the empty configurations of a
+	// first registration are no drift.
+	reg.OnDrift(func(drift []string) {
+		if !registration.FirstRegistration(drift) {
+			problems.drifted(drift)
+		}
+	})
 	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.3, Steps: 1 << 30, Cap: 30 * time.Second}
 	for {
 		// Readiness is polled briskly: registration should follow it closely.
 		next := 250 * time.Millisecond
 		if err := ready(); err == nil {
+			began := time.Now()
 			err = reg.Register(ctx)
 			if err == nil {
+				if drift := problems.pending(); len(drift) > 0 {
+					problems.repaired(drift, time.Since(began))
+				}
 				return true
 			}
 			if errors.Is(err, registration.ErrMissing) {
@@ -221,6 +233,13 @@ func (p *registrationProblems) repaired(drift []string, took time.Duration) {
 	if p.sink != nil {
 		p.sink.Event(true, "WebhookConfigurationRepaired", msg)
 	}
+}
+
+// pending is the drift reported and not repaired yet.
+func (p *registrationProblems) pending() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.drift
 }
 
 // settled: the configurations are as specified (or a newer version's).

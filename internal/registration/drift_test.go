@@ -105,7 +105,7 @@ func TestSyncRepairsAnEmptiedConfiguration(t *testing.T) {
 	if err := env.Client.Update(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	syncWants(t, r, "emptied (no webhooks, no registration record)")
+	syncWants(t, r, registration.Emptied)
 	inSync(t, r, name, want)
 
 	mut, _ := registration.Bootstrap(name)
@@ -122,7 +122,7 @@ func TestSyncRepairsAnEmptiedConfiguration(t *testing.T) {
 	if err := env.Client.Create(t.Context(), mut); err != nil {
 		t.Fatal(err)
 	}
-	syncWants(t, r, "emptied (no webhooks, no registration record)")
+	syncWants(t, r, registration.Emptied)
 	inSync(t, r, name, want)
 }
 

@@ -223,7 +223,7 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 			// by a re-apply. Drift unless it is the first registration —
 			// which the caller knows (Register ignores drift).
 			if len(actual) == 0 {
-				drift = append(drift, where+": emptied (no webhooks, no registration record)")
+				drift = append(drift, where+": "+Emptied)
 			} else {
 				drift = append(drift, strings.Join(append([]string{where + ": no registration record"}, diffs...), "; "))
 			}
@@ -251,6 +251,22 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 	}
 	events.Info(r.opts.Log, events.WebhooksEnforced, "webhooks enforced", "failurePolicy", string(enforce))
 	return drift, true, nil
+}
+
+// Emptied is Sync's word for a configuration without webhooks or a Record:
+// as the manifests ship it, or emptied or re-created by a re-apply.
+const Emptied = "emptied (no webhooks, no registration record)"
+
+// FirstRegistration reports whether all of a drift is Emptied: what a first
+// registration finds, which a replica that has not registered yet cannot
+// tell from a re-apply.
+func FirstRegistration(drift []string) bool {
+	for _, d := range drift {
+		if !strings.HasSuffix(d, ": "+Emptied) {
+			return false
+		}
+	}
+	return true
 }
 
 // policy is the failure policy the webhooks enforce once reachable.
