@@ -37,8 +37,8 @@ type Options struct {
 	CAFile     string
 	// Bootstrap creates the empty webhook configurations when missing.
 	Bootstrap bool
-	// CheckInterval is how often a replica checks its configurations still
-	// exist; 30s when zero.
+	// CheckInterval is how often a replica keeps its configurations true
+	// (repairs drift, reports a deleted one); CheckInterval (2s) when zero.
 	CheckInterval time.Duration
 	HandoffDir    string
 	ShutdownDelay time.Duration
@@ -108,7 +108,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		}
 		// Set before serving: the handler reads it.
 		r.newer.read = reg.Newer
-		problems := &registrationProblems{log: log, sink: podevents.For(cfg, m.Name, -1), notify: r.registrationProblem}
+		problems := &registrationProblems{log: log, sink: podevents.For(cfg, m.Name, -1), notify: r.registrationProblem, metrics: newRegistrationMetrics(r.registry, m.Name)}
 		serve.ReadyDetail = problems.detail
 		go func() {
 			select {
@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 					log.Error(err, "audit of the objects admitted before registration")
 				}
 			}
-			watchRegistration(ctx, reg, problems, o.CheckInterval)
+			watchRegistration(ctx, log, reg, problems, o.CheckInterval)
 		}()
 	}
 	return webhook.Serve(ctx, serve)

@@ -40,6 +40,15 @@ const (
 	WebhooksEnforced Name = "webhooks-enforced"
 	// WebhooksAlreadyRegistered: this version had registered them before.
 	WebhooksAlreadyRegistered Name = "webhooks-already-registered"
+	// WebhooksDrifted: a webhook configuration differs from the module's
+	// spec (edited, emptied, wrong caBundle); fields drift. It is repaired.
+	WebhooksDrifted Name = "webhooks-drifted"
+	// WebhooksRepaired: a drifted configuration was written back; fields
+	// drift, took.
+	WebhooksRepaired Name = "webhooks-repaired"
+	// WebhookConfigurationMissing: a configuration was deleted outright; it
+	// is not re-created. Fields err.
+	WebhookConfigurationMissing Name = "webhook-configuration-missing"
 	// AuditViolation: an existing object violates a validation; fields kind,
 	// namespace, name, violation.
 	AuditViolation Name = "audit-violation"

@@ -13,6 +13,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -187,5 +188,51 @@ func TestRenderShipsOptOutGuards(t *testing.T) {
 				t.Errorf("the module gets rights to its guards: %+v", r)
 			}
 		}
+	}
+}
+
+// The configurations registered when ready ship without a `webhooks` field,
+// so applying the manifests again can never fight the registrar, which alone
+// writes them. The fail-closed configurations are the exception: static,
+// they carry their webhooks from install on.
+func TestRegisteredWhenReadyConfigurationsShipNoWebhooksField(t *testing.T) {
+	m := sample()
+	m.Bindings = append(m.Bindings, spec.Binding{Capability: "strict", Name: "no-root", GVK: cm, Action: spec.Validate, Operations: []admissionv1.Operation{admissionv1.Create}, FailClosed: true})
+	objs, err := Render(m, Options{Image: "example.com/uds-core:1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := YAML(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, doc := range strings.Split(string(out), "\n---\n") {
+		var u map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &u); err != nil {
+			t.Fatal(err)
+		}
+		kind, _ := u["kind"].(string)
+		if !strings.HasSuffix(kind, "WebhookConfiguration") {
+			continue
+		}
+		name := u["metadata"].(map[string]any)["name"].(string)
+		_, has := u["webhooks"]
+		switch name {
+		case "uds-core":
+			if has {
+				t.Errorf("%s %s ships a webhooks field: applying the manifests would fight the registrar", kind, name)
+			}
+		case "uds-core-fail-closed":
+			if kind == "ValidatingWebhookConfiguration" && !has {
+				t.Errorf("the fail-closed %s ships no webhooks", kind)
+			}
+		default:
+			t.Errorf("unexpected %s %s", kind, name)
+		}
+		seen[kind+" "+name] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("webhook configurations %v: want the module's two and the fail-closed validating one", seen)
 	}
 }

@@ -100,7 +100,7 @@ endpoints are withdrawn, then drains the requests in flight.`,
 	af.DurationVar(&a.Options.ShutdownDelay, "shutdown-delay", 5*time.Second, "how long to keep serving, not ready, after SIGTERM")
 	af.BoolVar(&a.Options.Register, "register", true, "fill the module's webhook configurations once ready (Ignore, then the canary, then the failure policy)")
 	af.StringVar(&a.Options.WebhookURL, "webhook-url", "", "base URL the API server reaches this server at (for local runs); by default the module's Service")
-	af.DurationVar(&a.Options.CheckInterval, "registration-check-interval", 30*time.Second, "how often to check that the webhook configurations still exist (a deleted one is reported, not recreated)")
+	af.DurationVar(&a.Options.CheckInterval, "registration-check-interval", admissionrole.CheckInterval, "how often to keep the webhook configurations true: drift (edited, emptied, wrong caBundle) is repaired and reported; a deleted one is reported, not recreated")
 	af.BoolVar(&a.Options.Bootstrap, "bootstrap", false, "create the module's empty webhook configurations when they are missing, as its manifests would: for local runs such as vigil dev")
 	af.StringVar(&a.Options.CAFile, "ca-file", "", "CA bundle for the webhooks' caBundle with --cert-dir (default: ca.crt in --cert-dir)")
 	root.AddCommand(admissionCmd)

@@ -43,4 +43,15 @@
 // serves. A replica's stop never removes the configurations;
 // Unregister empties them at uninstall. A configuration an admin deleted is
 // reported, not recreated.
+//
+// The registrar is the one writer of the configurations' webhooks, and keeps
+// them true: Sync compares both with the module's spec (the webhooks list,
+// rules, selectors, failure policy, timeout, match conditions, client
+// configuration and caBundle, the API server's defaults filled in) and the
+// Record, and repairs what differs with the same state machine — through
+// probing and the canary when reachability is in question, straight to
+// enforced when only what is matched or how it fails changed. It returns the
+// drift in words, for the caller to report (OnDrift tells it before the
+// repair is written). The manifests ship the configurations without a
+// webhooks field, so applying them cannot fight the registrar.
 package registration

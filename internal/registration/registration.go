@@ -19,6 +19,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,9 +131,14 @@ var (
 
 // Registrar registers one module's webhooks.
 type Registrar struct {
-	c    kubernetes.Interface
-	opts Options
+	c       kubernetes.Interface
+	opts    Options
+	onDrift func(drift []string)
 }
+
+// OnDrift sets what Sync tells about drift it found, before it repairs it.
+// Set it before Sync runs.
+func (r *Registrar) OnDrift(f func(drift []string)) { r.onDrift = f }
 
 // New returns a Registrar.
 func New(c kubernetes.Interface, opts Options) *Registrar {
@@ -150,36 +156,308 @@ func New(c kubernetes.Interface, opts Options) *Registrar {
 
 // Register runs the protocol: fill with Ignore, prove reachability with the
 // canary, enforce. It retries until done or ctx ends. A configuration already
-// enforced by this version with these bindings is left as it is.
+// enforced by this version with these bindings, and still as specified, is
+// left as it is; one that drifted is repaired (see Sync).
 func (r *Registrar) Register(ctx context.Context) error {
-	hooks, err := r.build()
-	if err != nil {
-		return err
-	}
-	current, err := r.records(ctx)
-	if err != nil {
-		return err
-	}
-	if current[0].Hash == hooks.hash && current[1].Hash == hooks.hash && current[0].State == "enforced" && current[1].State == "enforced" && current[0].Version == r.opts.Version {
+	_, wrote, err := r.sync(ctx)
+	if err == nil && !wrote {
 		events.Info(r.opts.Log, events.WebhooksAlreadyRegistered, "webhooks already registered by this version", "module", r.opts.Module)
-		return nil
 	}
-	if err := r.write(ctx, hooks, admissionregistrationv1.Ignore, "probing"); err != nil {
-		return err
+	return err
+}
+
+// Sync keeps the module's configurations true to its spec: it reads both,
+// and when they differ from what this version registers — the webhooks
+// list, rules, selectors, failure policy, timeout, match conditions, the
+// client configuration and its caBundle — or carry no record of this
+// version's registration, it writes them again. It returns what it found
+// wrong ("drift"), in words, or nothing when they were in sync or merely
+// registered for the first time by this version (an empty configuration as
+// the manifests ship it, or one an older version wrote).
+//
+// A repair is the registration protocol itself, one state machine kept in
+// the Record: when reachability is in question (a client configuration or
+// caBundle changed, a configuration emptied, a record lost or still
+// probing) it writes failurePolicy Ignore ("probing"), proves with the
+// canary that the API server reaches the module, then enforces; when only
+// what is matched or how it fails changed (rules, selectors, failure
+// policy, timeout, a webhook removed) it enforces at once. Every write is
+// compare-and-swap on the resourceVersion and never overwrites a newer
+// version's configuration (ErrNewer): during a rollout an older replica does
+// not "repair" the newer one's registration. A configuration deleted
+// outright is ErrMissing and is not re-created.
+func (r *Registrar) Sync(ctx context.Context) ([]string, error) {
+	drift, _, err := r.sync(ctx)
+	return drift, err
+}
+
+// sync is Sync, and says whether it wrote.
+func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
+	h, err := r.build()
+	if err != nil {
+		return nil, false, err
 	}
-	events.Info(r.opts.Log, events.WebhooksRegistered, "webhooks registered with failurePolicy Ignore; probing reachability")
-	if err := r.probe(ctx); err != nil {
-		return err
+	enforce := r.policy()
+	var drift []string
+	probe := false
+	for _, kind := range kinds {
+		_, rec, actual, err := r.read(ctx, kind)
+		if err != nil {
+			return nil, false, err
+		}
+		if newer(rec.Version, r.opts.Version) {
+			return nil, false, fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, kind, rec.Version, r.opts.Version)
+		}
+		ours := rec.Version == r.opts.Version && rec.Hash == h.hash
+		want := enforce
+		if !ours || rec.State != "enforced" {
+			want = admissionregistrationv1.Ignore
+			probe = true
+		}
+		diffs, reach := diffHooks(h.views(kind, want), actual)
+		probe = probe || reach
+		where := fmt.Sprintf("%s webhook configuration %q", kind, r.opts.Module)
+		switch {
+		case rec == (Record{}):
+			// No record: as the manifests ship it, or emptied or re-created
+			// by a re-apply. Drift unless it is the first registration —
+			// which the caller knows (Register ignores drift).
+			if len(actual) == 0 {
+				drift = append(drift, where+": "+Emptied)
+			} else {
+				drift = append(drift, strings.Join(append([]string{where + ": no registration record"}, diffs...), "; "))
+			}
+		case ours && len(diffs) > 0:
+			drift = append(drift, where+": "+strings.Join(diffs, "; "))
+		}
 	}
-	policy := admissionregistrationv1.Fail
+	if !probe && len(drift) == 0 {
+		return nil, false, nil // in sync: enforced by this version, as specified
+	}
+	if len(drift) > 0 && r.onDrift != nil {
+		r.onDrift(drift)
+	}
+	if probe {
+		if err := r.write(ctx, h, admissionregistrationv1.Ignore, "probing"); err != nil {
+			return drift, true, err
+		}
+		events.Info(r.opts.Log, events.WebhooksRegistered, "webhooks registered with failurePolicy Ignore; probing reachability")
+		if err := r.probe(ctx); err != nil {
+			return drift, true, err
+		}
+	}
+	if err := r.write(ctx, h, enforce, "enforced"); err != nil {
+		return drift, true, err
+	}
+	events.Info(r.opts.Log, events.WebhooksEnforced, "webhooks enforced", "failurePolicy", string(enforce))
+	return drift, true, nil
+}
+
+// Emptied is Sync's word for a configuration without webhooks or a Record:
+// as the manifests ship it, or emptied or re-created by a re-apply.
+const Emptied = "emptied (no webhooks, no registration record)"
+
+// FirstRegistration reports whether all of a drift is Emptied: what a first
+// registration finds, which a replica that has not registered yet cannot
+// tell from a re-apply.
+func FirstRegistration(drift []string) bool {
+	for _, d := range drift {
+		if !strings.HasSuffix(d, ": "+Emptied) {
+			return false
+		}
+	}
+	return true
+}
+
+// policy is the failure policy the webhooks enforce once reachable.
+func (r *Registrar) policy() admissionregistrationv1.FailurePolicyType {
 	if r.opts.FailurePolicy == admission.Ignore {
-		policy = admissionregistrationv1.Ignore
+		return admissionregistrationv1.Ignore
 	}
-	if err := r.write(ctx, hooks, policy, "enforced"); err != nil {
-		return err
+	return admissionregistrationv1.Fail
+}
+
+// hookView is what Sync compares of a webhook, mutating or validating, with
+// the API server's defaults filled in.
+type hookView struct {
+	name               string
+	clientConfig       admissionregistrationv1.WebhookClientConfig
+	rules              []admissionregistrationv1.RuleWithOperations
+	failurePolicy      admissionregistrationv1.FailurePolicyType
+	matchPolicy        admissionregistrationv1.MatchPolicyType
+	namespaceSelector  *metav1.LabelSelector
+	objectSelector     *metav1.LabelSelector
+	sideEffects        *admissionregistrationv1.SideEffectClass
+	timeoutSeconds     int32
+	reviewVersions     []string
+	reinvocationPolicy admissionregistrationv1.ReinvocationPolicyType
+	matchConditions    []admissionregistrationv1.MatchCondition
+}
+
+func viewOf(name string, cc admissionregistrationv1.WebhookClientConfig, rules []admissionregistrationv1.RuleWithOperations,
+	fp *admissionregistrationv1.FailurePolicyType, mp *admissionregistrationv1.MatchPolicyType, ns, obj *metav1.LabelSelector,
+	se *admissionregistrationv1.SideEffectClass, timeout *int32, versions []string, rp *admissionregistrationv1.ReinvocationPolicyType,
+	conds []admissionregistrationv1.MatchCondition) hookView {
+	v := hookView{
+		name: name, clientConfig: *cc.DeepCopy(), failurePolicy: ptr.Deref(fp, admissionregistrationv1.Fail),
+		matchPolicy: ptr.Deref(mp, admissionregistrationv1.Equivalent), namespaceSelector: ns, objectSelector: obj,
+		sideEffects: se, timeoutSeconds: ptr.Deref(timeout, 10), reviewVersions: versions,
+		reinvocationPolicy: ptr.Deref(rp, ""), matchConditions: conds,
 	}
-	events.Info(r.opts.Log, events.WebhooksEnforced, "webhooks enforced", "failurePolicy", string(policy))
-	return nil
+	if v.namespaceSelector == nil {
+		v.namespaceSelector = &metav1.LabelSelector{}
+	}
+	if v.objectSelector == nil {
+		v.objectSelector = &metav1.LabelSelector{}
+	}
+	if s := v.clientConfig.Service; s != nil && s.Port == nil {
+		s.Port = ptr.To[int32](443)
+	}
+	for _, r := range rules {
+		r = *r.DeepCopy()
+		if r.Scope == nil {
+			r.Scope = ptr.To(admissionregistrationv1.AllScopes)
+		}
+		v.rules = append(v.rules, r)
+	}
+	return v
+}
+
+func mutatingViews(ws []admissionregistrationv1.MutatingWebhook) []hookView {
+	var out []hookView
+	for _, w := range ws {
+		rp := w.ReinvocationPolicy
+		if rp == nil {
+			rp = ptr.To(admissionregistrationv1.NeverReinvocationPolicy)
+		}
+		out = append(out, viewOf(w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.MatchPolicy, w.NamespaceSelector, w.ObjectSelector,
+			w.SideEffects, w.TimeoutSeconds, w.AdmissionReviewVersions, rp, w.MatchConditions))
+	}
+	return out
+}
+
+func validatingViews(ws []admissionregistrationv1.ValidatingWebhook) []hookView {
+	var out []hookView
+	for _, w := range ws {
+		out = append(out, viewOf(w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.MatchPolicy, w.NamespaceSelector, w.ObjectSelector,
+			w.SideEffects, w.TimeoutSeconds, w.AdmissionReviewVersions, nil, w.MatchConditions))
+	}
+	return out
+}
+
+// withPolicy returns the webhooks of one configuration as written with the
+// failure policy given; the canary is always Ignore.
+func (h *hooks) withPolicy(kind string, policy admissionregistrationv1.FailurePolicyType) any {
+	if kind == "mutating" {
+		ws := slices.Clone(h.mutating)
+		for i := range ws {
+			ws[i].FailurePolicy = ptr.To(policy)
+		}
+		return ws
+	}
+	ws := slices.Clone(h.validating)
+	for i := range ws {
+		if !strings.HasPrefix(ws[i].Name, "canary.") {
+			ws[i].FailurePolicy = ptr.To(policy)
+		}
+	}
+	return ws
+}
+
+// views are the webhooks of one configuration as Sync compares them.
+func (h *hooks) views(kind string, policy admissionregistrationv1.FailurePolicyType) []hookView {
+	if kind == "mutating" {
+		return mutatingViews(h.withPolicy(kind, policy).([]admissionregistrationv1.MutatingWebhook))
+	}
+	return validatingViews(h.withPolicy(kind, policy).([]admissionregistrationv1.ValidatingWebhook))
+}
+
+// diffHooks says in words how the actual webhooks differ from those wanted,
+// and whether reachability is in question: a wanted webhook's client
+// configuration (URL, Service or caBundle) is not as wanted.
+func diffHooks(want, actual []hookView) (diffs []string, reach bool) {
+	names := func(vs []hookView) []string {
+		var out []string
+		for _, v := range vs {
+			out = append(out, v.name)
+		}
+		return out
+	}
+	byName := map[string]hookView{}
+	for _, a := range actual {
+		byName[a.name] = a
+	}
+	var missing []string
+	for _, w := range want {
+		a, ok := byName[w.name]
+		if !ok {
+			missing = append(missing, w.name)
+			continue
+		}
+		var fields []string
+		eq := apiequality.Semantic.DeepEqual
+		if !bytes.Equal(a.clientConfig.CABundle, w.clientConfig.CABundle) {
+			fields, reach = append(fields, "caBundle"), true
+		}
+		ac, wc := a.clientConfig, w.clientConfig
+		ac.CABundle, wc.CABundle = nil, nil
+		if !eq(ac, wc) {
+			fields, reach = append(fields, "clientConfig"), true
+		}
+		if !eq(a.rules, w.rules) {
+			fields = append(fields, "rules")
+		}
+		if a.failurePolicy != w.failurePolicy {
+			fields = append(fields, fmt.Sprintf("failurePolicy %s (want %s)", a.failurePolicy, w.failurePolicy))
+		}
+		if a.timeoutSeconds != w.timeoutSeconds {
+			fields = append(fields, fmt.Sprintf("timeoutSeconds %d (want %d)", a.timeoutSeconds, w.timeoutSeconds))
+		}
+		if !eq(a.namespaceSelector, w.namespaceSelector) {
+			fields = append(fields, "namespaceSelector")
+		}
+		if !eq(a.objectSelector, w.objectSelector) {
+			fields = append(fields, "objectSelector")
+		}
+		if !eq(a.matchConditions, w.matchConditions) {
+			fields = append(fields, "matchConditions")
+		}
+		if a.matchPolicy != w.matchPolicy {
+			fields = append(fields, "matchPolicy")
+		}
+		if !eq(a.sideEffects, w.sideEffects) {
+			fields = append(fields, "sideEffects")
+		}
+		if !eq(a.reviewVersions, w.reviewVersions) {
+			fields = append(fields, "admissionReviewVersions")
+		}
+		if a.reinvocationPolicy != w.reinvocationPolicy {
+			fields = append(fields, "reinvocationPolicy")
+		}
+		if len(fields) > 0 {
+			diffs = append(diffs, fmt.Sprintf("webhook %s: %s", w.name, strings.Join(fields, ", ")))
+		}
+	}
+	if len(missing) > 0 {
+		diffs = append(diffs, "webhooks missing: "+strings.Join(missing, ", "))
+		if len(missing) == len(want) {
+			reach = true // nothing of the registration is left
+		}
+	}
+	wanted := names(want)
+	var extra []string
+	for _, a := range actual {
+		if !slices.Contains(wanted, a.name) {
+			extra = append(extra, a.name)
+		}
+	}
+	if len(extra) > 0 {
+		diffs = append(diffs, "webhooks not of the module's spec: "+strings.Join(extra, ", "))
+	}
+	if len(missing) == 0 && len(extra) == 0 && !slices.Equal(names(actual), wanted) {
+		diffs = append(diffs, "webhooks out of order")
+	}
+	return diffs, reach
 }
 
 // Check reports whether both configurations still exist: an admin may have
@@ -473,46 +751,45 @@ func (r *Registrar) records(ctx context.Context) ([2]Record, error) {
 }
 
 func (r *Registrar) get(ctx context.Context, kind string) (string, Record, error) {
+	rv, rec, _, err := r.read(ctx, kind)
+	return rv, rec, err
+}
+
+// read gets one configuration: its resourceVersion, its Record and its
+// webhooks as Sync compares them.
+func (r *Registrar) read(ctx context.Context, kind string) (string, Record, []hookView, error) {
 	var m metav1.Object
+	var views []hookView
 	var err error
 	if kind == "mutating" {
-		m, err = r.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{})
+		var c *admissionregistrationv1.MutatingWebhookConfiguration
+		if c, err = r.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{}); err == nil {
+			m, views = c, mutatingViews(c.Webhooks)
+		}
 	} else {
-		m, err = r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{})
+		var c *admissionregistrationv1.ValidatingWebhookConfiguration
+		if c, err = r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{}); err == nil {
+			m, views = c, validatingViews(c.Webhooks)
+		}
 	}
 	if apierrors.IsNotFound(err) {
-		return "", Record{}, fmt.Errorf("%w: %s webhook configuration %q: apply the module's manifests, which ship it empty", ErrMissing, kind, r.opts.Module)
+		return "", Record{}, nil, fmt.Errorf("%w: %s webhook configuration %q: apply the module's manifests, which ship it empty", ErrMissing, kind, r.opts.Module)
 	}
 	if err != nil {
-		return "", Record{}, r.explain("get", kind, err)
+		return "", Record{}, nil, r.explain("get", kind, err)
 	}
 	var rec Record
 	if raw := m.GetAnnotations()[Annotation]; raw != "" {
 		_ = json.Unmarshal([]byte(raw), &rec)
 	}
-	return m.GetResourceVersion(), rec, nil
+	return m.GetResourceVersion(), rec, views, nil
 }
 
 // write patches both configurations, each with a resourceVersion
 // precondition, unless a newer version of the module wrote them.
 func (r *Registrar) write(ctx context.Context, h *hooks, policy admissionregistrationv1.FailurePolicyType, state string) error {
 	for _, kind := range kinds {
-		var webhooks any
-		if kind == "mutating" {
-			ws := slices.Clone(h.mutating)
-			for i := range ws {
-				ws[i].FailurePolicy = ptr.To(policy)
-			}
-			webhooks = ws
-		} else {
-			ws := slices.Clone(h.validating)
-			for i := range ws {
-				if !strings.HasPrefix(ws[i].Name, "canary.") {
-					ws[i].FailurePolicy = ptr.To(policy)
-				}
-			}
-			webhooks = ws
-		}
+		webhooks := h.withPolicy(kind, policy)
 		if err := r.writeOne(ctx, kind, webhooks, h.hash, state); err != nil {
 			return err
 		}
