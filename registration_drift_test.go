@@ -243,8 +243,12 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 	// A replica that starts into a drifted configuration repairs it as it
 	// registers, and reports it.
 	stop()
-	mutate(func(w *admissionregistrationv1.MutatingWebhook) { w.FailurePolicy = ptr.To(admissionregistrationv1.Ignore) },
-		func(w *admissionregistrationv1.ValidatingWebhook) { w.FailurePolicy = ptr.To(admissionregistrationv1.Ignore) })
+	mutate(func(w *admissionregistrationv1.MutatingWebhook) {
+		w.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	},
+		func(w *admissionregistrationv1.ValidatingWebhook) {
+			w.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+		})
 	runAdmission(t, m, addr, flags...)
 	vigiltest.Eventually(t, 30*time.Second, enforced)
 	vigiltest.Eventually(t, 5*time.Second, func() error {
