@@ -78,8 +78,10 @@ func TestDevKilledLeavesNothingBehind(t *testing.T) {
 		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 		return err
 	}
+	// The sessions' temporary folders, those of killed ones included, go here.
+	tmp := t.TempDir()
 	vigilDev := func(args ...string) *vigiltest.Process {
-		return vigiltest.StartProcess(t, []string{"LEFTOVER_NAMESPACE=" + ns}, bin,
+		return vigiltest.StartProcess(t, []string{"LEFTOVER_NAMESPACE=" + ns, "TMPDIR=" + tmp}, bin,
 			append([]string{"dev", module, "--kubeconfig", kubeconfig, "--color", "never", "--gate-progress", "200ms"}, args...)...)
 	}
 	// sessionObjects are what carries vigil dev's label.
@@ -115,8 +117,9 @@ func TestDevKilledLeavesNothingBehind(t *testing.T) {
 	}
 	// killEnforcing runs vigil dev until its webhooks are enforced, SIGKILLs
 	// it, and checks that its processes died with it and that what it left
-	// refuses every create its webhooks match.
-	killEnforcing := func() {
+	// refuses every create its webhooks match. It returns the session's
+	// temporary folder, which a SIGKILL leaves.
+	killEnforcing := func() string {
 		t.Helper()
 		gateOpen()
 		d := vigilDev()
@@ -139,12 +142,24 @@ func TestDevKilledLeavesNothingBehind(t *testing.T) {
 		if err := create(nil); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Fatalf("with a killed vigil dev's configurations in place, a create got %v; want it refused, calling the webhook failed", err)
 		}
+		dir := filepath.Dir(strings.Fields(kids[0].cmdline)[0])
+		if _, err := os.Stat(dir); err != nil || filepath.Dir(dir) != tmp {
+			t.Fatalf("the killed session's temporary folder %s: %v", dir, err)
+		}
+		return dir
+	}
+	gone := func(dir string) {
+		t.Helper()
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the temporary folder %s of a killed vigil dev is still there (%v)", dir, err)
+		}
 	}
 
 	// A killed session, then `vigil dev --clean`.
-	killEnforcing()
+	dir := killEnforcing()
 	c := vigilDev("--clean")
 	c.WaitOK(t, 2*time.Minute)
+	gone(dir)
 	for _, o := range all {
 		if !strings.Contains(c.Output.String(), "removed "+o+", left by vigil dev") {
 			t.Errorf("vigil dev --clean does not report removing %s:\n%s", o, c.Output)
@@ -159,13 +174,14 @@ func TestDevKilledLeavesNothingBehind(t *testing.T) {
 
 	// A killed session, then a new one: it removes what the killed one left
 	// before anything else, here while its gate phase waits.
-	killEnforcing()
+	dir = killEnforcing()
 	if err := cs.CoreV1().ConfigMaps(moduleNS).Delete(ctx, "go", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	d := vigilDev()
 	d.WaitOutput(t, "removed MutatingWebhookConfiguration leftover, left by an earlier vigil dev session", 2*time.Minute)
 	d.WaitOutput(t, "gate configmap-go waiting", time.Minute)
+	gone(dir)
 	if got := sessionObjects(); len(got) != 0 {
 		t.Fatalf("a new vigil dev left %q of the killed one in place", got)
 	}
@@ -237,6 +253,9 @@ func TestDevKilledLeavesNothingBehind(t *testing.T) {
 	}
 	if err := create(nil); err != nil {
 		t.Errorf("a create after vigil dev stopped: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "vigil-dev-*")); len(left) != 0 {
+		t.Errorf("temporary folders of vigil dev remain: %q", left)
 	}
 }
 

@@ -24,7 +24,8 @@
 // it, then stops the roles and the control plane it started.
 //
 // A session leaves nothing behind even when it is killed. On Linux the
-// module's processes die with it (Pdeathsig). What it creates in the cluster
+// module's processes die with it (Pdeathsig), and the next session removes
+// the temporary folder a killed one kept. What it creates in the cluster
 // carries SessionLabel, which tells it apart from what a real install of the
 // module owns (never touched: a session refuses to run over it): the next
 // session of the module removes what a killed one left before it starts

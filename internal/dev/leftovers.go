@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -288,7 +290,7 @@ func prepare(ctx context.Context, o Options) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.tmp, err = os.MkdirTemp("", "vigil-dev-"); err != nil {
+	if s.tmp, err = os.MkdirTemp("", tempPrefix); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -296,6 +298,10 @@ func prepare(ctx context.Context, o Options) (_ *Session, err error) {
 			s.release()
 		}
 	}()
+	if err := os.WriteFile(filepath.Join(s.tmp, pidFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		return nil, err
+	}
+	removeStaleTemp(s.tmp)
 	s.bin = filepath.Join(s.tmp, filepath.Base(pkg.Dir))
 	s.handoff = filepath.Join(s.tmp, "handoff")
 	began := time.Now()
@@ -313,4 +319,30 @@ func prepare(ctx context.Context, o Options) (_ *Session, err error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// A session keeps the module's binary and its handoff folder in a temporary
+// folder named tempPrefix*, which holds its pid in pidFile.
+const (
+	tempPrefix = "vigil-dev-"
+	pidFile    = "vigil-dev.pid"
+)
+
+// removeStaleTemp removes the temporary folders of sessions that were killed
+// (their pid runs no more), except own. A folder without a pid file is left:
+// its session may be writing it.
+func removeStaleTemp(own string) {
+	dirs, _ := filepath.Glob(filepath.Join(filepath.Dir(own), tempPrefix+"*"))
+	for _, d := range dirs {
+		if d == own {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(d, pidFile))
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 0 && !running(pid) {
+			_ = os.RemoveAll(d)
+		}
+	}
 }

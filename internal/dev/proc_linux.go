@@ -3,6 +3,7 @@
 package dev
 
 import (
+	"errors"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -53,4 +54,10 @@ func terminate(cmd *exec.Cmd) { _ = cmd.Process.Signal(syscall.SIGTERM) }
 func kill(cmd *exec.Cmd) {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	_ = cmd.Process.Kill()
+}
+
+// running says whether a process with this pid runs (or is a zombie).
+func running(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
