@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,24 +67,54 @@ var kinds = []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfigura
 func checkNotInstalled(ctx context.Context, cs kubernetes.Interface, module string) error {
 	api := cs.AdmissionregistrationV1()
 	var metas []metav1.Object
+	var urls []*string
 	if m, err := api.MutatingWebhookConfigurations().Get(ctx, module, metav1.GetOptions{}); err == nil {
 		metas = append(metas, m)
+		for _, w := range m.Webhooks {
+			urls = append(urls, w.ClientConfig.URL)
+		}
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("get MutatingWebhookConfiguration %s: %w", module, err)
 	}
 	if v, err := api.ValidatingWebhookConfigurations().Get(ctx, module, metav1.GetOptions{}); err == nil {
 		metas = append(metas, v)
+		for _, w := range v.Webhooks {
+			urls = append(urls, w.ClientConfig.URL)
+		}
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("get ValidatingWebhookConfiguration %s: %w", module, err)
 	}
 	for _, m := range metas {
-		if !marked(m, module) {
-			return fmt.Errorf("%w: its webhook configurations %s exist and vigil dev did not create them (they lack the label %s=%s); "+
-				"vigil dev would take them over and remove them: run it against another cluster, or uninstall the module first",
-				ErrRealInstall, module, SessionLabel, module)
+		if marked(m, module) {
+			continue
 		}
+		hint := ""
+		if len(urls) > 0 && !slices.ContainsFunc(urls, func(u *string) bool { return !loopback(u) }) {
+			hint = fmt.Sprintf(" (their webhooks call a loopback URL: if a vigil dev from before the label left them, delete them: "+
+				"kubectl delete mutatingwebhookconfigurations,validatingwebhookconfigurations %s)", module)
+		}
+		return fmt.Errorf("%w: its webhook configurations %s exist and vigil dev did not create them (they lack the label %s=%s); "+
+			"vigil dev would take them over and remove them: run it against another cluster, or uninstall the module first%s",
+			ErrRealInstall, module, SessionLabel, module, hint)
 	}
 	return nil
+}
+
+// loopback says whether a webhook's URL is on this machine's loopback, as
+// vigil dev registers them; a Service reference is not.
+func loopback(u *string) bool {
+	if u == nil {
+		return false
+	}
+	p, err := url.Parse(*u)
+	if err != nil {
+		return false
+	}
+	if p.Hostname() == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(p.Hostname())
+	return ip != nil && ip.IsLoopback()
 }
 
 // removeSessionObjects deletes what vigil dev created for module — and only
