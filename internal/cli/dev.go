@@ -20,10 +20,11 @@ func newDevCommand(out, errOut io.Writer) *cobra.Command {
 		Short: "Build a module and run all its roles locally, as a cluster would, with a timeline of what happens",
 		Long: `Build the module whose main package is at path (default .) and run it the way
 a cluster runs it: its gate phases in order, each as a separate process (as the
-kubelet runs init containers), then its admission role — which creates its
-empty webhook configurations, as its manifests would, and registers itself
-once ready, reached through a loopback URL with a CA it keeps in the Secret
-<module>-dev-tls — and its watcher role.
+kubelet runs init containers), then — once it has created the module's empty
+webhook configurations and opt-out guards, as its manifests would — its
+admission role, which registers itself once ready, reached through a
+loopback URL with a CA it keeps in the Secret <module>-dev-tls, and its
+watcher role.
 
 The cluster is the one --kubeconfig or KUBECONFIG names; without either, an
 embedded control plane (kube-apiserver and etcd on loopback) is started, and
@@ -31,8 +32,20 @@ built first when missing.
 
 It prints a timeline: each phase starting, what each gate waits for and last
 saw, each phase done, the webhooks registered, each admission request admitted,
-mutated or denied. Ctrl-C removes the module's webhook configurations, then
-stops everything.`,
+mutated or denied. Ctrl-C removes the module's webhook configurations and opt-out
+guards, then stops everything.
+
+What vigil dev creates in the cluster — the module's webhook configurations
+and opt-out guards — carries the label vigil.dev/dev-session=<module>; what a
+real install owns is never touched, and vigil dev refuses to run where the
+module's configurations exist without that label. Its processes die with it,
+even when it is killed (on Linux). A vigil dev that was killed leaves its
+configurations pointing at a proxy that is gone, so that every request they
+match fails: the next vigil dev of the module removes them first, and
+
+  vigil dev --clean [path]
+
+removes them without running anything.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -46,6 +59,7 @@ stops everything.`,
 	f.StringVar(&o.Context, "context", "", "kubeconfig context")
 	f.StringVar(&o.Color, "color", "auto", "colour the timeline: auto (on a terminal, unless NO_COLOR is set), always or never")
 	f.DurationVar(&o.GateProgress, "gate-progress", time.Second, "how often waiting gates report what they last saw")
+	f.BoolVar(&o.Clean, "clean", false, "remove what a vigil dev of the module that was killed left in the cluster (its webhook configurations and opt-out guards), then exit")
 	return cmd
 }
 
@@ -56,6 +70,8 @@ type DevOptions struct {
 	Context      string
 	Color        string
 	GateProgress time.Duration
+	// Clean removes what earlier sessions left, and runs nothing.
+	Clean bool
 	// Progress receives the control plane's build progress.
 	Progress io.Writer
 }
@@ -72,10 +88,15 @@ func (o *DevOptions) Run(ctx context.Context, out io.Writer) error {
 		kubeconfig = os.Getenv("KUBECONFIG")
 	}
 	p := &dev.Printer{Out: out, Color: colorful(o.Color, out), Start: time.Now()}
-	return dev.Run(ctx, dev.Options{
+	do := dev.Options{
 		Path: o.Path, Kubeconfig: kubeconfig, Context: o.Context, Progress: o.Progress,
 		OnEvent: p.Print, GateProgress: o.GateProgress,
-	})
+	}
+	if o.Clean {
+		_, err := dev.Clean(ctx, do)
+		return err
+	}
+	return dev.Run(ctx, do)
 }
 
 // colorful says whether to colour output written to out.

@@ -58,3 +58,15 @@ func TestDevBadInput(t *testing.T) {
 		})
 	}
 }
+
+// vigil dev --clean needs a cluster to clean: without --kubeconfig or
+// KUBECONFIG it refuses at once rather than start an embedded control plane,
+// which would hold nothing.
+func TestDevCleanNeedsACluster(t *testing.T) {
+	t.Setenv("KUBECONFIG", "")
+	var o, e vigiltest.Buffer
+	code := Execute(context.Background(), []string{"dev", "--clean", filepath.Join("testdata", "dev", "leftover")}, &o, &e)
+	if code != cmdutil.ExitFailed || !strings.Contains(e.String(), "--clean needs the cluster: give --kubeconfig or set KUBECONFIG") {
+		t.Errorf("exit code %d, want %d with the reason\nstdout:\n%s\nstderr:\n%s", code, cmdutil.ExitFailed, o.String(), e.String())
+	}
+}

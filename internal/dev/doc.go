@@ -2,9 +2,10 @@
 // and the demo: it builds the module's binary, reads its plan (`plan -o json`,
 // the resolved definition as internal/spec defines it), runs its gate
 // phases one after the other as separate processes (as the kubelet runs init
-// containers), then its admission role — which bootstraps its empty webhook
-// configurations, as its manifests would, and registers itself through its
-// own protocol once ready — and its watcher role side by side.
+// containers), then — having created the module's empty webhook
+// configurations and opt-out guards, as its manifests would — its admission
+// role, which registers itself through its own protocol once ready, and its
+// watcher role side by side.
 //
 // The cluster is the one a kubeconfig names, or an embedded control plane
 // (kube-apiserver and etcd on loopback) started for the session. The API
@@ -21,4 +22,13 @@
 // them to know when to act. When the session's context ends it removes the
 // module's webhook configurations first, so the API server stops calling
 // it, then stops the roles and the control plane it started.
+//
+// A session leaves nothing behind even when it is killed. On Linux the
+// module's processes die with it (Pdeathsig), and the next session removes
+// the temporary folder a killed one kept. What it creates in the cluster
+// carries SessionLabel, which tells it apart from what a real install of the
+// module owns (never touched: a session refuses to run over it): the next
+// session of the module removes what a killed one left before it starts
+// anything, and Clean (`vigil dev --clean`) removes it without running the
+// module.
 package dev

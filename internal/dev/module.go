@@ -46,7 +46,7 @@ func inspect(ctx context.Context, dir string) (*pkgInfo, error) {
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := output(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s is not a Go package in a Go module: %s", ErrNotModule, dir, firstLines(stderr.String(), 5))
 	}
@@ -70,10 +70,27 @@ func inspect(ctx context.Context, dir string) (*pkgInfo, error) {
 func build(ctx context.Context, dir, bin string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
 	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", dir, err, strings.TrimSpace(string(out)))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if _, err := output(cmd); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", dir, err, strings.TrimSpace(out.String()))
 	}
 	return nil
+}
+
+// output runs cmd, tied to vigil dev so that it dies with it, and returns
+// its standard output when the caller did not take it.
+func output(cmd *exec.Cmd) ([]byte, error) {
+	var out bytes.Buffer
+	if cmd.Stdout == nil {
+		cmd.Stdout = &out
+	}
+	tie(cmd)
+	if err := start(cmd); err != nil {
+		return nil, err
+	}
+	err := cmd.Wait()
+	return out.Bytes(), err
 }
 
 // readPlan runs the binary's plan; a module with definition mistakes fails
@@ -82,7 +99,7 @@ func readPlan(ctx context.Context, bin string) (*spec.Module, error) {
 	cmd := exec.CommandContext(ctx, bin, "plan", "-o", "json")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := output(cmd)
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if strings.Contains(msg, "definition mistakes") {

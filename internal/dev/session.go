@@ -73,29 +73,13 @@ type Session struct {
 	err  error
 }
 
-// Start builds the module, reads its plan, brings up the cluster and starts
+// Start builds the module, reads its plan, brings up the cluster, removes what
+// an earlier session of the module left there when it was killed, and starts
 // running the module's roles in the background; it returns once they are
 // started. The session ends when ctx does (or a role fails): Wait returns then.
 func Start(ctx context.Context, o Options) (_ *Session, err error) {
-	if o.Path == "" {
-		o.Path = "."
-	}
-	if o.GateProgress <= 0 {
-		o.GateProgress = time.Second
-	}
-	if o.Progress == nil {
-		o.Progress = io.Discard
-	}
-	s := &Session{opts: o, Started: time.Now(), done: make(chan struct{})}
-	dir, err := filepath.Abs(o.Path)
+	s, err := prepare(ctx, o)
 	if err != nil {
-		return nil, err
-	}
-	pkg, err := inspect(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	if s.tmp, err = os.MkdirTemp("", "vigil-dev-"); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -103,22 +87,7 @@ func Start(ctx context.Context, o Options) (_ *Session, err error) {
 			s.release()
 		}
 	}()
-	s.bin = filepath.Join(s.tmp, filepath.Base(pkg.Dir))
-	s.handoff = filepath.Join(s.tmp, "handoff")
-	began := time.Now()
-	if err := build(ctx, pkg.Dir, s.bin); err != nil {
-		return nil, err
-	}
-	if s.plan, err = readPlan(ctx, s.bin); err != nil {
-		return nil, err
-	}
-	s.Module, s.Namespace = s.plan.Name, s.plan.Namespace
-	bindings := len(s.plan.Bindings)
-	s.emit(Event{Kind: Built, Role: "dev", Text: fmt.Sprintf("built module %s from %s in %s: %s, %s, %s, %s",
-		s.Module, o.Path, since(began), plural(len(s.plan.Phases), "gate phase"), plural(bindings, "admission binding"),
-		plural(len(s.plan.Watches), "watcher binding"), plural(len(s.plan.Schedules), "schedule"))})
-
-	if err := s.connect(ctx); err != nil {
+	if err := s.removeLeftovers(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.ensureNamespace(ctx); err != nil {
@@ -328,8 +297,11 @@ func (s *Session) roles(ctx context.Context) error {
 	s.mu.Lock()
 	s.admission = true
 	s.mu.Unlock()
+	if err := s.createConfigurations(ctx); err != nil {
+		return err
+	}
 	adm, err := s.spawn("admission", admissionEvent,
-		"admission", "--bootstrap", "--addr", addr, "--webhook-url", "https://"+proxy.Addr(),
+		"admission", "--addr", addr, "--webhook-url", "https://"+proxy.Addr(),
 		"--cert-secret", s.Module+"-dev-tls", "--cert-hosts", "127.0.0.1", "--handoff-dir", s.handoff,
 		"--shutdown-delay", "100ms", "--registration-check-interval", "5s")
 	if err != nil {
@@ -364,7 +336,9 @@ func (s *Session) roles(ctx context.Context) error {
 }
 
 // cleanup removes the webhook configurations first, so the API server stops
-// calling the module, then stops its processes and the control plane.
+// calling the module, and the opt-out guards — what the session created,
+// never what a real install owns — then stops its processes and the control
+// plane.
 func (s *Session) cleanup() {
 	s.mu.Lock()
 	admission := s.admission
@@ -373,19 +347,16 @@ func (s *Session) cleanup() {
 	s.mu.Unlock()
 	if admission {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		var errs []error
-		reg := s.cs.AdmissionregistrationV1()
-		if err := reg.MutatingWebhookConfigurations().Delete(ctx, s.Module, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, err)
-		}
-		if err := reg.ValidatingWebhookConfigurations().Delete(ctx, s.Module, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, err)
-		}
+		removed, err := removeSessionObjects(ctx, s.cs, s.Module)
 		cancel()
-		if err := errors.Join(errs...); err != nil {
+		if err != nil {
 			s.emit(Event{Kind: Problem, Role: "dev", Text: "remove the webhook configurations " + s.Module + ": " + err.Error()})
 		} else {
-			s.emit(Event{Kind: Log, Role: "dev", Text: "webhook configurations " + s.Module + " removed (mutating and validating)"})
+			names := make([]string, len(removed))
+			for i, o := range removed {
+				names[i] = o.String()
+			}
+			s.emit(Event{Kind: Log, Role: "dev", Text: "removed what this session created: " + strings.Join(names, ", ")})
 		}
 	}
 	var wg sync.WaitGroup
@@ -434,7 +405,7 @@ func (s *Session) spawn(role string, parse func(map[string]string) (Event, bool)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	p := &proc{cmd: cmd, done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", role, err)
 	}
 	s.mu.Lock()
@@ -498,7 +469,7 @@ func (p *proc) stop() {
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
+		kill(p.cmd)
 		<-p.done
 	}
 }
