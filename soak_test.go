@@ -92,7 +92,9 @@ func servingDir(t testing.TB) (*certs.CA, string) {
 func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- vigil.Execute(ctx, m, append([]string{"admission", "--addr", addr}, flags...)) }()
+	go func() {
+		done <- vigil.Execute(ctx, m, append([]string{"admission", "--addr", addr, "--metrics-addr", "127.0.0.1:0"}, flags...))
+	}()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
