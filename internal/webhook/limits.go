@@ -21,7 +21,10 @@ import (
 // Zero fields take the defaults.
 type Limits struct {
 	// MaxInFlight is how many admission requests are decided at once, their
-	// bodies read; one more is answered 429. 64 when zero.
+	// bodies read; one more is answered 429. 200 when zero, as
+	// kube-apiserver's --max-mutating-requests-inflight: more than the API
+	// servers of most clusters send a webhook at once, and small reviews
+	// decided at once (each within BodyAllowance) stay within tens of MiB.
 	MaxInFlight int
 	// MaxReading is how many request bodies are read at once; one more is
 	// answered 429. 512 when zero.
@@ -62,7 +65,7 @@ func (l Limits) withDefaults() Limits {
 		l.MaxBodyBytes = 19 << 20
 	}
 	if l.MaxInFlight <= 0 {
-		l.MaxInFlight = 64
+		l.MaxInFlight = 200
 	}
 	if l.MaxReading <= 0 {
 		l.MaxReading = 512
