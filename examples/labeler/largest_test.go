@@ -29,8 +29,9 @@ import (
 
 // bodySizes is a webhook that records the size of each review it is sent.
 type bodySizes struct {
-	mu    sync.Mutex
-	sizes map[string]int // "<resource> <name>" → largest body
+	mu      sync.Mutex
+	sizes   map[string]int // "<resource> <name>" → largest body
+	largest []byte
 }
 
 func (b *bodySizes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -48,6 +49,9 @@ func (b *bodySizes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := review.Request.Resource.Resource + " " + review.Request.Name
 	b.mu.Lock()
 	b.sizes[key] = max(b.sizes[key], len(data))
+	if len(data) > len(b.largest) {
+		b.largest = data
+	}
 	b.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%q,"allowed":true}}`, review.Request.UID)
@@ -254,4 +258,17 @@ func TestLargestReviewFitsTheBodyLimit(t *testing.T) {
 		t.Fatalf("the API server sent a review of %d bytes, over the body limit of %d", largest, admit.DefaultMaxBodyBytes)
 	}
 	t.Logf("body limit %d bytes: %.1f%% of it used by the largest review", admit.DefaultMaxBodyBytes, 100*float64(largest)/float64(admit.DefaultMaxBodyBytes))
+
+	// The module's server reads it and answers it (the labeler has no
+	// binding for a Pod UPDATE: its failure policy answers) rather than
+	// refusing it as too large.
+	l := startLabeler(t)
+	sizes.mu.Lock()
+	body := sizes.largest
+	sizes.mu.Unlock()
+	resp := l.review(t, admit.ValidatePath("labeler"), body)
+	if resp.Result == nil || !strings.Contains(resp.Result.Message, "no binding") {
+		t.Fatalf("the labeler's answer to the largest review: %+v", resp)
+	}
+	t.Logf("the labeler answered the largest review: allowed %v, %q", resp.Allowed, resp.Result.Message)
 }

@@ -174,42 +174,47 @@ func (h *limited) read(r *http.Request) (body []byte, held int64, status int, re
 		limit = r.ContentLength + 1 // and one more tells a body longer than announced
 	}
 	src := io.LimitReader(r.Body, limit)
-	size := min(limit, 16<<10)
-	for {
-		if len(body) == cap(body) {
-			// Grow: double, by at most 1 MiB, never past the limit; what
-			// lies beyond the allowance comes from the budget.
-			next := min(max(int64(cap(body))*2, size), int64(cap(body))+1<<20, limit)
-			if next <= int64(cap(body)) {
-				return fail(&http.MaxBytesError{Limit: h.limits.MaxBodyBytes})
+	// Read in chunks, 16 KiB doubling up to 1 MiB, joined once at the end:
+	// no buffer regrown and copied as the body arrives. What lies beyond
+	// the allowance comes from the budget before it is read.
+	var chunks [][]byte
+	var total int64
+	size := int64(16 << 10)
+	for total < limit {
+		n := min(size, limit-total)
+		if charge := max(0, total+n-h.limits.BodyAllowance) - held; charge > 0 {
+			if h.budget.Add(charge) > h.limits.BodyBudget {
+				h.budget.Add(-charge)
+				return nil, held, http.StatusTooManyRequests, "body_budget", fmt.Errorf("too many admission request bytes in flight (limit %d): the API server applies the webhook's failure policy", h.limits.BodyBudget)
 			}
-			charge := max(0, next-h.limits.BodyAllowance) - held
-			if charge > 0 {
-				if h.budget.Add(charge) > h.limits.BodyBudget {
-					h.budget.Add(-charge)
-					return nil, held, http.StatusTooManyRequests, "body_budget", fmt.Errorf("too many admission request bytes in flight (limit %d): the API server applies the webhook's failure policy", h.limits.BodyBudget)
-				}
-				held += charge
-			}
-			grown := make([]byte, len(body), next)
-			copy(grown, body)
-			body = grown
+			held += charge
 		}
-		n, err := src.Read(body[len(body):cap(body)])
-		body = body[:len(body)+n]
-		if int64(len(body)) > h.limits.MaxBodyBytes {
+		chunk := make([]byte, n)
+		m, err := io.ReadFull(src, chunk)
+		total += int64(m)
+		chunks = append(chunks, chunk[:m])
+		if total > h.limits.MaxBodyBytes {
 			return fail(&http.MaxBytesError{Limit: h.limits.MaxBodyBytes})
 		}
-		if errors.Is(err, io.EOF) {
-			if r.ContentLength >= 0 && int64(len(body)) != r.ContentLength {
-				return fail(io.ErrUnexpectedEOF)
-			}
-			return body, held, 0, "", nil
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
 		}
 		if err != nil {
 			return fail(err)
 		}
+		size = min(size*2, 1<<20)
 	}
+	if r.ContentLength >= 0 && total != r.ContentLength {
+		return fail(io.ErrUnexpectedEOF)
+	}
+	if len(chunks) == 1 {
+		return chunks[0], held, 0, "", nil
+	}
+	body = make([]byte, 0, total)
+	for _, c := range chunks {
+		body = append(body, c...)
+	}
+	return body, held, 0, "", nil
 }
 
 // bodyBytes is a request body already read.
