@@ -184,7 +184,8 @@ admission pod and one for the watcher, Roles and ClusterRoles giving each
 exactly the rules its gates, bindings, listers, Store, leader election and
 registration use (see plan for why each is there), the Store CRD,
 the admission Deployment with one init container per gate phase (gate-phase-N,
-ascending), the watcher Deployment, Services, PodDisruptionBudgets, the empty
+ascending), the watcher Deployment (every container with GOMEMLIMIT at 90% of
+its memory limit), Services (the admission role's metrics among them), PodDisruptionBudgets, the empty
 webhook configurations that registration fills once the module is ready, and
 full ones for fail-closed capabilities. The same module and flags always print
 the same bytes.`,
