@@ -395,7 +395,7 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 	})
 	t.Run("metrics", func(t *testing.T) {
 		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: srv.ca.Pool()}}}
-		resp, err := hc.Get("https://" + srv.addr + "/metrics")
+		resp, err := hc.Get(metricsURL(srv.addr))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -657,7 +657,7 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	deadline = time.Now().Add(10 * time.Second)
 	for {
 		_, ready := httpGet(hc, "https://"+addr+"/readyz")
-		_, metrics := httpGet(hc, "https://"+addr+"/metrics")
+		_, metrics := httpGet(hc, metricsURL(addr))
 		if strings.Contains(ready, "webhook configuration missing") &&
 			strings.Contains(metrics, `vigil_registration_configuration_missing{module="`+name+`"} 1`) {
 			break
@@ -837,7 +837,7 @@ func TestUnattributedRequestsThroughTheAPIServer(t *testing.T) {
 		t.Fatalf("an ordinary pod: %v", err)
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: srv.ca.Pool()}}}
-	_, metrics := httpGet(hc, "https://"+srv.addr+"/metrics")
+	_, metrics := httpGet(hc, metricsURL(srv.addr))
 	for _, want := range []string{
 		`vigil_admission_unattributed_total{answer="failure_policy",module="unattr",reason="kind"} 1`,
 		`vigil_admission_unattributed_total{answer="failure_policy",module="unattr",reason="path"} 1`,

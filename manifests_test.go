@@ -204,7 +204,7 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 
 	// Admission: registers itself, then admits.
 	addr := vigiltest.FreeAddr(t)
-	adm := startChild(t, "least", childEnv, "admission", "--kubeconfig", kc, "--addr", addr, "--cert-secret", leastName+"-tls",
+	adm := startChild(t, "least", childEnv, "admission", "--kubeconfig", kc, "--addr", addr, "--metrics-addr", "127.0.0.1:0", "--cert-secret", leastName+"-tls",
 		"--cert-hosts", "127.0.0.1", "--webhook-url", "https://"+addr, "--handoff-dir", handoff, "--shutdown-delay", "0s")
 	outputs = append(outputs, adm)
 	eventually(t, 60*time.Second, "the webhooks registered with their failure policy", func() bool {
@@ -321,7 +321,7 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		{
 			name: "the Store",
 			drop: func(r rbacv1.PolicyRule) bool { return r.Resources[0] == "stores" && len(r.ResourceNames) > 0 },
-			role: []string{"admission", "--kubeconfig", kc, "--addr", vigiltest.FreeAddr(t), "--cert-secret", leastName + "-tls", "--cert-hosts", "127.0.0.1", "--register=false", "--handoff-dir", handoff},
+			role: []string{"admission", "--kubeconfig", kc, "--addr", vigiltest.FreeAddr(t), "--metrics-addr", "127.0.0.1:0", "--cert-secret", leastName + "-tls", "--cert-hosts", "127.0.0.1", "--register=false", "--handoff-dir", handoff},
 			want: []string{"forbidden", "stores"}, waitExit: true,
 		},
 	} {

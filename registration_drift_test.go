@@ -61,7 +61,7 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
 	metric := func(series string) int {
-		_, body := httpGet(hc, "https://"+addr+"/metrics")
+		_, body := httpGet(hc, metricsURL(addr))
 		match := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\d+)`).FindStringSubmatch(body)
 		if match == nil {
 			return -1

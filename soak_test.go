@@ -87,12 +87,26 @@ func servingDir(t testing.TB) (*certs.CA, string) {
 	return ca, dir
 }
 
+// metricsAddrs maps the address of each admission role runAdmission
+// started to the address of its /metrics.
+var metricsAddrs sync.Map
+
+// metricsURL is the /metrics URL of the admission role serving on addr.
+func metricsURL(addr string) string {
+	m, _ := metricsAddrs.Load(addr)
+	return fmt.Sprintf("http://%v/metrics", m)
+}
+
 // runAdmission runs `<module> admission` on addr with the given flags until
 // the returned stop is called; stop fails the test if it did not exit cleanly.
 func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- vigil.Execute(ctx, m, append([]string{"admission", "--addr", addr}, flags...)) }()
+	metrics := vigiltest.FreeAddr(t)
+	metricsAddrs.Store(addr, metrics)
+	go func() {
+		done <- vigil.Execute(ctx, m, append([]string{"admission", "--addr", addr, "--metrics-addr", metrics}, flags...))
+	}()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -317,7 +331,7 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 		}
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
-	_, metrics := httpGet(hc, "https://"+oldAddr+"/metrics")
+	_, metrics := httpGet(hc, metricsURL(oldAddr))
 	if !strings.Contains(metrics, `vigil_admission_unattributed_total{answer="newer_version",module="`+name+`",reason="kind"}`) ||
 		strings.Contains(metrics, `answer="failure_policy"`) {
 		t.Fatalf("the old replica's metrics do not count the Pod validations it allowed for the newer version:\n%s", metrics)

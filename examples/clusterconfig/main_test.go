@@ -136,7 +136,7 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 
 	// Admission registers itself once ready, through a loopback URL.
 	addr := vigiltest.FreeAddr(t)
-	adm := vigiltest.StartProcess(t, envv, bin, "admission", "--bootstrap", "--addr", addr, "--webhook-url", "https://"+addr,
+	adm := vigiltest.StartProcess(t, envv, bin, "admission", "--bootstrap", "--addr", addr, "--metrics-addr", "127.0.0.1:0", "--webhook-url", "https://"+addr,
 		"--cert-secret", "uds-core-tls", "--cert-hosts", "127.0.0.1", "--shutdown-delay", "10ms")
 	adm.WaitOutput(t, "webhooks enforced", 30*time.Second)
 	t.Cleanup(func() {

@@ -57,11 +57,14 @@ func TestLabelerAnswers(t *testing.T) {
 type labeler struct {
 	cmd        *exec.Cmd
 	base       string
+	metrics    string // http://<metrics address>
 	client     *http.Client
 	readyAfter time.Duration
 }
 
-func startLabeler(t testing.TB) *labeler {
+// startLabeler starts the labeler's admission role, with extraEnv added to its
+// environment, and waits until it is ready.
+func startLabeler(t testing.TB, extraEnv ...string) *labeler {
 	t.Helper()
 	dir := t.TempDir()
 	bin := vigiltest.BuildModule(t, ".")
@@ -91,11 +94,12 @@ func startLabeler(t testing.TB) *labeler {
 	if err := env.InstallCRDs(crd); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "admission", "--addr", addr, "--cert-dir", dir, "--kubeconfig", env.KubeConfigFile(t), "--shutdown-delay", "0s")
-	cmd.Env = append(os.Environ(), "LABELER_NAMESPACE="+ns, "VIGIL_HANDOFF_DIR="+dir)
+	metrics := vigiltest.FreeAddr(t)
+	cmd := exec.Command(bin, "admission", "--addr", addr, "--metrics-addr", metrics, "--cert-dir", dir, "--kubeconfig", env.KubeConfigFile(t), "--shutdown-delay", "0s")
+	cmd.Env = append(append(os.Environ(), "LABELER_NAMESPACE="+ns, "VIGIL_HANDOFF_DIR="+dir), extraEnv...)
 	logs := &vigiltest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
-	l := &labeler{cmd: cmd, base: "https://" + addr}
+	l := &labeler{cmd: cmd, base: "https://" + addr, metrics: "http://" + metrics}
 	l.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: ca.Pool()},
 		// One HTTP/1.1 keep-alive connection per worker, as load generators

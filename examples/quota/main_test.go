@@ -54,7 +54,7 @@ func TestQuotaHoldsOnEveryPath(t *testing.T) {
 	ns, apps := env.Namespace(t), env.Namespace(t)
 	envv := []string{"KUBECONFIG=" + env.KubeConfigFile(t), "QUOTA_NAMESPACE=" + ns, "QUOTA_MAX_REPLICAS=3"}
 	addr := vigiltest.FreeAddr(t)
-	adm := vigiltest.StartProcess(t, envv, bin, "admission", "--bootstrap", "--addr", addr, "--webhook-url", "https://"+addr,
+	adm := vigiltest.StartProcess(t, envv, bin, "admission", "--bootstrap", "--addr", addr, "--metrics-addr", "127.0.0.1:0", "--webhook-url", "https://"+addr,
 		"--cert-secret", "quota-tls", "--cert-hosts", "127.0.0.1", "--shutdown-delay", "10ms")
 	t.Cleanup(func() {
 		ctx := context.Background()

@@ -44,6 +44,10 @@ type Options struct {
 	ShutdownDelay time.Duration
 	// Listening, when set, is told the address the server listens on.
 	Listening func(addr string)
+	// MetricsAddr serves /metrics over plain HTTP; none when empty.
+	MetricsAddr string
+	// MetricsListening, when set, is told the metrics address.
+	MetricsListening func(addr string)
 }
 
 // Run serves the module's admission until ctx ends.
@@ -53,6 +57,12 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	if err != nil {
 		return err
 	}
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "vigil", Subsystem: "admission", Name: "refused_total",
+		Help:        "Requests (and, reason connections, connections) the server's limits refused at once, so that the API server applied the failure policy: in_flight, reading, body_budget, too_large, body_timeout, bad_body, connections.",
+		ConstLabels: prometheus.Labels{"module": m.Name},
+	}, []string{"reason"})
+	r.registry.MustRegister(refused)
 	serve := webhook.Options{
 		Addr:          o.Addr,
 		CertFile:      filepath.Join(o.CertDir, "tls.crt"),
@@ -62,6 +72,11 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		Ready:         r.ready,
 		ShutdownDelay: o.ShutdownDelay,
 		Log:           log,
+	}
+	serve.MetricsAddr, serve.MetricsListening = o.MetricsAddr, o.MetricsListening
+	serve.Limits = webhook.Limits{
+		MaxBodyBytes: admit.DefaultMaxBodyBytes,
+		Refused:      func(reason string) { refused.WithLabelValues(reason).Inc() },
 	}
 	caBundle := func() []byte {
 		path := o.CAFile

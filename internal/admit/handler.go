@@ -40,8 +40,7 @@ type Options struct {
 	// timeoutSeconds so the API server always hears the failure policy's
 	// answer rather than its own timeout; 8s when zero.
 	Timeout time.Duration
-	// MaxBodyBytes bounds a request body; 7 MiB when zero (an object and its
-	// old version, each up to the API server's 3 MiB).
+	// MaxBodyBytes bounds a request body; DefaultMaxBodyBytes when zero.
 	MaxBodyBytes int64
 	// Store returns the Store of a capability, as its handlers see it; nil
 	// when the module has none.
@@ -66,6 +65,18 @@ type Options struct {
 	// listers.
 	Recheck bool
 }
+
+// DefaultMaxBodyBytes bounds a review's body when Options.MaxBodyBytes is
+// zero: 19 MiB, the largest review the API server can send with room to
+// spare. Measured against kube-apiserver 1.37 (TestLargestReviewFitsTheBodyLimit
+// in examples/labeler): an UPDATE carries the object and its old version, each
+// at most etcd's 1.5 MiB request limit as stored. A custom resource is stored
+// as JSON, so its review is about 3 MiB (3,145,494 bytes); but a built-in kind
+// written as protobuf is stored as such, and JSON writes each control
+// character of its strings as a six-byte escape (\u0001): a Pod whose one
+// argument is 1,571,840 such characters is sent as a review of 18,864,784
+// bytes (17.99 MiB), 2 × 6 × 1.5 MiB and the review around them.
+const DefaultMaxBodyBytes int64 = 19 << 20
 
 // MutatePath is where the module's mutations are served.
 func MutatePath(module string) string { return "/mutate/" + module }
@@ -96,7 +107,7 @@ func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 		opts.Timeout = 8 * time.Second
 	}
 	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 7 << 20
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if opts.Store == nil {
 		opts.Store = func(string) store.Store { return noStore{} }
@@ -182,7 +193,14 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*admissionv1.A
 	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
 		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("expected Content-Type application/json, got %q", r.Header.Get("Content-Type"))
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	var body []byte
+	var err error
+	if b, ok := r.Body.(interface{ Bytes() []byte }); ok && int64(len(b.Bytes())) <= h.opts.MaxBodyBytes {
+		// Already read, within its limits, by the server: no second copy.
+		body = b.Bytes()
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

@@ -291,7 +291,7 @@ func TestMalformedRequestsGet4xx(t *testing.T) {
 	}{
 		{"malformed JSON", "application/json", []byte(`{"apiVersion": "admission.k8s.io/v1", "kind": `), 400, "expected a JSON AdmissionReview"},
 		{"wrong content type", "text/plain", good, 415, `expected Content-Type application/json, got "text/plain"`},
-		{"oversized", "application/json", append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), 8<<20)...), 413, "at most"},
+		{"oversized", "application/json", append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), int(admit.DefaultMaxBodyBytes))...), 413, "at most"},
 		{"wrong version", "application/json", bytes.Replace(good, []byte("admission.k8s.io/v1"), []byte("admission.k8s.io/v1beta1"), 1), 400, `got apiVersion "admission.k8s.io/v1beta1"`},
 		{"no request", "application/json", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), 400, "with a request, got none"},
 	} {

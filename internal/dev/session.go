@@ -301,7 +301,7 @@ func (s *Session) roles(ctx context.Context) error {
 		return err
 	}
 	adm, err := s.spawn("admission", admissionEvent,
-		"admission", "--addr", addr, "--webhook-url", "https://"+proxy.Addr(),
+		"admission", "--addr", addr, "--metrics-addr", "127.0.0.1:0", "--webhook-url", "https://"+proxy.Addr(),
 		"--cert-secret", s.Module+"-dev-tls", "--cert-hosts", "127.0.0.1", "--handoff-dir", s.handoff,
 		"--shutdown-delay", "100ms", "--registration-check-interval", "5s")
 	if err != nil {

@@ -236,3 +236,55 @@ func TestRegisteredWhenReadyConfigurationsShipNoWebhooksField(t *testing.T) {
 		t.Errorf("webhook configurations %v: want the module's two and the fail-closed validating one", seen)
 	}
 }
+
+// Every container's GOMEMLIMIT is 90% of its memory limit, in bytes, as Go
+// reads it; the admission container serves /metrics on its own port, and a
+// Service exposes it.
+func TestMemoryLimitAndMetricsPort(t *testing.T) {
+	objs, err := Render(sample(), Options{Image: "example.com/uds-core:1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metricsService bool
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *corev1.Service:
+			if v.Name == "uds-core-metrics" && v.Spec.Selector["app.kubernetes.io/component"] == "admission" && v.Spec.Ports[0].TargetPort.String() == "metrics" {
+				metricsService = true
+			}
+		case *appsv1.Deployment:
+			for _, c := range append(v.Spec.Template.Spec.InitContainers, v.Spec.Template.Spec.Containers...) {
+				limit := c.Resources.Limits.Memory().Value()
+				var got string
+				for _, e := range c.Env {
+					if e.Name == "GOMEMLIMIT" {
+						got = e.Value
+					}
+				}
+				if want := fmt.Sprint(limit / 10 * 9); limit == 0 || got != want {
+					t.Errorf("%s/%s: GOMEMLIMIT %q, want %s (90%% of its limit of %d bytes)", v.Name, c.Name, got, want, limit)
+				}
+				if c.Name != "admission" {
+					continue
+				}
+				if limit != 256<<20 {
+					t.Errorf("the admission container's memory limit is %d, the abuse test holds it to 256Mi", limit)
+				}
+				args := strings.Join(c.Args, " ")
+				if !strings.Contains(args, "--metrics-addr :8080") {
+					t.Errorf("admission args %q: no --metrics-addr :8080", args)
+				}
+				var port bool
+				for _, p := range c.Ports {
+					port = port || (p.Name == "metrics" && p.ContainerPort == 8080)
+				}
+				if !port {
+					t.Errorf("admission ports %+v: no metrics port", c.Ports)
+				}
+			}
+		}
+	}
+	if !metricsService {
+		t.Error("no Service exposes the admission role's metrics")
+	}
+}

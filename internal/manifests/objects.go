@@ -112,6 +112,13 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 				Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("https")}},
 			},
 		})
+		objs = append(objs, &corev1.Service{
+			TypeMeta: tm("v1", "Service"), ObjectMeta: objMeta(m.Name+"-metrics", m.Namespace, "admission"),
+			Spec: corev1.ServiceSpec{
+				Selector: selectorOf(m.Name, "admission"),
+				Ports:    []corev1.ServicePort{{Name: "metrics", Port: 8080, TargetPort: intstr.FromString("metrics")}},
+			},
+		})
 		objs = append(objs, pdb(m, "admission", objMeta))
 	}
 	if m.HasWatcher() {
@@ -195,6 +202,29 @@ func resources(cpu, memory, limit string) corev1.ResourceRequirements {
 	}
 }
 
+// AdmissionMemoryLimit is the admission container's memory limit; the
+// server's limits keep it well below (see internal/webhook.Limits).
+const AdmissionMemoryLimit = "256Mi"
+
+// envFor is the environment of a container with the memory limit given:
+// the pod's identity, the handoff folder, and GOMEMLIMIT at 90% of the limit,
+// in bytes, so that the Go runtime collects harder as it nears the limit
+// rather than being killed at it. A computed value: the downward API gives
+// limits.memory only divided by a divisor, as a bare number, which Go would
+// read as bytes, so it cannot leave headroom. Whoever changes the limit in a
+// copy of these manifests changes GOMEMLIMIT with it.
+func envFor(limit string) []corev1.EnvVar {
+	env := append([]corev1.EnvVar(nil), podEnv...)
+	return append(env, corev1.EnvVar{Name: "GOMEMLIMIT", Value: strconv.FormatInt(GoMemLimit(limit), 10)})
+}
+
+// GoMemLimit is the GOMEMLIMIT of a container with the memory limit given:
+// 90% of it, in bytes.
+func GoMemLimit(limit string) int64 {
+	q := resource.MustParse(limit)
+	return q.Value() / 10 * 9
+}
+
 var podEnv = []corev1.EnvVar{
 	{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 	{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
@@ -260,7 +290,7 @@ func admissionDeployment(m *spec.Module, o Options, objMeta func(string, string,
 		inits = append(inits, corev1.Container{
 			Name: InitContainerName(p), Image: o.Image,
 			Args:                     []string{"gate", "--phase", strconv.Itoa(p)},
-			Env:                      podEnv,
+			Env:                      envFor("128Mi"),
 			VolumeMounts:             handoffMount,
 			SecurityContext:          restricted,
 			Resources:                resources("10m", "32Mi", "128Mi"),
@@ -274,12 +304,12 @@ func admissionDeployment(m *spec.Module, o Options, objMeta func(string, string,
 	}
 	main := corev1.Container{
 		Name: "admission", Image: o.Image,
-		Args:            []string{"admission", "--cert-secret", CertSecret(m.Name), "--addr", ":9443"},
-		Env:             podEnv,
-		Ports:           []corev1.ContainerPort{{Name: "https", ContainerPort: 9443}},
+		Args:            []string{"admission", "--cert-secret", CertSecret(m.Name), "--addr", ":9443", "--metrics-addr", ":8080"},
+		Env:             envFor(AdmissionMemoryLimit),
+		Ports:           []corev1.ContainerPort{{Name: "https", ContainerPort: 9443}, {Name: "metrics", ContainerPort: 8080}},
 		VolumeMounts:    handoffMount,
 		SecurityContext: restricted,
-		Resources:       resources("50m", "64Mi", "256Mi"),
+		Resources:       resources("50m", "64Mi", AdmissionMemoryLimit),
 		LivenessProbe:   probe("/healthz"),
 		ReadinessProbe:  probe("/readyz"),
 	}
@@ -308,7 +338,7 @@ func watcherDeployment(m *spec.Module, o Options, objMeta func(string, string, s
 	main := corev1.Container{
 		Name: "watcher", Image: o.Image,
 		Args:            []string{"watcher", "--metrics-addr", ":8080", "--probe-addr", ":8081"},
-		Env:             podEnv,
+		Env:             envFor("512Mi"),
 		Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080}, {Name: "probes", ContainerPort: 8081}},
 		SecurityContext: restricted,
 		Resources:       resources("50m", "64Mi", "512Mi"),

@@ -77,8 +77,13 @@ gate without a Timeout waits without limit.`,
 		Use:   "admission",
 		Short: "Serve the module's mutations and validations over HTTPS",
 		Long: `Serve the module's admission webhooks: POST /mutate/<module> and
-/validate/<module> (AdmissionReview v1), with /healthz, /readyz (ready once the
-gates' results are handed over and the Store is synced) and /metrics. A
+/validate/<module> (AdmissionReview v1), with /healthz and /readyz (ready once
+the gates' results are handed over and the Store is synced); /metrics is
+served over plain HTTP on --metrics-addr. The server bounds what clients can
+make it hold — requests in flight, bodies being read, the bytes of large
+bodies, the time to send headers and a body, connections — and answers what
+exceeds them at once (429, 413, 408), so that the API server applies the
+failure policy rather than waiting; vigil_admission_refused_total counts them. A
 request for another path, or for a kind and operation no binding of its path
 is for, is answered by the failure policy, unless a newer version of the
 module is registered (a rollout); vigil_admission_unattributed_total counts
@@ -91,6 +96,7 @@ endpoints are withdrawn, then drains the requests in flight.`,
 	}
 	af := admissionCmd.Flags()
 	af.StringVar(&a.Options.Addr, "addr", ":9443", "address to serve HTTPS on")
+	af.StringVar(&a.Options.MetricsAddr, "metrics-addr", ":8080", "address to serve /metrics on, over plain HTTP; empty for none")
 	af.StringVar(&a.Options.CertDir, "cert-dir", "/etc/vigil/tls", "folder holding the serving certificate as tls.crt and tls.key (reloaded on change)")
 	af.StringVar(&a.Options.CertSecret, "cert-secret", "", "manage the CA and serving certificate in this Secret of the module's namespace instead of --cert-dir: created once, shared by the replicas, renewed before expiry")
 	af.StringSliceVar(&a.Options.CertHosts, "cert-hosts", nil, "DNS names and IPs of the managed certificate (default: the module's Service names and 127.0.0.1)")
@@ -178,7 +184,8 @@ admission pod and one for the watcher, Roles and ClusterRoles giving each
 exactly the rules its gates, bindings, listers, Store, leader election and
 registration use (see plan for why each is there), the Store CRD,
 the admission Deployment with one init container per gate phase (gate-phase-N,
-ascending), the watcher Deployment, Services, PodDisruptionBudgets, the empty
+ascending), the watcher Deployment (every container with GOMEMLIMIT at 90% of
+its memory limit), Services (the admission role's metrics among them), PodDisruptionBudgets, the empty
 webhook configurations that registration fills once the module is ready, and
 full ones for fail-closed capabilities. The same module and flags always print
 the same bytes.`,

@@ -1,6 +1,12 @@
 // Package webhook serves a module's admission handler over HTTPS, with the
-// endpoints a Deployment's probes and Prometheus expect: /healthz, /readyz
-// and /metrics.
+// endpoints a Deployment's probes expect, /healthz and /readyz, and /metrics
+// over plain HTTP on an address of its own.
+//
+// Limits bound what clients can make the server hold — requests decided and
+// bodies read at once, the bytes of large bodies, the time to send headers
+// and a body, open connections — and what exceeds them is answered at once,
+// so that the API server applies the webhook's failure policy rather than
+// waiting for its timeout.
 //
 // TLS 1.2 is the floor. The serving certificate is read from files and read
 // again when they change — Secrets mounted into a pod change by a symlink

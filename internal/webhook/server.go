@@ -28,8 +28,15 @@ type Options struct {
 	GetCertificate    func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// Handler serves the admission paths.
 	Handler http.Handler
-	// Metrics serves /metrics; none when nil.
-	Metrics http.Handler
+	// Metrics serves /metrics on MetricsAddr, over plain HTTP; the HTTPS
+	// port serves no /metrics. None when nil or MetricsAddr is empty.
+	Metrics     http.Handler
+	MetricsAddr string
+	// MetricsListening, when set, is called with the metrics address once
+	// it listens.
+	MetricsListening func(addr string)
+	// Limits bound what clients can make the server hold.
+	Limits Limits
 	// Ready reports whether the module may take requests; /readyz answers
 	// 503 with its error until it returns nil.
 	Ready func() error
@@ -104,14 +111,20 @@ func Serve(ctx context.Context, opts Options) error {
 			_, _ = w.Write([]byte("ok\n"))
 		}
 	})
-	if opts.Metrics != nil {
-		mux.Handle("/metrics", opts.Metrics)
-	}
-	mux.Handle("/", opts.Handler)
+	limits := opts.Limits.withDefaults()
+	mux.Handle("/", newLimited(opts.Handler, limits))
 
 	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: mux,
+		// The TLS handshake and the headers within HeaderTimeout (net/http
+		// bounds the handshake by the smallest of its timeouts); a body
+		// within BodyTimeout, set per request by the limits, and ReadTimeout
+		// as a backstop; an answer within WriteTimeout, beyond the longest a
+		// webhook may take (30s).
+		ReadHeaderTimeout: limits.HeaderTimeout,
+		ReadTimeout:       limits.HeaderTimeout + limits.BodyTimeout,
+		WriteTimeout:      limits.HeaderTimeout + limits.BodyTimeout + 40*time.Second,
+		MaxHeaderBytes:    limits.MaxHeaderBytes,
 		IdleTimeout:       90 * time.Second,
 		TLSConfig: &tls.Config{
 			MinVersion:     tls.VersionTLS12,
@@ -122,9 +135,35 @@ func Serve(ctx context.Context, opts Options) error {
 		// errors: keep them out of its log unless asked for.
 		ErrorLog: log.New(logWriter{opts.Log.V(1)}, "", 0),
 	}
-	ln, err := net.Listen("tcp", opts.Addr)
+	tcp, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return fmt.Errorf("serve admission: listen on %s: %w", opts.Addr, err)
+	}
+	ln := &connLimit{Listener: tcp, max: int64(limits.MaxConns), refused: func() { limits.Refused("connections") }}
+	var metricsSrv *http.Server
+	if opts.Metrics != nil && opts.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", opts.MetricsAddr)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("serve metrics: listen on %s: %w", opts.MetricsAddr, err)
+		}
+		mmux := http.NewServeMux()
+		mmux.Handle("/metrics", opts.Metrics)
+		metricsSrv = &http.Server{
+			Handler: mmux, ReadHeaderTimeout: limits.HeaderTimeout, ReadTimeout: limits.HeaderTimeout + limits.BodyTimeout,
+			WriteTimeout: 30 * time.Second, MaxHeaderBytes: limits.MaxHeaderBytes, IdleTimeout: 90 * time.Second,
+			ErrorLog: log.New(logWriter{opts.Log.V(1)}, "", 0),
+		}
+		go func() {
+			if err := metricsSrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				opts.Log.Error(err, "metrics server stopped")
+			}
+		}()
+		defer metricsSrv.Close()
+		opts.Log.Info("metrics listening", "addr", mln.Addr().String())
+		if opts.MetricsListening != nil {
+			opts.MetricsListening(mln.Addr().String())
+		}
 	}
 	events.Info(opts.Log, events.AdmissionServing, "admission server listening", "addr", ln.Addr().String())
 	if opts.Listening != nil {
