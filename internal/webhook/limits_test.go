@@ -142,6 +142,29 @@ func TestBodyOverTheLimitIsRefused(t *testing.T) {
 	}
 }
 
+// A body announced over the limit is refused before any of it is read: the
+// sender that announces 1 MiB and sends nothing gets 413, not the body
+// timeout's 408.
+func TestAnnouncedOversizeIsRefusedUnread(t *testing.T) {
+	s := serveWith(t, webhook.Limits{MaxBodyBytes: 1 << 20, BodyTimeout: 3 * time.Second}, echo)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, err := http.NewRequest(http.MethodPost, s.base+"/", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = 1<<20 + 1
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body announced over the limit and never sent: %d, want 413 at once", resp.StatusCode)
+	}
+}
+
 // Large bodies share the budget; small ones are read from their allowance
 // and are served while the budget is taken.
 func TestBodyBudgetLeavesSmallRequestsServed(t *testing.T) {
