@@ -169,10 +169,6 @@ func (h *limited) read(r *http.Request) (body []byte, held int64, status int, re
 		}
 		return nil, held, http.StatusBadRequest, "bad_body", fmt.Errorf("read request body: %w", e)
 	}
-	if r.ContentLength > h.limits.MaxBodyBytes {
-		// Announced over the limit: refused before a byte of it is read.
-		return fail(&http.MaxBytesError{Limit: h.limits.MaxBodyBytes})
-	}
 	limit := h.limits.MaxBodyBytes + 1 // one more byte tells a body over the limit
 	if r.ContentLength >= 0 {
 		limit = r.ContentLength + 1 // and one more tells a body longer than announced
