@@ -692,6 +692,8 @@ func TestPlanShowsCapabilities(t *testing.T) {
 	vigil.When(strict, &corev1.Pod{}).IsCreated().Named("no-root").Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
 	lenient := m.Capability("lenient", vigil.OptOutLabel("vigil.dev/ignore", "alice", "group:admins"))
 	vigil.When(lenient, &corev1.ConfigMap{}).IsCreatedOrUpdated().Named("label").Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error { return nil })
+	trial := m.Capability("trial", vigil.Mode(vigil.Audit))
+	vigil.When(trial, &corev1.Pod{}).IsCreated().Named("no-latest").Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
 	out := captureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
 			t.Errorf("plan exit %d", code)
@@ -701,6 +703,9 @@ func TestPlanShowsCapabilities(t *testing.T) {
 		"strict (in apps): fail-closed: static webhooks with failurePolicy Fail from install on; only what they never see passes unchecked",
 		"lenient (cluster-wide): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then Fail); until then these pass unchecked",
 		"label mutate ConfigMap CREATE,UPDATE (admission_test.go:",
+		"strict (in apps): fail-closed: static webhooks with failurePolicy Fail from install on; only what they never see passes unchecked\n    mode Enforce: its validations' denials are enforced\n",
+		"lenient (cluster-wide): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then Fail); until then these pass unchecked (the audit after registration reports them):\n    mode Enforce: its validations' denials are enforced\n",
+		"trial (cluster-wide): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then Fail); until then these pass unchecked (the audit after registration reports them):\n    mode Audit: its validations' denials are not enforced: answered as allows, silently, and recorded as findings (log event audit-finding, vigil_admission_unenforced_denials_total); mutations apply as ever\n",
 		"no-root validate Pod CREATE (admission_test.go:",
 		"never sent to its webhooks, so these pass unchecked even while it enforces:",
 		"objects in namespaces kube-node-lease, kube-system, vigil-system, and those Namespaces themselves (namespaceSelector)",
@@ -716,7 +721,7 @@ func TestPlanShowsCapabilities(t *testing.T) {
 	if n := strings.Count(out, "labelled vigil.dev/ignore=true"); n != 1 {
 		t.Errorf("the opt-out label is listed %d times, want once (lenient's):\n%s", n, out)
 	}
-	if n := strings.Count(out, "never sent to its webhooks"); n != 2 {
+	if n := strings.Count(out, "never sent to its webhooks"); n != 3 {
 		t.Errorf("%d lists of exclusions, want one per capability:\n%s", n, out)
 	}
 }

@@ -18,6 +18,9 @@ type Metrics struct {
 	unattributed *prometheus.CounterVec
 	rechecks     *prometheus.CounterVec
 	fresh        prometheus.Histogram
+	// unenforced counts denials answered as allows: capabilities in Warn
+	// or Audit mode.
+	unenforced *prometheus.CounterVec
 }
 
 // NewMetrics registers the admission metrics with reg.
@@ -58,7 +61,12 @@ func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
 		ConstLabels: constLabels,
 		Buckets:     []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 	})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.audit, m.unattributed, m.rechecks, m.fresh} {
+	m.unenforced = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "vigil", Subsystem: "admission", Name: "unenforced_denials_total",
+		Help:        "Denials of validations whose capability is in Warn or Audit mode, answered as allows (with a warning in Warn mode, recorded as an audit-finding log line in Audit mode), by mode.",
+		ConstLabels: constLabels,
+	}, []string{"capability", "binding", "mode"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.audit, m.unattributed, m.rechecks, m.fresh, m.unenforced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -70,6 +78,10 @@ func (m *Metrics) observe(b *spec.Binding, verdict string, d time.Duration) {
 	values := []string{b.Capability, b.Name, b.Action.String(), verdict}
 	m.requests.WithLabelValues(values...).Inc()
 	m.duration.WithLabelValues(values...).Observe(d.Seconds())
+}
+
+func (m *Metrics) unenforcedDenial(b *spec.Binding) {
+	m.unenforced.WithLabelValues(b.Capability, b.Name, string(b.Mode)).Inc()
 }
 
 func (m *Metrics) recheck(b *spec.Binding, outcome string, wait time.Duration) {
