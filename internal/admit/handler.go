@@ -287,9 +287,9 @@ func (h *Handler) review(ctx context.Context, action spec.Action, capability str
 
 // reviewRun is one request's run through its bindings.
 type reviewRun struct {
-	h       *Handler
-	req     *admissionv1.AdmissionRequest
-	dryRun  bool
+	h      *Handler
+	req    *admissionv1.AdmissionRequest
+	dryRun bool
 	// enforce judges every validation as Enforce mode would: see Handler.Audit.
 	enforce bool
 	current atomic.Pointer[spec.Binding]

@@ -12,7 +12,6 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
-	audit    prometheus.Counter
 	// unattributed counts requests for a path, kind or operation the
 	// module does not serve, by reason and answer.
 	unattributed *prometheus.CounterVec
@@ -40,11 +39,6 @@ func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
 			Buckets:     []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}, labels),
 	}
-	m.audit = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "vigil", Subsystem: "admission", Name: "audit_violations_total",
-		Help:        "Existing objects that the validations deny, found by the audit after registration: what passed while the webhooks were not registered.",
-		ConstLabels: constLabels,
-	})
 	m.unattributed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "vigil", Subsystem: "admission", Name: "unattributed_total",
 		Help:        "Admission requests for a path (reason=path), or a kind and operation (reason=kind), that this module version does not serve, by answer: failure_policy, or newer_version (allowed during a rollout while a newer version is registered).",
@@ -66,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
 		Help:        "Denials of validations whose capability is in Warn or Audit mode, answered as allows (with a warning in Warn mode, recorded as an audit-finding log line in Audit mode), by mode.",
 		ConstLabels: constLabels,
 	}, []string{"capability", "binding", "mode"})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.audit, m.unattributed, m.rechecks, m.fresh, m.unenforced} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.unattributed, m.rechecks, m.fresh, m.unenforced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -87,11 +81,4 @@ func (m *Metrics) unenforcedDenial(b *spec.Binding) {
 func (m *Metrics) recheck(b *spec.Binding, outcome string, wait time.Duration) {
 	m.rechecks.WithLabelValues(b.Capability, b.Name, outcome).Inc()
 	m.fresh.Observe(wait.Seconds())
-}
-
-// AuditViolation counts one object the audit found in violation.
-func (m *Metrics) AuditViolation() {
-	if m != nil {
-		m.audit.Inc()
-	}
 }
