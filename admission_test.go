@@ -673,7 +673,23 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	auditEvent("sneaky", "vigil module "+name+" (version 1.0.0)", "before the webhooks enforced (since ", "it passed unchecked", "label bad is not allowed")
+	auditEvent("sneaky", "vigil module "+name+" (version 1.0.0), capability policies", "before the webhooks enforced (since ", "it passed unchecked", "label bad is not allowed")
+	// The findings outlast the Events: each capability's last report is
+	// kept in the module's Store.
+	report := func(capability string, want ...string) {
+		t.Helper()
+		vigiltest.Eventually(t, 15*time.Second, func() error {
+			v, _ := storeValue(t, home, name, capability+"/vigil.audit")
+			for _, w := range want {
+				if !strings.Contains(v, w) {
+					return fmt.Errorf("the %s audit report %q lacks %q", capability, v, w)
+				}
+			}
+			return nil
+		})
+	}
+	report("policies", `"policyVersion":"1.0.0"`, `"registeredVersion":"1.0.0"`, `"enforcedSince":"20`, `"count":1,`,
+		`"name":"sneaky","created":"20`, `"admitted":"before-enforcement","violation":"label bad is not allowed"`)
 	// Admitted while enforced, by the capability in Audit mode: the next
 	// periodic audit reports it as such.
 	// creationTimestamp has second precision: a second after enforcement
@@ -683,7 +699,9 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	if err := env.Client.Create(ctx, late); err != nil {
 		t.Fatalf("a create denied only by a capability in Audit mode: %v, want admitted", err)
 	}
-	auditEvent("late", "while the webhooks of version 1.0.0 enforced", "Warn or Audit mode", "label trial-bad is not allowed yet")
+	auditEvent("late", "capability trial", "while the webhooks of version 1.0.0 enforced", "Warn or Audit mode", "label trial-bad is not allowed yet")
+	report("trial", `"count":1,`, `"name":"late"`, `"admitted":"while-enforced","violation":"label trial-bad is not allowed yet"`)
+	report("policies", `"count":1,`, `"name":"sneaky"`)
 
 	// An admin deletes a configuration: reported, not recreated.
 	if err := env.Client.Delete(ctx, mut); err != nil {

@@ -235,19 +235,32 @@ func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	return review, nil
 }
 
+// Denial is a capability's validations' denial of an object, found by Audit.
+type Denial struct {
+	Capability, Message string
+}
+
 // Audit runs the validations over an object that already exists, as if it
-// were created now, with the Store refusing writes: for the audit of what
-// passed while the webhooks were not registered. Every validation judges as
-// if enforced, whatever its capability's mode. It returns the denial's
-// message, or "" when the object passes.
-func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) string {
+// were created now, with the Store refusing writes: for the audit of what got
+// in. Every validation judges as if enforced, whatever its capability's mode.
+// It returns each capability's denial, in the order the capabilities' first
+// validations were declared; none when the object passes.
+func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) []Denial {
 	dry := true
 	req.DryRun = &dry
-	resp := h.review(ctx, spec.Validate, everyCapability, req, true)
-	if resp.Allowed || resp.Result == nil {
-		return ""
+	var out []Denial
+	seen := map[string]bool{}
+	for _, b := range h.validate {
+		if seen[b.Capability] {
+			continue
+		}
+		seen[b.Capability] = true
+		resp := h.review(ctx, spec.Validate, b.Capability, req, true)
+		if !resp.Allowed && resp.Result != nil {
+			out = append(out, Denial{Capability: b.Capability, Message: resp.Result.Message})
+		}
 	}
-	return resp.Result.Message
+	return out
 }
 
 // review runs the bindings for one request under the handler's deadline:

@@ -197,14 +197,23 @@ func TestModesLeaveFailuresAndMutationsToTheFailurePolicy(t *testing.T) {
 }
 
 func TestTheAuditJudgesEveryModeAsEnforced(t *testing.T) {
-	h, reg, _ := modal(t, denying("trial", "no-latest", spec.Audit, "pin the image"))
-	raw := review(t, admissionv1.Create, pod(nil), nil)
-	rv, err := admit.DecodeReview(raw)
+	passing := admit.ValidateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
+		return admission.Allow()
+	})
+	passing.Capability, passing.Name = "lenient", "ok"
+	h, reg, _ := modal(t,
+		denying("trial", "no-latest", spec.Audit, "pin the image"),
+		passing,
+		denying("policies", "no-privileged", spec.Enforce, "no privileged pods"),
+		denying("policies", "never-reached", spec.Enforce, "the first denial of a capability answers"),
+	)
+	rv, err := admit.DecodeReview(review(t, admissionv1.Create, pod(nil), nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if msg := h.Audit(t.Context(), rv.Request); msg != "pin the image" {
-		t.Errorf("Audit = %q, want the Audit-mode binding's denial", msg)
+	want := []admit.Denial{{Capability: "trial", Message: "pin the image"}, {Capability: "policies", Message: "no privileged pods"}}
+	if got := h.Audit(t.Context(), rv.Request); len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("Audit = %+v, want each capability's denial, the Audit-mode one's included: %+v", got, want)
 	}
 	if n := unenforced(t, reg, "trial", "no-latest", "Audit"); n != 0 {
 		t.Errorf("the audit counted %v unenforced denials, want 0", n)

@@ -7,7 +7,10 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +33,7 @@ import (
 	"github.com/vigilkit/vigil/internal/events"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/store"
 )
 
 // Kinds are the kinds the audit lists, each with the namespaces its
@@ -48,14 +52,20 @@ func Kinds(m *spec.Module) map[schema.GroupVersionKind][]string {
 		} else if len(b.Namespaces) == 0 || len(have) == 0 {
 			kinds[b.GVK] = nil
 		} else {
-			kinds[b.GVK] = append(have, b.Namespaces...)
+			for _, ns := range b.Namespaces {
+				if !slices.Contains(have, ns) {
+					have = append(have, ns)
+				}
+			}
+			kinds[b.GVK] = have
 		}
 	}
 	return kinds
 }
 
-// Finding is an existing object a validation denies.
+// Finding is an existing object a capability's validations deny.
 type Finding struct {
+	Capability            string
 	Kind, Namespace, Name string
 	Violation             string
 	// Created is the object's creationTimestamp.
@@ -115,6 +125,9 @@ type Auditor struct {
 	Handler *admit.Handler
 	Config  *rest.Config
 	Log     logr.Logger
+	// Store, when set, is a capability's scope of the module's Store, where
+	// each run keeps its Report.
+	Store func(capability string) store.Store
 
 	csOnce sync.Once
 	cs     kubernetes.Interface
@@ -204,37 +217,119 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 				if err != nil {
 					continue
 				}
-				msg := a.Handler.Audit(ctx, &admissionv1.AdmissionRequest{
+				denials := a.Handler.Audit(ctx, &admissionv1.AdmissionRequest{
 					UID:       types.UID(fmt.Sprintf("audit-%s", obj.GetUID())),
 					Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
 					Resource:  metav1.GroupVersionResource{Group: mapping.Resource.Group, Version: mapping.Resource.Version, Resource: mapping.Resource.Resource},
 					Namespace: obj.GetNamespace(), Name: obj.GetName(), Operation: admissionv1.Create,
 					Object: runtime.RawExtension{Raw: raw},
 				})
-				if msg == "" {
-					continue
-				}
-				f := Finding{Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Violation: msg,
-					Created: obj.GetCreationTimestamp().Time, Policy: m.Version, Registered: rec.Version, Admitted: Unknown}
-				if !enforced.IsZero() {
-					// creationTimestamp has second precision, as Enforced
-					// does: an object of the same second counts as before.
-					f.Admitted = BeforeEnforcement
-					if f.Created.After(enforced) {
-						f.Admitted = WhileEnforced
+				for _, d := range denials {
+					f := Finding{Capability: d.Capability, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Violation: d.Message,
+						Created: obj.GetCreationTimestamp().Time, Policy: m.Version, Registered: rec.Version, Admitted: Unknown}
+					if !enforced.IsZero() {
+						// creationTimestamp has second precision, as Enforced
+						// does: an object of the same second counts as before.
+						f.Admitted = BeforeEnforcement
+						if f.Created.After(enforced) {
+							f.Admitted = WhileEnforced
+						}
 					}
+					findings = append(findings, f)
+					events.Info(a.Log, events.AuditViolation, "audit: an existing object violates a validation",
+						"capability", f.Capability, "kind", f.Kind, "namespace", f.Namespace, "name", f.Name, "violation", f.Violation,
+						"admitted", f.Admitted, "created", f.Created.UTC().Format(time.RFC3339), "enforcedSince", rec.Enforced,
+						"policyVersion", f.Policy, "registeredVersion", f.Registered)
+					recordEvent(ctx, cs, m.Name, obj, fmt.Sprintf("vigil module %s (version %s), capability %s: this object violates a validation; %s: %s", m.Name, versionOrNone(m.Version), f.Capability, f.Explain(enforced), f.Violation))
 				}
-				findings = append(findings, f)
-				events.Info(a.Log, events.AuditViolation, "audit: an existing object violates a validation",
-					"kind", f.Kind, "namespace", f.Namespace, "name", f.Name, "violation", msg,
-					"admitted", f.Admitted, "created", f.Created.UTC().Format(time.RFC3339), "enforcedSince", rec.Enforced,
-					"policyVersion", f.Policy, "registeredVersion", f.Registered)
-				recordEvent(ctx, cs, m.Name, obj, fmt.Sprintf("vigil module %s (version %s): this object violates a validation; %s: %s", m.Name, versionOrNone(m.Version), f.Explain(enforced), msg))
 			}
 		}
 	}
+	a.keep(ctx, findings, rec)
 	events.Info(a.Log, events.AuditDone, "audit done", "violations", len(findings), "policyVersion", m.Version, "enforcedSince", rec.Enforced)
 	return findings, nil
+}
+
+// ReportKey is the key, in each audited capability's scope of the module's
+// Store, of the last audit's Report: findings outlast their Events, which the
+// API server drops after an hour.
+const ReportKey = "vigil.audit"
+
+// MaxReported is how many findings a Report lists at most; Count counts all.
+const MaxReported = 100
+
+// maxViolation bounds a violation's message in a Report, in bytes.
+const maxViolation = 512
+
+// Report is what the last audit found for one capability.
+type Report struct {
+	// AuditedAt is when the run finished (RFC 3339, UTC).
+	AuditedAt string `json:"auditedAt"`
+	// PolicyVersion is the module version whose validations judged;
+	// RegisteredVersion, the one that registered the webhooks;
+	// EnforcedSince, since when that one enforces ("" before).
+	PolicyVersion     string `json:"policyVersion"`
+	RegisteredVersion string `json:"registeredVersion,omitempty"`
+	EnforcedSince     string `json:"enforcedSince,omitempty"`
+	// Count is the number of findings; Findings lists the first
+	// MaxReported.
+	Count    int              `json:"count"`
+	Findings []ReportedObject `json:"findings"`
+}
+
+// ReportedObject is one finding in a Report.
+type ReportedObject struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Created is the object's creationTimestamp; Admitted, when that was
+	// relative to enforcement: before-enforcement, while-enforced, unknown.
+	Created   string `json:"created"`
+	Admitted  string `json:"admitted"`
+	Violation string `json:"violation"`
+}
+
+// keep writes each audited capability's Report to the Store, replacing the
+// last run's; a capability with no findings gets an empty one.
+func (a *Auditor) keep(ctx context.Context, findings []Finding, rec registration.Record) {
+	if a.Store == nil {
+		return
+	}
+	reports := map[string]*Report{}
+	var order []string
+	for _, b := range a.Module.Bindings {
+		if spec.Audited(b) && reports[b.Capability] == nil {
+			reports[b.Capability] = &Report{
+				AuditedAt: time.Now().UTC().Format(time.RFC3339), PolicyVersion: a.Module.Version,
+				RegisteredVersion: rec.Version, EnforcedSince: rec.Enforced, Findings: []ReportedObject{},
+			}
+			order = append(order, b.Capability)
+		}
+	}
+	for _, f := range findings {
+		r := reports[f.Capability]
+		if r == nil {
+			continue
+		}
+		r.Count++
+		if len(r.Findings) < MaxReported {
+			v := f.Violation
+			if len(v) > maxViolation {
+				v = strings.ToValidUTF8(v[:maxViolation], "") + "…"
+			}
+			r.Findings = append(r.Findings, ReportedObject{Kind: f.Kind, Namespace: f.Namespace, Name: f.Name,
+				Created: f.Created.UTC().Format(time.RFC3339), Admitted: f.Admitted, Violation: v})
+		}
+	}
+	for _, c := range order {
+		data, err := json.Marshal(reports[c])
+		if err == nil {
+			err = a.Store(c).Set(ctx, ReportKey, string(data))
+		}
+		if err != nil && ctx.Err() == nil {
+			a.Log.Error(err, "audit: keep the findings in the module's Store", "capability", c, "key", ReportKey)
+		}
+	}
 }
 
 func versionOrNone(v string) string {

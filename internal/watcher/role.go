@@ -44,7 +44,7 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 			},
 			Log: o.Log,
 		})
-		o.Audit = &audit.Auditor{Module: m, Handler: h, Config: cfg, Log: o.Log}
+		o.Audit = &audit.Auditor{Module: m, Handler: h, Config: cfg, Log: o.Log, Store: scope}
 	}
 	return Run(ctx, cfg, o)
 }
