@@ -759,6 +759,7 @@ func TestPlanShowsCapabilities(t *testing.T) {
 		"label mutate ConfigMap CREATE,UPDATE (admission_test.go:",
 		"strict (in apps): fail-closed: static webhooks with failurePolicy Fail from install on; only what they never see passes unchecked\n    mode Enforce: its validations' denials are enforced\n",
 		"lenient (cluster-wide): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then Fail); until then these pass unchecked (the audit after registration reports them):\n    mode Enforce: its validations' denials are enforced\n",
+		"watcher (one active replica, by leader election):\n  audit: the validations over the existing objects, once the webhooks enforce and every --audit-interval",
 		"trial (cluster-wide): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then Fail); until then these pass unchecked (the audit after registration reports them):\n    mode Audit: its validations' denials are not enforced: answered as allows, silently, and recorded as findings (log event audit-finding, vigil_admission_unenforced_denials_total); mutations apply as ever\n",
 		"no-root validate Pod CREATE (admission_test.go:",
 		"never sent to its webhooks, so these pass unchecked even while it enforces:",

@@ -95,12 +95,15 @@ func writeRBAC(out io.Writer, d *spec.Module) error {
 
 func writeWatcher(out io.Writer, m *spec.Module) error {
 	w := watching(m)
-	if len(w.bindings) == 0 && len(w.schedules) == 0 && len(w.informers) == 0 {
+	if len(w.bindings) == 0 && len(w.schedules) == 0 && len(w.informers) == 0 && !m.Audited() {
 		return nil
 	}
 	fmt.Fprintln(out, "\nwatcher (one active replica, by leader election):")
 	for _, b := range w.bindings {
 		fmt.Fprintf(out, "  %s\n", b)
+	}
+	if m.Audited() {
+		fmt.Fprintln(out, "  audit: the validations over the existing objects, once the webhooks enforce and every --audit-interval; findings as Events, log lines, metrics and each capability's Store key vigil.audit")
 	}
 	for _, s := range w.schedules {
 		fmt.Fprintf(out, "  schedule %s\n", s)
