@@ -566,8 +566,17 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 		}
 		return admission.Allow()
 	})
+	// In Audit mode: what it denies is admitted, and the periodic audit
+	// reports it.
+	trial := m.Capability("trial", vigil.InNamespaces(apps), vigil.Mode(vigil.Audit))
+	vigil.When(trial, &corev1.ConfigMap{}).IsCreated().Named("no-trial-bad").Validate(func(_ context.Context, r *vigil.Request[*corev1.ConfigMap]) vigil.Verdict {
+		if r.HasLabel("trial-bad") {
+			return admission.Deny("label trial-bad is not allowed yet")
+		}
+		return admission.Allow()
+	})
 	// Created before the module registers: it passes unchecked, and the audit
-	// after registration must report it.
+	// the watcher runs once the webhooks enforce must report it.
 	sneaky := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "sneaky", Labels: map[string]string{"bad": ""}}}
 	if err := env.Client.Create(ctx, sneaky); err != nil {
 		t.Fatal(err)
@@ -577,6 +586,7 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
 	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
 		"--webhook-url", "https://"+addr, "--registration-check-interval", "200ms")
+	runWatcher(t, m, kubeconfig(t), "--audit-interval", "1s", "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms")
 
 	// Not ready: the gate's result is not handed over, so nothing registers
 	// in 1.5s, over seven registration checks.
@@ -624,30 +634,74 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// The audit reports what passed before registration, on the object.
-	deadline = time.Now().Add(15 * time.Second)
-	for {
-		evs := &corev1.EventList{}
-		if err := env.Client.List(ctx, evs, client.InNamespace(apps)); err != nil {
-			t.Fatal(err)
-		}
-		found := false
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == "sneaky" && e.Reason == "AuditViolation" && strings.Contains(e.Message, "label bad is not allowed") {
-				found = true
+	// The audit reports what passed before registration, on the object,
+	// saying so and naming the policy version.
+	// auditEvent waits for an audit Event on the object that says all of
+	// want: the audit runs every second, before registration too (when its
+	// findings cannot say when the object got in).
+	auditEvent := func(name string, want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		var seen []string
+		for {
+			evs := &corev1.EventList{}
+			if err := env.Client.List(ctx, evs, client.InNamespace(apps)); err != nil {
+				t.Fatal(err)
 			}
-			if e.Reason == "AuditViolation" && e.InvolvedObject.Name != "sneaky" {
-				t.Fatalf("audit reported %s, which violates nothing", e.InvolvedObject.Name)
+			for _, e := range evs.Items {
+				if e.Reason != "AuditViolation" {
+					continue
+				}
+				if e.InvolvedObject.Name != "sneaky" && e.InvolvedObject.Name != "late" {
+					t.Fatalf("audit reported %s, which violates nothing", e.InvolvedObject.Name)
+				}
+				if e.InvolvedObject.Name != name {
+					continue
+				}
+				seen = append(seen, e.Message)
+				all := true
+				for _, w := range want {
+					all = all && strings.Contains(e.Message, w)
+				}
+				if all {
+					return
+				}
 			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the audit reported no Event on %s saying %q; it said %q", name, want, seen)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if found {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the audit reported no Event on the object admitted before registration")
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	auditEvent("sneaky", "vigil module "+name+" (version 1.0.0), capability policies", "before the webhooks enforced (since ", "it passed unchecked", "label bad is not allowed")
+	// The findings outlast the Events: each capability's last report is
+	// kept in the module's Store.
+	report := func(capability string, want ...string) {
+		t.Helper()
+		vigiltest.Eventually(t, 15*time.Second, func() error {
+			v, _ := storeValue(t, home, name, capability+"/vigil.audit")
+			for _, w := range want {
+				if !strings.Contains(v, w) {
+					return fmt.Errorf("the %s audit report %q lacks %q", capability, v, w)
+				}
+			}
+			return nil
+		})
+	}
+	report("policies", `"policyVersion":"1.0.0"`, `"registeredVersion":"1.0.0"`, `"enforcedSince":"20`, `"count":1,`,
+		`"name":"sneaky","created":"20`, `"admitted":"before-enforcement","violation":"label bad is not allowed"`)
+	// Admitted while enforced, by the capability in Audit mode: the next
+	// periodic audit reports it as such.
+	// creationTimestamp has second precision: a second after enforcement
+	// began, an object is told from those created before it.
+	time.Sleep(1100 * time.Millisecond)
+	late := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "late", Labels: map[string]string{"trial-bad": ""}}}
+	if err := env.Client.Create(ctx, late); err != nil {
+		t.Fatalf("a create denied only by a capability in Audit mode: %v, want admitted", err)
+	}
+	auditEvent("late", "capability trial", "while the webhooks of version 1.0.0 enforced", "Warn or Audit mode", "label trial-bad is not allowed yet")
+	report("trial", `"count":1,`, `"name":"late"`, `"admitted":"while-enforced","violation":"label trial-bad is not allowed yet"`)
+	report("policies", `"count":1,`, `"name":"sneaky"`)
 
 	// An admin deletes a configuration: reported, not recreated.
 	if err := env.Client.Delete(ctx, mut); err != nil {
@@ -692,6 +746,8 @@ func TestPlanShowsCapabilities(t *testing.T) {
 	vigil.When(strict, &corev1.Pod{}).IsCreated().Named("no-root").Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
 	lenient := m.Capability("lenient", vigil.OptOutLabel("vigil.dev/ignore", "alice", "group:admins"))
 	vigil.When(lenient, &corev1.ConfigMap{}).IsCreatedOrUpdated().Named("label").Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error { return nil })
+	trial := m.Capability("trial", vigil.Mode(vigil.Audit))
+	vigil.When(trial, &corev1.Pod{}).IsCreated().Named("no-latest").Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
 	out := captureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
 			t.Errorf("plan exit %d", code)
@@ -701,6 +757,10 @@ func TestPlanShowsCapabilities(t *testing.T) {
 		"strict (in apps): fail-closed: static webhooks with failurePolicy Fail from install on; only what they never see passes unchecked",
 		"lenient (cluster-wide): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then Fail); until then these pass unchecked",
 		"label mutate ConfigMap CREATE,UPDATE (admission_test.go:",
+		"strict (in apps): fail-closed: static webhooks with failurePolicy Fail from install on; only what they never see passes unchecked\n    mode Enforce: its validations' denials are enforced\n",
+		"lenient (cluster-wide): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then Fail); until then these pass unchecked (the audit after registration reports them):\n    mode Enforce: its validations' denials are enforced\n",
+		"watcher (one active replica, by leader election):\n  audit: the validations over the existing objects, once the webhooks enforce and every --audit-interval",
+		"trial (cluster-wide): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then Fail); until then these pass unchecked (the audit after registration reports them):\n    mode Audit: its validations' denials are not enforced: answered as allows, silently, and recorded as findings (log event audit-finding, vigil_admission_unenforced_denials_total); mutations apply as ever\n",
 		"no-root validate Pod CREATE (admission_test.go:",
 		"never sent to its webhooks, so these pass unchecked even while it enforces:",
 		"objects in namespaces kube-node-lease, kube-system, vigil-system, and those Namespaces themselves (namespaceSelector)",
@@ -716,7 +776,7 @@ func TestPlanShowsCapabilities(t *testing.T) {
 	if n := strings.Count(out, "labelled vigil.dev/ignore=true"); n != 1 {
 		t.Errorf("the opt-out label is listed %d times, want once (lenient's):\n%s", n, out)
 	}
-	if n := strings.Count(out, "never sent to its webhooks"); n != 2 {
+	if n := strings.Count(out, "never sent to its webhooks"); n != 3 {
 		t.Errorf("%d lists of exclusions, want one per capability:\n%s", n, out)
 	}
 }

@@ -48,6 +48,27 @@ func FailClosed() CapabilityOption {
 	return func(c *Capability) { c.c.FailClosed = true }
 }
 
+// EnforcementMode is what a capability's validations do with a denial.
+type EnforcementMode = spec.Mode
+
+// The enforcement modes, for Mode.
+const (
+	Enforce = spec.Enforce // deny what a validation denies: the default
+	Warn    = spec.Warn    // allow it, with the denial as a warning to the client
+	Audit   = spec.Audit   // allow it silently, and record it as a finding
+)
+
+// Mode sets what the capability's validations do with a denial, so a new
+// policy can be rolled out in Audit, then Warn, before it is enforced: Warn
+// allows with the denial as a warning; Audit allows and records a finding (a
+// log line with the event audit-finding, and
+// vigil_admission_unenforced_denials_total). Mutations, and the failure
+// policy's answer to a binding that fails, are unaffected. A fail-closed
+// capability enforces.
+func Mode(mode EnforcementMode) CapabilityOption {
+	return func(c *Capability) { c.c.Mode = mode }
+}
+
 // OptOutLabel lets namespaces and objects labelled key=true opt out of the
 // capability's webhooks. Only the allowed — usernames (a ServiceAccount is
 // system:serviceaccount:<namespace>:<name>) and groups prefixed "group:" —

@@ -3,8 +3,8 @@
 // certificate from files or a managed Secret (internal/certs), the Store and
 // the listers' informers, readiness (the gates' handoff, the Store and the
 // listers synced), registration when ready (internal/registration: Ignore,
-// the canary, then the failure policy) and the checks that keep it true, the
-// audit of what got in before registration, and `<module> unregister`. It
+// the canary, then the failure policy) and the checks that keep it true, and
+// `<module> unregister` (the audit of what got in is the watcher's). It
 // tells the handler whether a newer version of the module registered the
 // webhooks (rollout.go), the one case in which a request this version does
 // not serve is allowed rather than answered by the failure policy.

@@ -134,12 +134,9 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 			if err := reg.InjectCABundle(ctx); err != nil {
 				log.Error(err, "fail-closed webhook configurations: put the serving CA in")
 			}
-			registered := registerWhenReady(ctx, log, listening, r.ready, reg, problems)
-			if registered {
-				if err := audit(ctx, cfg, log, m, r.handler, r.metrics); err != nil {
-					log.Error(err, "audit of the objects admitted before registration")
-				}
-			}
+			// The audit of what got in before is the watcher's: see
+			// internal/audit.
+			registerWhenReady(ctx, log, listening, r.ready, reg, problems)
 			watchRegistration(ctx, log, reg, problems, o.CheckInterval)
 		}()
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/callctx"
+	"github.com/vigilkit/vigil/internal/events"
 	"github.com/vigilkit/vigil/internal/fresh"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
@@ -152,7 +153,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			resp.Warnings = []string{CanaryWarning(token)}
 		}
 	default:
-		resp = h.review(r.Context(), a.action, a.capability, review.Request)
+		resp = h.review(r.Context(), a.action, a.capability, review.Request, false)
 	}
 	resp.UID = review.Request.UID
 	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
@@ -234,23 +235,38 @@ func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	return review, nil
 }
 
+// Denial is a capability's validations' denial of an object, found by Audit.
+type Denial struct {
+	Capability, Message string
+}
+
 // Audit runs the validations over an object that already exists, as if it
-// were created now, with the Store refusing writes: for the audit of what
-// passed while the webhooks were not registered. It returns the denial's
-// message, or "" when the object passes.
-func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) string {
+// were created now, with the Store refusing writes: for the audit of what got
+// in. Every validation judges as if enforced, whatever its capability's mode.
+// It returns each capability's denial, in the order the capabilities' first
+// validations were declared; none when the object passes.
+func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) []Denial {
 	dry := true
 	req.DryRun = &dry
-	resp := h.review(ctx, spec.Validate, everyCapability, req)
-	if resp.Allowed || resp.Result == nil {
-		return ""
+	var out []Denial
+	seen := map[string]bool{}
+	for _, b := range h.validate {
+		if seen[b.Capability] {
+			continue
+		}
+		seen[b.Capability] = true
+		resp := h.review(ctx, spec.Validate, b.Capability, req, true)
+		if !resp.Allowed && resp.Result != nil {
+			out = append(out, Denial{Capability: b.Capability, Message: resp.Result.Message})
+		}
 	}
-	return resp.Result.Message
+	return out
 }
 
 // review runs the bindings for one request under the handler's deadline:
-// those served on the path of capability (see servedOn).
-func (h *Handler) review(ctx context.Context, action spec.Action, capability string, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+// those served on the path of capability (see servedOn). enforce judges every
+// validation as if its capability were in Enforce mode.
+func (h *Handler) review(ctx context.Context, action spec.Action, capability string, req *admissionv1.AdmissionRequest, enforce bool) *admissionv1.AdmissionResponse {
 	bindings := h.mutate
 	if action == spec.Validate {
 		bindings = h.validate
@@ -267,7 +283,7 @@ func (h *Handler) review(ctx context.Context, action spec.Action, capability str
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 	defer cancel()
-	rv := &reviewRun{h: h, req: req, dryRun: req.DryRun != nil && *req.DryRun}
+	rv := &reviewRun{h: h, req: req, dryRun: req.DryRun != nil && *req.DryRun, enforce: enforce}
 	done := make(chan *admissionv1.AdmissionResponse, 1)
 	go func() { done <- rv.run(ctx, action, run) }()
 	select {
@@ -284,9 +300,11 @@ func (h *Handler) review(ctx context.Context, action spec.Action, capability str
 
 // reviewRun is one request's run through its bindings.
 type reviewRun struct {
-	h       *Handler
-	req     *admissionv1.AdmissionRequest
-	dryRun  bool
+	h      *Handler
+	req    *admissionv1.AdmissionRequest
+	dryRun bool
+	// enforce judges every validation as Enforce mode would: see Handler.Audit.
+	enforce bool
 	current atomic.Pointer[spec.Binding]
 }
 
@@ -324,6 +342,10 @@ func (rv *reviewRun) run(ctx context.Context, action spec.Action, bindings []*sp
 			return resp
 		}
 		warnings = append(warnings, v.Warnings()...)
+		if !v.Allowed() && !rv.enforce && (b.Mode == spec.Warn || b.Mode == spec.Audit) {
+			warnings = rv.unenforced(b, v, warnings)
+			continue
+		}
 		if !v.Allowed() {
 			return &admissionv1.AdmissionResponse{Allowed: false, Warnings: warnings, Result: &metav1.Status{
 				Status: metav1.StatusFailure, Code: v.Code(), Message: v.Message(), Reason: reasonFor(v.Code()),
@@ -331,6 +353,24 @@ func (rv *reviewRun) run(ctx context.Context, action spec.Action, bindings []*sp
 		}
 	}
 	return &admissionv1.AdmissionResponse{Allowed: true, Warnings: warnings}
+}
+
+// unenforced answers a denial of a binding whose capability is in Warn or
+// Audit mode: the request is allowed, and the denial becomes a warning to
+// the client (Warn) or a finding in the log (Audit); both are counted.
+func (rv *reviewRun) unenforced(b *spec.Binding, v admission.Verdict, warnings []string) []string {
+	if rv.h.opts.Metrics != nil {
+		rv.h.opts.Metrics.unenforcedDenial(b)
+	}
+	if b.Mode == spec.Warn {
+		return append(warnings, fmt.Sprintf("vigil module %s: capability %q binding %q would deny this (mode Warn, not enforced): %s", rv.h.opts.Module, b.Capability, b.Name, v.Message()))
+	}
+	r := rv.req
+	events.Info(rv.h.opts.Log, events.AuditFinding, "a validation denied a request that its capability only audits: allowed, recorded as a finding",
+		"capability", b.Capability, "binding", b.Name, "mode", string(b.Mode), "operation", string(r.Operation),
+		"kind", r.Kind.Kind, "namespace", r.Namespace, "name", r.Name, "user", r.UserInfo.Username, "dryRun", rv.dryRun,
+		"violation", v.Message())
+	return warnings
 }
 
 // validate runs a validation, and once more on fresh data when its verdict

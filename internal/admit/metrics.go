@@ -12,12 +12,14 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
-	audit    prometheus.Counter
 	// unattributed counts requests for a path, kind or operation the
 	// module does not serve, by reason and answer.
 	unattributed *prometheus.CounterVec
 	rechecks     *prometheus.CounterVec
 	fresh        prometheus.Histogram
+	// unenforced counts denials answered as allows: capabilities in Warn
+	// or Audit mode.
+	unenforced *prometheus.CounterVec
 }
 
 // NewMetrics registers the admission metrics with reg.
@@ -37,11 +39,6 @@ func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
 			Buckets:     []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		}, labels),
 	}
-	m.audit = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "vigil", Subsystem: "admission", Name: "audit_violations_total",
-		Help:        "Existing objects that the validations deny, found by the audit after registration: what passed while the webhooks were not registered.",
-		ConstLabels: constLabels,
-	})
 	m.unattributed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "vigil", Subsystem: "admission", Name: "unattributed_total",
 		Help:        "Admission requests for a path (reason=path), or a kind and operation (reason=kind), that this module version does not serve, by answer: failure_policy, or newer_version (allowed during a rollout while a newer version is registered).",
@@ -58,7 +55,12 @@ func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
 		ConstLabels: constLabels,
 		Buckets:     []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 	})
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.audit, m.unattributed, m.rechecks, m.fresh} {
+	m.unenforced = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "vigil", Subsystem: "admission", Name: "unenforced_denials_total",
+		Help:        "Denials of validations whose capability is in Warn or Audit mode, answered as allows (with a warning in Warn mode, recorded as an audit-finding log line in Audit mode), by mode.",
+		ConstLabels: constLabels,
+	}, []string{"capability", "binding", "mode"})
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.unattributed, m.rechecks, m.fresh, m.unenforced} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -72,14 +74,11 @@ func (m *Metrics) observe(b *spec.Binding, verdict string, d time.Duration) {
 	m.duration.WithLabelValues(values...).Observe(d.Seconds())
 }
 
+func (m *Metrics) unenforcedDenial(b *spec.Binding) {
+	m.unenforced.WithLabelValues(b.Capability, b.Name, string(b.Mode)).Inc()
+}
+
 func (m *Metrics) recheck(b *spec.Binding, outcome string, wait time.Duration) {
 	m.rechecks.WithLabelValues(b.Capability, b.Name, outcome).Inc()
 	m.fresh.Observe(wait.Seconds())
-}
-
-// AuditViolation counts one object the audit found in violation.
-func (m *Metrics) AuditViolation() {
-	if m != nil {
-		m.audit.Inc()
-	}
 }

@@ -46,9 +46,10 @@ func TestOptOutCapabilityIsServedOnItsOwnPath(t *testing.T) {
 		!strings.Contains(resp.Result.Message, "does not serve path /validate/mod/policies") {
 		t.Errorf("a capability path of a capability without one: %+v: want it treated as any unserved path", resp)
 	}
-	// The audit, which no webhook calls, runs them all.
-	if msg := h.Audit(t.Context(), decoded(t, body)); msg == "" {
-		t.Error("the audit ran no binding")
+	// The audit, which no webhook calls, runs them all: each capability's
+	// denial.
+	if got := h.Audit(t.Context(), decoded(t, body)); len(got) != 2 || got[0].Message != "shared" || got[1].Message != "own" {
+		t.Errorf("the audit found %+v, want both capabilities' denials", got)
 	}
 }
 

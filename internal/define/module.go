@@ -137,6 +137,14 @@ func (m *Module) AddCapability(skip int, c spec.Capability) {
 			m.Recordf(skip, "capability %s: InNamespaces(%q): not a namespace name: %s", c.Name, ns, strings.Join(problems, "; "))
 		}
 	}
+	switch {
+	case c.Mode == "":
+		c.Mode = spec.Enforce
+	case !c.Mode.Valid():
+		m.Recordf(skip, "capability %s: Mode(%q): expected Enforce, Warn or Audit", c.Name, c.Mode)
+	case c.FailClosed && c.Mode != spec.Enforce:
+		m.Recordf(skip, "capability %s: a fail-closed capability enforces: it cannot run in %s mode; drop FailClosed to roll it out in %s, or the mode", c.Name, c.Mode, c.Mode)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if o := c.OptOut; o != nil {
@@ -172,12 +180,19 @@ func checkOptOut(c spec.Capability) []error {
 }
 
 // AddBinding records an admission binding, named after its kind, action and
-// place when it has no name.
+// place when it has no name, in its capability's mode (Enforce when the
+// capability was not recorded).
 func (m *Module) AddBinding(b spec.Binding) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if b.Name == "" {
 		b.Name = fmt.Sprintf("%s-%s-%d", strings.ToLower(b.GVK.Kind), b.Action, len(m.bindings))
+	}
+	b.Mode = spec.Enforce
+	for _, c := range m.capabilities {
+		if c.Name == b.Capability && c.Mode.Valid() {
+			b.Mode = c.Mode
+		}
 	}
 	m.bindings = append(m.bindings, b)
 }

@@ -54,6 +54,10 @@ const (
 	AuditViolation Name = "audit-violation"
 	// AuditDone: the audit after registration finished; fields violations.
 	AuditDone Name = "audit-done"
+	// AuditFinding: a validation of a capability in Audit mode denied a
+	// request, which was allowed; fields capability, binding, mode,
+	// operation, kind, namespace, name, user, dryRun, violation.
+	AuditFinding Name = "audit-finding"
 )
 
 // The events of the watcher role.

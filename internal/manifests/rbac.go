@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -91,10 +92,17 @@ func Rules(m *spec.Module) []spec.Rule {
 		add(m.Namespace, "", "secrets", []string{CertSecret(m.Name)}, "the serving certificate, shared by the replicas and renewed before expiry", "get", "update")
 		add(m.Namespace, "", "secrets", nil, "the serving certificate: created by the first replica", "create")
 		add(m.Namespace, "", "events", nil, "registration problems are reported as Events on the module's Pods", "create", "patch")
+	}
+	role = Watcher
+	if m.Audited() {
+		out = append(out, spec.Rule{Role: role, PolicyRule: rbacv1.PolicyRule{
+			APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"validatingwebhookconfigurations"},
+			Verbs: []string{"get"}, ResourceNames: []string{m.Name},
+		}, Why: "the audit reads since when the webhooks enforce from their registration record"})
 		audited := map[schema.GroupVersionKind][]string{}
 		var order []schema.GroupVersionKind
 		for _, b := range m.Bindings {
-			if b.Action != spec.Validate || b.FailClosed || b.Subresource != "" {
+			if !spec.Audited(b) {
 				continue
 			}
 			if _, ok := audited[b.GVK]; !ok {
@@ -107,14 +115,13 @@ func Rules(m *spec.Module) []spec.Rule {
 			}
 		}
 		for _, gvk := range order {
-			why := fmt.Sprintf("the audit after registration runs the validations of %s over the objects that exist", gvk.Kind)
+			why := fmt.Sprintf("the audit runs the validations of %s over the objects that exist", gvk.Kind)
 			for _, ns := range orAll(audited[gvk]) {
 				add(ns, gvk.Group, Resource(gvk), nil, why, "list")
 				add(ns, "", "events", nil, why+" and reports violations as Events on them", "create")
 			}
 		}
 	}
-	role = Watcher
 	if m.HasWatcher() {
 		lease := watcher.LeaseName(m.Name)
 		add(m.Namespace, "coordination.k8s.io", "leases", []string{lease}, "leader election among the watcher's replicas", "get", "update")

@@ -141,6 +141,7 @@ informers have synced) on --probe-addr and /metrics on --metrics-addr.`,
 	wf.DurationVar(&w.Options.RenewDeadline, "renew-deadline", 10*time.Second, "how long the active replica tries to renew before it gives up and stops")
 	wf.DurationVar(&w.Options.RetryPeriod, "retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
 	wf.DurationVar(&w.Options.ReconcileSpacing, "reconcile-spacing", 200*time.Millisecond, "least time between the starts of two reconciles of one object: changes that come faster are folded into one run")
+	wf.DurationVar(&w.Options.AuditInterval, "audit-interval", watcher.DefaultAuditInterval, "how often the active replica runs the module's validations over the existing objects and reports what they deny (it also does once the webhooks enforce)")
 	wf.StringVar(&w.Options.MetricsAddr, "metrics-addr", ":8080", "address to serve /metrics on; empty disables")
 	wf.StringVar(&w.Options.ProbeAddr, "probe-addr", ":8081", "address to serve /healthz and /readyz on; empty disables")
 	root.AddCommand(watcherCmd)

@@ -95,12 +95,15 @@ func writeRBAC(out io.Writer, d *spec.Module) error {
 
 func writeWatcher(out io.Writer, m *spec.Module) error {
 	w := watching(m)
-	if len(w.bindings) == 0 && len(w.schedules) == 0 && len(w.informers) == 0 {
+	if len(w.bindings) == 0 && len(w.schedules) == 0 && len(w.informers) == 0 && !m.Audited() {
 		return nil
 	}
 	fmt.Fprintln(out, "\nwatcher (one active replica, by leader election):")
 	for _, b := range w.bindings {
 		fmt.Fprintf(out, "  %s\n", b)
+	}
+	if m.Audited() {
+		fmt.Fprintln(out, "  audit: the validations over the existing objects, once the webhooks enforce and every --audit-interval; findings as Events, log lines, metrics and each capability's Store key vigil.audit")
 	}
 	for _, s := range w.schedules {
 		fmt.Fprintf(out, "  schedule %s\n", s)
@@ -165,6 +168,7 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 		} else {
 			fmt.Fprintf(out, "  %s (%s): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then %s); until then these pass unchecked (the audit after registration reports them):\n", c.Name, where, m.FailurePolicy)
 		}
+		fmt.Fprintf(out, "    mode %s: %s\n", modeOf(c), modeMeaning[modeOf(c)])
 		for _, b := range m.BindingsOf(c.Name) {
 			ops := make([]string, len(b.Operations))
 			for i, op := range b.Operations {
@@ -182,6 +186,21 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 		}
 	}
 	return nil
+}
+
+// modeOf is a capability's mode; Enforce in a plan written before modes.
+func modeOf(c spec.Capability) spec.Mode {
+	if c.Mode == "" {
+		return spec.Enforce
+	}
+	return c.Mode
+}
+
+// modeMeaning says what `plan` says of each mode.
+var modeMeaning = map[spec.Mode]string{
+	spec.Enforce: "its validations' denials are enforced",
+	spec.Warn:    "its validations' denials are not enforced: answered as allows, with the denial as a warning to the client; mutations apply as ever",
+	spec.Audit:   "its validations' denials are not enforced: answered as allows, silently, and recorded as findings (log event audit-finding, vigil_admission_unenforced_denials_total); mutations apply as ever",
 }
 
 // WritePlanJSON writes the module's resolved definition as JSON

@@ -52,6 +52,31 @@ type Record struct {
 	// State is "probing" (failurePolicy Ignore until the canary passes) or
 	// "enforced".
 	State string `json:"state"`
+	// Enforced is when this version of the module, with this spec (Hash),
+	// first enforced its webhooks (RFC 3339, UTC); empty before. The audit
+	// tells objects admitted before it from those admitted after.
+	Enforced string `json:"enforced,omitempty"`
+}
+
+// EnforcedAt is Enforced as a time; zero when not enforced yet.
+func (r Record) EnforcedAt() time.Time {
+	t, _ := time.Parse(time.RFC3339, r.Enforced)
+	return t
+}
+
+// ReadRecord reads the Record of the module's validating webhook
+// configuration: what registered it, and since when it enforces. A
+// configuration without one gives a zero Record.
+func ReadRecord(ctx context.Context, c kubernetes.Interface, module string) (Record, error) {
+	var rec Record
+	cfg, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, module, metav1.GetOptions{})
+	if err != nil {
+		return rec, err
+	}
+	if raw := cfg.Annotations[Annotation]; raw != "" {
+		_ = json.Unmarshal([]byte(raw), &rec)
+	}
+	return rec, nil
 }
 
 // Bootstrap returns the module's two webhook configurations as its manifests
@@ -808,7 +833,14 @@ func (r *Registrar) writeOne(ctx context.Context, kind string, webhooks any, has
 			r.opts.Log.Info("a newer module version registered the webhooks; leaving them", "kind", kind, "theirs", rec.Version, "ours", r.opts.Version)
 			return fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, kind, rec.Version, r.opts.Version)
 		}
-		ann, _ := json.Marshal(Record{Version: r.opts.Version, Hash: hash, Generation: rec.Generation + 1, State: state})
+		next := Record{Version: r.opts.Version, Hash: hash, Generation: rec.Generation + 1, State: state}
+		if rec.Version == next.Version && rec.Hash == hash {
+			next.Enforced = rec.Enforced
+		}
+		if state == "enforced" && next.Enforced == "" {
+			next.Enforced = time.Now().UTC().Format(time.RFC3339)
+		}
+		ann, _ := json.Marshal(next)
 		body := map[string]any{
 			"metadata": map[string]any{"resourceVersion": rv, "annotations": map[string]any{Annotation: string(ann)}},
 			"webhooks": webhooks,

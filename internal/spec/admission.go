@@ -26,8 +26,33 @@ type Capability struct {
 	// OptOut, when set, lets namespaces and objects labelled with it opt out
 	// of the capability's webhooks; never set on a fail-closed capability.
 	OptOut *OptOut `json:"optOut,omitempty"`
-	Site   string  `json:"site"`
+	// Mode is what the capability's validations do with a denial: Enforce
+	// (the default), Warn or Audit. Mutations are unaffected by it.
+	Mode Mode   `json:"mode"`
+	Site string `json:"site"`
 }
+
+// Mode is what a capability's validations do with a denial, as Gatekeeper's
+// enforcementAction and Kyverno's validationFailureAction do: a new policy is
+// rolled out in Audit, then Warn, then Enforce. It never changes a mutation,
+// nor the answer to a binding that fails (an error, a panic, a timeout),
+// which the failure policy gives.
+type Mode string
+
+const (
+	// Enforce denies what a validation denies.
+	Enforce Mode = "Enforce"
+	// Warn allows what a validation denies, with the denial as a warning to
+	// the client.
+	Warn Mode = "Warn"
+	// Audit allows what a validation denies, silently to the client, and
+	// records it as a finding: a log line (the event audit-finding) and
+	// vigil_admission_unenforced_denials_total.
+	Audit Mode = "Audit"
+)
+
+// Valid reports whether m is one of the modes.
+func (m Mode) Valid() bool { return m == Enforce || m == Warn || m == Audit }
 
 // OptOutLabel is the capability's opt-out label; empty when it has none.
 func (c *Capability) OptOutLabel() string {
@@ -110,7 +135,9 @@ type Binding struct {
 	FailClosed bool `json:"failClosed"`
 	// OptOut is the capability's opt-out label; empty when it has none.
 	OptOut string `json:"optOut,omitempty"`
-	Site   string `json:"site"`
+	// Mode is the capability's: what a validation's denial becomes.
+	Mode Mode   `json:"mode"`
+	Site string `json:"site"`
 
 	// New returns an empty object of the binding's Go type.
 	New func() client.Object `json:"-"`

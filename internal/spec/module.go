@@ -119,8 +119,28 @@ func (m *Module) BindingsOf(capability string) []Binding {
 // gates or admission bindings.
 func (m *Module) HasAdmission() bool { return len(m.Phases) > 0 || len(m.Bindings) > 0 }
 
-// HasWatcher reports whether the module runs a watcher pod.
-func (m *Module) HasWatcher() bool { return len(m.Watches) > 0 || len(m.Schedules) > 0 }
+// HasWatcher reports whether the module runs a watcher pod: it has watches,
+// schedules, or validations to audit.
+func (m *Module) HasWatcher() bool {
+	return len(m.Watches) > 0 || len(m.Schedules) > 0 || m.Audited()
+}
+
+// Audited reports whether the watcher audits existing objects: the module
+// has validations registered when ready (not fail-closed) of objects (not of
+// a subresource, such as a Scale).
+func (m *Module) Audited() bool {
+	for _, b := range m.Bindings {
+		if Audited(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// Audited reports whether the audit runs binding b over existing objects.
+func Audited(b Binding) bool {
+	return b.Action == Validate && !b.FailClosed && b.Subresource == ""
+}
 
 // Decode reads a Module as `plan -o json` wrote it.
 func Decode(data []byte) (*Module, error) {

@@ -2,10 +2,13 @@ package watcher
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/audit"
 	"github.com/vigilkit/vigil/internal/callctx"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
@@ -26,6 +29,22 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 	}
 	if use := m.Hooks.UseCache; use != nil {
 		o.Cache = func(c cache.Cache) { use(c, nil) }
+	}
+	if m.Audited() {
+		// The audit judges existing objects with the module's validations,
+		// as the admission role would, their Store refusing writes.
+		scope := func(capability string) store.Store { return st.Scope(capability) }
+		h := admit.NewHandler(m.Bindings, admit.Options{
+			Module:        m.Name,
+			FailurePolicy: m.FailurePolicy,
+			Timeout:       time.Duration(m.TimeoutSeconds-2) * time.Second,
+			Store:         scope,
+			Context: func(ctx context.Context, s store.Store) context.Context {
+				return callctx.With(ctx, calls, s)
+			},
+			Log: o.Log,
+		})
+		o.Audit = &audit.Auditor{Module: m, Handler: h, Config: cfg, Log: o.Log, Store: scope}
 	}
 	return Run(ctx, cfg, o)
 }

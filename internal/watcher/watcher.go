@@ -58,7 +58,11 @@ type Options struct {
 	Context func(ctx context.Context, capability string) context.Context
 	// Cache is told the shared cache once it is made, for listers.
 	Cache func(cache.Cache)
-	Log   logr.Logger
+	// Audit, when set, runs on the active replica once the webhooks enforce
+	// and then every AuditInterval (DefaultAuditInterval when zero).
+	Audit         Auditor
+	AuditInterval time.Duration
+	Log           logr.Logger
 }
 
 // LeaseName is the leader-election Lease of a module's watchers.
@@ -143,6 +147,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			b := &o.Bindings[i]
 			if err := addBinding(mgr, b, o, metrics); err != nil {
 				return fmt.Errorf("binding %s (%s): %w", b.ID(), b.Site, err)
+			}
+		}
+		if o.Audit != nil {
+			if err := mgr.Add(&auditRunner{a: o.Audit, interval: o.AuditInterval, log: o.Log}); err != nil {
+				return err
 			}
 		}
 		ready.Store(true)

@@ -1,0 +1,358 @@
+// Package audit runs a module's validations over the objects that exist and
+// reports what they deny: what passed before the webhooks enforced, while
+// a capability was in Warn or Audit mode, during an outage under
+// failurePolicy Ignore, or under an older policy. The watcher's active
+// replica runs it once the webhooks are enforced and then periodically.
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/events"
+	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/store"
+)
+
+// Kinds are the kinds the audit lists, each with the namespaces its
+// validations are limited to (nil for all): those of the validations
+// registered when ready. Fail-closed ones enforce from install on, and a
+// subresource's object (a Scale) is no object to list: its parent is
+// audited by the parent's own bindings.
+func Kinds(m *spec.Module) map[schema.GroupVersionKind][]string {
+	kinds := map[schema.GroupVersionKind][]string{}
+	for _, b := range m.Bindings {
+		if !spec.Audited(b) {
+			continue
+		}
+		if have, seen := kinds[b.GVK]; !seen {
+			kinds[b.GVK] = append([]string(nil), b.Namespaces...)
+		} else if len(b.Namespaces) == 0 || len(have) == 0 {
+			kinds[b.GVK] = nil
+		} else {
+			for _, ns := range b.Namespaces {
+				if !slices.Contains(have, ns) {
+					have = append(have, ns)
+				}
+			}
+			kinds[b.GVK] = have
+		}
+	}
+	return kinds
+}
+
+// Finding is an existing object a capability's validations deny.
+type Finding struct {
+	Capability            string
+	Kind, Namespace, Name string
+	Violation             string
+	// Created is the object's creationTimestamp.
+	Created time.Time
+	// Admitted says when it got in relative to the webhooks' enforcement:
+	// "before-enforcement", "while-enforced" or "unknown".
+	Admitted string
+	// Policy is the module version whose validations judged it now;
+	// Registered, the version that registered the webhooks.
+	Policy, Registered string
+}
+
+// When an object was admitted relative to enforcement.
+const (
+	BeforeEnforcement = "before-enforcement"
+	WhileEnforced     = "while-enforced"
+	Unknown           = "unknown"
+)
+
+// Explain says what a finding's Admitted means, for people.
+func (f Finding) Explain(enforced time.Time) string {
+	switch f.Admitted {
+	case BeforeEnforcement:
+		return fmt.Sprintf("created %s, before the webhooks enforced (since %s): it passed unchecked", f.Created.UTC().Format(time.RFC3339), enforced.UTC().Format(time.RFC3339))
+	case WhileEnforced:
+		return fmt.Sprintf("created %s, while the webhooks of version %s enforced (since %s): admitted by a capability in Warn or Audit mode, during an outage under failurePolicy Ignore, or before the policy changed", f.Created.UTC().Format(time.RFC3339), f.Registered, enforced.UTC().Format(time.RFC3339))
+	default:
+		return fmt.Sprintf("created %s; the webhooks' registration records no enforcement time", f.Created.UTC().Format(time.RFC3339))
+	}
+}
+
+// metrics are the audit's, in controller-runtime's registry, which the
+// watcher serves; registered once per process.
+var (
+	metricsOnce sync.Once
+	runs        *prometheus.CounterVec
+	found       *prometheus.GaugeVec
+)
+
+func registerMetrics() {
+	metricsOnce.Do(func() {
+		runs = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "vigil", Subsystem: "audit", Name: "runs_total",
+			Help: "Runs of the audit of existing objects, by result (done, error).",
+		}, []string{"module", "result"})
+		found = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "vigil", Subsystem: "audit", Name: "findings",
+			Help: "Existing objects the validations deny, as the last audit found them, by when they were admitted (before-enforcement, while-enforced, unknown).",
+		}, []string{"module", "admitted"})
+		ctrlmetrics.Registry.MustRegister(runs, found)
+	})
+}
+
+// Auditor audits one module.
+type Auditor struct {
+	Module  *spec.Module
+	Handler *admit.Handler
+	Config  *rest.Config
+	Log     logr.Logger
+	// Store, when set, is a capability's scope of the module's Store, where
+	// each run keeps its Report.
+	Store func(capability string) store.Store
+
+	csOnce sync.Once
+	cs     kubernetes.Interface
+	csErr  error
+}
+
+func (a *Auditor) client() (kubernetes.Interface, error) {
+	a.csOnce.Do(func() { a.cs, a.csErr = kubernetes.NewForConfig(a.Config) })
+	return a.cs, a.csErr
+}
+
+// Enforced is since when the module's webhooks enforce, as their
+// registration records it (RFC 3339); "" before they do.
+func (a *Auditor) Enforced(ctx context.Context) (string, error) {
+	cs, err := a.client()
+	if err != nil {
+		return "", err
+	}
+	rec, err := registration.ReadRecord(ctx, cs, a.Module.Name)
+	return rec.Enforced, err
+}
+
+// Run runs the validations over the objects that exist, as if they were
+// created now, and reports each denial as a Warning Event on the object, a
+// log line (audit-violation) and the metric vigil_audit_findings. Nothing is
+// denied or changed.
+func (a *Auditor) Run(ctx context.Context) ([]Finding, error) {
+	findings, err := a.run(ctx)
+	result := "done"
+	if err != nil {
+		result = "error"
+	}
+	registerMetrics()
+	runs.WithLabelValues(a.Module.Name, result).Inc()
+	if err == nil {
+		counts := map[string]float64{BeforeEnforcement: 0, WhileEnforced: 0, Unknown: 0}
+		for _, f := range findings {
+			counts[f.Admitted]++
+		}
+		for k, v := range counts {
+			found.WithLabelValues(a.Module.Name, k).Set(v)
+		}
+	}
+	return findings, err
+}
+
+func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
+	m := a.Module
+	dyn, err := dynamic.NewForConfig(a.Config)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	hc, err := rest.HTTPClientFor(a.Config)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(a.Config, hc)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := registration.ReadRecord(ctx, cs, m.Name)
+	if err != nil {
+		a.Log.Info("audit: cannot read the webhooks' registration record; findings cannot say when they were admitted", "err", err.Error())
+	}
+	enforced := rec.EnforcedAt()
+	var findings []Finding
+	for gvk, namespaces := range Kinds(m) {
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return findings, fmt.Errorf("audit %s: %w", gvk, err)
+		}
+		if len(namespaces) == 0 {
+			namespaces = []string{metav1.NamespaceAll}
+		}
+		for _, ns := range namespaces {
+			list, err := dyn.Resource(mapping.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return findings, fmt.Errorf("audit %s in %q: %w", mapping.Resource.Resource, ns, err)
+			}
+			for i := range list.Items {
+				obj := &list.Items[i]
+				raw, err := obj.MarshalJSON()
+				if err != nil {
+					continue
+				}
+				denials := a.Handler.Audit(ctx, &admissionv1.AdmissionRequest{
+					UID:       types.UID(fmt.Sprintf("audit-%s", obj.GetUID())),
+					Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+					Resource:  metav1.GroupVersionResource{Group: mapping.Resource.Group, Version: mapping.Resource.Version, Resource: mapping.Resource.Resource},
+					Namespace: obj.GetNamespace(), Name: obj.GetName(), Operation: admissionv1.Create,
+					Object: runtime.RawExtension{Raw: raw},
+				})
+				for _, d := range denials {
+					f := Finding{Capability: d.Capability, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Violation: d.Message,
+						Created: obj.GetCreationTimestamp().Time, Policy: m.Version, Registered: rec.Version, Admitted: Unknown}
+					if !enforced.IsZero() {
+						// creationTimestamp has second precision, as Enforced
+						// does: an object of the same second counts as before.
+						f.Admitted = BeforeEnforcement
+						if f.Created.After(enforced) {
+							f.Admitted = WhileEnforced
+						}
+					}
+					findings = append(findings, f)
+					events.Info(a.Log, events.AuditViolation, "audit: an existing object violates a validation",
+						"capability", f.Capability, "kind", f.Kind, "namespace", f.Namespace, "name", f.Name, "violation", f.Violation,
+						"admitted", f.Admitted, "created", f.Created.UTC().Format(time.RFC3339), "enforcedSince", rec.Enforced,
+						"policyVersion", f.Policy, "registeredVersion", f.Registered)
+					recordEvent(ctx, cs, m.Name, obj, fmt.Sprintf("vigil module %s (version %s), capability %s: this object violates a validation; %s: %s", m.Name, versionOrNone(m.Version), f.Capability, f.Explain(enforced), f.Violation))
+				}
+			}
+		}
+	}
+	a.keep(ctx, findings, rec)
+	events.Info(a.Log, events.AuditDone, "audit done", "violations", len(findings), "policyVersion", m.Version, "enforcedSince", rec.Enforced)
+	return findings, nil
+}
+
+// ReportKey is the key, in each audited capability's scope of the module's
+// Store, of the last audit's Report: findings outlast their Events, which the
+// API server drops after an hour.
+const ReportKey = "vigil.audit"
+
+// MaxReported is how many findings a Report lists at most; Count counts all.
+const MaxReported = 100
+
+// maxViolation bounds a violation's message in a Report, in bytes.
+const maxViolation = 512
+
+// Report is what the last audit found for one capability.
+type Report struct {
+	// AuditedAt is when the run finished (RFC 3339, UTC).
+	AuditedAt string `json:"auditedAt"`
+	// PolicyVersion is the module version whose validations judged;
+	// RegisteredVersion, the one that registered the webhooks;
+	// EnforcedSince, since when that one enforces ("" before).
+	PolicyVersion     string `json:"policyVersion"`
+	RegisteredVersion string `json:"registeredVersion,omitempty"`
+	EnforcedSince     string `json:"enforcedSince,omitempty"`
+	// Count is the number of findings; Findings lists the first
+	// MaxReported.
+	Count    int              `json:"count"`
+	Findings []ReportedObject `json:"findings"`
+}
+
+// ReportedObject is one finding in a Report.
+type ReportedObject struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Created is the object's creationTimestamp; Admitted, when that was
+	// relative to enforcement: before-enforcement, while-enforced, unknown.
+	Created   string `json:"created"`
+	Admitted  string `json:"admitted"`
+	Violation string `json:"violation"`
+}
+
+// keep writes each audited capability's Report to the Store, replacing the
+// last run's; a capability with no findings gets an empty one.
+func (a *Auditor) keep(ctx context.Context, findings []Finding, rec registration.Record) {
+	if a.Store == nil {
+		return
+	}
+	reports := map[string]*Report{}
+	var order []string
+	for _, b := range a.Module.Bindings {
+		if spec.Audited(b) && reports[b.Capability] == nil {
+			reports[b.Capability] = &Report{
+				AuditedAt: time.Now().UTC().Format(time.RFC3339), PolicyVersion: a.Module.Version,
+				RegisteredVersion: rec.Version, EnforcedSince: rec.Enforced, Findings: []ReportedObject{},
+			}
+			order = append(order, b.Capability)
+		}
+	}
+	for _, f := range findings {
+		r := reports[f.Capability]
+		if r == nil {
+			continue
+		}
+		r.Count++
+		if len(r.Findings) < MaxReported {
+			v := f.Violation
+			if len(v) > maxViolation {
+				v = strings.ToValidUTF8(v[:maxViolation], "") + "…"
+			}
+			r.Findings = append(r.Findings, ReportedObject{Kind: f.Kind, Namespace: f.Namespace, Name: f.Name,
+				Created: f.Created.UTC().Format(time.RFC3339), Admitted: f.Admitted, Violation: v})
+		}
+	}
+	for _, c := range order {
+		data, err := json.Marshal(reports[c])
+		if err == nil {
+			err = a.Store(c).Set(ctx, ReportKey, string(data))
+		}
+		if err != nil && ctx.Err() == nil {
+			a.Log.Error(err, "audit: keep the findings in the module's Store", "capability", c, "key", ReportKey)
+		}
+	}
+}
+
+func versionOrNone(v string) string {
+	if v == "" {
+		return "unversioned"
+	}
+	return v
+}
+
+func recordEvent(ctx context.Context, cs kubernetes.Interface, module string, obj *unstructured.Unstructured, msg string) {
+	ns := obj.GetNamespace()
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	now := metav1.Now()
+	_, _ = cs.CoreV1().Events(ns).Create(ctx, &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: obj.GetName() + ".", Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(),
+		},
+		Reason:  "AuditViolation",
+		Message: msg,
+		Type:    corev1.EventTypeWarning, Source: corev1.EventSource{Component: module + "-audit"},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}, metav1.CreateOptions{})
+}

@@ -1,0 +1,95 @@
+package vigil_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/admission"
+)
+
+// Capabilities in Warn and Audit mode, called by the real API server: their
+// denials are answered as allows — with the denial as a warning in Warn
+// mode, silently and counted in Audit mode — while an enforced capability
+// of the same module still denies.
+func TestModesThroughTheAPIServer(t *testing.T) {
+	ctx := t.Context()
+	apps := env.Namespace(t)
+	home := env.Namespace(t)
+
+	m := vigil.NewModule("modal", vigil.Options{Namespace: home, WebhookTimeout: 4 * time.Second})
+	deny := func(label string) func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict {
+		return func(_ context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+			if r.Object.Labels[label] == "true" {
+				return admission.Deny("pod " + r.Name + " is labelled " + label)
+			}
+			return admission.Allow()
+		}
+	}
+	vigil.When(m.Capability("trial", vigil.Mode(vigil.Warn)), &corev1.Pod{}).IsCreated().Named("warned").Validate(deny("warn-me"))
+	vigil.When(m.Capability("audited", vigil.Mode(vigil.Audit)), &corev1.Pod{}).IsCreated().Named("audited").Validate(deny("audit-me"))
+	vigil.When(m.Capability("enforced", vigil.Mode(vigil.Enforce)), &corev1.Pod{}).IsCreated().Named("enforced").Validate(deny("deny-me"))
+	srv := serveAdmission(t, m, "modal", []string{apps})
+
+	warned := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = warned
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The API server learns of new webhook configurations through its
+	// informers: retry until the enforced capability denies.
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; ; i++ {
+		err := c.Create(ctx, testPod(apps, fmt.Sprint("probe-", i), map[string]string{"deny-me": "true"}, false))
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "is labelled deny-me") {
+			break
+		}
+		if err != nil && !apierrors.IsForbidden(err) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the API server never called the module's webhooks: last err %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	t.Run("warn admits with a warning", func(t *testing.T) {
+		if err := c.Create(ctx, testPod(apps, "warned", map[string]string{"warn-me": "true"}, false)); err != nil {
+			t.Fatalf("create: %v, want admitted", err)
+		}
+		want := `vigil module modal: capability "trial" binding "warned" would deny this (mode Warn, not enforced): pod warned is labelled warn-me`
+		if !strings.Contains(warned.String(), want) {
+			t.Fatalf("warnings %q, want %q", warned, want)
+		}
+	})
+	t.Run("audit admits silently and counts the finding", func(t *testing.T) {
+		before := warned.String()
+		if err := c.Create(ctx, testPod(apps, "audited", map[string]string{"audit-me": "true"}, false)); err != nil {
+			t.Fatalf("create: %v, want admitted", err)
+		}
+		if after := warned.String(); after != before {
+			t.Errorf("warnings %q after an audited create, want none added to %q", after, before)
+		}
+		got := grepLines(scrape(t, metricsURL(srv.addr)), "vigil_admission_unenforced_denials_total{")
+		want := `vigil_admission_unenforced_denials_total{binding="audited",capability="audited",mode="Audit",module="modal"} 1`
+		if !strings.Contains(got, want) {
+			t.Errorf("metrics %q, want %q", got, want)
+		}
+	})
+	t.Run("enforce still denies", func(t *testing.T) {
+		err := c.Create(ctx, testPod(apps, "denied", map[string]string{"deny-me": "true", "warn-me": "true", "audit-me": "true"}, false))
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "pod denied is labelled deny-me") {
+			t.Fatalf("err = %v, want the enforced capability's denial", err)
+		}
+	})
+}
