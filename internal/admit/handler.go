@@ -95,8 +95,10 @@ type Handler struct {
 	validate []*spec.Binding
 	// stores holds each capability's Store, made once rather than per request.
 	stores map[string]store.Store
-	// own are the capabilities served on their own paths: see CapabilityPath.
-	own map[string]bool
+	// caps are the capabilities with bindings, each served on its own path
+	// (CapabilityPath); optOut are those served there alone, never on the
+	// shared paths: see CapabilityPath.
+	caps, optOut map[string]bool
 }
 
 // NewHandler returns a handler for the bindings.
@@ -113,11 +115,12 @@ func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 	if opts.Store == nil {
 		opts.Store = func(string) store.Store { return noStore{} }
 	}
-	h := &Handler{opts: opts, stores: map[string]store.Store{}, own: map[string]bool{}}
+	h := &Handler{opts: opts, stores: map[string]store.Store{}, caps: map[string]bool{}, optOut: map[string]bool{}}
 	for i := range bindings {
 		b := &bindings[i]
+		h.caps[b.Capability] = true
 		if b.OptOut != "" {
-			h.own[b.Capability] = true
+			h.optOut[b.Capability] = true
 		}
 		if _, ok := h.stores[b.Capability]; !ok {
 			h.stores[b.Capability] = opts.Store(b.Capability)

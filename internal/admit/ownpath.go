@@ -6,10 +6,14 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// CapabilityPath is where a capability with an opt-out label is served, on
-// its own: its webhooks skip what the label opts out, which the other
-// capabilities' webhooks, sharing MutatePath and ValidatePath, do not — so
-// its bindings must run only when its own webhooks call.
+// CapabilityPath is where a capability's bindings are served, and only its:
+// registration points each capability's webhook here, so that a request two
+// capabilities' webhooks match runs each binding once, not once per webhook.
+// The shared paths, MutatePath and ValidatePath, serve every capability
+// without an opt-out label, for configurations registered by a version that
+// used them. A capability with an opt-out label is served on its own path
+// alone: its webhooks skip what the label opts out, which the shared paths
+// would not.
 func CapabilityPath(action spec.Action, module, capability string) string {
 	return "/" + string(action) + "/" + module + "/" + capability
 }
@@ -23,7 +27,7 @@ const everyCapability = "\x00every"
 func (h *Handler) ownPath(path string) (spec.Action, string) {
 	for _, action := range []spec.Action{spec.Mutate, spec.Validate} {
 		prefix := "/" + string(action) + "/" + h.opts.Module + "/"
-		if c, ok := strings.CutPrefix(path, prefix); ok && h.own[c] {
+		if c, ok := strings.CutPrefix(path, prefix); ok && h.caps[c] {
 			return action, c
 		}
 	}
@@ -31,14 +35,14 @@ func (h *Handler) ownPath(path string) (spec.Action, string) {
 }
 
 // servedOn reports whether binding b runs for a request that came on the
-// path of capability: a capability served on its own path only there, every
-// other one only on the shared paths ("").
+// path of capability: on a capability's path its bindings alone, on the
+// shared paths ("") those of every capability without an opt-out label.
 func (h *Handler) servedOn(b *spec.Binding, capability string) bool {
 	switch capability {
 	case everyCapability:
 		return true
 	case "":
-		return !h.own[b.Capability]
+		return !h.optOut[b.Capability]
 	default:
 		return b.Capability == capability
 	}

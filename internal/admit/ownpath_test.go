@@ -14,10 +14,10 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// A capability with an opt-out label is served on its own path, and only
-// there: its webhooks skip what opted out, the shared ones do not, so a
-// request on the shared path must not run its bindings, nor one on its path
-// the others'.
+// Each capability is served on its own path with its bindings alone; one
+// with an opt-out label is served there only: its webhooks skip what opted
+// out, the shared ones do not, so a request on the shared path must not run
+// its bindings, nor one on its path the others'.
 func TestOptOutCapabilityIsServedOnItsOwnPath(t *testing.T) {
 	deny := func(msg string) func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
 		return func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict { return admission.Deny(msg) }
@@ -40,11 +40,17 @@ func TestOptOutCapabilityIsServedOnItsOwnPath(t *testing.T) {
 			t.Errorf("%s: response %+v: want denied by %q alone", path, resp, want)
 		}
 	}
-	// A capability that has no path of its own is not served on one.
-	// Like any path the module does not serve, the failure policy answers it.
-	if _, resp := post(t, h, admit.CapabilityPath(spec.Validate, "mod", "policies"), "application/json", body); resp == nil || resp.Allowed ||
-		!strings.Contains(resp.Result.Message, "does not serve path /validate/mod/policies") {
-		t.Errorf("a capability path of a capability without one: %+v: want it treated as any unserved path", resp)
+	// Every capability is served on its own path too, with its bindings
+	// alone: registration points each capability's webhook there, so that a
+	// request two capabilities' webhooks match runs each binding once.
+	if _, resp := post(t, h, admit.CapabilityPath(spec.Validate, "mod", "policies"), "application/json", body); resp == nil || resp.Allowed || resp.Result.Message != "shared" {
+		t.Errorf("the path of the capability without an opt-out label: %+v: want denied by its binding alone", resp)
+	}
+	// A capability the module does not have is no path it serves: the
+	// failure policy answers it.
+	if _, resp := post(t, h, admit.CapabilityPath(spec.Validate, "mod", "other"), "application/json", body); resp == nil || resp.Allowed ||
+		!strings.Contains(resp.Result.Message, "does not serve path /validate/mod/other") {
+		t.Errorf("the path of a capability the module lacks: %+v: want it treated as any unserved path", resp)
 	}
 	// The audit, which no webhook calls, runs them all: each capability's
 	// denial.

@@ -149,7 +149,7 @@ func (p *reviewProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func review(path string, req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) *Review {
 	r := &Review{
 		Operation: string(req.Operation), Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name,
-		Webhook: strings.Trim(path[:strings.LastIndexByte(path, '/')+1], "/"), Allowed: resp.Allowed, Warnings: resp.Warnings,
+		Webhook: strings.SplitN(strings.Trim(path, "/"), "/", 2)[0], Allowed: resp.Allowed, Warnings: resp.Warnings,
 	}
 	if r.Name == "" {
 		// A generated name is not known yet at admission.

@@ -593,13 +593,9 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 	caBundle := r.opts.CABundle()
 	for _, key := range order {
 		g := groups[key]
-		path := admit.MutatePath(r.opts.Module)
-		if g.action == spec.Validate {
-			path = admit.ValidatePath(r.opts.Module)
-		}
-		if g.optOut != "" {
-			path = admit.CapabilityPath(g.action, r.opts.Module, g.capability) // see CapabilityPath
-		}
+		// Each capability's webhook calls its own path, so that a request its
+		// webhook and another capability's both match runs each binding once.
+		path := admit.CapabilityPath(g.action, r.opts.Module, g.capability)
 		cc := r.opts.ClientConfig(path)
 		cc.CABundle = caBundle
 		name := fmt.Sprintf("%s.%s.%s.vigil.dev", g.capability, g.action, r.opts.Module)
