@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"reflect"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,7 +27,29 @@ type Capability struct {
 	// OptOut, when set, lets namespaces and objects labelled with it opt out
 	// of the capability's webhooks; never set on a fail-closed capability.
 	OptOut *OptOut `json:"optOut,omitempty"`
-	Site   string  `json:"site"`
+	// FailOpen, when set, lets the capability's webhooks fail open after
+	// an outage of every admission replica lasting its bound; never set on
+	// a fail-closed capability.
+	FailOpen *FailOpen `json:"failOpen,omitempty"`
+	Site     string    `json:"site"`
+}
+
+// FailOpen is a capability's declared outage bound: once no admission
+// replica has served for After, the watcher's leader sets the capability's
+// webhooks to failurePolicy Ignore, and a replica that serves again sets
+// them back.
+type FailOpen struct {
+	After time.Duration `json:"after"`
+	Site  string        `json:"site"`
+}
+
+// FailOpenAfter is the capability's outage bound; zero when it fails
+// closed during an outage.
+func (c *Capability) FailOpenAfter() time.Duration {
+	if c.FailOpen == nil {
+		return 0
+	}
+	return c.FailOpen.After
 }
 
 // OptOutLabel is the capability's opt-out label; empty when it has none.
@@ -110,7 +133,10 @@ type Binding struct {
 	FailClosed bool `json:"failClosed"`
 	// OptOut is the capability's opt-out label; empty when it has none.
 	OptOut string `json:"optOut,omitempty"`
-	Site   string `json:"site"`
+	// FailOpenAfter is the capability's outage bound (see FailOpen); zero
+	// when it has none.
+	FailOpenAfter time.Duration `json:"failOpenAfter,omitempty"`
+	Site          string        `json:"site"`
 
 	// New returns an empty object of the binding's Go type.
 	New func() client.Object `json:"-"`

@@ -120,7 +120,21 @@ func (m *Module) BindingsOf(capability string) []Binding {
 func (m *Module) HasAdmission() bool { return len(m.Phases) > 0 || len(m.Bindings) > 0 }
 
 // HasWatcher reports whether the module runs a watcher pod.
-func (m *Module) HasWatcher() bool { return len(m.Watches) > 0 || len(m.Schedules) > 0 }
+func (m *Module) HasWatcher() bool {
+	return len(m.Watches) > 0 || len(m.Schedules) > 0 || m.FailsOpen()
+}
+
+// FailsOpen reports whether a capability declared an outage bound
+// (FailOpenAfter): the watcher's leader then watches for outages of the
+// admission replicas.
+func (m *Module) FailsOpen() bool {
+	for _, b := range m.Bindings {
+		if b.FailOpenAfter > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // Decode reads a Module as `plan -o json` wrote it.
 func Decode(data []byte) (*Module, error) {

@@ -2,11 +2,15 @@ package watcher
 
 import (
 	"context"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/vigilkit/vigil/internal/callctx"
+	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
 )
@@ -26,6 +30,18 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 	}
 	if use := m.Hooks.UseCache; use != nil {
 		o.Cache = func(c cache.Cache) { use(c, nil) }
+	}
+	if m.FailsOpen() {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		r := registration.New(cs, registration.Options{Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Log: o.Log})
+		interval := o.OutageCheckInterval
+		if interval <= 0 {
+			interval = 2 * time.Second
+		}
+		o.Outages = func(ctx context.Context) error { return r.WatchOutages(ctx, interval) }
 	}
 	return Run(ctx, cfg, o)
 }
