@@ -40,7 +40,9 @@ func outageModule(t *testing.T, prefix string, bound time.Duration) (r *registra
 	t.Cleanup(func() { front.Close() })
 	opts = options(t, name, home, apps, m, "https://"+front.Addr())
 	cms := admit.ValidateBinding(corev1.SchemeGroupVersion.WithKind("ConfigMap"), &corev1.ConfigMap{},
-		func(context.Context, *admission.Request[*corev1.ConfigMap]) admission.Verdict { return admission.Deny("no") })
+		func(context.Context, *admission.Request[*corev1.ConfigMap]) admission.Verdict {
+			return admission.Deny("no")
+		})
 	cms.Capability, cms.Name, cms.Operations, cms.Namespaces, cms.FailOpenAfter = "open", "cms", []admissionv1.Operation{admissionv1.Create}, []string{apps}, bound
 	pods := admit.ValidateBinding(corev1.SchemeGroupVersion.WithKind("Pod"), &corev1.Pod{},
 		func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict { return admission.Deny("no") })
