@@ -60,10 +60,10 @@ bench-watch:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkWatch' -benchtime 1x -timeout 20m .
 
-## soak-registration: creates without pause while a module starts, registers and is replaced: none rejected
+## soak-registration: creates without pause while a module starts, registers and is replaced: none rejected; then every admission replica gone for 60 s, without and with FailOpenAfter
 soak-registration:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakRegistration' -benchtime 1x -timeout 10m .
+	KUBEBUILDER_ASSETS="$$assets" VIGIL_SOAK_OUTAGE=60s go test -count=1 -run '^$$' -bench 'BenchmarkSoakRegistration' -benchtime 1x -timeout 15m .
 
 ## soak-fresh: Exemptions created and deleted, each at once followed by a Pod, while the module's watch events are held back: no decision on stale data
 soak-fresh:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -67,6 +68,18 @@ const (
 // capability enforces.
 func Mode(mode EnforcementMode) CapabilityOption {
 	return func(c *Capability) { c.c.Mode = mode }
+}
+
+// FailOpenAfter lets the capability's webhooks fail open during an outage:
+// once no admission replica has served for d, the module's watcher (which
+// then runs, leader-elected, in its own Deployment) sets them to
+// failurePolicy Ignore, and the first replica that serves again enforces
+// them once more. Without it an outage fails closed, the safe default: an
+// automatic fail-open hands anyone who can kill the admission pods an off
+// switch. A fail-closed capability cannot have one; `plan` lists it.
+func FailOpenAfter(d time.Duration) CapabilityOption {
+	site := callSite(1)
+	return func(c *Capability) { c.c.FailOpen = &spec.FailOpen{After: d, Site: site} }
 }
 
 // OptOutLabel lets namespaces and objects labelled key=true opt out of the
@@ -278,6 +291,7 @@ func (b *WhenBuilder[T]) add(binding spec.Binding, action string) {
 	binding.Namespaces = b.c.c.Namespaces
 	binding.FailClosed = b.c.c.FailClosed
 	binding.OptOut = b.c.c.OptOutLabel()
+	binding.FailOpenAfter = b.c.c.FailOpenAfter()
 	binding.Filters = b.filters
 	binding.Parent, binding.Subresource = b.parent, b.subresource
 	binding.Name = b.name

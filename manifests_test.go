@@ -25,10 +25,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -38,8 +40,8 @@ const leastName = "least"
 // leastModule uses every part of vigil that needs a permission: a gate on
 // a named object whose callback writes the Store, a sample gate, a mutation
 // and a validation registered when ready, a Lister, a Reconcile that patches
-// through ClientFrom (declared with RBAC), a Finalize, and a schedule that
-// writes the Store.
+// through ClientFrom (declared with RBAC), a Finalize, a schedule that
+// writes the Store, and a capability that fails open after an outage.
 func leastModule(ns, apps string) *vigil.Module {
 	m := vigil.NewModule(leastName, vigil.Options{Namespace: ns, Version: "1.0.0"})
 	vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace(apps).WithName("settings").
@@ -75,6 +77,12 @@ func leastModule(ns, apps string) *vigil.Module {
 	m.RBAC("the sync reconcile annotates ConfigMaps", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}, apps)
 	vigil.When(policy, &corev1.ConfigMap{}).WithLabel("guarded").Named("guard").
 		Finalize(func(ctx context.Context, cm *corev1.ConfigMap) error { return nil })
+	lenient := m.Capability("lenient", vigil.InNamespaces(apps), vigil.FailOpenAfter(2*time.Second))
+	vigil.When(lenient, &corev1.Service{}).IsCreated().Named("tag").
+		Mutate(func(ctx context.Context, r *vigil.Request[*corev1.Service]) error {
+			r.SetLabel("tagged", "yes")
+			return nil
+		})
 	m.OnSchedule("tick", vigil.Every(300*time.Millisecond), func(ctx context.Context) error {
 		return vigil.StoreFrom(ctx).Set(ctx, "tick", time.Now().UTC().Format(time.RFC3339Nano))
 	})
@@ -173,7 +181,14 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		want  bool
 	}{
 		{leastName, authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: leastName}, true},
-		{leastName + "-watcher", authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: leastName}, false},
+		// The lenient capability fails open after an outage: the watcher may
+		// get and patch the module's two configurations (without such a
+		// capability it may not: internal/manifests
+		// TestWatcherFailsOpenOnlyWithTheOptIn), and nothing else.
+		{leastName + "-watcher", authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: leastName}, true},
+		{leastName + "-watcher", authorizationv1.ResourceAttributes{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: leastName}, false},
+		{leastName + "-watcher", authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: "someone-else"}, false},
+		{leastName + "-watcher", authorizationv1.ResourceAttributes{Verb: "create", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}, false},
 		{leastName + "-watcher", authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: leastName + "-watcher"}, true},
 		{leastName, authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, Name: leastName + "-watcher"}, false},
 		{leastName, authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: "someone-else"}, false},
@@ -287,7 +302,24 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		}
 		return team == "shop" && ticked
 	})
+	// Every admission replica goes: after the bound, the watcher fails the
+	// lenient capability open with its derived rights, and only it.
 	adm.Stop(t, 30*time.Second)
+	eventually(t, 20*time.Second, "the watcher failed the lenient capability open", func() bool {
+		mut := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := admin.Get(context.Background(), client.ObjectKey{Name: leastName}, mut); err != nil {
+			return false
+		}
+		open := false
+		for _, w := range mut.Webhooks {
+			fp := ptr.Deref(w.FailurePolicy, admissionregistrationv1.Fail)
+			if strings.HasPrefix(w.Name, "policy.") && fp != admissionregistrationv1.Fail {
+				t.Fatalf("the watcher failed %s open, whose capability declared no bound", w.Name)
+			}
+			open = open || (strings.HasPrefix(w.Name, "lenient.") && fp == admissionregistrationv1.Ignore)
+		}
+		return open && strings.Contains(mut.Annotations[registration.Annotation], registration.StateFailedOpen)
+	})
 	w.Stop(t, 30*time.Second)
 	for _, p := range outputs {
 		if lines := forbiddenLines(p.Output.String()); len(lines) > 0 {

@@ -152,6 +152,14 @@ func (m *Module) AddCapability(skip int, c spec.Capability) {
 			m.errs = append(m.errs, fmt.Errorf("%s: capability %s: OptOutLabel(%q): %w", o.Site, c.Name, o.Label, err))
 		}
 	}
+	if f := c.FailOpen; f != nil {
+		switch {
+		case c.FailClosed:
+			m.errs = append(m.errs, fmt.Errorf("%s: capability %s: FailOpenAfter(%s): a fail-closed capability never has an unguarded window: it cannot fail open; drop FailOpenAfter or FailClosed", f.Site, c.Name, f.After))
+		case f.After <= 0:
+			m.errs = append(m.errs, fmt.Errorf("%s: capability %s: FailOpenAfter(%s): the bound must be positive (a capability that must never fail open leaves it out)", f.Site, c.Name, f.After))
+		}
+	}
 	m.capabilities = append(m.capabilities, c)
 }
 

@@ -49,6 +49,9 @@ const (
 	// WebhookConfigurationMissing: a configuration was deleted outright; it
 	// is not re-created. Fields err.
 	WebhookConfigurationMissing Name = "webhook-configuration-missing"
+	// WebhooksReEnforced: webhooks that failed open during an outage are
+	// enforced again: a replica serves.
+	WebhooksReEnforced Name = "webhooks-re-enforced"
 	// AuditViolation: an existing object violates a validation; fields kind,
 	// namespace, name, violation.
 	AuditViolation Name = "audit-violation"
@@ -62,6 +65,13 @@ const (
 
 // The events of the watcher role.
 const (
+	// AdmissionOutage: the canary reached no admission replica while
+	// capabilities with an outage bound enforce; fields since, capabilities.
+	AdmissionOutage Name = "admission-outage"
+	// WebhooksFailedOpen: after their bound without a serving replica,
+	// these capabilities' webhooks were set to failurePolicy Ignore; fields
+	// webhooks, outage.
+	WebhooksFailedOpen Name = "webhooks-failed-open"
 	// WatcherReady: the informers synced; fields types, bindings, schedules.
 	WatcherReady Name = "watcher-ready"
 )

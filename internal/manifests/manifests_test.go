@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -286,5 +287,55 @@ func TestMemoryLimitAndMetricsPort(t *testing.T) {
 	}
 	if !metricsService {
 		t.Error("no Service exposes the admission role's metrics")
+	}
+}
+
+// The watcher may get and patch the module's two webhook configurations, and
+// dry-run the canary, only when a capability declares an outage bound; a
+// module with such a capability and no watches still gets a watcher.
+func TestWatcherFailsOpenOnlyWithTheOptIn(t *testing.T) {
+	webhookRights := func(m *spec.Module) (configs, canary bool) {
+		for _, r := range Rules(m) {
+			if r.Role != Watcher {
+				continue
+			}
+			for _, res := range r.Resources {
+				if strings.Contains(res, "webhookconfigurations") {
+					configs = true
+					if strings.Join(r.Verbs, ",") != "get,patch" || strings.Join(r.ResourceNames, ",") != m.Name {
+						t.Errorf("the watcher's rule on %s: %+v; want get,patch on %s only", res, r.PolicyRule, m.Name)
+					}
+				}
+				if res == "configmaps" && strings.Join(r.Verbs, ",") == "create" {
+					canary = true
+					if r.Namespace != m.Namespace {
+						t.Errorf("the watcher's canary rule in %q; want the module's namespace", r.Namespace)
+					}
+				}
+			}
+		}
+		return configs, canary
+	}
+	m := sample()
+	if configs, canary := webhookRights(m); configs || canary {
+		t.Fatalf("without FailOpenAfter the watcher may touch the webhook configurations (%v) or dry-run the canary (%v)", configs, canary)
+	}
+	m.Watches, m.Schedules = nil, nil
+	m.Bindings[0].FailOpenAfter = time.Minute
+	if configs, canary := webhookRights(m); !configs || !canary {
+		t.Fatalf("with FailOpenAfter the watcher lacks get/patch on the configurations (%v) or the canary (%v)", configs, canary)
+	}
+	objs, err := Render(m, Options{Image: "example.com/uds-core:1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, o := range objs {
+		if d, ok := o.(*appsv1.Deployment); ok && d.Name == m.Name+"-watcher" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("a module whose capability fails open after a bound has no watcher Deployment")
 	}
 }

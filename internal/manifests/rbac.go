@@ -128,6 +128,10 @@ func Rules(m *spec.Module) []spec.Rule {
 		add(m.Namespace, "coordination.k8s.io", "leases", nil, "leader election: the first replica creates the Lease", "create")
 		add(m.Namespace, "", "events", nil, "leader election records changes of leader as Events", "create", "patch")
 	}
+	if m.FailsOpen() {
+		out = append(out, spec.Rule{Role: role, PolicyRule: registration.Rule(m.Name), Why: "capabilities with FailOpenAfter: fail their webhooks open after an outage of every admission replica lasting the bound"})
+		out = append(out, spec.Rule{Role: role, Namespace: m.Namespace, PolicyRule: registration.CanaryRule(), Why: "outage checks: the registration canary, dry run only, tells whether an admission replica serves"})
+	}
 	// The shared informer of a type selects one object by name only when
 	// every user of the type names it; then RBAC can name it too.
 	var users []spec.Lister

@@ -121,7 +121,10 @@ for the Lease <module>-watcher in the module's namespace: exactly one runs the
 bindings and schedules, the others keep their informers warm and take over
 within --lease-duration of its death, or at once when it stops gracefully (the
 Lease is released on SIGTERM). Serves /healthz and /readyz (ready once the
-informers have synced) on --probe-addr and /metrics on --metrics-addr.`,
+informers have synced) on --probe-addr and /metrics on --metrics-addr. With
+capabilities declared FailOpenAfter, the active replica also watches for
+outages of the admission replicas and fails those capabilities' webhooks open
+once no replica has served for their bound.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := cmdutil.LoadConfig(w.kubeconfig, w.context)
@@ -144,6 +147,7 @@ informers have synced) on --probe-addr and /metrics on --metrics-addr.`,
 	wf.DurationVar(&w.Options.AuditInterval, "audit-interval", watcher.DefaultAuditInterval, "how often the active replica runs the module's validations over the existing objects and reports what they deny (it also does once the webhooks enforce)")
 	wf.StringVar(&w.Options.MetricsAddr, "metrics-addr", ":8080", "address to serve /metrics on; empty disables")
 	wf.StringVar(&w.Options.ProbeAddr, "probe-addr", ":8081", "address to serve /healthz and /readyz on; empty disables")
+	wf.DurationVar(&w.Options.OutageCheckInterval, "outage-check-interval", 2*time.Second, "how often the active replica asks, by the registration canary, whether an admission replica serves (only with capabilities declared FailOpenAfter)")
 	root.AddCommand(watcherCmd)
 
 	var unregKubeconfig, unregContext string

@@ -180,6 +180,13 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 			}
 			fmt.Fprintf(out, "    %s %s %s %s (%s)\n", b.Name, b.Action, what, strings.Join(ops, ","), b.Site)
 		}
+		if f := c.FailOpen; f != nil {
+			guard := ""
+			if c.OptOut != nil {
+				guard = "; the opt-out label's guard never fails open"
+			}
+			fmt.Fprintf(out, "    fails open after %s of outage (FailOpenAfter, %s): once no admission replica has served for %s, the watcher sets these webhooks to failurePolicy Ignore and the bindings above pass unchecked until a replica serves again%s\n", f.After, f.Site, f.After, guard)
+		}
 		fmt.Fprintln(out, "    never sent to its webhooks, so these pass unchecked even while it enforces:")
 		for _, e := range registration.Exclusions(m, c) {
 			fmt.Fprintf(out, "      %s\n", e)

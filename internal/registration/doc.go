@@ -54,4 +54,12 @@
 // drift in words, for the caller to report (OnDrift tells it before the
 // repair is written). The manifests ship the configurations without a
 // webhooks field, so applying them cannot fight the registrar.
+//
+// The one other write is FailOpen's, for capabilities that declared an
+// outage bound (spec.FailOpen): WatchOutages, on the watcher's leader,
+// dry-runs the canary and, once no replica has answered for a capability's
+// bound, sets that capability's webhooks to Ignore and the Record's state to
+// "failed-open", compare-and-swap as the registrar writes. Sync reads that
+// state as neither drift nor a reason to probe with everything Ignore: it
+// proves with the canary that a replica serves, then enforces again.
 package registration

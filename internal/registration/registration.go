@@ -49,8 +49,10 @@ type Record struct {
 	Version    string `json:"version"`
 	Hash       string `json:"hash"`
 	Generation int64  `json:"generation"`
-	// State is "probing" (failurePolicy Ignore until the canary passes) or
-	// "enforced".
+	// State is "probing" (failurePolicy Ignore until the canary passes),
+	// "enforced", or "failed-open" (the watcher set the webhooks of the
+	// capabilities with an outage bound to Ignore while no replica served:
+	// see FailOpen).
 	State string `json:"state"`
 	// Enforced is when this version of the module, with this spec (Hash),
 	// first enforced its webhooks (RFC 3339, UTC); empty before. The audit
@@ -78,6 +80,13 @@ func ReadRecord(ctx context.Context, c kubernetes.Interface, module string) (Rec
 	}
 	return rec, nil
 }
+
+// The states of a Record.
+const (
+	StateProbing    = "probing"
+	StateEnforced   = "enforced"
+	StateFailedOpen = "failed-open"
+)
 
 // Bootstrap returns the module's two webhook configurations as its manifests
 // ship them: empty, named after the module.
@@ -224,7 +233,7 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 	}
 	enforce := r.policy()
 	var drift []string
-	probe := false
+	probe, verify := false, false
 	for _, kind := range kinds {
 		_, rec, actual, err := r.read(ctx, kind)
 		if err != nil {
@@ -234,12 +243,19 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 			return nil, false, fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, kind, rec.Version, r.opts.Version)
 		}
 		ours := rec.Version == r.opts.Version && rec.Hash == h.hash
-		want := enforce
-		if !ours || rec.State != "enforced" {
-			want = admissionregistrationv1.Ignore
+		wanted := h.views(kind, enforce)
+		switch {
+		case ours && rec.State == StateFailedOpen:
+			// Failed open during an outage: the capabilities with a bound
+			// are Ignore, the rest as enforced. Enforce them again once the
+			// canary proves a replica serves, without weakening the rest.
+			wanted = failedOpen(wanted, actual, r.failOpenNames())
+			verify = true
+		case !ours || rec.State != StateEnforced:
+			wanted = h.views(kind, admissionregistrationv1.Ignore)
 			probe = true
 		}
-		diffs, reach := diffHooks(h.views(kind, want), actual)
+		diffs, reach := diffHooks(wanted, actual)
 		probe = probe || reach
 		where := fmt.Sprintf("%s webhook configuration %q", kind, r.opts.Module)
 		switch {
@@ -256,22 +272,27 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 			drift = append(drift, where+": "+strings.Join(diffs, "; "))
 		}
 	}
-	if !probe && len(drift) == 0 {
+	if !probe && !verify && len(drift) == 0 {
 		return nil, false, nil // in sync: enforced by this version, as specified
 	}
 	if len(drift) > 0 && r.onDrift != nil {
 		r.onDrift(drift)
 	}
 	if probe {
-		if err := r.write(ctx, h, admissionregistrationv1.Ignore, "probing"); err != nil {
+		if err := r.write(ctx, h, admissionregistrationv1.Ignore, StateProbing); err != nil {
 			return drift, true, err
 		}
 		events.Info(r.opts.Log, events.WebhooksRegistered, "webhooks registered with failurePolicy Ignore; probing reachability")
 		if err := r.probe(ctx); err != nil {
 			return drift, true, err
 		}
+	} else if verify {
+		if err := r.probe(ctx); err != nil {
+			return drift, false, err
+		}
+		events.Info(r.opts.Log, events.WebhooksReEnforced, "a replica serves again after an outage: enforcing the webhooks that failed open")
 	}
-	if err := r.write(ctx, h, enforce, "enforced"); err != nil {
+	if err := r.write(ctx, h, enforce, StateEnforced); err != nil {
 		return drift, true, err
 	}
 	events.Info(r.opts.Log, events.WebhooksEnforced, "webhooks enforced", "failurePolicy", string(enforce))
@@ -598,7 +619,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		path := admit.CapabilityPath(g.action, r.opts.Module, g.capability)
 		cc := r.opts.ClientConfig(path)
 		cc.CABundle = caBundle
-		name := fmt.Sprintf("%s.%s.%s.vigil.dev", g.capability, g.action, r.opts.Module)
+		name := WebhookName(r.opts.Module, g.capability, g.action)
 		rules := rulesOf(g.rules)
 		selector, objects := r.namespaceSelector(g.namespaces, g.optOut), objectSelector(g.optOut)
 		conds := r.matchConditions()
@@ -878,6 +899,30 @@ func (r *Registrar) explain(verb, kind string, err error) error {
 func (r *Registrar) probe(ctx context.Context) error {
 	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 1.5, Jitter: 0.3, Steps: 1 << 30, Cap: 5 * time.Second}
 	for attempt := 1; ; attempt++ {
+		reached, err := r.reached(ctx)
+		if reached {
+			events.Info(r.opts.Log, events.CanaryReached, "the API server reaches the module", "attempts", attempt)
+			return nil
+		}
+		if apierrors.IsForbidden(err) {
+			return fmt.Errorf("dry-run the canary ConfigMap in %s: %w: the module needs {apiGroups: [\"\"], resources: [configmaps], verbs: [create]} in its namespace (a dry run writes nothing)", r.opts.Namespace, err)
+		}
+		if attempt%10 == 0 {
+			r.opts.Log.Info("the API server does not reach the module yet; webhooks stay failurePolicy Ignore", "attempts", attempt, "err", fmt.Sprint(err))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("probe reachability: %w", context.Cause(ctx))
+		case <-time.After(backoff.Step()):
+		}
+	}
+}
+
+// reached dry-runs the canary once and reports whether a replica answered
+// it through the module's configuration (it echoes the token:
+// admit.CanaryWarning).
+func (r *Registrar) reached(ctx context.Context) (bool, error) {
+	{
 		token := randomToken()
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: r.opts.Module + "-canary", Labels: map[string]string{CanaryLabel: r.opts.Module}},
@@ -895,22 +940,10 @@ func (r *Registrar) probe(ctx context.Context) error {
 			})).
 			Do(ctx).Error()
 		if err == nil || apierrors.IsAlreadyExists(err) {
-			// Whichever replica answered echoed the token (admit.CanaryWarning).
-			if warned.Load() {
-				events.Info(r.opts.Log, events.CanaryReached, "the API server reaches the module", "attempts", attempt)
-				return nil
-			}
-		} else if apierrors.IsForbidden(err) {
-			return fmt.Errorf("dry-run the canary ConfigMap in %s: %w: the module needs {apiGroups: [\"\"], resources: [configmaps], verbs: [create]} in its namespace (a dry run writes nothing)", r.opts.Namespace, err)
+			// Whichever replica answered echoed the token.
+			return warned.Load(), nil
 		}
-		if attempt%10 == 0 {
-			r.opts.Log.Info("the API server does not reach the module yet; webhooks stay failurePolicy Ignore", "attempts", attempt, "err", fmt.Sprint(err))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("probe reachability: %w", context.Cause(ctx))
-		case <-time.After(backoff.Step()):
-		}
+		return false, err
 	}
 }
 

@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"reflect"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -28,8 +29,30 @@ type Capability struct {
 	OptOut *OptOut `json:"optOut,omitempty"`
 	// Mode is what the capability's validations do with a denial: Enforce
 	// (the default), Warn or Audit. Mutations are unaffected by it.
-	Mode Mode   `json:"mode"`
-	Site string `json:"site"`
+	Mode Mode `json:"mode"`
+	// FailOpen, when set, lets the capability's webhooks fail open after
+	// an outage of every admission replica lasting its bound; never set on
+	// a fail-closed capability.
+	FailOpen *FailOpen `json:"failOpen,omitempty"`
+	Site     string    `json:"site"`
+}
+
+// FailOpen is a capability's declared outage bound: once no admission
+// replica has served for After, the watcher's leader sets the capability's
+// webhooks to failurePolicy Ignore, and a replica that serves again sets
+// them back.
+type FailOpen struct {
+	After time.Duration `json:"after"`
+	Site  string        `json:"site"`
+}
+
+// FailOpenAfter is the capability's outage bound; zero when it fails
+// closed during an outage.
+func (c *Capability) FailOpenAfter() time.Duration {
+	if c.FailOpen == nil {
+		return 0
+	}
+	return c.FailOpen.After
 }
 
 // Mode is what a capability's validations do with a denial, as Gatekeeper's
@@ -136,8 +159,11 @@ type Binding struct {
 	// OptOut is the capability's opt-out label; empty when it has none.
 	OptOut string `json:"optOut,omitempty"`
 	// Mode is the capability's: what a validation's denial becomes.
-	Mode Mode   `json:"mode"`
-	Site string `json:"site"`
+	Mode Mode `json:"mode"`
+	// FailOpenAfter is the capability's outage bound (see FailOpen); zero
+	// when it has none.
+	FailOpenAfter time.Duration `json:"failOpenAfter,omitempty"`
+	Site          string        `json:"site"`
 
 	// New returns an empty object of the binding's Go type.
 	New func() client.Object `json:"-"`

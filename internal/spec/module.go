@@ -120,9 +120,21 @@ func (m *Module) BindingsOf(capability string) []Binding {
 func (m *Module) HasAdmission() bool { return len(m.Phases) > 0 || len(m.Bindings) > 0 }
 
 // HasWatcher reports whether the module runs a watcher pod: it has watches,
-// schedules, or validations to audit.
+// schedules, validations to audit, or a capability that fails open after an
+// outage (the watcher's leader watches for outages).
 func (m *Module) HasWatcher() bool {
-	return len(m.Watches) > 0 || len(m.Schedules) > 0 || m.Audited()
+	return len(m.Watches) > 0 || len(m.Schedules) > 0 || m.Audited() || m.FailsOpen()
+}
+
+// FailsOpen reports whether a capability declared an outage bound
+// (FailOpenAfter).
+func (m *Module) FailsOpen() bool {
+	for _, b := range m.Bindings {
+		if b.FailOpenAfter > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Audited reports whether the watcher audits existing objects: the module

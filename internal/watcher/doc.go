@@ -9,5 +9,7 @@
 // see every event in order. Exactly one replica — the holder of the module's
 // leader-election Lease — runs bindings and schedules; the others keep their
 // informers warm to take over at once. RunModule runs the role from the
-// module's resolved definition (internal/spec).
+// module's resolved definition (internal/spec); with capabilities that
+// declared an outage bound, its leader also runs the watch for outages of the
+// admission replicas (Options.Outages, registration.WatchOutages).
 package watcher

@@ -4,12 +4,15 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/audit"
 	"github.com/vigilkit/vigil/internal/callctx"
+	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
 )
@@ -45,6 +48,18 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 			Log: o.Log,
 		})
 		o.Audit = &audit.Auditor{Module: m, Handler: h, Config: cfg, Log: o.Log, Store: scope}
+	}
+	if m.FailsOpen() {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		r := registration.New(cs, registration.Options{Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Log: o.Log})
+		interval := o.OutageCheckInterval
+		if interval <= 0 {
+			interval = 2 * time.Second
+		}
+		o.Outages = func(ctx context.Context) error { return r.WatchOutages(ctx, interval) }
 	}
 	return Run(ctx, cfg, o)
 }

@@ -62,7 +62,12 @@ type Options struct {
 	// and then every AuditInterval (DefaultAuditInterval when zero).
 	Audit         Auditor
 	AuditInterval time.Duration
-	Log           logr.Logger
+	// Outages, when set, runs on the active replica only: the watch for
+	// outages of the admission replicas (registration.WatchOutages).
+	Outages func(ctx context.Context) error
+	// OutageCheckInterval is how often Outages checks: 2s when zero.
+	OutageCheckInterval time.Duration
+	Log                 logr.Logger
 }
 
 // LeaseName is the leader-election Lease of a module's watchers.
@@ -134,6 +139,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	for i := range o.Schedules {
 		if err := mgr.Add(&scheduleRunner{s: o.Schedules[i], module: o.Module, log: o.Log, ctx: o.Context, metrics: metrics}); err != nil {
+			return err
+		}
+	}
+	if o.Outages != nil {
+		if err := mgr.Add(manager.RunnableFunc(o.Outages)); err != nil { // leader-elected
 			return err
 		}
 	}

@@ -1,0 +1,214 @@
+package registration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/vigilkit/vigil/internal/events"
+	"github.com/vigilkit/vigil/internal/spec"
+)
+
+// WebhookName names the webhook of a module's capability and action.
+func WebhookName(module, capability string, action spec.Action) string {
+	return fmt.Sprintf("%s.%s.%s.vigil.dev", capability, action, module)
+}
+
+// failOpenBounds are the webhooks of the capabilities that declared an
+// outage bound (spec.FailOpen), with their bounds. Fail-closed capabilities
+// never have one (a definition mistake), and are skipped regardless.
+func (r *Registrar) failOpenBounds() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, b := range r.opts.Bindings {
+		if b.FailOpenAfter > 0 && !b.FailClosed {
+			out[WebhookName(r.opts.Module, b.Capability, b.Action)] = b.FailOpenAfter
+		}
+	}
+	return out
+}
+
+func (r *Registrar) failOpenNames() []string {
+	var names []string
+	for n := range r.failOpenBounds() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// failedOpen is what Sync expects of a configuration the watcher failed
+// open: the webhooks of the capabilities with a bound as they are (Ignore,
+// or still enforced when their bound has not run out), the rest as wanted.
+func failedOpen(wanted, actual []hookView, names []string) []hookView {
+	out := slices.Clone(wanted)
+	for i, w := range out {
+		if !slices.Contains(names, w.name) {
+			continue
+		}
+		for _, a := range actual {
+			if a.name == w.name && (a.failurePolicy == admissionregistrationv1.Ignore || a.failurePolicy == w.failurePolicy) {
+				out[i].failurePolicy = a.failurePolicy
+			}
+		}
+	}
+	return out
+}
+
+// FailOpen sets the named webhooks (only those of capabilities with an
+// outage bound) to failurePolicy Ignore in the module's configurations and
+// records the state "failed-open", with a resourceVersion precondition on
+// each write, as the registrar writes. It touches configurations that are
+// "enforced" or already "failed-open" only: probing ones are Ignore already,
+// and a newer version's are left to it. It returns the webhooks it changed.
+func (r *Registrar) FailOpen(ctx context.Context, names []string) ([]string, error) {
+	allowed := r.failOpenBounds()
+	var changed []string
+	for _, kind := range kinds {
+		backoff := wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 10, Cap: time.Second}
+		for {
+			done, err := r.failOpenOne(ctx, kind, names, allowed)
+			if apierrors.IsConflict(err) && backoff.Steps > 1 {
+				time.Sleep(backoff.Step())
+				continue // the registrar wrote meanwhile: read again and decide again
+			}
+			if err != nil {
+				return changed, err
+			}
+			changed = append(changed, done...)
+			break
+		}
+	}
+	return changed, nil
+}
+
+func (r *Registrar) failOpenOne(ctx context.Context, kind string, names []string, allowed map[string]time.Duration) ([]string, error) {
+	var m metav1.Object
+	var webhooks any
+	var changed []string
+	flip := func(name string, fp **admissionregistrationv1.FailurePolicyType) {
+		if _, ok := allowed[name]; !ok || !slices.Contains(names, name) || ptr.Deref(*fp, admissionregistrationv1.Fail) == admissionregistrationv1.Ignore {
+			return
+		}
+		*fp = ptr.To(admissionregistrationv1.Ignore)
+		changed = append(changed, name)
+	}
+	if kind == "mutating" {
+		c, err := r.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{})
+		if err != nil {
+			return nil, r.explain("get", kind, err)
+		}
+		for i := range c.Webhooks {
+			flip(c.Webhooks[i].Name, &c.Webhooks[i].FailurePolicy)
+		}
+		m, webhooks = c, c.Webhooks
+	} else {
+		c, err := r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{})
+		if err != nil {
+			return nil, r.explain("get", kind, err)
+		}
+		for i := range c.Webhooks {
+			flip(c.Webhooks[i].Name, &c.Webhooks[i].FailurePolicy)
+		}
+		m, webhooks = c, c.Webhooks
+	}
+	var rec Record
+	if raw := m.GetAnnotations()[Annotation]; raw != "" {
+		_ = json.Unmarshal([]byte(raw), &rec)
+	}
+	if len(changed) == 0 || newer(rec.Version, r.opts.Version) || (rec.State != StateEnforced && rec.State != StateFailedOpen) {
+		return nil, nil
+	}
+	rec.State, rec.Generation = StateFailedOpen, rec.Generation+1
+	ann, _ := json.Marshal(rec)
+	body := map[string]any{
+		"metadata": map[string]any{"resourceVersion": m.GetResourceVersion(), "annotations": map[string]any{Annotation: string(ann)}},
+		"webhooks": webhooks,
+	}
+	if err := r.patch(ctx, kind, body); err != nil {
+		return nil, err
+	}
+	return changed, nil
+}
+
+// Serving dry-runs the canary once and reports whether the API server
+// reached an admission replica through the module's configuration. An error
+// means the question went unanswered (the API server, or the right to the
+// dry run, is missing), not that no replica serves.
+func (r *Registrar) Serving(ctx context.Context) (bool, error) { return r.reached(ctx) }
+
+// WatchOutages runs, on the watcher's leader, while the module has
+// capabilities with an outage bound: every interval, while its
+// configurations enforce, it asks by the canary whether the API server
+// reaches an admission replica. Once none has served for a capability's
+// bound it fails that capability's webhooks open (FailOpen); the first
+// replica that serves again enforces them once more (its Sync). The bound is
+// counted from the first check that found no replica, so a watcher that
+// starts during an outage waits the whole bound again. It returns when ctx
+// ends.
+func (r *Registrar) WatchOutages(ctx context.Context, interval time.Duration) error {
+	bounds := r.failOpenBounds()
+	if len(bounds) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	var down time.Time // zero while a replica serves
+	for {
+		if recs, err := r.records(ctx); err != nil {
+			r.opts.Log.Error(err, "outage check: reading the webhook configurations")
+		} else if !enforcing(recs) {
+			down = time.Time{} // nothing enforced: unregistered, or the registrar is probing
+		} else if ok, err := r.reached(ctx); err != nil {
+			if ctx.Err() == nil {
+				r.opts.Log.Error(err, "outage check: the canary's dry run went unanswered")
+			}
+		} else if ok {
+			down = time.Time{}
+		} else {
+			if down.IsZero() {
+				down = time.Now()
+				events.Info(r.opts.Log, events.AdmissionOutage, "no admission replica serves; capabilities with an outage bound fail open once it runs out", "since", down.UTC().Format(time.RFC3339Nano))
+			}
+			var due []string
+			for name, d := range bounds {
+				if time.Since(down) >= d {
+					due = append(due, name)
+				}
+			}
+			if len(due) > 0 {
+				sort.Strings(due)
+				changed, err := r.FailOpen(ctx, due)
+				if len(changed) > 0 {
+					events.Info(r.opts.Log, events.WebhooksFailedOpen, "no admission replica served within the bound: webhooks set to failurePolicy Ignore until one serves again", "webhooks", changed, "outage", time.Since(down).Round(time.Millisecond).String())
+				}
+				if err != nil && ctx.Err() == nil {
+					r.opts.Log.Error(err, "outage check: failing open")
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval):
+		}
+	}
+}
+
+// enforcing reports whether a configuration enforces (or failed open from
+// enforcing): only then can an outage shut anything out.
+func enforcing(recs [2]Record) bool {
+	for _, rec := range recs {
+		if rec.State == StateEnforced || rec.State == StateFailedOpen {
+			return true
+		}
+	}
+	return false
+}
