@@ -820,6 +820,18 @@ func TestGateResultReadsTheRolesHandoffDir(t *testing.T) {
 		t.Fatalf("gate exited %d", code)
 	}
 	serveAdmission(t, m, "handoff-flag", []string{ns}, "--handoff-dir", dir) // VIGIL_HANDOFF_DIR names another folder
+	// The API server takes in a new webhook configuration within a moment:
+	// dry runs show when it calls the module.
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
+		if err := env.Client.Create(t.Context(), probe, client.DryRunAll); err != nil {
+			return err
+		}
+		if _, ok := probe.Labels["word"]; !ok {
+			return errors.New("the API server does not call the module's webhook yet")
+		}
+		return nil
+	})
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "worded"}}
 	if err := env.Client.Create(t.Context(), cm); err != nil {
 		t.Fatal(err)
