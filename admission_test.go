@@ -443,6 +443,18 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 	})
 	srv := serveAdmission(t, m, "rotate", []string{apps})
 	before := servedSerial(t, srv)
+	// The API server takes in a new webhook configuration within a moment:
+	// dry runs show when it calls the module, before the load starts.
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "probe"}}
+		if err := env.Client.Create(ctx, probe, client.DryRunAll); err != nil {
+			return err
+		}
+		if probe.Labels["rotated"] != "checked" {
+			return errors.New("the API server does not call the module's webhook yet")
+		}
+		return nil
+	})
 
 	var created, failed, unmutated atomic.Int64
 	var firstErr atomic.Value

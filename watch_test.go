@@ -656,9 +656,15 @@ func TestListerServesAdmissionAndWatcherLive(t *testing.T) {
 		})
 	serveAdmission(t, m, "lister", []string{ns})
 
-	guarded := func(name string) error {
-		return c.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"guarded": "yes"}}})
+	guarded := func(name string, opts ...client.CreateOption) error {
+		return c.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"guarded": "yes"}}}, opts...)
 	}
+	// The API server takes in a new webhook configuration within a moment:
+	// dry runs show when it calls the module.
+	eventually(t, 10*time.Second, "the API server to call the module's webhook", func() bool {
+		err := guarded("app", client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "no exemption for app")
+	})
 	if err := guarded("app"); err == nil || !strings.Contains(err.Error(), "no exemption for app") {
 		t.Fatalf("without an exemption: got %v, want the denial", err)
 	}
