@@ -173,7 +173,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		if err != nil {
 			return nil, fmt.Errorf("admission's listers: %w", err)
 		}
-		barriers, err := watcher.Barriers(cfg, m.Scheme, c, m.Listers, bindingTimeout(m))
+		barriers, err := watcher.Barriers(cfg, m.Scheme, c, m.Listers, m.BindingTimeout())
 		if err != nil {
 			return nil, fmt.Errorf("admission's listers: %w", err)
 		}
@@ -183,7 +183,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		listersSynced = synced
 	}
 
-	timeout := bindingTimeout(m)
+	timeout := m.BindingTimeout()
 	r := &role{registry: prometheus.NewRegistry(), newer: &newerCheck{timeout: timeout}}
 	r.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if r.metrics, err = admit.NewMetrics(r.registry, m.Name); err != nil {
@@ -238,13 +238,6 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		return nil
 	}
 	return r, nil
-}
-
-// bindingTimeout bounds the bindings of one request, and a recheck's round
-// trip: two seconds below the webhooks' timeout, so the API server always
-// hears the failure policy's answer.
-func bindingTimeout(m *spec.Module) time.Duration {
-	return time.Duration(m.TimeoutSeconds)*time.Second - 2*time.Second
 }
 
 // registrationProblem feeds the metric of a missing configuration.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -113,6 +114,14 @@ func (m *Module) BindingsOf(capability string) []Binding {
 		}
 	}
 	return out
+}
+
+// BindingTimeout bounds the admission bindings of one request, and a
+// recheck's round trip: two seconds below the webhooks' timeoutSeconds, so
+// the API server always hears the failure policy's answer rather than its
+// own timeout.
+func (m *Module) BindingTimeout() time.Duration {
+	return time.Duration(m.TimeoutSeconds)*time.Second - 2*time.Second
 }
 
 // HasAdmission reports whether the module runs an admission pod: it has

@@ -40,7 +40,7 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 		h := admit.NewHandler(m.Bindings, admit.Options{
 			Module:        m.Name,
 			FailurePolicy: m.FailurePolicy,
-			Timeout:       time.Duration(m.TimeoutSeconds-2) * time.Second,
+			Timeout:       m.BindingTimeout(),
 			Store:         scope,
 			Context: func(ctx context.Context, s store.Store) context.Context {
 				return callctx.With(ctx, calls, s)
