@@ -61,6 +61,8 @@ type Session struct {
 	handoff string
 	cs      kubernetes.Interface
 	cp      *controlplane.Instance
+	// unreap stops the reaper that kills cp with a killed vigil dev.
+	unreap func()
 
 	emitMu sync.Mutex
 
@@ -140,6 +142,10 @@ func (s *Session) connect(ctx context.Context) error {
 		}
 		if s.cp, err = controlplane.Start(controlplane.StartOptions{Dir: dir}); err != nil {
 			return err
+		}
+		// kube-apiserver and etcd die with vigil dev, even a SIGKILLed one.
+		if s.unreap, err = s.cp.ReapOnExit(); err != nil {
+			fmt.Fprintf(s.opts.Progress, "vigil dev: warning: the control plane will outlive a killed vigil dev: %v\n", err)
 		}
 		kc, err := s.cp.KubeConfig("vigil-dev", "system:masters")
 		if err != nil {
@@ -371,6 +377,9 @@ func (s *Session) cleanup() {
 // release stops the control plane and removes the session's files.
 func (s *Session) release() {
 	if s.cp != nil {
+		if s.unreap != nil {
+			s.unreap()
+		}
 		if err := s.cp.Stop(); err != nil {
 			s.emit(Event{Kind: Problem, Role: "cluster", Text: "stop the control plane: " + err.Error()})
 		} else {
