@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -366,7 +367,7 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 	before := record()
 	stopOld = run(module("1.0.0", false), oldAddr)
 	vigiltest.Consistently(t, 2*time.Second, func() error {
-		if after := record(); after != before {
+		if after := record(); !reflect.DeepEqual(after, before) {
 			return fmt.Errorf("record %+v → %+v: the old version overwrote the newer", before, after)
 		}
 		return nil

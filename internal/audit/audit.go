@@ -37,10 +37,11 @@ import (
 )
 
 // Kinds are the kinds the audit lists, each with the namespaces its
-// validations are limited to (nil for all): those of the validations
-// registered when ready. Fail-closed ones enforce from install on, and a
-// subresource's object (a Scale) is no object to list: its parent is
-// audited by the parent's own bindings.
+// bindings are limited to (nil for all): those of the validations registered
+// when ready, and of the mutations with an outage bound (spec.Audited).
+// Fail-closed ones enforce from install on, and a subresource's object (a
+// Scale) is no object to list: its parent is audited by the parent's own
+// bindings.
 func Kinds(m *spec.Module) map[schema.GroupVersionKind][]string {
 	kinds := map[schema.GroupVersionKind][]string{}
 	for _, b := range m.Bindings {
@@ -63,16 +64,26 @@ func Kinds(m *spec.Module) map[schema.GroupVersionKind][]string {
 	return kinds
 }
 
-// Finding is an existing object a capability's validations deny.
+// Finding is an existing object a capability's validations deny, or one
+// its mutations would change that got in while they were failed open.
 type Finding struct {
 	Capability            string
 	Kind, Namespace, Name string
-	Violation             string
+	APIVersion            string
+	UID                   types.UID
+	// Action is Validate for a denial, Mutate for a skipped mutation.
+	Action    spec.Action
+	Violation string
 	// Created is the object's creationTimestamp.
 	Created time.Time
 	// Admitted says when it got in relative to the webhooks' enforcement:
-	// "before-enforcement", "while-enforced" or "unknown".
+	// "before-enforcement", "while-enforced", "while-failed-open" or
+	// "unknown".
 	Admitted string
+	// Outage is the window the capability's webhook was failed open in,
+	// when Admitted is "while-failed-open": "FROM/TO", TO empty while it
+	// lasts.
+	Outage string
 	// Policy is the module version whose validations judged it now;
 	// Registered, the version that registered the webhooks.
 	Policy, Registered string
@@ -82,12 +93,25 @@ type Finding struct {
 const (
 	BeforeEnforcement = "before-enforcement"
 	WhileEnforced     = "while-enforced"
-	Unknown           = "unknown"
+	// WhileFailedOpen: created while the capability's webhook was failed
+	// open, during an outage longer than its FailOpenAfter bound.
+	WhileFailedOpen = "while-failed-open"
+	Unknown         = "unknown"
 )
 
 // Explain says what a finding's Admitted means, for people.
 func (f Finding) Explain(enforced time.Time) string {
 	switch f.Admitted {
+	case WhileFailedOpen:
+		from, to, _ := strings.Cut(f.Outage, "/")
+		if to == "" {
+			to = "now"
+		}
+		what := "its validations did not run"
+		if f.Action == spec.Mutate {
+			what = "its mutations did not run"
+		}
+		return fmt.Sprintf("created %s, while the capability's webhook was failed open during an outage of the admission replicas (%s to %s): %s", f.Created.UTC().Format(time.RFC3339), from, to, what)
 	case BeforeEnforcement:
 		return fmt.Sprintf("created %s, before the webhooks enforced (since %s): it passed unchecked", f.Created.UTC().Format(time.RFC3339), enforced.UTC().Format(time.RFC3339))
 	case WhileEnforced:
@@ -113,7 +137,7 @@ func registerMetrics() {
 		}, []string{"module", "result"})
 		found = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "vigil", Subsystem: "audit", Name: "findings",
-			Help: "Existing objects the validations deny, as the last audit found them, by when they were admitted (before-enforcement, while-enforced, unknown).",
+			Help: "Existing objects the validations deny, or that missed a mutation while it was failed open, as the last audit found them, by when they were admitted (before-enforcement, while-enforced, while-failed-open, unknown).",
 		}, []string{"module", "admitted"})
 		ctrlmetrics.Registry.MustRegister(runs, found)
 	})
@@ -163,7 +187,7 @@ func (a *Auditor) Run(ctx context.Context) ([]Finding, error) {
 	registerMetrics()
 	runs.WithLabelValues(a.Module.Name, result).Inc()
 	if err == nil {
-		counts := map[string]float64{BeforeEnforcement: 0, WhileEnforced: 0, Unknown: 0}
+		counts := map[string]float64{BeforeEnforcement: 0, WhileEnforced: 0, WhileFailedOpen: 0, Unknown: 0}
 		for _, f := range findings {
 			counts[f.Admitted]++
 		}
@@ -196,8 +220,41 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 	if err != nil {
 		a.Log.Info("audit: cannot read the webhooks' registration record; findings cannot say when they were admitted", "err", err.Error())
 	}
+	var mutRec registration.Record
+	if mutating(m) {
+		if mutRec, err = registration.ReadMutatingRecord(ctx, cs, m.Name); err != nil {
+			a.Log.Info("audit: cannot read the mutating webhooks' registration record; mutations skipped during outages go unreported", "err", err.Error())
+		}
+	}
 	enforced := rec.EnforcedAt()
+	// outage is the window in which the capability's webhook for action was
+	// failed open when t was, or "".
+	outage := func(capability string, action spec.Action, t time.Time) string {
+		windows := rec.Windows()
+		if action == spec.Mutate {
+			windows = mutRec.Windows()
+		}
+		hook := registration.WebhookName(m.Name, capability, action)
+		for _, w := range windows {
+			if w.Covers(hook, t) {
+				return w.From + "/" + w.To
+			}
+		}
+		return ""
+	}
 	var findings []Finding
+	report := func(f Finding, obj *unstructured.Unstructured) {
+		findings = append(findings, f)
+		events.Info(a.Log, events.AuditViolation, "audit: an existing object violates a validation or missed a mutation",
+			"capability", f.Capability, "action", string(f.Action), "kind", f.Kind, "namespace", f.Namespace, "name", f.Name, "violation", f.Violation,
+			"admitted", f.Admitted, "outage", f.Outage, "created", f.Created.UTC().Format(time.RFC3339), "enforcedSince", rec.Enforced,
+			"policyVersion", f.Policy, "registeredVersion", f.Registered)
+		what := "this object violates a validation"
+		if f.Action == spec.Mutate {
+			what = "this object missed a mutation"
+		}
+		recordEvent(ctx, cs, m.Name, obj, fmt.Sprintf("vigil module %s (version %s), capability %s: %s; %s: %s", m.Name, versionOrNone(m.Version), f.Capability, what, f.Explain(enforced), f.Violation))
+	}
 	for gvk, namespaces := range Kinds(m) {
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
@@ -217,35 +274,59 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 				if err != nil {
 					continue
 				}
-				denials := a.Handler.Audit(ctx, &admissionv1.AdmissionRequest{
-					UID:       types.UID(fmt.Sprintf("audit-%s", obj.GetUID())),
-					Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
-					Resource:  metav1.GroupVersionResource{Group: mapping.Resource.Group, Version: mapping.Resource.Version, Resource: mapping.Resource.Resource},
-					Namespace: obj.GetNamespace(), Name: obj.GetName(), Operation: admissionv1.Create,
-					Object: runtime.RawExtension{Raw: raw},
-				})
-				for _, d := range denials {
-					f := Finding{Capability: d.Capability, Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Violation: d.Message,
-						Created: obj.GetCreationTimestamp().Time, Policy: m.Version, Registered: rec.Version, Admitted: Unknown}
+				request := func() *admissionv1.AdmissionRequest {
+					return &admissionv1.AdmissionRequest{
+						UID:       types.UID(fmt.Sprintf("audit-%s", obj.GetUID())),
+						Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+						Resource:  metav1.GroupVersionResource{Group: mapping.Resource.Group, Version: mapping.Resource.Version, Resource: mapping.Resource.Resource},
+						Namespace: obj.GetNamespace(), Name: obj.GetName(), Operation: admissionv1.Create,
+						Object: runtime.RawExtension{Raw: raw},
+					}
+				}
+				created := obj.GetCreationTimestamp().Time
+				base := Finding{Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), APIVersion: gvk.GroupVersion().String(), UID: obj.GetUID(), Created: created,
+					Policy: m.Version, Registered: rec.Version, Admitted: Unknown}
+				for _, d := range a.Handler.Audit(ctx, request()) {
+					f := base
+					f.Capability, f.Action, f.Violation = d.Capability, spec.Validate, d.Message
 					if !enforced.IsZero() {
 						// creationTimestamp has second precision, as Enforced
 						// does: an object of the same second counts as before.
 						f.Admitted = BeforeEnforcement
-						if f.Created.After(enforced) {
+						if created.After(enforced) {
 							f.Admitted = WhileEnforced
+							if w := outage(d.Capability, spec.Validate, created); w != "" {
+								f.Admitted, f.Outage = WhileFailedOpen, w
+							}
 						}
 					}
-					findings = append(findings, f)
-					events.Info(a.Log, events.AuditViolation, "audit: an existing object violates a validation",
-						"capability", f.Capability, "kind", f.Kind, "namespace", f.Namespace, "name", f.Name, "violation", f.Violation,
-						"admitted", f.Admitted, "created", f.Created.UTC().Format(time.RFC3339), "enforcedSince", rec.Enforced,
-						"policyVersion", f.Policy, "registeredVersion", f.Registered)
-					recordEvent(ctx, cs, m.Name, obj, fmt.Sprintf("vigil module %s (version %s), capability %s: this object violates a validation; %s: %s", m.Name, versionOrNone(m.Version), f.Capability, f.Explain(enforced), f.Violation))
+					report(f, obj)
+				}
+				// Mutations are audited over what got in while they were
+				// failed open: only then did they not run.
+				windows := map[string]string{}
+				for _, b := range m.Bindings {
+					if b.Action == spec.Mutate && spec.Audited(b) && b.GVK == gvk {
+						if w := outage(b.Capability, spec.Mutate, created); w != "" {
+							windows[b.Capability] = w
+						}
+					}
+				}
+				if len(windows) == 0 {
+					continue
+				}
+				for _, sk := range a.Handler.AuditMutations(ctx, request(), func(c string) bool { return windows[c] != "" }) {
+					f := base
+					f.Capability, f.Action, f.Admitted, f.Outage = sk.Capability, spec.Mutate, WhileFailedOpen, windows[sk.Capability]
+					f.Registered = mutRec.Version
+					f.Violation = "its mutations would still change it: " + describePatch(sk.Patch)
+					report(f, obj)
 				}
 			}
 		}
 	}
-	a.keep(ctx, findings, rec)
+	a.writePolicyReports(ctx, findings)
+	a.keep(ctx, findings, rec, mutRec)
 	events.Info(a.Log, events.AuditDone, "audit done", "violations", len(findings), "policyVersion", m.Version, "enforcedSince", rec.Enforced)
 	return findings, nil
 }
@@ -271,6 +352,9 @@ type Report struct {
 	PolicyVersion     string `json:"policyVersion"`
 	RegisteredVersion string `json:"registeredVersion,omitempty"`
 	EnforcedSince     string `json:"enforcedSince,omitempty"`
+	// Outages are the windows in which the capability's webhooks were
+	// failed open, as their registration records them.
+	Outages []registration.Outage `json:"outages,omitempty"`
 	// Count is the number of findings; Findings lists the first
 	// MaxReported.
 	Count    int              `json:"count"`
@@ -282,16 +366,21 @@ type ReportedObject struct {
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
+	// Action is "validate" for a denial, "mutate" for a mutation skipped
+	// while failed open.
+	Action string `json:"action"`
 	// Created is the object's creationTimestamp; Admitted, when that was
-	// relative to enforcement: before-enforcement, while-enforced, unknown.
+	// relative to enforcement: before-enforcement, while-enforced,
+	// while-failed-open (Outage names the window), unknown.
 	Created   string `json:"created"`
 	Admitted  string `json:"admitted"`
+	Outage    string `json:"outage,omitempty"`
 	Violation string `json:"violation"`
 }
 
 // keep writes each audited capability's Report to the Store, replacing the
 // last run's; a capability with no findings gets an empty one.
-func (a *Auditor) keep(ctx context.Context, findings []Finding, rec registration.Record) {
+func (a *Auditor) keep(ctx context.Context, findings []Finding, rec, mutRec registration.Record) {
 	if a.Store == nil {
 		return
 	}
@@ -305,6 +394,19 @@ func (a *Auditor) keep(ctx context.Context, findings []Finding, rec registration
 			}
 			order = append(order, b.Capability)
 		}
+		if spec.Audited(b) {
+			r := reports[b.Capability]
+			windows := rec.Windows()
+			if b.Action == spec.Mutate {
+				windows = mutRec.Windows()
+			}
+			hook := registration.WebhookName(a.Module.Name, b.Capability, b.Action)
+			for _, w := range windows {
+				if slices.Contains(w.Webhooks, hook) && !slices.ContainsFunc(r.Outages, func(o registration.Outage) bool { return o.From == w.From }) {
+					r.Outages = append(r.Outages, w)
+				}
+			}
+		}
 	}
 	for _, f := range findings {
 		r := reports[f.Capability]
@@ -317,8 +419,8 @@ func (a *Auditor) keep(ctx context.Context, findings []Finding, rec registration
 			if len(v) > maxViolation {
 				v = strings.ToValidUTF8(v[:maxViolation], "") + "…"
 			}
-			r.Findings = append(r.Findings, ReportedObject{Kind: f.Kind, Namespace: f.Namespace, Name: f.Name,
-				Created: f.Created.UTC().Format(time.RFC3339), Admitted: f.Admitted, Violation: v})
+			r.Findings = append(r.Findings, ReportedObject{Kind: f.Kind, Namespace: f.Namespace, Name: f.Name, Action: string(f.Action),
+				Created: f.Created.UTC().Format(time.RFC3339), Admitted: f.Admitted, Outage: f.Outage, Violation: v})
 		}
 	}
 	for _, c := range order {
@@ -330,6 +432,38 @@ func (a *Auditor) keep(ctx context.Context, findings []Finding, rec registration
 			a.Log.Error(err, "audit: keep the findings in the module's Store", "capability", c, "key", ReportKey)
 		}
 	}
+}
+
+// mutating reports whether the audit looks for mutations skipped while
+// failed open.
+func mutating(m *spec.Module) bool {
+	for _, b := range m.Bindings {
+		if b.Action == spec.Mutate && spec.Audited(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// describePatch says what a JSON patch does, briefly: "add
+// /metadata/labels/team, replace /spec/replicas".
+func describePatch(patch []byte) string {
+	var ops []struct {
+		Op   string `json:"op"`
+		Path string `json:"path"`
+	}
+	if err := json.Unmarshal(patch, &ops); err != nil || len(ops) == 0 {
+		return string(patch)
+	}
+	var parts []string
+	for i, o := range ops {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ops)-i))
+			break
+		}
+		parts = append(parts, o.Op+" "+o.Path)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func versionOrNone(v string) string {

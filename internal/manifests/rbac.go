@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/vigilkit/vigil/internal/audit"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
@@ -114,13 +115,35 @@ func Rules(m *spec.Module) []spec.Rule {
 				audited[b.GVK] = append(audited[b.GVK], b.Namespaces...)
 			}
 		}
+		var reportNS []string
+		clusterWide := false
 		for _, gvk := range order {
 			why := fmt.Sprintf("the audit runs the validations of %s over the objects that exist", gvk.Kind)
 			for _, ns := range orAll(audited[gvk]) {
 				add(ns, gvk.Group, Resource(gvk), nil, why, "list")
 				add(ns, "", "events", nil, why+" and reports violations as Events on them", "create")
+				clusterWide = clusterWide || ns == ""
+				reportNS = append(reportNS, ns)
 			}
 		}
+		if clusterWide {
+			reportNS = nil
+		}
+		for _, b := range m.Bindings {
+			if b.Action == spec.Mutate && spec.Audited(b) {
+				out = append(out, spec.Rule{Role: role, PolicyRule: rbacv1.PolicyRule{
+					APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"mutatingwebhookconfigurations"},
+					Verbs: []string{"get"}, ResourceNames: []string{m.Name},
+				}, Why: "the audit reads when the mutations were failed open from their registration record"})
+				break
+			}
+		}
+		report := "the audit keeps its findings as PolicyReports (wgpolicyk8s.io), when the cluster serves them"
+		for _, ns := range orAll(reportNS) {
+			add(ns, audit.PolicyReports.Group, audit.PolicyReports.Resource, nil, report, "get", "list", "create", "update", "delete")
+		}
+		add("", audit.ClusterPolicyReports.Group, audit.ClusterPolicyReports.Resource, []string{audit.PolicyReportName(m.Name)}, report+": cluster-scoped objects'", "get", "update", "delete")
+		add("", audit.ClusterPolicyReports.Group, audit.ClusterPolicyReports.Resource, nil, report+": cluster-scoped objects'", "create")
 	}
 	if m.HasWatcher() {
 		lease := watcher.LeaseName(m.Name)

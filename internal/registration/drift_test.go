@@ -2,6 +2,7 @@ package registration_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -165,7 +166,7 @@ func TestSyncLeavesANewerVersionsRegistration(t *testing.T) {
 		t.Fatalf("the older version's Sync: err = %v, want ErrNewer", err)
 	}
 	after, afterRec := mutating(t, name)
-	if afterRec != rec || *after.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
+	if !reflect.DeepEqual(afterRec, rec) || *after.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
 		t.Fatalf("the older version wrote the newer one's configuration: record %+v → %+v", rec, afterRec)
 	}
 	// The newer version repairs it.

@@ -127,6 +127,15 @@ func (r *Registrar) failOpenOne(ctx context.Context, kind string, names []string
 	if len(changed) == 0 || newer(rec.Version, r.opts.Version) || (rec.State != StateEnforced && rec.State != StateFailedOpen) {
 		return nil, nil
 	}
+	if rec.State != StateFailedOpen || rec.FailedOpenSince == "" {
+		rec.FailedOpenSince, rec.FailedOpen = time.Now().UTC().Format(time.RFC3339), nil
+	}
+	for _, n := range changed {
+		if !slices.Contains(rec.FailedOpen, n) {
+			rec.FailedOpen = append(rec.FailedOpen, n)
+		}
+	}
+	sort.Strings(rec.FailedOpen)
 	rec.State, rec.Generation = StateFailedOpen, rec.Generation+1
 	ann, _ := json.Marshal(rec)
 	body := map[string]any{
@@ -137,6 +146,15 @@ func (r *Registrar) failOpenOne(ctx context.Context, kind string, names []string
 		return nil, err
 	}
 	return changed, nil
+}
+
+// closeOutage appends a closed window, keeping the last MaxOutages.
+func closeOutage(outages []Outage, o Outage) []Outage {
+	outages = append(slices.Clone(outages), o)
+	if len(outages) > MaxOutages {
+		outages = outages[len(outages)-MaxOutages:]
+	}
+	return outages
 }
 
 // Serving dry-runs the canary once and reports whether the API server
@@ -162,7 +180,9 @@ func (r *Registrar) WatchOutages(ctx context.Context, interval time.Duration) er
 	}
 	var down time.Time // zero while a replica serves
 	for {
-		if recs, err := r.records(ctx); err != nil {
+		var changed []string
+		recs, err := r.records(ctx)
+		if err != nil {
 			r.opts.Log.Error(err, "outage check: reading the webhook configurations")
 		} else if !enforcing(recs) {
 			down = time.Time{} // nothing enforced: unregistered, or the registrar is probing
@@ -185,7 +205,8 @@ func (r *Registrar) WatchOutages(ctx context.Context, interval time.Duration) er
 			}
 			if len(due) > 0 {
 				sort.Strings(due)
-				changed, err := r.FailOpen(ctx, due)
+				var err error
+				changed, err = r.FailOpen(ctx, due)
 				if len(changed) > 0 {
 					events.Info(r.opts.Log, events.WebhooksFailedOpen, "no admission replica served within the bound: webhooks set to failurePolicy Ignore until one serves again", "webhooks", changed, "outage", time.Since(down).Round(time.Millisecond).String())
 				}
@@ -193,6 +214,16 @@ func (r *Registrar) WatchOutages(ctx context.Context, interval time.Duration) er
 					r.opts.Log.Error(err, "outage check: failing open")
 				}
 			}
+		}
+		if r.opts.OutageObserved != nil && err == nil {
+			failed := slices.Clone(changed)
+			for _, rec := range recs {
+				if rec.State == StateFailedOpen {
+					failed = append(failed, rec.FailedOpen...)
+				}
+			}
+			sort.Strings(failed)
+			r.opts.OutageObserved(slices.Compact(failed), changed)
 		}
 		select {
 		case <-ctx.Done():

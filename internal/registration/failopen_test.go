@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,6 +106,19 @@ func TestFailOpenAfterTheBoundOnly(t *testing.T) {
 	// The watcher's copy needs no client configuration, CA or mapper.
 	wopts := opts
 	wopts.ClientConfig, wopts.CABundle, wopts.Mapper = nil, nil, nil
+	var obsMu sync.Mutex
+	var failOpens []string // each webhook the watcher failed open, as the metric counts them
+	var failedNow int      // as the gauge shows
+	wopts.OutageObserved = func(failedOpen, changed []string) {
+		obsMu.Lock()
+		defer obsMu.Unlock()
+		failOpens, failedNow = append(failOpens, changed...), len(failedOpen)
+	}
+	observed := func() ([]string, int) {
+		obsMu.Lock()
+		defer obsMu.Unlock()
+		return slices.Clone(failOpens), failedNow
+	}
 	watch := registration.New(env.Clientset, wopts)
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -162,6 +177,20 @@ func TestFailOpenAfterTheBoundOnly(t *testing.T) {
 	if rec.State != registration.StateFailedOpen || fp[openHook] != admissionregistrationv1.Ignore || fp[closedHook] != admissionregistrationv1.Fail {
 		t.Fatalf("failed open: record %+v, policies %v; want failed-open, %s Ignore, %s Fail", rec, fp, openHook, closedHook)
 	}
+	// The record says since when, and which webhooks: the audit's window.
+	since, err := time.Parse(time.RFC3339, rec.FailedOpenSince)
+	if err != nil || !slices.Equal(rec.FailedOpen, []string{openHook}) || since.Before(began.Truncate(time.Second)) || since.After(time.Now()) {
+		t.Fatalf("failed open: record %+v; want failedOpen [%s] since a time within the outage (began %s)", rec, openHook, began.UTC().Format(time.RFC3339))
+	}
+	if w := rec.Windows(); len(w) != 1 || w[0].To != "" || !w[0].Covers(openHook, time.Now()) || w[0].Covers(closedHook, time.Now()) {
+		t.Fatalf("failed open: windows %+v; want one open window covering now for %s only", w, openHook)
+	}
+	vigiltest.Eventually(t, 2*time.Second, func() error {
+		if fo, now := observed(); !slices.Equal(fo, []string{openHook}) || now != 1 {
+			return fmt.Errorf("observed fail-opens %v, %d failed open now; want [%s], 1", fo, now, openHook)
+		}
+		return nil
+	})
 	admitted("after the bound")
 
 	// A replica's registrar running meanwhile probes and waits, leaving the
@@ -193,9 +222,24 @@ func TestFailOpenAfterTheBoundOnly(t *testing.T) {
 		t.Fatalf("Sync enforced %s before the replicas came back", -recovered)
 	}
 	t.Logf("enforced again %s after the replicas came back", recovered.Round(time.Millisecond))
-	if rec, fp := validating(t, name); rec.State != registration.StateEnforced || fp[openHook] != admissionregistrationv1.Fail || fp[closedHook] != admissionregistrationv1.Fail {
+	rec, fp = validating(t, name)
+	if rec.State != registration.StateEnforced || fp[openHook] != admissionregistrationv1.Fail || fp[closedHook] != admissionregistrationv1.Fail {
 		t.Fatalf("after the replicas came back: record %+v, policies %v; want enforced, both Fail", rec, fp)
 	}
+	// The window closed, and stays on record for the audit.
+	if len(rec.Outages) != 1 || rec.Outages[0].From != since.UTC().Format(time.RFC3339) || rec.Outages[0].To == "" ||
+		!slices.Equal(rec.Outages[0].Webhooks, []string{openHook}) || rec.FailedOpenSince != "" || len(rec.FailedOpen) != 0 {
+		t.Fatalf("after the replicas came back: record %+v; want one closed outage window of %s from %s", rec, openHook, since.UTC().Format(time.RFC3339))
+	}
+	if to, _ := time.Parse(time.RFC3339, rec.Outages[0].To); to.Before(since) || to.After(time.Now()) {
+		t.Fatalf("outage window %+v ends outside the outage", rec.Outages[0])
+	}
+	vigiltest.Eventually(t, 2*time.Second, func() error {
+		if fo, now := observed(); len(fo) != 1 || now != 0 {
+			return fmt.Errorf("observed fail-opens %v, %d failed open now; want one fail-open in all, none now", fo, now)
+		}
+		return nil
+	})
 	if err := env.Client.Create(ctx, configMap(apps)); err == nil || !strings.Contains(err.Error(), "denied by "+name) {
 		t.Fatalf("a ConfigMap create once a replica serves again: %v; want denied by the module", err)
 	}

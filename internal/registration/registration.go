@@ -58,6 +58,62 @@ type Record struct {
 	// first enforced its webhooks (RFC 3339, UTC); empty before. The audit
 	// tells objects admitted before it from those admitted after.
 	Enforced string `json:"enforced,omitempty"`
+	// FailedOpen names the webhooks the watcher failed open, since
+	// FailedOpenSince (RFC 3339, UTC); set while State is "failed-open".
+	FailedOpen      []string `json:"failedOpen,omitempty"`
+	FailedOpenSince string   `json:"failedOpenSince,omitempty"`
+	// Outages are the last MaxOutages windows in which webhooks were failed
+	// open and enforced again, oldest first, kept across versions: the audit
+	// reports what got in during each.
+	Outages []Outage `json:"outages,omitempty"`
+}
+
+// Outage is a window in which webhooks were failed open (failurePolicy
+// Ignore while no admission replica served). To is "" while it lasts.
+type Outage struct {
+	From     string   `json:"from"`
+	To       string   `json:"to,omitempty"`
+	Webhooks []string `json:"webhooks"`
+}
+
+// MaxOutages bounds a Record's Outages.
+const MaxOutages = 20
+
+// IsZero reports whether the Record is missing: a configuration as the
+// manifests ship it, or re-created or emptied by a re-apply.
+func (r Record) IsZero() bool {
+	return r.Version == "" && r.Hash == "" && r.Generation == 0 && r.State == "" && r.Enforced == "" &&
+		len(r.FailedOpen) == 0 && r.FailedOpenSince == "" && len(r.Outages) == 0
+}
+
+// Windows are the Record's outages, the one still open (To "") included.
+func (r Record) Windows() []Outage {
+	out := slices.Clone(r.Outages)
+	if r.State == StateFailedOpen && r.FailedOpenSince != "" {
+		out = append(out, Outage{From: r.FailedOpenSince, Webhooks: slices.Clone(r.FailedOpen)})
+	}
+	return out
+}
+
+// Covers reports whether the window covers t for the named webhook; an open
+// window lasts until now.
+func (o Outage) Covers(webhook string, t time.Time) bool {
+	if !slices.Contains(o.Webhooks, webhook) {
+		return false
+	}
+	from, err := time.Parse(time.RFC3339, o.From)
+	if err != nil {
+		return false
+	}
+	to := time.Now()
+	if o.To != "" {
+		if to, err = time.Parse(time.RFC3339, o.To); err != nil {
+			return false
+		}
+	}
+	// creationTimestamp has second precision: the second the window opened
+	// and the one it closed count as inside.
+	return !t.Before(from.Truncate(time.Second)) && !t.After(to.Truncate(time.Second).Add(time.Second))
 }
 
 // EnforcedAt is Enforced as a time; zero when not enforced yet.
@@ -70,15 +126,29 @@ func (r Record) EnforcedAt() time.Time {
 // configuration: what registered it, and since when it enforces. A
 // configuration without one gives a zero Record.
 func ReadRecord(ctx context.Context, c kubernetes.Interface, module string) (Record, error) {
-	var rec Record
 	cfg, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, module, metav1.GetOptions{})
 	if err != nil {
-		return rec, err
+		return Record{}, err
 	}
-	if raw := cfg.Annotations[Annotation]; raw != "" {
+	return recordOf(cfg), nil
+}
+
+// ReadMutatingRecord reads the Record of the module's mutating webhook
+// configuration, whose outage windows say when its mutations did not run.
+func ReadMutatingRecord(ctx context.Context, c kubernetes.Interface, module string) (Record, error) {
+	cfg, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, module, metav1.GetOptions{})
+	if err != nil {
+		return Record{}, err
+	}
+	return recordOf(cfg), nil
+}
+
+func recordOf(cfg metav1.Object) Record {
+	var rec Record
+	if raw := cfg.GetAnnotations()[Annotation]; raw != "" {
 		_ = json.Unmarshal([]byte(raw), &rec)
 	}
-	return rec, nil
+	return rec
 }
 
 // The states of a Record.
@@ -151,6 +221,9 @@ type Options struct {
 	// Mapper turns the bindings' kinds into resources.
 	Mapper meta.RESTMapper
 	Log    logr.Logger
+	// OutageObserved, when set, is told after each outage check which
+	// webhooks are failed open now and which this check failed open.
+	OutageObserved func(failedOpen, changed []string)
 }
 
 // Errors a caller may branch on.
@@ -259,7 +332,7 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 		probe = probe || reach
 		where := fmt.Sprintf("%s webhook configuration %q", kind, r.opts.Module)
 		switch {
-		case rec == (Record{}):
+		case rec.IsZero():
 			// No record: as the manifests ship it, or emptied or re-created
 			// by a re-apply. Drift unless it is the first registration —
 			// which the caller knows (Register ignores drift).
@@ -850,9 +923,14 @@ func (r *Registrar) writeOne(ctx context.Context, kind string, webhooks any, has
 			r.opts.Log.Info("a newer module version registered the webhooks; leaving them", "kind", kind, "theirs", rec.Version, "ours", r.opts.Version)
 			return fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, kind, rec.Version, r.opts.Version)
 		}
-		next := Record{Version: r.opts.Version, Hash: hash, Generation: rec.Generation + 1, State: state}
+		next := Record{Version: r.opts.Version, Hash: hash, Generation: rec.Generation + 1, State: state, Outages: rec.Outages}
 		if rec.Version == next.Version && rec.Hash == hash {
 			next.Enforced = rec.Enforced
+		}
+		if rec.State == StateFailedOpen && rec.FailedOpenSince != "" {
+			// The webhooks that failed open enforce again (or are probed):
+			// the outage window closes, for the audit to report.
+			next.Outages = closeOutage(next.Outages, Outage{From: rec.FailedOpenSince, To: time.Now().UTC().Format(time.RFC3339), Webhooks: rec.FailedOpen})
 		}
 		if state == "enforced" && next.Enforced == "" {
 			next.Enforced = time.Now().UTC().Format(time.RFC3339)

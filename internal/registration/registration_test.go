@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -297,7 +298,7 @@ func TestNewerVersionWinsAndDeletedStaysDeleted(t *testing.T) {
 	if !errors.Is(err, registration.ErrNewer) {
 		t.Fatalf("the older version's register: err = %v, want ErrNewer", err)
 	}
-	if _, after := mutating(t, name); after != rec {
+	if _, after := mutating(t, name); !reflect.DeepEqual(after, rec) {
 		t.Fatalf("record %+v → %+v: the older version overwrote the newer", rec, after)
 	}
 	// The older version's admission learns that a newer one is registered;

@@ -158,9 +158,14 @@ func (m *Module) Audited() bool {
 	return false
 }
 
-// Audited reports whether the audit runs binding b over existing objects.
+// Audited reports whether the audit runs binding b over existing objects:
+// validations that were not enforced from install on, and mutations with an
+// outage bound (over the objects created while they were failed open).
 func Audited(b Binding) bool {
-	return b.Action == Validate && !b.FailClosed && b.Subresource == ""
+	if b.FailClosed || b.Subresource != "" {
+		return false
+	}
+	return b.Action == Validate || (b.Action == Mutate && b.FailOpenAfter > 0)
 }
 
 // Decode reads a Module as `plan -o json` wrote it.

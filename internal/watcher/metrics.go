@@ -18,6 +18,8 @@ type metrics struct {
 	scheduleSkipped *prometheus.CounterVec
 	scheduleSeconds *prometheus.HistogramVec
 	watchErrors     *prometheus.CounterVec
+	failOpens       *prometheus.CounterVec
+	failedOpen      *prometheus.GaugeVec
 }
 
 var (
@@ -54,8 +56,17 @@ func registerMetrics() *metrics {
 				Namespace: "vigil", Subsystem: "watch", Name: "errors_total",
 				Help: "Watches of the shared informers that ended in error, by reason; expired (410 Gone) ones are followed by a relist.",
 			}, []string{"module", "reason"}),
+			failOpens: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "vigil", Subsystem: "outage", Name: "fail_opens_total",
+				Help: "Webhooks the watcher set to failurePolicy Ignore because no admission replica served within their capability's FailOpenAfter bound.",
+			}, []string{"module", "webhook"}),
+			failedOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+				Namespace: "vigil", Subsystem: "outage", Name: "failed_open_webhooks",
+				Help: "Webhooks failed open now (failurePolicy Ignore during an outage), as the last outage check saw them.",
+			}, []string{"module"}),
 		}
-		ctrlmetrics.Registry.MustRegister(shared.events, shared.panics, shared.scheduleRuns, shared.scheduleSkipped, shared.scheduleSeconds, shared.watchErrors)
+		ctrlmetrics.Registry.MustRegister(shared.events, shared.panics, shared.scheduleRuns, shared.scheduleSkipped, shared.scheduleSeconds, shared.watchErrors,
+			shared.failOpens, shared.failedOpen)
 	})
 	return shared
 }

@@ -54,7 +54,15 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 		if err != nil {
 			return err
 		}
-		r := registration.New(cs, registration.Options{Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Log: o.Log})
+		met := registerMetrics()
+		observed := func(failedOpen, changed []string) {
+			met.failedOpen.WithLabelValues(m.Name).Set(float64(len(failedOpen)))
+			for _, w := range changed {
+				met.failOpens.WithLabelValues(m.Name, w).Inc()
+			}
+		}
+		r := registration.New(cs, registration.Options{Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Log: o.Log,
+			OutageObserved: observed})
 		interval := o.OutageCheckInterval
 		if interval <= 0 {
 			interval = 2 * time.Second

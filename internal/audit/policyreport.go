@@ -1,0 +1,204 @@
+package audit
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/vigilkit/vigil/internal/spec"
+)
+
+// PolicyReports are written, when the cluster serves them, in the format of
+// the Kubernetes Policy working group (wgpolicyk8s.io/v1alpha2), which
+// Kyverno, policy-reporter and others read: one PolicyReport per namespace
+// with findings, one ClusterPolicyReport for cluster-scoped objects, each
+// named PolicyReportName(module) and labelled ModuleLabel=module. A run
+// replaces the last run's reports and deletes those of namespaces without
+// findings now.
+var (
+	PolicyReports        = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+	ClusterPolicyReports = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "clusterpolicyreports"}
+)
+
+// ModuleLabel labels a module's PolicyReports with its name.
+const ModuleLabel = "vigil.dev/module"
+
+// MaxResults bounds the results of one PolicyReport, which is one object of
+// at most 1.5 MiB; Summary counts all.
+const MaxResults = 500
+
+// PolicyReportName names a module's PolicyReports.
+func PolicyReportName(module string) string { return "vigil-" + module }
+
+// writePolicyReports keeps the findings as PolicyReports, if the cluster
+// serves them; a cluster without the CRDs has the findings in the Store and
+// the Events only.
+func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
+	cs, err := a.client()
+	if err != nil {
+		return
+	}
+	served := map[string]bool{}
+	if list, err := cs.Discovery().ServerResourcesForGroupVersion(PolicyReports.GroupVersion().String()); err == nil {
+		for _, r := range list.APIResources {
+			served[r.Name] = true
+		}
+	} else if !apierrors.IsNotFound(err) {
+		a.Log.Info("audit: cannot tell whether the cluster serves PolicyReports; findings are kept in the Store only", "err", err.Error())
+		return
+	}
+	if !served[PolicyReports.Resource] && !served[ClusterPolicyReports.Resource] {
+		return
+	}
+	dyn, err := dynamic.NewForConfig(a.Config)
+	if err != nil {
+		return
+	}
+	byNS := map[string][]Finding{}
+	for _, f := range findings {
+		byNS[f.Namespace] = append(byNS[f.Namespace], f)
+	}
+	name := PolicyReportName(a.Module.Name)
+	for ns, fs := range byNS {
+		res, kind := PolicyReports, "PolicyReport"
+		if ns == "" {
+			res, kind = ClusterPolicyReports, "ClusterPolicyReport"
+		}
+		if !served[res.Resource] {
+			continue
+		}
+		if err := a.upsert(ctx, dyn.Resource(res).Namespace(ns), a.policyReport(kind, ns, name, fs)); err != nil && ctx.Err() == nil {
+			a.Log.Error(err, "audit: write the findings as a "+kind, "namespace", ns, "name", name)
+		}
+	}
+	// The last run's reports of namespaces without findings now go.
+	sel := metav1.ListOptions{LabelSelector: ModuleLabel + "=" + a.Module.Name}
+	for _, ns := range a.reportNamespaces() {
+		if !served[PolicyReports.Resource] {
+			break
+		}
+		list, err := dyn.Resource(PolicyReports).Namespace(ns).List(ctx, sel)
+		if err != nil {
+			a.Log.V(1).Info("audit: list the module's PolicyReports", "namespace", ns, "err", err.Error())
+			continue
+		}
+		for _, r := range list.Items {
+			if _, ok := byNS[r.GetNamespace()]; !ok && r.GetName() == name {
+				_ = dyn.Resource(PolicyReports).Namespace(r.GetNamespace()).Delete(ctx, r.GetName(), metav1.DeleteOptions{})
+			}
+		}
+	}
+	if _, ok := byNS[""]; !ok && served[ClusterPolicyReports.Resource] {
+		err := dyn.Resource(ClusterPolicyReports).Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			a.Log.V(1).Info("audit: delete the module's ClusterPolicyReport", "err", err.Error())
+		}
+	}
+}
+
+// reportNamespaces are where the module's PolicyReports can be: the audited
+// namespaces, or all ("") when a binding is cluster-wide.
+func (a *Auditor) reportNamespaces() []string {
+	seen := map[string]bool{}
+	for _, namespaces := range Kinds(a.Module) {
+		if len(namespaces) == 0 {
+			return []string{metav1.NamespaceAll}
+		}
+		for _, ns := range namespaces {
+			seen[ns] = true
+		}
+	}
+	var out []string
+	for ns := range seen {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (a *Auditor) upsert(ctx context.Context, c dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+	have, err := c.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = c.Create(ctx, obj, metav1.CreateOptions{FieldManager: "vigil-audit"})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	obj.SetResourceVersion(have.GetResourceVersion())
+	_, err = c.Update(ctx, obj, metav1.UpdateOptions{FieldManager: "vigil-audit"})
+	return err
+}
+
+// policyReport is one namespace's report: a result per finding, failing.
+func (a *Auditor) policyReport(kind, ns, name string, findings []Finding) *unstructured.Unstructured {
+	m := a.Module
+	sort.Slice(findings, func(i, j int) bool {
+		if findings[i].Capability != findings[j].Capability {
+			return findings[i].Capability < findings[j].Capability
+		}
+		return findings[i].Name < findings[j].Name
+	})
+	var results []any
+	for i, f := range findings {
+		if i == MaxResults {
+			break
+		}
+		category := "validation"
+		if f.Action == spec.Mutate {
+			category = "mutation-skipped"
+		}
+		msg := f.Violation
+		if len(msg) > maxViolation {
+			msg = strings.ToValidUTF8(msg[:maxViolation], "") + "…"
+		}
+		props := map[string]any{
+			"admitted": f.Admitted, "created": f.Created.UTC().Format("2006-01-02T15:04:05Z"),
+			"policyVersion": versionOrNone(f.Policy),
+		}
+		if f.Registered != "" {
+			props["registeredVersion"] = f.Registered
+		}
+		if f.Outage != "" {
+			props["outage"] = f.Outage
+		}
+		results = append(results, map[string]any{
+			"source":     "vigil",
+			"policy":     m.Name,
+			"rule":       f.Capability,
+			"category":   category,
+			"result":     "fail",
+			"scored":     true,
+			"message":    msg,
+			"timestamp":  map[string]any{"seconds": metav1.Now().Unix(), "nanos": int64(0)},
+			"resources":  []any{map[string]any{"apiVersion": f.APIVersion, "kind": f.Kind, "namespace": f.Namespace, "name": f.Name, "uid": string(f.UID)}},
+			"properties": props,
+		})
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": PolicyReports.GroupVersion().String(),
+		"kind":       kind,
+		"metadata": map[string]any{
+			"name": name,
+			"labels": map[string]any{
+				ModuleLabel:                    m.Name,
+				"app.kubernetes.io/managed-by": "vigil",
+			},
+			"annotations": map[string]any{
+				"vigil.dev/policy-version": versionOrNone(m.Version),
+			},
+		},
+		"summary": map[string]any{"pass": int64(0), "fail": int64(len(findings)), "warn": int64(0), "error": int64(0), "skip": int64(0)},
+		"results": results,
+	}}
+	if ns != "" {
+		obj.SetNamespace(ns)
+	}
+	return obj
+}
