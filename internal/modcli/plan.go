@@ -103,7 +103,14 @@ func writeWatcher(out io.Writer, m *spec.Module) error {
 		fmt.Fprintf(out, "  %s\n", b)
 	}
 	if m.Audited() {
-		fmt.Fprintln(out, "  audit: the validations over the existing objects, once the webhooks enforce and every --audit-interval; findings as Events, log lines, metrics and each capability's Store key vigil.audit")
+		what := "the validations over the existing objects"
+		for _, b := range m.Bindings {
+			if b.Action == spec.Mutate && spec.Audited(b) {
+				what += ", and the mutations with an outage bound over what got in while they were failed open"
+				break
+			}
+		}
+		fmt.Fprintf(out, "  audit: %s, once the webhooks enforce and every --audit-interval; findings as Events, log lines, metrics, each capability's Store key vigil.audit and PolicyReports (wgpolicyk8s.io) where the cluster serves them\n", what)
 	}
 	for _, s := range w.schedules {
 		fmt.Fprintf(out, "  schedule %s\n", s)
