@@ -30,6 +30,12 @@ func (e *Env) KubeConfigFile(t testing.TB) string {
 // take --kubeconfig.
 func WriteKubeConfig(t testing.TB, cfg *rest.Config) string {
 	t.Helper()
+	return writeKubeConfigIn(t, t.TempDir(), cfg)
+}
+
+// writeKubeConfigIn writes a kubeconfig for cfg as dir/kubeconfig.
+func writeKubeConfigIn(t testing.TB, dir string, cfg *rest.Config) string {
+	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["vigiltest"] = &clientcmdapi.Cluster{
 		Server: cfg.Host, CertificateAuthorityData: cfg.CAData, CertificateAuthority: cfg.CAFile,
@@ -45,7 +51,7 @@ func WriteKubeConfig(t testing.TB, cfg *rest.Config) string {
 	if err != nil {
 		t.Fatalf("kubeconfig: %v", err)
 	}
-	p := filepath.Join(t.TempDir(), "kubeconfig")
+	p := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
 	}

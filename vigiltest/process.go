@@ -23,14 +23,23 @@ type Process struct {
 
 	exited chan struct{}
 	err    error
+	// container names the pod's container the process runs, for Pod.
+	container string
 }
 
 // StartProcess starts name with args, its environment the test's plus env
 // ("KEY=value" each).
 func StartProcess(t testing.TB, env []string, name string, args ...string) *Process {
 	t.Helper()
+	return StartProcessEnv(t, append(os.Environ(), env...), name, args...)
+}
+
+// StartProcessEnv starts name with args and exactly the environment env
+// ("KEY=value" each), as a container gets it.
+func StartProcessEnv(t testing.TB, env []string, name string, args ...string) *Process {
+	t.Helper()
 	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = env
 	p := &Process{Cmd: cmd, Output: &Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.Output, p.Output
 	if err := cmd.Start(); err != nil {

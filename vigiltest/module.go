@@ -1,0 +1,297 @@
+package vigiltest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// ModuleOptions say which module InstallModule installs.
+type ModuleOptions struct {
+	// Dir is the module's main package, as `go build` takes it: "." (the
+	// default) for a test in the module's own package.
+	Dir string
+	// Binary is the module binary, when the test built it already; Dir is
+	// then not built.
+	Binary string
+	// Args are added to the args of the container of that name ("admission",
+	// "watcher", "gate-phase-0", ...), after the manifests' own.
+	Args map[string][]string
+}
+
+// Module is a module installed from its own manifests into the test's API
+// server, its roles run from the manifests' pod specs as a kubelet would
+// (see Pod): each as its ServiceAccount, with the module's generated RBAC,
+// so that a missing rule fails the test with the rule the API server
+// refused. Every object it applied is removed when the test ends, the
+// shared Store CRD excepted.
+type Module struct {
+	Name, Namespace string
+	// Binary is the module binary; Manifests, what `manifests` rendered.
+	Binary    string
+	Manifests *Manifests
+
+	t         testing.TB
+	env       *Env
+	opts      ModuleOptions
+	admission *Pod
+	pods      []*Pod
+}
+
+// GateRun is one gate phase, run as its init container.
+type GateRun struct {
+	// Container is the init container's name (gate-phase-N).
+	Container string
+	// Output is what the phase logged: each gate's progress, what it last
+	// saw and its result.
+	Output string
+	// Handoff holds the files the phase handed to the main process, by name.
+	Handoff map[string]string
+	// Took is how long the phase ran.
+	Took time.Duration
+}
+
+// InstallModule builds the module (unless ModuleOptions.Binary names it),
+// renders its manifests, checks their pod specs (CheckPodSpec), and applies
+// them. Nothing runs yet: see RunPhase, RunGates, StartAdmission and
+// StartWatcher.
+func (e *Env) InstallModule(t testing.TB, opts ModuleOptions) *Module {
+	t.Helper()
+	bin := opts.Binary
+	if bin == "" {
+		dir := opts.Dir
+		if dir == "" {
+			dir = "."
+		}
+		bin = BuildModule(t, dir)
+	}
+	var plan struct {
+		Name      string `json:"module"`
+		Namespace string `json:"namespace"`
+	}
+	out, err := exec.Command(bin, "plan", "-o", "json").Output()
+	if err == nil {
+		err = json.Unmarshal(out, &plan)
+	}
+	if err != nil {
+		t.Fatalf("%s plan -o json: %v", bin, err)
+	}
+	image := "vigiltest.invalid/" + plan.Name + ":test"
+	rendered, err := exec.Command(bin, "manifests", "--image", image).Output()
+	if err != nil {
+		t.Fatalf("%s manifests --image %s: %v", bin, image, stderrOf(err))
+	}
+	m, err := DecodeManifests(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := m.Deployments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		checkPodSpec(t, "Deployment "+d.Name, d.Spec.Template.Spec)
+	}
+	mod := &Module{Name: plan.Name, Namespace: plan.Namespace, Binary: bin, Manifests: m, t: t, env: e, opts: opts}
+	created, err := e.Apply(t.Context(), m)
+	t.Cleanup(func() { mod.uninstall(created) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mod
+}
+
+func stderrOf(err error) error {
+	if ee, ok := err.(*exec.ExitError); ok && len(ee.Stderr) > 0 {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+	}
+	return err
+}
+
+// uninstall stops what runs and deletes what Apply created, webhook
+// configurations first, so that no later test meets them.
+func (m *Module) uninstall(created []*unstructured.Unstructured) {
+	for _, p := range m.pods {
+		p.Stop()
+	}
+	ctx := context.Background()
+	api := m.env.Clientset.AdmissionregistrationV1()
+	_ = api.MutatingWebhookConfigurations().Delete(ctx, m.Name, metav1.DeleteOptions{})
+	_ = api.ValidatingWebhookConfigurations().Delete(ctx, m.Name, metav1.DeleteOptions{})
+	for i := len(created) - 1; i >= 0; i-- {
+		if created[i].GetKind() == "Namespace" {
+			continue // namespaces never finish deleting without a controller-manager
+		}
+		if err := m.env.Client.Delete(ctx, created[i]); err != nil && !apierrors.IsNotFound(err) {
+			m.t.Logf("uninstall %s %s: %v", created[i].GetKind(), created[i].GetName(), err)
+		}
+	}
+}
+
+// pod prepares a pod of the role's Deployment.
+func (m *Module) pod(component string) *Pod {
+	m.t.Helper()
+	d, err := m.Manifests.Deployment(component)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	if d == nil {
+		m.t.Fatalf("module %s has no %s Deployment in its manifests", m.Name, component)
+	}
+	return m.podOf(d)
+}
+
+func (m *Module) podOf(d *appsv1.Deployment) *Pod {
+	m.t.Helper()
+	p := m.env.NewPod(m.t, d.Namespace, d.Spec.Template, PodOptions{Binary: m.Binary, Args: m.opts.Args})
+	m.pods = append(m.pods, p)
+	return p
+}
+
+// admissionPod is the admission pod, whose init containers are the gate
+// phases.
+func (m *Module) admissionPod() *Pod {
+	if m.admission == nil {
+		m.admission = m.pod("admission")
+	}
+	return m.admission
+}
+
+// Phases is how many gate phases the module has.
+func (m *Module) Phases() int { return m.admissionPod().InitContainers() }
+
+// RunPhase runs the next gate phase, which must be phase n (phases run in
+// order, as init containers do), until it ends or timeout passes, and
+// returns what it did. A phase that fails or times out fails the test with
+// its output.
+func (m *Module) RunPhase(n int, timeout time.Duration) GateRun {
+	m.t.Helper()
+	p := m.admissionPod()
+	if p.Inited() != n {
+		m.t.Fatalf("RunPhase(%d): phases run in order, and the next one is %d (of %d)", n, p.Inited(), p.InitContainers())
+	}
+	began := time.Now()
+	proc := p.RunInit(timeout)
+	return GateRun{Container: proc.container, Output: proc.Output.String(), Handoff: m.handoff(p), Took: time.Since(began)}
+}
+
+// RunGates runs the gate phases not run yet, in order.
+func (m *Module) RunGates(timeout time.Duration) []GateRun {
+	m.t.Helper()
+	var out []GateRun
+	for p := m.admissionPod(); p.Inited() < p.InitContainers(); {
+		out = append(out, m.RunPhase(p.Inited(), timeout))
+	}
+	return out
+}
+
+// handoff reads the files in the pod's handoff folder.
+func (m *Module) handoff(p *Pod) map[string]string {
+	out := map[string]string{}
+	for _, c := range p.spec.InitContainers {
+		for _, e := range c.Env {
+			if e.Name != "VIGIL_HANDOFF_DIR" {
+				continue
+			}
+			dir := p.local(c, e.Value)
+			entries, _ := os.ReadDir(dir)
+			for _, f := range entries {
+				if data, err := os.ReadFile(filepath.Join(dir, f.Name())); err == nil && !f.IsDir() {
+					out[f.Name()] = string(data)
+				}
+			}
+			return out
+		}
+	}
+	return out
+}
+
+// StartAdmission runs the gate phases not run yet, then the admission
+// container (with --shutdown-delay 0s), and waits until its webhooks are
+// registered and enforced — Ignore, then the canary, then the failure
+// policy, as in production — within timeout. It returns the pod, running.
+func (m *Module) StartAdmission(timeout time.Duration) *Pod {
+	m.t.Helper()
+	p := m.admissionPod()
+	if m.opts.Args == nil || m.opts.Args["admission"] == nil {
+		p.opts.Args = map[string][]string{"admission": {"--shutdown-delay", "0s"}}
+		for k, v := range m.opts.Args {
+			p.opts.Args[k] = v
+		}
+	}
+	procs := p.Start(timeout)
+	deadline := time.Now().Add(timeout)
+	for {
+		state, err := m.registered()
+		if err == nil && state == "enforced" {
+			return p
+		}
+		select {
+		case <-procs[0].Exited():
+			m.t.Fatalf("the admission container exited %d before its webhooks were enforced:\n%s", procs[0].ExitCode(), procs[0].Output)
+		default:
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("the admission webhooks of %s were not enforced within %s (registration state %q, %v):\n%s", m.Name, timeout, state, err, procs[0].Output)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// registered is the state both webhook configurations' registration records
+// agree on, or "" while they differ.
+func (m *Module) registered() (string, error) {
+	ctx := m.t.Context()
+	api := m.env.Clientset.AdmissionregistrationV1()
+	mut, err := api.MutatingWebhookConfigurations().Get(ctx, m.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	val, err := api.ValidatingWebhookConfigurations().Get(ctx, m.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	state := func(o metav1.Object) string {
+		var rec struct {
+			State string `json:"state"`
+		}
+		_ = json.Unmarshal([]byte(o.GetAnnotations()["vigil.dev/registration"]), &rec)
+		return rec.State
+	}
+	if s := state(mut); s == state(val) {
+		return s, nil
+	}
+	return "", nil
+}
+
+// StartWatcher starts the watcher container, and waits until it reports
+// ready on its probe port within timeout.
+func (m *Module) StartWatcher(timeout time.Duration) *Pod {
+	m.t.Helper()
+	p := m.pod("watcher")
+	procs := p.Start(timeout)
+	addr := p.Ports["probes"]
+	if addr == "" {
+		return p
+	}
+	Eventually(m.t, timeout, func() error {
+		select {
+		case <-procs[0].Exited():
+			m.t.Fatalf("the watcher exited %d:\n%s", procs[0].ExitCode(), procs[0].Output)
+		default:
+		}
+		return httpOK("http://" + addr + "/readyz")
+	})
+	return p
+}

@@ -1,0 +1,494 @@
+package vigiltest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+)
+
+// PodOptions say how RunPod emulates a kubelet.
+type PodOptions struct {
+	// Binary is the module binary: it stands for the image's entrypoint, so
+	// each container runs it with its args.
+	Binary string
+	// Name of the pod; the pod spec's owner name plus a random suffix when
+	// empty.
+	Name string
+	// Args are added to the args of the container of that name, after its
+	// own (such as "--shutdown-delay", "0s" for a test).
+	Args map[string][]string
+}
+
+// Pod is a pod a test runs as a kubelet would, as far as that can be done
+// without a container runtime:
+//   - each container's command and args, the module binary standing for the
+//     image;
+//   - its env, the downward API resolved (metadata.name, .namespace, .uid,
+//     .labels, .annotations, spec.serviceAccountName, spec.nodeName,
+//     status.podIP 127.0.0.1) and Secret and ConfigMap keys read from the API
+//     server as the kubelet reads them, a missing one failing the container
+//     as CreateContainerConfigError does unless optional;
+//   - its volumes: Secret and ConfigMap data as files at their mount paths
+//     under the pod's Root, emptyDirs as folders there; an arg (or a
+//     --flag=value's value) or env value that is a path under a mount is
+//     rewritten to the same path under Root (a path inside a longer string,
+//     such as a shell script, is not);
+//   - init containers one at a time, in order, each to exit 0 before the
+//     next, then the containers;
+//   - identity: a real token of the pod's ServiceAccount from the
+//     TokenRequest API, handed to each process as the kubeconfig of
+//     $KUBECONFIG (where a pod has its token file), never impersonation;
+//   - ports: a container port given as ":PORT" in an arg is served on a free
+//     loopback port instead (Ports); the Service in front of an admission
+//     container is its --webhook-url, https://127.0.0.1:PORT.
+//
+// What needs a container runtime (the user, the read-only root filesystem,
+// the in-cluster token path) is checked on the spec instead: see
+// CheckPodSpec.
+type Pod struct {
+	Name, Namespace, UID string
+	// Root holds the pod's volumes at their mount paths.
+	Root string
+	// Ports maps each container port's name (or number) to the loopback
+	// address that serves it.
+	Ports map[string]string
+	// Kubeconfig is the ServiceAccount's, with its token.
+	Kubeconfig string
+
+	t     testing.TB
+	env   *Env
+	spec  corev1.PodSpec
+	meta  metav1.ObjectMeta
+	opts  PodOptions
+	init  int // init containers run so far
+	procs []*Process
+}
+
+// NewPod prepares a pod of the spec in namespace: its volumes, its token and
+// its ports. It runs nothing yet: see RunInit, RunInits and Start. The
+// ServiceAccount, Secrets and ConfigMaps it names must exist (apply the
+// module's manifests first).
+func (e *Env) NewPod(t testing.TB, namespace string, tmpl corev1.PodTemplateSpec, opts PodOptions) *Pod {
+	t.Helper()
+	if opts.Binary == "" {
+		t.Fatal("vigiltest.NewPod: PodOptions.Binary is empty: build the module with BuildModule and pass its path")
+	}
+	name := opts.Name
+	if name == "" {
+		base := tmpl.Labels["app.kubernetes.io/name"]
+		if c := tmpl.Labels["app.kubernetes.io/component"]; c != "" {
+			base += "-" + c
+		}
+		if base == "" {
+			base = "pod"
+		}
+		name = base + "-" + rand.String(5)
+	}
+	p := &Pod{Name: name, Namespace: namespace, UID: string(uuid()), Root: t.TempDir(), Ports: map[string]string{},
+		t: t, env: e, spec: *tmpl.Spec.DeepCopy(), meta: *tmpl.ObjectMeta.DeepCopy(), opts: opts}
+	p.meta.Name, p.meta.Namespace = name, namespace
+	if err := p.mountVolumes(t.Context()); err != nil {
+		t.Fatalf("pod %s: %v", name, err)
+	}
+	if err := p.token(t.Context()); err != nil {
+		t.Fatalf("pod %s: %v", name, err)
+	}
+	for _, c := range slices.Concat(p.spec.InitContainers, p.spec.Containers) {
+		for _, port := range c.Ports {
+			key := port.Name
+			if key == "" {
+				key = strconv.Itoa(int(port.ContainerPort))
+			}
+			if _, ok := p.Ports[key]; !ok {
+				p.Ports[key] = FreeAddr(t)
+			}
+		}
+	}
+	return p
+}
+
+// Spec is the pod's spec, as given.
+func (p *Pod) Spec() corev1.PodSpec { return p.spec }
+
+// InitContainers is how many init containers the pod has; Inited, how many
+// ran.
+func (p *Pod) InitContainers() int { return len(p.spec.InitContainers) }
+
+// Inited is how many init containers have run.
+func (p *Pod) Inited() int { return p.init }
+
+// RunInit runs the next init container to its end and returns its process,
+// exited. It fails the test if the container exits non-zero or has not
+// ended within timeout.
+func (p *Pod) RunInit(timeout time.Duration) *Process {
+	p.t.Helper()
+	if p.init >= len(p.spec.InitContainers) {
+		p.t.Fatalf("pod %s: all %d init containers ran", p.Name, len(p.spec.InitContainers))
+	}
+	c := p.spec.InitContainers[p.init]
+	proc := p.run(c)
+	p.init++
+	if code := proc.Wait(p.t, timeout); code != 0 {
+		p.t.Fatalf("pod %s: init container %s exited %d:\n%s", p.Name, c.Name, code, proc.Output)
+	}
+	return proc
+}
+
+// RunInits runs the init containers not run yet, in order.
+func (p *Pod) RunInits(timeout time.Duration) []*Process {
+	p.t.Helper()
+	var out []*Process
+	for p.init < len(p.spec.InitContainers) {
+		out = append(out, p.RunInit(timeout))
+	}
+	return out
+}
+
+// Start runs the init containers not run yet, then starts the containers
+// and returns their processes, running.
+func (p *Pod) Start(initTimeout time.Duration) []*Process {
+	p.t.Helper()
+	p.RunInits(initTimeout)
+	var out []*Process
+	for _, c := range p.spec.Containers {
+		out = append(out, p.run(c))
+	}
+	return out
+}
+
+// Stop sends SIGTERM to the pod's running processes, as the kubelet does,
+// and waits up to the pod's grace period (30s when unset) for each; it
+// returns their exit codes by container.
+func (p *Pod) Stop() map[string]int {
+	p.t.Helper()
+	grace := 30 * time.Second
+	if s := p.spec.TerminationGracePeriodSeconds; s != nil {
+		grace = time.Duration(*s) * time.Second
+	}
+	out := map[string]int{}
+	for _, proc := range p.procs {
+		select {
+		case <-proc.Exited():
+			continue
+		default:
+		}
+		_ = proc.Cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, proc := range p.procs {
+		select {
+		case <-proc.Exited():
+		case <-time.After(grace):
+			_ = proc.Cmd.Process.Kill()
+			<-proc.Exited()
+		}
+		out[proc.container] = proc.ExitCode()
+	}
+	return out
+}
+
+// run starts container c as a process.
+func (p *Pod) run(c corev1.Container) *Process {
+	p.t.Helper()
+	env, err := p.envOf(p.t.Context(), c)
+	if err != nil {
+		p.t.Fatalf("pod %s, container %s: %v (the kubelet would report CreateContainerConfigError)", p.Name, c.Name, err)
+	}
+	args := slices.Concat(c.Command, c.Args)
+	if len(c.Command) > 0 {
+		// The command's first word is the image's entrypoint: the binary.
+		args = args[1:]
+	}
+	args = p.rewrite(c, args)
+	if len(args) > 0 && args[0] == "admission" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--webhook-url") }) {
+		if addr, ok := p.Ports["https"]; ok {
+			args = append(args, "--webhook-url", "https://"+addr)
+		}
+	}
+	args = append(args, p.opts.Args[c.Name]...)
+	proc := StartProcessEnv(p.t, env, p.opts.Binary, args...)
+	proc.container = c.Name
+	p.procs = append(p.procs, proc)
+	return proc
+}
+
+// mounts are the container's volume mounts, longest path first, each with
+// the folder under Root that holds it.
+func (p *Pod) mounts(c corev1.Container) []corev1.VolumeMount {
+	ms := slices.Clone(c.VolumeMounts)
+	sort.Slice(ms, func(i, j int) bool { return len(ms[i].MountPath) > len(ms[j].MountPath) })
+	return ms
+}
+
+// local rewrites a path under one of c's mounts to the same path under Root.
+func (p *Pod) local(c corev1.Container, v string) string {
+	for _, m := range p.mounts(c) {
+		mp := filepath.Clean(m.MountPath)
+		if v == mp || strings.HasPrefix(v, mp+"/") {
+			return filepath.Join(p.Root, v)
+		}
+	}
+	return v
+}
+
+// rewrite turns paths under mounts into paths under Root and ":PORT" of a
+// container port into its loopback address.
+func (p *Pod) rewrite(c corev1.Container, args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = p.local(c, a)
+		if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(k, "--") {
+			out[i] = k + "=" + p.local(c, v)
+		}
+		for _, port := range c.Ports {
+			key := port.Name
+			if key == "" {
+				key = strconv.Itoa(int(port.ContainerPort))
+			}
+			for _, form := range []string{":", "0.0.0.0:", "[::]:"} {
+				if out[i] == form+strconv.Itoa(int(port.ContainerPort)) {
+					out[i] = p.Ports[key]
+				}
+			}
+		}
+	}
+	return out
+}
+
+// envOf is the container's environment, as the kubelet gives it, plus
+// KUBECONFIG for the pod's token, PATH, HOME and TMPDIR.
+func (p *Pod) envOf(ctx context.Context, c corev1.Container) ([]string, error) {
+	home := filepath.Join(p.Root, "home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return nil, err
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + home, "KUBECONFIG=" + p.Kubeconfig,
+		"GOCOVERDIR=" + os.Getenv("GOCOVERDIR")}
+	for _, from := range c.EnvFrom {
+		data, err := p.source(ctx, from.SecretRef, from.ConfigMapRef)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range data {
+			env = append(env, from.Prefix+k+"="+v)
+		}
+	}
+	for _, e := range c.Env {
+		v, err := p.value(ctx, e)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", e.Name, err)
+		}
+		env = append(env, e.Name+"="+p.local(c, v))
+	}
+	return env, nil
+}
+
+func (p *Pod) value(ctx context.Context, e corev1.EnvVar) (string, error) {
+	if e.ValueFrom == nil {
+		return e.Value, nil
+	}
+	cs := p.env.Clientset
+	switch f := e.ValueFrom; {
+	case f.FieldRef != nil:
+		switch path := f.FieldRef.FieldPath; {
+		case path == "metadata.name":
+			return p.Name, nil
+		case path == "metadata.namespace":
+			return p.Namespace, nil
+		case path == "metadata.uid":
+			return p.UID, nil
+		case path == "spec.serviceAccountName":
+			return p.spec.ServiceAccountName, nil
+		case path == "spec.nodeName":
+			return "vigiltest-node", nil
+		case path == "status.podIP", path == "status.hostIP":
+			return "127.0.0.1", nil
+		case strings.HasPrefix(path, "metadata.labels['"):
+			return p.meta.Labels[strings.TrimSuffix(strings.TrimPrefix(path, "metadata.labels['"), "']")], nil
+		case strings.HasPrefix(path, "metadata.annotations['"):
+			return p.meta.Annotations[strings.TrimSuffix(strings.TrimPrefix(path, "metadata.annotations['"), "']")], nil
+		default:
+			return "", fmt.Errorf("fieldRef %s: the runner does not resolve it", path)
+		}
+	case f.SecretKeyRef != nil:
+		s, err := cs.CoreV1().Secrets(p.Namespace).Get(ctx, f.SecretKeyRef.Name, metav1.GetOptions{})
+		if err != nil || s.Data[f.SecretKeyRef.Key] == nil {
+			if ptr.Deref(f.SecretKeyRef.Optional, false) {
+				return "", nil
+			}
+			return "", fmt.Errorf("key %q of Secret %s/%s: %v", f.SecretKeyRef.Key, p.Namespace, f.SecretKeyRef.Name, orMissing(err))
+		}
+		return string(s.Data[f.SecretKeyRef.Key]), nil
+	case f.ConfigMapKeyRef != nil:
+		cm, err := cs.CoreV1().ConfigMaps(p.Namespace).Get(ctx, f.ConfigMapKeyRef.Name, metav1.GetOptions{})
+		v, ok := "", false
+		if err == nil {
+			v, ok = cm.Data[f.ConfigMapKeyRef.Key]
+		}
+		if !ok {
+			if ptr.Deref(f.ConfigMapKeyRef.Optional, false) {
+				return "", nil
+			}
+			return "", fmt.Errorf("key %q of ConfigMap %s/%s: %v", f.ConfigMapKeyRef.Key, p.Namespace, f.ConfigMapKeyRef.Name, orMissing(err))
+		}
+		return v, nil
+	case f.ResourceFieldRef != nil:
+		return "", fmt.Errorf("resourceFieldRef %s: the runner does not resolve it", f.ResourceFieldRef.Resource)
+	}
+	return "", nil
+}
+
+func orMissing(err error) error {
+	if err == nil {
+		return errors.New("no such key")
+	}
+	return err
+}
+
+// source reads an envFrom source.
+func (p *Pod) source(ctx context.Context, s *corev1.SecretEnvSource, c *corev1.ConfigMapEnvSource) (map[string]string, error) {
+	out := map[string]string{}
+	switch {
+	case s != nil:
+		sec, err := p.env.Clientset.CoreV1().Secrets(p.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+		if err != nil {
+			if ptr.Deref(s.Optional, false) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("envFrom Secret %s/%s: %w", p.Namespace, s.Name, err)
+		}
+		for k, v := range sec.Data {
+			out[k] = string(v)
+		}
+	case c != nil:
+		cm, err := p.env.Clientset.CoreV1().ConfigMaps(p.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
+		if err != nil {
+			if ptr.Deref(c.Optional, false) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("envFrom ConfigMap %s/%s: %w", p.Namespace, c.Name, err)
+		}
+		maps := cm.Data
+		for k, v := range maps {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// mountVolumes writes each volume a container mounts under Root, at the
+// mount path: Secret and ConfigMap keys as files, emptyDirs as folders.
+func (p *Pod) mountVolumes(ctx context.Context) error {
+	vols := map[string]corev1.Volume{}
+	for _, v := range p.spec.Volumes {
+		vols[v.Name] = v
+	}
+	cs := p.env.Clientset
+	for _, c := range slices.Concat(p.spec.InitContainers, p.spec.Containers) {
+		for _, m := range c.VolumeMounts {
+			v, ok := vols[m.Name]
+			if !ok {
+				return fmt.Errorf("container %s mounts volume %q, which the pod does not have", c.Name, m.Name)
+			}
+			dir := filepath.Join(p.Root, filepath.Clean(m.MountPath))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			files := map[string][]byte{}
+			var items []corev1.KeyToPath
+			switch {
+			case v.EmptyDir != nil:
+				continue
+			case v.Secret != nil:
+				s, err := cs.CoreV1().Secrets(p.Namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
+				if err != nil {
+					if ptr.Deref(v.Secret.Optional, false) {
+						continue
+					}
+					return fmt.Errorf("volume %s: Secret %s/%s: %w (the kubelet would keep the pod in ContainerCreating)", v.Name, p.Namespace, v.Secret.SecretName, err)
+				}
+				files, items = s.Data, v.Secret.Items
+			case v.ConfigMap != nil:
+				cm, err := cs.CoreV1().ConfigMaps(p.Namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
+				if err != nil {
+					if ptr.Deref(v.ConfigMap.Optional, false) {
+						continue
+					}
+					return fmt.Errorf("volume %s: ConfigMap %s/%s: %w (the kubelet would keep the pod in ContainerCreating)", v.Name, p.Namespace, v.ConfigMap.Name, err)
+				}
+				for k, d := range cm.Data {
+					files[k] = []byte(d)
+				}
+				for k, d := range cm.BinaryData {
+					files[k] = d
+				}
+				items = v.ConfigMap.Items
+			default:
+				return fmt.Errorf("volume %s: the runner emulates Secret, ConfigMap and emptyDir volumes only", v.Name)
+			}
+			if m.SubPath != "" {
+				return fmt.Errorf("volume %s: subPath mounts are not emulated", v.Name)
+			}
+			if len(items) > 0 {
+				picked := map[string][]byte{}
+				for _, it := range items {
+					d, ok := files[it.Key]
+					if !ok {
+						return fmt.Errorf("volume %s: key %q missing", v.Name, it.Key)
+					}
+					picked[it.Path] = d
+				}
+				files = picked
+			}
+			for k, d := range files {
+				f := filepath.Join(dir, k)
+				if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+					return err
+				}
+				if err := os.WriteFile(f, d, 0o644); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// token asks the TokenRequest API for a token of the pod's ServiceAccount,
+// bound to nothing, and writes it as the pod's kubeconfig.
+func (p *Pod) token(ctx context.Context) error {
+	sa := p.spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	tr, err := p.env.Clientset.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("a token of ServiceAccount %s/%s from the TokenRequest API: %w (apply the module's manifests first)", p.Namespace, sa, err)
+	}
+	cfg := &rest.Config{Host: p.env.Config.Host, BearerToken: tr.Status.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: p.env.Config.CAData, CAFile: p.env.Config.CAFile, ServerName: p.env.Config.ServerName}}
+	p.Kubeconfig = writeKubeConfigIn(p.t, p.Root, cfg)
+	return nil
+}
+
+func uuid() string {
+	return fmt.Sprintf("%s-%s-%s-%s-%s", rand.String(8), rand.String(4), rand.String(4), rand.String(4), rand.String(12))
+}
