@@ -50,7 +50,7 @@ func TestPodRunsAsAKubeletWould(t *testing.T) {
 			},
 			InitContainers: []corev1.Container{{
 				Name: "first", Args: []string{"-c", `echo from-init > "$OUT"`},
-				Env:  []corev1.EnvVar{{Name: "OUT", Value: "/var/run/handoff/result"}},
+				Env:          []corev1.EnvVar{{Name: "OUT", Value: "/var/run/handoff/result"}},
 				VolumeMounts: []corev1.VolumeMount{{Name: "handoff", MountPath: "/var/run/handoff"}},
 			}},
 			Containers: []corev1.Container{{
