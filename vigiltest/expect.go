@@ -60,6 +60,27 @@ func (p Patch) Has(op, path string, value ...any) bool {
 	return false
 }
 
+// HasLabel reports whether the patch sets the label key to value: added to
+// the labels the object had, or with a labels map added whole.
+func (p Patch) HasLabel(key, value string) bool {
+	for _, o := range p {
+		if o.Operation != "add" && o.Operation != "replace" {
+			continue
+		}
+		switch o.Path {
+		case "/metadata/labels/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key):
+			if fmt.Sprint(o.Value) == value {
+				return true
+			}
+		case "/metadata/labels":
+			if m, ok := o.Value.(map[string]any); ok && fmt.Sprint(m[key]) == value {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (p Patch) String() string {
 	var parts []string
 	for _, o := range p {

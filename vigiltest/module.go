@@ -171,19 +171,29 @@ func (m *Module) admissionPod() *Pod {
 // Phases is how many gate phases the module has.
 func (m *Module) Phases() int { return m.admissionPod().InitContainers() }
 
-// RunPhase runs the next gate phase, which must be phase n (phases run in
-// order, as init containers do), until it ends or timeout passes, and
-// returns what it did. A phase that fails or times out fails the test with
-// its output.
-func (m *Module) RunPhase(n int, timeout time.Duration) GateRun {
+// StartPhase starts the next gate phase, which must be phase n (phases run
+// in order, as init containers do), and returns its process, running: for a
+// test that creates what the phase waits for. Wait for it with WaitOK.
+func (m *Module) StartPhase(n int) *Process {
 	m.t.Helper()
 	p := m.admissionPod()
 	if p.Inited() != n {
-		m.t.Fatalf("RunPhase(%d): phases run in order, and the next one is %d (of %d)", n, p.Inited(), p.InitContainers())
+		m.t.Fatalf("phase %d: phases run in order, and the next one is %d (of %d)", n, p.Inited(), p.InitContainers())
 	}
+	return p.StartInit()
+}
+
+// RunPhase runs the next gate phase, which must be phase n, until it ends or
+// timeout passes, and returns what it did. A phase that fails or times out
+// fails the test with its output.
+func (m *Module) RunPhase(n int, timeout time.Duration) GateRun {
+	m.t.Helper()
 	began := time.Now()
-	proc := p.RunInit(timeout)
-	return GateRun{Container: proc.container, Output: proc.Output.String(), Handoff: m.handoff(p), Took: time.Since(began)}
+	proc := m.StartPhase(n)
+	if code := proc.Wait(m.t, timeout); code != 0 {
+		m.t.Fatalf("gate phase %d (%s) exited %d:\n%s", n, proc.container, code, proc.Output)
+	}
+	return GateRun{Container: proc.container, Output: proc.Output.String(), Handoff: m.handoff(m.admissionPod()), Took: time.Since(began)}
 }
 
 // RunGates runs the gate phases not run yet, in order.

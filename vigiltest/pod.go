@@ -134,19 +134,27 @@ func (p *Pod) InitContainers() int { return len(p.spec.InitContainers) }
 // Inited is how many init containers have run.
 func (p *Pod) Inited() int { return p.init }
 
+// StartInit starts the next init container and returns its process,
+// running: for a test that acts while it waits. The next init container, or
+// the containers, must not start before it exits 0.
+func (p *Pod) StartInit() *Process {
+	p.t.Helper()
+	if p.init >= len(p.spec.InitContainers) {
+		p.t.Fatalf("pod %s: all %d init containers ran", p.Name, len(p.spec.InitContainers))
+	}
+	proc := p.run(p.spec.InitContainers[p.init])
+	p.init++
+	return proc
+}
+
 // RunInit runs the next init container to its end and returns its process,
 // exited. It fails the test if the container exits non-zero or has not
 // ended within timeout.
 func (p *Pod) RunInit(timeout time.Duration) *Process {
 	p.t.Helper()
-	if p.init >= len(p.spec.InitContainers) {
-		p.t.Fatalf("pod %s: all %d init containers ran", p.Name, len(p.spec.InitContainers))
-	}
-	c := p.spec.InitContainers[p.init]
-	proc := p.run(c)
-	p.init++
+	proc := p.StartInit()
 	if code := proc.Wait(p.t, timeout); code != 0 {
-		p.t.Fatalf("pod %s: init container %s exited %d:\n%s", p.Name, c.Name, code, proc.Output)
+		p.t.Fatalf("pod %s: init container %s exited %d:\n%s", p.Name, proc.container, code, proc.Output)
 	}
 	return proc
 }

@@ -24,7 +24,7 @@ func TestLabelerAsShipped(t *testing.T) {
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "with-app", Labels: map[string]string{"app": "shop"}}}
 	patch := vigiltest.Mutated(t, env.Client, cm)
-	if !patch.Has("add", "/metadata/labels/vigil.dev~1labeled", "true") {
+	if !patch.HasLabel("vigil.dev/labeled", "true") {
 		t.Fatalf("the labeler's patch: %s; want the label vigil.dev/labeled=true added", patch)
 	}
 }
