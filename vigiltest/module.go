@@ -259,6 +259,20 @@ func (m *Module) StartAdmission(timeout time.Duration) *Pod {
 	}
 }
 
+// Output is what the module's processes running the named container
+// ("admission", "watcher", "gate-phase-0", ...) have written so far.
+func (m *Module) Output(container string) string {
+	var b strings.Builder
+	for _, p := range m.pods {
+		for _, proc := range p.procs {
+			if proc.container == container {
+				b.WriteString(proc.Output.String())
+			}
+		}
+	}
+	return b.String()
+}
+
 // registered is the state both webhook configurations' registration records
 // agree on, or "" while they differ.
 func (m *Module) registered() (string, error) {
@@ -295,13 +309,21 @@ func (m *Module) StartWatcher(timeout time.Duration) *Pod {
 	if addr == "" {
 		return p
 	}
-	Eventually(m.t, timeout, func() error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := httpOK("http://" + addr + "/readyz")
+		if err == nil {
+			break
+		}
 		select {
 		case <-procs[0].Exited():
-			m.t.Fatalf("the watcher exited %d:\n%s", procs[0].ExitCode(), procs[0].Output)
+			m.t.Fatalf("the watcher exited %d before it was ready:\n%s", procs[0].ExitCode(), procs[0].Output)
 		default:
 		}
-		return httpOK("http://" + addr + "/readyz")
-	})
+		if time.Now().After(deadline) {
+			m.t.Fatalf("the watcher of %s was not ready within %s (%v); what it said (a rule missing from its RBAC shows as \"forbidden\"):\n%s", m.Name, timeout, err, procs[0].Output)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	return p
 }

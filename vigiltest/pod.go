@@ -186,27 +186,16 @@ func (p *Pod) Start(initTimeout time.Duration) []*Process {
 // returns their exit codes by container.
 func (p *Pod) Stop() map[string]int {
 	p.t.Helper()
-	grace := 30 * time.Second
-	if s := p.spec.TerminationGracePeriodSeconds; s != nil {
-		grace = time.Duration(*s) * time.Second
+	for _, proc := range p.procs {
+		select {
+		case <-proc.Exited():
+		default:
+			_ = proc.Cmd.Process.Signal(syscall.SIGTERM)
+		}
 	}
 	out := map[string]int{}
 	for _, proc := range p.procs {
-		select {
-		case <-proc.Exited():
-			continue
-		default:
-		}
-		_ = proc.Cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, proc := range p.procs {
-		select {
-		case <-proc.Exited():
-		case <-time.After(grace):
-			_ = proc.Cmd.Process.Kill()
-			<-proc.Exited()
-		}
-		out[proc.container] = proc.ExitCode()
+		out[proc.container] = p.stop(proc)
 	}
 	return out
 }
@@ -233,7 +222,35 @@ func (p *Pod) run(c corev1.Container) *Process {
 	proc := StartProcessEnv(p.t, env, p.opts.Binary, args...)
 	proc.container = c.Name
 	p.procs = append(p.procs, proc)
+	// Registered after StartProcessEnv's kill, so it runs before: a
+	// graceful stop, as the kubelet's, lets a watcher release its Lease.
+	p.t.Cleanup(func() { p.stop(proc) })
 	return proc
+}
+
+// grace is the pod's termination grace period.
+func (p *Pod) grace() time.Duration {
+	if s := p.spec.TerminationGracePeriodSeconds; s != nil {
+		return time.Duration(*s) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// stop sends SIGTERM and waits up to the grace period, then kills.
+func (p *Pod) stop(proc *Process) int {
+	select {
+	case <-proc.Exited():
+		return proc.ExitCode()
+	default:
+	}
+	_ = proc.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-proc.Exited():
+	case <-time.After(p.grace()):
+		_ = proc.Cmd.Process.Kill()
+		<-proc.Exited()
+	}
+	return proc.ExitCode()
 }
 
 // mounts are the container's volume mounts, longest path first, each with

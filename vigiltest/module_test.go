@@ -1,0 +1,123 @@
+package vigiltest_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+const kitApps = "kit-apps"
+
+// kitModule installs the module of testdata/kit, the README's example, and
+// the namespace it admits in.
+func kitModule(t *testing.T) *vigiltest.Module {
+	t.Helper()
+	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kitApps}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return env.InstallModule(t, vigiltest.ModuleOptions{Dir: "./testdata/kit"})
+}
+
+// README's "Test your own module", whole: a gate, a mutation, a denial and a
+// Reconcile, each role run from the module's manifests as its
+// ServiceAccount.
+func TestModuleKitAsTheREADMEShowsIt(t *testing.T) {
+	m := kitModule(t)
+	if m.Name != "kit" || m.Namespace != "kit-system" || m.Phases() != 1 {
+		t.Fatalf("installed %s in %s with %d phases; want kit in kit-system with 1", m.Name, m.Namespace, m.Phases())
+	}
+
+	gate := m.StartPhase(0)
+	gate.WaitOutput(t, "gate waiting", 30*time.Second)
+	settings := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name + "-config"}}
+	if err := env.Client.Create(t.Context(), settings); err != nil {
+		t.Fatal(err)
+	}
+	gate.WaitOK(t, 30*time.Second)
+
+	m.StartAdmission(60 * time.Second)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kitApps, Name: "ok-" + randSuffix(t), Labels: map[string]string{"app": "shop"}}}
+	patch := vigiltest.Mutated(t, env.Client, cm)
+	if !patch.HasLabel("checked", "true") || !patch.Has("add", "/metadata/labels/checked", "true") {
+		t.Fatalf("patch %s: want the label checked=true added", patch)
+	}
+	if patch.HasLabel("app", "shop") {
+		t.Fatalf("patch %s names the label the object was sent with", patch)
+	}
+	msg := vigiltest.Denied(t, env.Client, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kitApps, Name: "bad"}}, "has no app label")
+	if !strings.Contains(msg, "ConfigMap bad has no app label") {
+		t.Fatalf("denial %q: want the module's message", msg)
+	}
+
+	m.StartWatcher(30 * time.Second)
+	vigiltest.WaitFor(t, env.Client, cm, 20*time.Second, func(cm *corev1.ConfigMap) error {
+		if cm.Annotations["reconciled"] != "true" {
+			return fmt.Errorf("annotations %v: not reconciled yet", cm.Annotations)
+		}
+		return nil
+	})
+}
+
+// A rule missing from what ships fails the author's test, the rule named:
+// here the watcher's Role for patching ConfigMaps in kit-apps is taken away,
+// and the watcher reports the API server's refusal, naming its
+// ServiceAccount, the verb and the resource.
+func TestModuleKitRunsWithTheGeneratedRBACOnly(t *testing.T) {
+	m := kitModule(t)
+	var roles rbacv1.RoleList
+	if err := env.Client.List(t.Context(), &roles, client.InNamespace(kitApps)); err != nil {
+		t.Fatal(err)
+	}
+	removed := 0
+	for i := range roles.Items {
+		r := &roles.Items[i]
+		if r.Labels["app.kubernetes.io/name"] != "kit" {
+			continue
+		}
+		var kept []rbacv1.PolicyRule
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.Resources, "configmaps") && slices.Contains(rule.Verbs, "patch") {
+				rule.Verbs = slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == "patch" })
+				removed++
+			}
+			if len(rule.Verbs) > 0 {
+				kept = append(kept, rule)
+			}
+		}
+		r.Rules = kept
+		if err := env.Client.Update(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if removed == 0 {
+		t.Fatalf("no rule of the module's Roles in %s lets it patch ConfigMaps: the manifests grant it elsewhere", kitApps)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kitApps, Name: "unseen-" + randSuffix(t), Labels: map[string]string{"app": "shop"}}}
+	if err := env.Client.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	m.StartWatcher(30 * time.Second)
+	vigiltest.Eventually(t, 30*time.Second, func() error {
+		for _, line := range strings.Split(m.Output("watcher"), "\n") {
+			if strings.Contains(line, "system:serviceaccount:kit-system:kit-watcher") && strings.Contains(line, "cannot patch resource") &&
+				strings.Contains(line, "configmaps") && strings.Contains(line, kitApps) {
+				return nil
+			}
+		}
+		return fmt.Errorf("the watcher's output names no refusal to patch configmaps in %s as kit-watcher", kitApps)
+	})
+}
+
+func randSuffix(t *testing.T) string {
+	return strings.ToLower(fmt.Sprintf("%d", time.Now().UnixNano()%1_000_000))
+}
