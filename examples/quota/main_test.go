@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -51,17 +50,11 @@ func TestQuotaHoldsOnEveryPath(t *testing.T) {
 		t.Fatalf("plan (%v) does not show the scale binding in kubectl's form:\n%s", err, plan)
 	}
 
-	ns, apps := env.Namespace(t), env.Namespace(t)
-	envv := []string{"KUBECONFIG=" + env.KubeConfigFile(t), "QUOTA_NAMESPACE=" + ns, "QUOTA_MAX_REPLICAS=3"}
-	addr := vigiltest.FreeAddr(t)
-	adm := vigiltest.StartProcess(t, envv, bin, "admission", "--bootstrap", "--addr", addr, "--metrics-addr", "127.0.0.1:0", "--webhook-url", "https://"+addr,
-		"--cert-secret", "quota-tls", "--cert-hosts", "127.0.0.1", "--shutdown-delay", "10ms")
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = env.Client.Delete(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "quota"}})
-		_ = env.Client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "quota"}})
-	})
-	adm.WaitOutput(t, "webhooks enforced", 30*time.Second)
+	// As it ships: its manifests applied, its admission role run from their
+	// pod spec as its ServiceAccount (QUOTA_MAX_REPLICAS unset: 3).
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Binary: bin})
+	m.StartAdmission(60 * time.Second)
+	apps := env.Namespace(t)
 
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: "quota"}, vwc); err != nil {
@@ -90,7 +83,7 @@ func TestQuotaHoldsOnEveryPath(t *testing.T) {
 	if err := env.Client.Create(ctx, web); err != nil {
 		t.Fatalf("a Deployment within the quota: %v", err)
 	}
-	denied("create with 5 replicas", env.Client.Create(ctx, deployment(apps, "big", 5)))
+	vigiltest.Denied(t, env.Client, deployment(apps, "big", 5), "the quota allows 3 at most")
 
 	over := web.DeepCopy()
 	over.Spec.Replicas = ptr.To[int32](4)
