@@ -269,6 +269,37 @@ func validateConfig(envs []*Env, mounts []*Mount, gates []*Gate) []error {
 	return errs
 }
 
+// unrun finds the variables and volumes none of whose containers the module
+// runs: For(vigil.Watcher) in a module without a watcher role.
+func unrun(m *spec.Module) []error {
+	run := map[string]bool{}
+	if m.HasAdmission() {
+		for _, c := range m.PodContainers(spec.AdmissionContainer) {
+			run[c] = true
+		}
+	}
+	if m.HasWatcher() {
+		run[spec.WatcherContainer] = true
+	}
+	// A phase without gates is reported already, naming For's call.
+	roles := func(cs []string) bool {
+		return slices.ContainsFunc(cs, func(c string) bool { return run[c] || strings.HasPrefix(c, "gate-phase-") })
+	}
+	var errs []error
+	const why = "the module runs an admission pod when it has gates or admission bindings, a watcher when it has watches, schedules or audited validations"
+	for _, e := range m.Env {
+		if len(e.Containers) > 0 && !roles(e.Containers) {
+			errs = append(errs, fmt.Errorf("%s: Env(%q): the module runs none of its containers (%s): %s", e.Site, e.Name, strings.Join(e.Containers, ", "), why))
+		}
+	}
+	for _, mt := range m.Mounts {
+		if len(mt.Containers) > 0 && !roles(mt.Containers) {
+			errs = append(errs, fmt.Errorf("%s: Mount%s(%q, %q): the module runs none of its containers (%s): %s", mt.Site, mt.Kind, mt.Name, mt.Path, strings.Join(mt.Containers, ", "), why))
+		}
+	}
+	return errs
+}
+
 // resolveConfig turns the declarations into the spec's variables and
 // volumes, each volume named after its object (with its place among the
 // volumes when that name is taken or too long).

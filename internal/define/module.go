@@ -279,6 +279,12 @@ func (m *Module) HandoffDir() string {
 // every one only the whole definition shows, each with the call site that
 // made it.
 func (m *Module) Validate() error {
+	errs := m.validate()
+	errs = append(errs, unrun(m.Resolve())...)
+	return errors.Join(errs...)
+}
+
+func (m *Module) validate() []error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	errs := append([]error(nil), m.errs...)
@@ -305,7 +311,7 @@ func (m *Module) Validate() error {
 		}
 		watchSites[w.ID()] = w.Site
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // Resolve turns the definition into the one value every role and tool reads.

@@ -3,6 +3,7 @@ package spec
 import (
 	"path"
 	"slices"
+	"strings"
 )
 
 // The containers of a module's pods, as its manifests name them: the
@@ -136,15 +137,19 @@ type Requirement struct {
 	Why string
 }
 
-// Requirements are the startup dependencies of a container: the required
-// objects of its pod's volumes (the kubelet mounts them all before the pod's
-// first container starts) and of its own variables.
+// Requirements are the objects that must exist before a container starts
+// and that no container before it in its pod needs already: the required
+// objects of the pod's volumes for its first container (the kubelet mounts
+// every volume of a pod before its first init container runs), and the
+// required keys of the container's own variables.
 func (m *Module) Requirements(container string) []Requirement {
 	var out []Requirement
-	for _, mt := range m.PodMounts(container) {
-		if !mt.Optional {
-			out = append(out, Requirement{Kind: mt.Kind, Name: mt.Name, Container: container,
-				Why: "volume " + mt.Volume + " at " + mt.Path + " (" + mt.Site + ")"})
+	if pod := m.PodContainers(container); pod[0] == container {
+		for _, mt := range m.PodMounts(container) {
+			if !mt.Optional {
+				out = append(out, Requirement{Kind: mt.Kind, Name: mt.Name, Container: container,
+					Why: "volume " + mt.Volume + " at " + mt.Path + " of " + strings.Join(mt.Containers, ", ") + ", mounted before the pod's first container starts (" + mt.Site + ")"})
+			}
 		}
 	}
 	for _, e := range m.EnvOf(container) {
