@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -312,4 +313,20 @@ func TestPlanFindsDeadlocksOfRequiredSecrets(t *testing.T) {
 			t.Fatalf("plan exit %d:\n%s", code, out)
 		}
 	})
+}
+
+// A mount's Path is its mount path in a pod, and the same path under the
+// folder VIGIL_MOUNT_ROOT names where vigil dev materialised it.
+func TestMountPathFollowsTheMountRoot(t *testing.T) {
+	m := gated("configured-system")
+	defaults := vigil.MountSecret(m, "uds-defaults", "/etc/uds/defaults").For(vigil.Admission)
+	t.Setenv("VIGIL_MOUNT_ROOT", "")
+	if p := defaults.File("defaults.yaml"); p != filepath.FromSlash("/etc/uds/defaults/defaults.yaml") {
+		t.Errorf("in a pod, File = %q, want the mount path", p)
+	}
+	root := t.TempDir()
+	t.Setenv("VIGIL_MOUNT_ROOT", root)
+	if p := defaults.Path(); p != filepath.Join(root, "etc", "uds", "defaults") {
+		t.Errorf("under vigil dev, Path = %q, want the mount path under %s", p, root)
+	}
 }
