@@ -54,7 +54,10 @@ func (t *targets) setFor(what, site string, cs []Container) error {
 		return fmt.Errorf("%s: For(): expected at least one container, such as vigil.Admission, vigil.Watcher or vigil.Phase(1)", what)
 	}
 	for _, c := range cs {
-		if c.Role == "" && c.Phase < 0 {
+		switch {
+		case c.Role != "" && c.Role != spec.AdmissionContainer && c.Role != spec.WatcherContainer:
+			return fmt.Errorf("%s: For: container role %q: expected vigil.Admission, vigil.Watcher or vigil.Phase(n)", what, c.Role)
+		case c.Role == "" && c.Phase < 0:
 			return fmt.Errorf("%s: For(%s): expected a phase of 0 or more", what, c)
 		}
 		if !slices.Contains(t.containers, c) {
