@@ -10,21 +10,33 @@ import (
 
 // Container names a container of the module's pods, for the For of Env,
 // MountSecret and MountConfigMap: Admission, Watcher, or Phase(n).
-type Container = define.Container
+type Container struct{ c define.Container }
 
 var (
 	// Admission is the admission pod's main container, which serves the
 	// module's webhooks.
-	Admission = Container{Role: spec.AdmissionContainer}
+	Admission = Container{define.Container{Role: spec.AdmissionContainer}}
 	// Watcher is the watcher pod's container, which runs watches, schedules
 	// and the audit.
-	Watcher = Container{Role: spec.WatcherContainer}
+	Watcher = Container{define.Container{Role: spec.WatcherContainer}}
 )
 
 // Phase is the init container of gate phase n (gate-phase-n), which runs
 // that phase's gates and their callbacks. A phase no gate runs in is a
 // definition mistake.
-func Phase(n int) Container { return Container{Phase: n} }
+func Phase(n int) Container { return Container{define.Container{Phase: n}} }
+
+// String names the container as it is declared: Admission, Watcher,
+// Phase(n).
+func (c Container) String() string { return c.c.String() }
+
+func containers(cs []Container) []define.Container {
+	out := make([]define.Container, len(cs))
+	for i, c := range cs {
+		out[i] = c.c
+	}
+	return out
+}
 
 // EnvBuilder declares an environment variable: give it one value (Value,
 // FromSecret or FromConfigMap) and the containers that get it (For).
@@ -77,8 +89,8 @@ func (b *EnvBuilder) Optional() *EnvBuilder {
 }
 
 // For gives the variable to these containers, and only to them.
-func (b *EnvBuilder) For(containers ...Container) *EnvBuilder {
-	b.m.check(1, b.e.For(callSite(1), containers))
+func (b *EnvBuilder) For(cs ...Container) *EnvBuilder {
+	b.m.check(1, b.e.For(callSite(1), containers(cs)))
 	return b
 }
 
@@ -135,8 +147,8 @@ func (b *MountBuilder) Optional() *MountBuilder {
 }
 
 // For mounts the volume in these containers, and only in them.
-func (b *MountBuilder) For(containers ...Container) *MountBuilder {
-	b.m.check(1, b.mt.For(callSite(1), containers))
+func (b *MountBuilder) For(cs ...Container) *MountBuilder {
+	b.m.check(1, b.mt.For(callSite(1), containers(cs)))
 	return b
 }
 

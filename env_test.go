@@ -73,7 +73,6 @@ func TestEnvAndMountMistakesNameTheirCallSite(t *testing.T) {
 		{"mount without For", here(), func(m *vigil.Module) { vigil.MountSecret(m, "a", "/etc/a") }, `MountSecret("a", "/etc/a") names no container`},
 		{"no keys", here(), func(m *vigil.Module) { vigil.MountSecret(m, "a", "/etc/a").Keys().For(vigil.Admission) }, `Keys(): expected at least one key`},
 		{"negative phase", here(), func(m *vigil.Module) { vigil.Env(m, "X").Value("a").For(vigil.Phase(-1)) }, `For(Phase(-1)): expected a phase of 0 or more`},
-		{"unknown role", here(), func(m *vigil.Module) { vigil.Env(m, "X").Value("a").For(vigil.Container{Role: "sidecar"}) }, `container role "sidecar": expected vigil.Admission, vigil.Watcher or vigil.Phase(n)`},
 		{"For twice", here(), func(m *vigil.Module) { vigil.MountSecret(m, "a", "/etc/a").For(vigil.Admission).For(vigil.Watcher) }, `For again, after For at env_test.go:`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
