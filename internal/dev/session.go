@@ -225,6 +225,11 @@ func kubeletBackoff(last time.Duration) time.Duration {
 func (s *Session) phases(ctx context.Context) error {
 	for _, ph := range s.plan.Phases {
 		role := fmt.Sprintf("phase %d", ph.Phase)
+		// The init container starts once what it needs exists.
+		env, err := s.containerEnv(ctx, ph.InitContainer, role, ph.Phase)
+		if err != nil {
+			return err
+		}
 		began := time.Now()
 		s.emit(Event{Kind: PhaseStarted, Role: role, Phase: ph.Phase, Text: fmt.Sprintf("%s started: %s, waited for at once", ph.InitContainer, plural(len(ph.Gates), "gate"))})
 		for _, g := range ph.Gates {
@@ -245,10 +250,6 @@ func (s *Session) phases(ctx context.Context) error {
 		// and so does this. Other failures end the session: they need a fix.
 		backoff := time.Duration(0)
 		for {
-			env, err := s.containerEnv(ctx, ph.InitContainer, role, ph.Phase)
-			if err != nil {
-				return err
-			}
 			p, err := s.spawn(role, env, func(f map[string]string) (Event, bool) { return gateEvent(phase, f) },
 				"gate", "--phase", fmt.Sprint(ph.Phase), "--progress-interval", s.opts.GateProgress.String(), "--handoff-dir", s.handoff)
 			if err != nil {
@@ -274,6 +275,10 @@ func (s *Session) phases(ctx context.Context) error {
 			case <-time.After(backoff):
 			case <-ctx.Done():
 				return ctx.Err()
+			}
+			// A restarted container reads its variables again.
+			if env, err = s.containerEnv(ctx, ph.InitContainer, role, ph.Phase); err != nil {
+				return err
 			}
 		}
 		s.emit(Event{Kind: PhaseDone, Role: role, Phase: ph.Phase, Text: fmt.Sprintf("%s done in %s", ph.InitContainer, since(began))})
