@@ -146,3 +146,22 @@ func ExampleModule_OnSchedule() {
 	fmt.Println(m.Validate())
 	// Output: <nil>
 }
+
+// A module gives its containers a literal variable, a key of a Secret, and
+// the Secret of its defaults as files. The gate of phase 1 and the admission
+// container read the defaults at the mount's File: the mount path in a pod,
+// the folder vigil dev materialised them in locally.
+func ExampleMountSecret() {
+	m := vigil.NewModule("uds-core", vigil.Options{Namespace: "uds-system"})
+	vigil.WaitFor(m, vigil.Kind("uds.dev", "v1alpha1", "ClusterConfig")).
+		WithName("initial").InPhase(1).ToBeCreated(nil)
+	vigil.Env(m, "LOG_FORMAT").Value("json").For(vigil.Admission, vigil.Phase(1))
+	vigil.Env(m, "API_TOKEN").FromSecret("api", "token").Optional().For(vigil.Admission)
+	defaults := vigil.MountSecret(m, "uds-core-defaults", "/etc/uds").Keys("defaults.yaml").
+		For(vigil.Phase(1), vigil.Admission)
+	fmt.Println(m.Validate())
+	fmt.Println(defaults.File("defaults.yaml")) // in a pod
+	// Output:
+	// <nil>
+	// /etc/uds/defaults.yaml
+}

@@ -4,12 +4,20 @@
 //
 //   - phase 0: the ClusterConfig CRD (clusterconfigs.uds.dev) is Established;
 //   - phase 1: the ClusterConfig "initial" exists with a cluster name; its
-//     spec, merged over the defaults of a mounted file, is stored with
-//     SetAndWait. When none appears within CLUSTERCONFIG_TIMEOUT the gate
-//     finishes with the defaults alone (the file comes from a Secret that is
-//     guaranteed to exist at pod start);
-//   - phase 2: the Exemption CRD (exemptions.uds.dev) is Established and the
-//     Exemptions that exist are loaded.
+//     spec, merged over the defaults, is stored with SetAndWait. When none
+//     appears within CLUSTERCONFIG_TIMEOUT the gate finishes with the
+//     defaults alone.
+//
+// The defaults are the key defaults.yaml of the Secret uds-core-defaults,
+// "a secret that is guaranteed to exist at pod startup": the platform
+// creates it before the module, which mounts it (required, read-only) at
+// /etc/uds in phase 1, admission and the watcher — the three that merge a
+// ClusterConfig over it. Its pods do not start without it, and `plan` lists
+// it as a startup dependency. Create it from the sample with
+//
+//		kubectl create secret generic uds-core-defaults -n uds-system --from-file=defaults.yaml
+//	  - phase 2: the Exemption CRD (exemptions.uds.dev) is Established and the
+//	    Exemptions that exist are loaded.
 //
 // Then it admits: every Pod gets the label uds.dev/cluster with the cluster's
 // name, and privileged Pods are denied unless an Exemption matches them. As in
@@ -25,7 +33,7 @@
 // with `make demo`.
 //
 // Environment: CLUSTERCONFIG_NAMESPACE (default uds-system),
-// CLUSTERCONFIG_DEFAULTS (default /etc/uds/defaults.yaml), CLUSTERCONFIG_TIMEOUT
+// CLUSTERCONFIG_DEFAULTS (the defaults file, instead of the mounted Secret's), CLUSTERCONFIG_TIMEOUT
 // (default 2m), CLUSTERCONFIG_EXEMPTIONS_NAMESPACE (default
 // uds-policy-exemptions).
 package main
@@ -70,6 +78,12 @@ const (
 	keyClusterConfig     = "clusterConfig"
 
 	gateInitial = "clusterconfig-initial"
+
+	// DefaultsSecret holds the default ClusterConfig spec as YAML under
+	// DefaultsKey; it is mounted at DefaultsDir.
+	DefaultsSecret = "uds-core-defaults"
+	DefaultsKey    = "defaults.yaml"
+	DefaultsDir    = "/etc/uds"
 )
 
 func main() {
@@ -83,7 +97,8 @@ func main() {
 
 // settings are what the module reads from its environment.
 type settings struct {
-	namespace    string
+	namespace string
+	// defaultsPath is the defaults file; the mounted Secret's when empty.
 	defaultsPath string
 	timeout      time.Duration
 	// exemptionsNamespace is the one namespace whose Exemptions count,
@@ -94,7 +109,7 @@ type settings struct {
 func settingsFromEnv() (settings, error) {
 	s := settings{
 		namespace:    envOr("CLUSTERCONFIG_NAMESPACE", "uds-system"),
-		defaultsPath: envOr("CLUSTERCONFIG_DEFAULTS", "/etc/uds/defaults.yaml"),
+		defaultsPath: os.Getenv("CLUSTERCONFIG_DEFAULTS"),
 		timeout:      2 * time.Minute,
 
 		exemptionsNamespace: envOr("CLUSTERCONFIG_EXEMPTIONS_NAMESPACE", "uds-policy-exemptions"),
@@ -111,6 +126,13 @@ func settingsFromEnv() (settings, error) {
 
 func newModule(s settings) *vigil.Module {
 	m := vigil.NewModule("uds-core", vigil.Options{Namespace: s.namespace})
+
+	// The defaults, in every container that merges a ClusterConfig over them.
+	defaults := vigil.MountSecret(m, DefaultsSecret, DefaultsDir).Keys(DefaultsKey).
+		For(vigil.Phase(1), vigil.Admission, vigil.Watcher)
+	if s.defaultsPath == "" {
+		s.defaultsPath = defaults.File(DefaultsKey)
+	}
 
 	// Phase 0: ClusterConfigs are served.
 	vigil.WaitFor(m, &apiextensionsv1.CustomResourceDefinition{}).

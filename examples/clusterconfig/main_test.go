@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vigilkit/vigil/internal/dev"
+	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -357,4 +362,157 @@ func lowRightsUser(t *testing.T, ns string) client.Client {
 		return c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web"}, &corev1.Pod{})
 	})
 	return c
+}
+
+// The defaults come from the Secret the seed describes, "guaranteed to exist
+// at pod startup": the manifests mount it, required and read-only, in the
+// containers that read it; its pod cannot start without it; phase 1, started
+// as the kubelet starts it (the Secret's key materialised at its mount path,
+// no CLUSTERCONFIG_DEFAULTS), falls back to it when no ClusterConfig comes
+// and merges the ClusterConfig over it when one does.
+func TestDefaultsSecretIsMountedAndMergedUnder(t *testing.T) {
+	ctx := t.Context()
+	bin := vigiltest.BuildModule(t, ".")
+	ns := env.Namespace(t)
+	moduleEnv := append(os.Environ(), "CLUSTERCONFIG_NAMESPACE="+ns, "CLUSTERCONFIG_DEFAULTS=")
+
+	// The manifests mount it where the module reads it.
+	cmd := exec.Command(bin, "manifests", "--image", "example.com/uds-core:1.0.0")
+	cmd.Env = moduleEnv
+	rendered, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("manifests: %v", err)
+	}
+	mounted := map[string]bool{}
+	var volumes []corev1.Volume
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		d := &appsv1.Deployment{}
+		if err := yaml.Unmarshal([]byte(doc), d); err != nil || d.Kind != "Deployment" {
+			continue
+		}
+		volumes = append(volumes, d.Spec.Template.Spec.Volumes...)
+		for _, c := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {
+			for _, vm := range c.VolumeMounts {
+				if vm.Name == "secret-uds-core-defaults" {
+					mounted[c.Name] = vm.MountPath == DefaultsDir && vm.ReadOnly
+				}
+			}
+		}
+	}
+	if want := map[string]bool{"gate-phase-1": true, "admission": true, "watcher": true}; !maps.Equal(mounted, want) {
+		t.Errorf("containers mounting the defaults at %s read-only: %v, want %v", DefaultsDir, mounted, want)
+	}
+	var secretVolumes int
+	for _, v := range volumes {
+		if s := v.Secret; s != nil && s.SecretName == DefaultsSecret {
+			secretVolumes++
+			if s.Optional != nil && *s.Optional || len(s.Items) != 1 || s.Items[0].Key != DefaultsKey || s.Items[0].Path != DefaultsKey {
+				t.Errorf("the defaults volume %+v: want it required, with key %s as the file %s", s, DefaultsKey, DefaultsKey)
+			}
+		}
+	}
+	if secretVolumes != 2 {
+		t.Errorf("%d pod volumes of Secret %s, want one per Deployment (admission, watcher)", secretVolumes, DefaultsSecret)
+	}
+
+	// Without it, the admission pod does not start.
+	cmd = exec.Command(bin, "plan", "-o", "json")
+	cmd.Env = moduleEnv
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("plan -o json: %v", err)
+	}
+	plan, err := spec.Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet := &dev.Materialiser{Client: env.Clientset, Plan: plan, Dir: t.TempDir()}
+	var missing *dev.MissingError
+	if _, err := kubelet.Prepare(ctx, "gate-phase-0"); !errors.As(err, &missing) || !strings.Contains(err.Error(), "Secret "+ns+"/"+DefaultsSecret) {
+		t.Fatalf("the pod's first container without the defaults Secret: %v, want it held", err)
+	}
+
+	// The platform's Secret, with defaults of its own.
+	defaults := "attributes:\n  clusterName: from-the-secret\nexpose:\n  domain: secret.example\n  adminDomain: admin.secret.example\npolicy:\n  allowAllNsExemptions: false\n"
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: DefaultsSecret}, Data: map[string][]byte{DefaultsKey: []byte(defaults)}}); err != nil {
+		t.Fatal(err)
+	}
+	crds, err := os.ReadFile("crds.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.InstallCRDYAML(crds); err != nil {
+		t.Fatal(err)
+	}
+	cc := readYAML(t, "clusterconfig.yaml")
+	deleteInitial := func() {
+		if err := env.Client.Delete(context.Background(), cc.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	deleteInitial() // an earlier test's
+	t.Cleanup(deleteInitial)
+
+	// phase1 runs phase 1 as the kubelet would start its init container,
+	// and returns what it stored.
+	phase1 := func() (map[string]any, string) {
+		t.Helper()
+		podEnv, err := kubelet.Prepare(ctx, "gate-phase-1")
+		if err != nil {
+			t.Fatalf("start phase 1: %v", err)
+		}
+		podEnv = append(podEnv, "KUBECONFIG="+env.KubeConfigFile(t), "VIGIL_HANDOFF_DIR="+t.TempDir(),
+			"CLUSTERCONFIG_NAMESPACE="+ns, "CLUSTERCONFIG_DEFAULTS=", "CLUSTERCONFIG_TIMEOUT=1s")
+		p := vigiltest.StartProcess(t, podEnv, bin, "gate", "--phase", "1", "--progress-interval", "200ms")
+		p.WaitOK(t, 30*time.Second)
+		st := &v1alpha1.Store{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "uds-core"}, st); err != nil {
+			t.Fatalf("the Store phase 1 wrote: %v", err)
+		}
+		stored := map[string]any{}
+		if err := json.Unmarshal([]byte(st.Data[keyInitialConfig]), &stored); err != nil {
+			t.Fatalf("Store %s = %q: %v", keyInitialConfig, st.Data[keyInitialConfig], err)
+		}
+		return stored, p.Output.String()
+	}
+	str := func(stored map[string]any, path ...string) string {
+		v, _, _ := unstructured.NestedString(stored, path...)
+		return v
+	}
+
+	// No ClusterConfig: the fallback reads the Secret's file.
+	stored, logs := phase1()
+	if !strings.Contains(logs, "gate fallback") {
+		t.Errorf("phase 1 did not finish with its fallback:\n%s", logs)
+	}
+	if got := str(stored, "attributes", "clusterName"); got != "from-the-secret" {
+		t.Errorf("fallback clusterName %q, want the Secret's from-the-secret (stored %v)", got, stored)
+	}
+	if got := str(stored, "expose", "adminDomain"); got != "admin.secret.example" {
+		t.Errorf("fallback adminDomain %q, want the Secret's", got)
+	}
+
+	// A ClusterConfig: merged over the Secret's defaults.
+	if err := env.Client.Create(ctx, cc.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	stored, logs = phase1()
+	if strings.Contains(logs, "gate fallback") {
+		t.Errorf("phase 1 fell back although the ClusterConfig exists:\n%s", logs)
+	}
+	for path, want := range map[string]string{
+		"attributes.clusterName": "demo-cluster",         // the ClusterConfig's
+		"expose.domain":          "uds.dev",              // the ClusterConfig's, over the Secret's
+		"expose.adminDomain":     "admin.secret.example", // the Secret's, which the ClusterConfig leaves out
+	} {
+		if got := str(stored, strings.Split(path, ".")...); got != want {
+			t.Errorf("merged %s = %q, want %q (stored %v)", path, got, want, stored)
+		}
+	}
+	if all, found, _ := unstructured.NestedBool(stored, "policy", "allowAllNsExemptions"); !found || all {
+		t.Errorf("merged policy.allowAllNsExemptions = %v (found %v), want the Secret's false", all, found)
+	}
+	if tags, _, _ := unstructured.NestedStringSlice(stored, "attributes", "tags"); !slices.Equal(tags, []string{"dev"}) {
+		t.Errorf("merged attributes.tags = %v, want the ClusterConfig's [dev]", tags)
+	}
 }

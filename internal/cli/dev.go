@@ -30,6 +30,13 @@ The cluster is the one --kubeconfig or KUBECONFIG names; without either, an
 embedded control plane (kube-apiserver and etcd on loopback) is started, and
 built first when missing.
 
+Each process gets the env and volumes the module declares for its container
+(vigil.Env, vigil.MountSecret, vigil.MountConfigMap): Secret and ConfigMap keys
+are read from the cluster and written as files under the session's temporary
+folder, which VIGIL_MOUNT_ROOT names (the module finds them with the mount's
+Path). A process whose required Secret or ConfigMap is missing waits for it,
+as the kubelet would.
+
 It prints a timeline: each phase starting, what each gate waits for and last
 saw, each phase done, the webhooks registered, each admission request admitted,
 mutated or denied. Ctrl-C removes the module's webhook configurations and opt-out

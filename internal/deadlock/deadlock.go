@@ -30,6 +30,17 @@ type Webhook struct {
 	Site       string
 }
 
+// Need is an object a container of the module cannot start without: a
+// required Secret or ConfigMap its pod mounts, or that one of its variables
+// reads.
+type Need struct {
+	Object spec.Object
+	// Phase is the phase whose init container needs it; -1 for the
+	// admission container, which serves.
+	Phase int
+	Why   string // e.g. "volume secret-x at /etc/x (main.go:12)"
+}
+
 // Module is one module as far as its startup goes: what the analysis reads
 // of a spec.Module (see Of).
 type Module struct {
@@ -37,6 +48,7 @@ type Module struct {
 	Namespace  string
 	Gates      []Gate
 	FailClosed []Webhook
+	Needs      []Need
 }
 
 // Of is what the analysis reads of a module: its gates, what they wait for
@@ -49,6 +61,22 @@ func Of(m *spec.Module) Module {
 			dg.Waits = *g.Waits
 		}
 		out.Gates = append(out.Gates, dg)
+	}
+	containers := []int{}
+	for _, p := range m.Phases {
+		containers = append(containers, p.Phase)
+	}
+	if m.HasAdmission() {
+		containers = append(containers, -1)
+	}
+	for _, p := range containers {
+		name := spec.AdmissionContainer
+		if p >= 0 {
+			name = spec.InitContainerName(p)
+		}
+		for _, r := range m.Requirements(name) {
+			out.Needs = append(out.Needs, Need{Object: spec.Object{Version: "v1", Kind: r.Kind, Namespace: m.Namespace, Name: r.Name}, Phase: p, Why: r.Why})
+		}
 	}
 	for _, b := range m.Bindings {
 		// A subresource's webhook (pods/ephemeralcontainers,
@@ -133,6 +161,7 @@ type mod struct {
 	phases       []int       // ascending, each with gates
 	phaseNode    map[int]int // phase → node
 	gatesOfPhase map[int][]*gateRef
+	needNode     map[spec.Object]int // a needed object → its node: it exists
 }
 
 // gateRef is a gate with its nodes: wait (its wait passed) and done (its wait
@@ -156,7 +185,7 @@ func (g *graph) and(from, to int, steps ...string) {
 func build(in []Module) *graph {
 	mods := make([]*mod, len(in))
 	for i := range in {
-		mods[i] = &mod{m: &in[i], phaseNode: map[int]int{}, gatesOfPhase: map[int][]*gateRef{}}
+		mods[i] = &mod{m: &in[i], phaseNode: map[int]int{}, gatesOfPhase: map[int][]*gateRef{}, needNode: map[spec.Object]int{}}
 	}
 	slices.SortStableFunc(mods, func(a, b *mod) int { return cmp.Compare(a.m.Name, b.m.Name) })
 
@@ -182,6 +211,11 @@ func build(in []Module) *graph {
 			}
 		}
 		md.serving = g.add()
+		for _, n := range md.m.Needs {
+			if _, ok := md.needNode[n.Object]; !ok {
+				md.needNode[n.Object] = g.add()
+			}
+		}
 	}
 
 	for _, md := range mods {
@@ -231,6 +265,44 @@ func build(in []Module) *graph {
 		}
 	}
 
+	// A container cannot start before the objects it needs exist: a phase
+	// neither finishes nor runs its callbacks, the admission container does
+	// not serve. A needed object exists once one of its creators ran, and it
+	// passed every fail-closed webhook.
+	for _, md := range mods {
+		for _, n := range md.m.Needs {
+			need := md.needNode[n.Object]
+			who := fmt.Sprintf("%s's admission container", md.m.Name)
+			if n.Phase >= 0 {
+				who = fmt.Sprintf("%s phase %d (init container %s)", md.m.Name, n.Phase, spec.InitContainerName(n.Phase))
+			}
+			why := fmt.Sprintf("%s cannot start before %s exists: %s", who, describe(n.Object), n.Why)
+			if n.Phase < 0 {
+				g.and(md.serving, need, why)
+				continue
+			}
+			g.and(md.phaseNode[n.Phase], need, why)
+			for _, r := range md.gatesOfPhase[n.Phase] {
+				g.and(r.done, need, why)
+			}
+		}
+		for o, need := range md.needNode {
+			addCreators(g, gates, need, o, "")
+			for _, n := range mods {
+				var hooks []string
+				for _, h := range n.m.FailClosed {
+					if admits(n.m, &h, o) {
+						hooks = append(hooks, fmt.Sprintf("webhook %s%s on CREATE", h.Name, at(h.Site)))
+					}
+				}
+				if len(hooks) > 0 {
+					g.and(need, n.serving, fmt.Sprintf("%s is admitted only once %s serves: it must pass %s's fail-closed %s",
+						describe(o), n.m.Name, n.m.Name, strings.Join(hooks, " and ")))
+				}
+			}
+		}
+	}
+
 	// A gate's wait needs one of the object's creators and every fail-closed
 	// webhook the object must pass.
 	for _, r := range gates {
@@ -239,25 +311,7 @@ func build(in []Module) *graph {
 			continue
 		}
 		waits := fmt.Sprintf("%s waits for %s", r.desc(), describe(o))
-		var creators []*gateRef
-		for _, c := range gates {
-			if slices.ContainsFunc(c.g.Creates, func(cr spec.Object) bool { return creates(cr, o) }) {
-				creators = append(creators, c)
-			}
-		}
-		for i, c := range creators {
-			s := fmt.Sprintf("%s is created only by %s", describe(o), c.desc())
-			if len(creators) > 1 {
-				var others []string
-				for j, d := range creators {
-					if j != i {
-						others = append(others, d.desc())
-					}
-				}
-				s += fmt.Sprintf(" (or by %s, blocked too)", strings.Join(others, ", "))
-			}
-			g.nodes[r.wait].or = append(g.nodes[r.wait].or, edge{to: c.done, steps: []string{waits, s}})
-		}
+		addCreators(g, gates, r.wait, o, waits)
 		for _, n := range mods {
 			var hooks []string
 			for _, h := range n.m.FailClosed {
@@ -272,6 +326,34 @@ func build(in []Module) *graph {
 		}
 	}
 	return g
+}
+
+// addCreators makes node v, which needs object o, finish once one of o's
+// creators did; first, when given, is the step that says why v needs o.
+func addCreators(g *graph, gates []*gateRef, v int, o spec.Object, first string) {
+	var creators []*gateRef
+	for _, c := range gates {
+		if slices.ContainsFunc(c.g.Creates, func(cr spec.Object) bool { return creates(cr, o) }) {
+			creators = append(creators, c)
+		}
+	}
+	for i, c := range creators {
+		s := fmt.Sprintf("%s is created only by %s", describe(o), c.desc())
+		if len(creators) > 1 {
+			var others []string
+			for j, d := range creators {
+				if j != i {
+					others = append(others, d.desc())
+				}
+			}
+			s += fmt.Sprintf(" (or by %s, blocked too)", strings.Join(others, ", "))
+		}
+		steps := []string{s}
+		if first != "" {
+			steps = []string{first, s}
+		}
+		g.nodes[v].or = append(g.nodes[v].or, edge{to: c.done, steps: steps})
+	}
 }
 
 // podObjects are what the controllers create, in the module's namespace, for

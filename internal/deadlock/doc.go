@@ -19,6 +19,16 @@
 // controllers create a ReplicaSet and then Pods in the module's namespace,
 // and each must pass every other module's fail-closed webhooks.
 //
+// A container also cannot start before the required Secrets and ConfigMaps
+// the author gave it exist: those its pod mounts (the kubelet mounts every
+// volume of a pod before its first init container runs, so a volume holds
+// every phase of the admission pod) and those its variables read. Such an
+// object is needed like a gate's object is waited for: a phase whose init
+// container needs it neither finishes nor runs its callbacks before it
+// exists, and the admission container does not serve. It exists once one of
+// its creators ran (none declared: external), and it passed the fail-closed
+// webhooks that match it.
+//
 // A wait for an object is held up by its creators only when every declared
 // creator is itself blocked: one creator that can finish is enough. An object
 // nobody declares to create is external. Webhook matching follows what

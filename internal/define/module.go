@@ -40,6 +40,8 @@ type Module struct {
 	schedules    []spec.Schedule
 	listers      []Lister
 	rules        []spec.Rule
+	envs         []*Env
+	mounts       []*Mount
 
 	// handoffDir is the running role's handoff folder, for GateResult.
 	handoffDir atomic.Value
@@ -243,6 +245,20 @@ func (m *Module) AddRules(rules ...spec.Rule) {
 	m.mu.Unlock()
 }
 
+// AddEnv records an environment variable declared at its Site.
+func (m *Module) AddEnv(e *Env) {
+	m.mu.Lock()
+	m.envs = append(m.envs, e)
+	m.mu.Unlock()
+}
+
+// AddMount records a volume declared at its Site.
+func (m *Module) AddMount(mt *Mount) {
+	m.mu.Lock()
+	m.mounts = append(m.mounts, mt)
+	m.mu.Unlock()
+}
+
 // UseCache plugs a started cache, and its freshness barriers when the role
 // has them, into every lister of the module.
 func (m *Module) UseCache(r client.Reader, barriers fresh.Set) {
@@ -263,10 +279,17 @@ func (m *Module) HandoffDir() string {
 // every one only the whole definition shows, each with the call site that
 // made it.
 func (m *Module) Validate() error {
+	errs := m.validate()
+	errs = append(errs, unrun(m.Resolve())...)
+	return errors.Join(errs...)
+}
+
+func (m *Module) validate() []error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	errs := append([]error(nil), m.errs...)
 	errs = append(errs, Validate(m.gates)...)
+	errs = append(errs, validateConfig(m.envs, m.mounts, m.gates)...)
 	capSites := map[string]string{}
 	for _, c := range m.capabilities {
 		if other, ok := capSites[c.Name]; ok {
@@ -288,7 +311,7 @@ func (m *Module) Validate() error {
 		}
 		watchSites[w.ID()] = w.Site
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // Resolve turns the definition into the one value every role and tool reads.
@@ -317,6 +340,7 @@ func (m *Module) Resolve() *spec.Module {
 		gates = append(gates, g.Resolve())
 	}
 	out.Phases = spec.GroupPhases(gates)
+	out.Env, out.Mounts = resolveConfig(m.envs, m.mounts)
 	for _, l := range m.listers {
 		out.Listers = append(out.Listers, l.Spec)
 	}

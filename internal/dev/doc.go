@@ -14,6 +14,15 @@
 // module's Service and reads each AdmissionReview as it passes, which is how
 // the timeline tells which requests were admitted, mutated or denied.
 //
+// Each process gets what its container gets in a pod: the variables the
+// module declares for it (Env), their Secret and ConfigMap keys read from
+// the cluster, and its volumes (MountSecret, MountConfigMap) materialised as
+// files under the session's folder, <tmp>/mounts/<container>/<mount path>,
+// which VIGIL_MOUNT_ROOT names so that the module finds them (MountBuilder.Path).
+// As the kubelet does, a process is held, and says so, while a required
+// Secret or ConfigMap is missing: the admission pod's volumes before its
+// first phase, a variable's before its own container.
+//
 // Everything the session sees becomes an Event: what it built, each phase
 // starting, what each gate waits for and last saw (the named events of
 // internal/events in the roles' structured logs, never their wording), each phase done, the webhooks registered and

@@ -63,6 +63,7 @@ type Session struct {
 	cp      *controlplane.Instance
 	// unreap stops the reaper that kills cp with a killed vigil dev.
 	unreap func()
+	config *Materialiser
 
 	emitMu sync.Mutex
 
@@ -172,6 +173,7 @@ func (s *Session) connect(ctx context.Context) error {
 		return err
 	}
 	s.cs = cs
+	s.config = &Materialiser{Client: cs, Plan: s.plan, Dir: filepath.Join(s.tmp, "mounts")}
 	v, err := cs.Discovery().ServerVersion()
 	if err != nil {
 		return fmt.Errorf("reach the API server at %s: %w", s.Config.Host, err)
@@ -229,6 +231,11 @@ func kubeletBackoff(last time.Duration) time.Duration {
 func (s *Session) phases(ctx context.Context) error {
 	for _, ph := range s.plan.Phases {
 		role := fmt.Sprintf("phase %d", ph.Phase)
+		// The init container starts once what it needs exists.
+		env, err := s.containerEnv(ctx, ph.InitContainer, role, ph.Phase)
+		if err != nil {
+			return err
+		}
 		began := time.Now()
 		s.emit(Event{Kind: PhaseStarted, Role: role, Phase: ph.Phase, Text: fmt.Sprintf("%s started: %s, waited for at once", ph.InitContainer, plural(len(ph.Gates), "gate"))})
 		for _, g := range ph.Gates {
@@ -249,7 +256,7 @@ func (s *Session) phases(ctx context.Context) error {
 		// and so does this. Other failures end the session: they need a fix.
 		backoff := time.Duration(0)
 		for {
-			p, err := s.spawn(role, func(f map[string]string) (Event, bool) { return gateEvent(phase, f) },
+			p, err := s.spawn(role, env, func(f map[string]string) (Event, bool) { return gateEvent(phase, f) },
 				"gate", "--phase", fmt.Sprint(ph.Phase), "--progress-interval", s.opts.GateProgress.String(), "--handoff-dir", s.handoff)
 			if err != nil {
 				return err
@@ -274,6 +281,10 @@ func (s *Session) phases(ctx context.Context) error {
 			case <-time.After(backoff):
 			case <-ctx.Done():
 				return ctx.Err()
+			}
+			// A restarted container reads its variables again.
+			if env, err = s.containerEnv(ctx, ph.InitContainer, role, ph.Phase); err != nil {
+				return err
 			}
 		}
 		s.emit(Event{Kind: PhaseDone, Role: role, Phase: ph.Phase, Text: fmt.Sprintf("%s done in %s", ph.InitContainer, since(began))})
@@ -300,13 +311,17 @@ func (s *Session) roles(ctx context.Context) error {
 		}
 		s.emit(Event{Kind: kind, Role: "request", Review: r, Text: r.describe()})
 	})
+	admEnv, err := s.containerEnv(ctx, spec.AdmissionContainer, "admission", 0)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.admission = true
 	s.mu.Unlock()
 	if err := s.createConfigurations(ctx); err != nil {
 		return err
 	}
-	adm, err := s.spawn("admission", admissionEvent,
+	adm, err := s.spawn("admission", admEnv, admissionEvent,
 		"admission", "--addr", addr, "--metrics-addr", "127.0.0.1:0", "--webhook-url", "https://"+proxy.Addr(),
 		"--cert-secret", s.Module+"-dev-tls", "--cert-hosts", "127.0.0.1", "--handoff-dir", s.handoff,
 		"--shutdown-delay", "100ms", "--registration-check-interval", "5s")
@@ -326,7 +341,11 @@ func (s *Session) roles(ctx context.Context) error {
 		}
 		// One replica: no leader election, so a Lease left by an earlier
 		// session that was killed never holds this one back.
-		if w, err = s.spawn("watcher", watcherEvent, "watcher", "--probe-addr", probe, "--metrics-addr", metrics, "--leader-elect=false"); err != nil {
+		env, err := s.containerEnv(ctx, spec.WatcherContainer, "watcher", 0)
+		if err != nil {
+			return err
+		}
+		if w, err = s.spawn("watcher", env, watcherEvent, "watcher", "--probe-addr", probe, "--metrics-addr", metrics, "--leader-elect=false"); err != nil {
 			return err
 		}
 		watcherDone = w.done
@@ -403,13 +422,38 @@ type proc struct {
 
 const tailLines = 15
 
-// spawn starts the module's binary; parse turns its log lines into events.
-func (s *Session) spawn(role string, parse func(map[string]string) (Event, bool), args ...string) (*proc, error) {
+// containerEnv materialises the author's volumes of a container and returns
+// its variables; while a required Secret or ConfigMap is missing it waits,
+// as the kubelet holds a container until they exist, saying so once.
+func (s *Session) containerEnv(ctx context.Context, container, role string, phase int) ([]string, error) {
+	said := ""
+	for {
+		env, err := s.config.Prepare(ctx, container)
+		var missing *MissingError
+		if !errors.As(err, &missing) {
+			return env, err
+		}
+		if text := missing.Error(); text != said {
+			s.emit(Event{Kind: Problem, Role: role, Phase: phase, Text: text + ": waiting for it, as the kubelet would"})
+			said = text
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// spawn starts the module's binary with the container's env; parse turns
+// its log lines into events.
+func (s *Session) spawn(role string, env []string, parse func(map[string]string) (Event, bool), args ...string) (*proc, error) {
 	if s.opts.Context != "" {
 		args = append(args, "--context", s.opts.Context)
 	}
 	cmd := exec.Command(s.bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.Kubeconfig, "VIGIL_HANDOFF_DIR="+s.handoff)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(cmd.Env, "KUBECONFIG="+s.Kubeconfig, "VIGIL_HANDOFF_DIR="+s.handoff)
 	detach(cmd)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw

@@ -260,6 +260,13 @@ func podSpec(m *spec.Module, containers, inits []corev1.Container, component str
 			SizeLimit: ptr.To(resource.MustParse("16Mi")),
 		}}}}
 	}
+	for i := range inits {
+		inits[i] = withAuthorConfig(m, inits[i])
+	}
+	for i := range containers {
+		containers[i] = withAuthorConfig(m, containers[i])
+	}
+	volumes = append(volumes, authorVolumes(m, append(append([]corev1.Container(nil), inits...), containers...))...)
 	return corev1.PodSpec{
 		ServiceAccountName: ServiceAccount(m.Name, role),
 		SecurityContext: &corev1.PodSecurityContext{

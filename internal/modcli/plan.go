@@ -21,6 +21,9 @@ func WritePlan(out io.Writer, m *spec.Module) error {
 	fmt.Fprintf(out, "module %s (namespace %s)\n", m.Name, m.Namespace)
 	if len(phases) == 0 {
 		fmt.Fprintln(out, "\nno startup gates: the deployment gets no gate init containers")
+		if err := writeConfig(out, m); err != nil {
+			return err
+		}
 		if err := writeCapabilities(out, m); err != nil {
 			return err
 		}
@@ -57,6 +60,9 @@ func WritePlan(out io.Writer, m *spec.Module) error {
 	for _, p := range phases {
 		fmt.Fprintf(out, "  %s\n", p.InitContainer)
 	}
+	if err := writeConfig(out, m); err != nil {
+		return err
+	}
 	if err := writeCapabilities(out, m); err != nil {
 		return err
 	}
@@ -64,6 +70,66 @@ func WritePlan(out io.Writer, m *spec.Module) error {
 		return err
 	}
 	return writeRBAC(out, m)
+}
+
+// writeConfig prints the author's variables and volumes, the containers
+// that get each, and the startup dependencies among them.
+func writeConfig(out io.Writer, m *spec.Module) error {
+	if len(m.Env) == 0 && len(m.Mounts) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	if len(m.Env) > 0 {
+		fmt.Fprintln(tw, "\nenvironment (the author's):")
+		for _, e := range m.Env {
+			value := fmt.Sprintf("%q", e.Value)
+			if f := e.From; f != nil {
+				value = fmt.Sprintf("key %s of %s %s/%s, %s", f.Key, f.Kind, m.Namespace, f.Name, requiredOrOptional(f.Optional))
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t→ %s\t%s\n", e.Name, value, strings.Join(e.Containers, ", "), e.Site)
+		}
+	}
+	if len(m.Mounts) > 0 {
+		fmt.Fprintln(tw, "\nvolumes (the author's, read-only):")
+		for _, mt := range m.Mounts {
+			keys := "every key"
+			if len(mt.Keys) > 0 {
+				keys = "keys " + strings.Join(mt.Keys, ", ")
+			}
+			fmt.Fprintf(tw, "  %s\t%s %s/%s (%s), %s\tat %s → %s\t%s\n", mt.Volume, mt.Kind, m.Namespace, mt.Name, keys, requiredOrOptional(mt.Optional), mt.Path, strings.Join(mt.Containers, ", "), mt.Site)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var containers []string
+	for _, p := range m.Phases {
+		containers = append(containers, p.InitContainer)
+	}
+	if m.HasAdmission() {
+		containers = append(containers, spec.AdmissionContainer)
+	}
+	if m.HasWatcher() {
+		containers = append(containers, spec.WatcherContainer)
+	}
+	first := true
+	for _, c := range containers {
+		for _, r := range m.Requirements(c) {
+			if first {
+				fmt.Fprintln(out, "\nstartup dependencies: these containers do not start until the object exists:")
+				first = false
+			}
+			fmt.Fprintf(out, "  %s needs %s %s/%s: %s\n", c, r.Kind, m.Namespace, r.Name, r.Why)
+		}
+	}
+	return nil
+}
+
+func requiredOrOptional(optional bool) string {
+	if optional {
+		return "optional"
+	}
+	return "required"
 }
 
 // writeRBAC prints every rule the module's ServiceAccount gets, and why.

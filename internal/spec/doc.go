@@ -1,6 +1,9 @@
 // Package spec is a module's definition resolved once into data: its name and
 // namespace, its gates by phase, its capabilities and admission bindings, its
-// watches, schedules and listers, and the RBAC its author declared.
+// watches, schedules and listers, the RBAC its author declared, and the
+// environment variables and Secret/ConfigMap volumes its author gave to named
+// containers (Env, Mount), with the startup dependencies they make
+// (Requirements).
 //
 // The facade (package vigil) records what a module author declares and
 // resolves it into one *Module; every role (gate phases, admission, watcher)
@@ -8,5 +11,6 @@
 // value and nothing else. Its data fields are also the schema of `plan -o
 // json` (SchemaVersion), so tools that read another module's plan read the
 // same type; the functions a role runs (callbacks, handlers, the scheme) are
-// not serialized.
+// not serialized. Fields added to the schema are optional (omitted when
+// empty), so a plan written before them reads the same.
 package spec

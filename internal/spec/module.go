@@ -43,6 +43,12 @@ type Module struct {
 	Listers []Lister `json:"listers"`
 	// Rules are the RBAC the author declared for what handlers call.
 	Rules []Rule `json:"rules"`
+	// Env are the environment variables the author declared, each for the
+	// containers it names.
+	Env []Env `json:"env,omitempty"`
+	// Mounts are the Secret and ConfigMap volumes the author declared, each
+	// for the containers it names.
+	Mounts []Mount `json:"mounts,omitempty"`
 
 	// Scheme resolves the module's Go types.
 	Scheme *runtime.Scheme `json:"-"`

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/dev"
+	"github.com/vigilkit/vigil/store/v1alpha1"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -83,6 +84,16 @@ func TestDemoScenario(t *testing.T) {
 	// 8. The Reconcile wrote the status.
 	if rep.Status["phase"] != "Ready" || rep.Status["clusterName"] != "demo-cluster" {
 		t.Errorf("ClusterConfig status %v, want phase Ready for demo-cluster", rep.Status)
+	}
+	// Phase 1 merged the ClusterConfig over the defaults Secret, which vigil
+	// dev materialised where the module looks for its mount: the
+	// ClusterConfig leaves adminDomain out, the Secret's defaults.yaml sets it.
+	st := &v1alpha1.Store{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: "uds-system", Name: "uds-core"}, st); err != nil {
+		t.Fatalf("the Store phase 1 wrote: %v", err)
+	}
+	if got := st.Data["initialClusterConfig"]; !strings.Contains(got, `"clusterName":"demo-cluster"`) || !strings.Contains(got, `"adminDomain":"admin.uds.dev"`) {
+		t.Errorf("Store initialClusterConfig = %s, want the ClusterConfig merged over the mounted defaults", got)
 	}
 	// The narration carries the timeline.
 	for _, w := range []string{"gate-phase-0 started", "waits for CustomResourceDefinition.apiextensions.k8s.io clusterconfigs.uds.dev: established",

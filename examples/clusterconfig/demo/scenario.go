@@ -181,6 +181,17 @@ func (d *demo) start(ctx context.Context) (string, error) {
 	if d.c, err = client.New(s.Config, client.Options{}); err != nil {
 		return "", err
 	}
+	// The defaults Secret is the platform's, "guaranteed to exist at pod
+	// startup": the module's pods mount it and do not start without it.
+	defaults, err := os.ReadFile(filepath.Join(d.o.dir, "defaults.yaml"))
+	if err != nil {
+		return "", err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: "uds-core-defaults"}, Data: map[string][]byte{"defaults.yaml": defaults}}
+	if err := d.c.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create the defaults Secret: %w", err)
+	}
+	d.say("    the platform's Secret " + s.Namespace + "/uds-core-defaults is in place, as the module's pods need it to start")
 	e, err := d.await(ctx, 30*time.Second, "report of a waiting gate in phase 0", func(e dev.Event) bool {
 		return e.Kind == dev.GateWaiting && e.Phase == 0 && e.Seen != ""
 	})

@@ -1,0 +1,163 @@
+package vigil
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/vigilkit/vigil/internal/define"
+	"github.com/vigilkit/vigil/internal/spec"
+)
+
+// Container names a container of the module's pods, for the For of Env,
+// MountSecret and MountConfigMap: Admission, Watcher, or Phase(n).
+type Container struct{ c define.Container }
+
+var (
+	// Admission is the admission pod's main container, which serves the
+	// module's webhooks.
+	Admission = Container{define.Container{Role: spec.AdmissionContainer}}
+	// Watcher is the watcher pod's container, which runs watches, schedules
+	// and the audit.
+	Watcher = Container{define.Container{Role: spec.WatcherContainer}}
+)
+
+// Phase is the init container of gate phase n (gate-phase-n), which runs
+// that phase's gates and their callbacks. A phase no gate runs in is a
+// definition mistake.
+func Phase(n int) Container { return Container{define.Container{Phase: n}} }
+
+// String names the container as it is declared: Admission, Watcher,
+// Phase(n).
+func (c Container) String() string { return c.c.String() }
+
+func containers(cs []Container) []define.Container {
+	out := make([]define.Container, len(cs))
+	for i, c := range cs {
+		out[i] = c.c
+	}
+	return out
+}
+
+// EnvBuilder declares an environment variable: give it one value (Value,
+// FromSecret or FromConfigMap) and the containers that get it (For).
+type EnvBuilder struct {
+	m *Module
+	e *define.Env
+}
+
+// Env declares the environment variable name of the containers For names.
+// Its value is a literal (Value) or a key of a Secret or ConfigMap in the
+// module's namespace (FromSecret, FromConfigMap), which `manifests` renders
+// as a reference and `vigil dev` reads from the cluster it runs against. A
+// required key is a startup dependency of the containers that get it: they
+// do not start until it exists, and `plan` says so.
+//
+//	vigil.Env(m, "LOG_FORMAT").Value("json").For(vigil.Admission, vigil.Watcher)
+//	vigil.Env(m, "API_TOKEN").FromSecret("api", "token").For(vigil.Phase(1))
+func Env(m *Module, name string) *EnvBuilder {
+	e, err := define.NewEnv(name, callSite(1))
+	m.check(1, err)
+	m.d.AddEnv(e)
+	return &EnvBuilder{m: m, e: e}
+}
+
+// Value gives the variable a literal value.
+func (b *EnvBuilder) Value(v string) *EnvBuilder {
+	b.m.check(1, b.e.SetValue(v, callSite(1)))
+	return b
+}
+
+// FromSecret takes the variable's value from the key of the Secret name in
+// the module's namespace.
+func (b *EnvBuilder) FromSecret(name, key string) *EnvBuilder {
+	b.m.check(1, b.e.SetFrom(spec.SecretKind, name, key, callSite(1)))
+	return b
+}
+
+// FromConfigMap takes the variable's value from the key of the ConfigMap
+// name in the module's namespace.
+func (b *EnvBuilder) FromConfigMap(name, key string) *EnvBuilder {
+	b.m.check(1, b.e.SetFrom(spec.ConfigMapKind, name, key, callSite(1)))
+	return b
+}
+
+// Optional leaves the variable unset when its Secret or ConfigMap, or the
+// key, is missing; without it the containers do not start until it exists.
+func (b *EnvBuilder) Optional() *EnvBuilder {
+	b.e.SetOptional()
+	return b
+}
+
+// For gives the variable to these containers, and only to them.
+func (b *EnvBuilder) For(cs ...Container) *EnvBuilder {
+	b.m.check(1, b.e.For(callSite(1), containers(cs)))
+	return b
+}
+
+// MountBuilder declares a Secret or ConfigMap volume; For names the
+// containers that mount it. Path and File say where the running process
+// finds it.
+type MountBuilder struct {
+	m  *Module
+	mt *define.Mount
+}
+
+// MountSecret mounts the Secret name of the module's namespace, read-only,
+// at path (absolute) in the containers For names: one file per key. It is
+// required unless Optional: the kubelet mounts every volume of a pod before
+// its first container starts, so the whole pod — every gate phase of the
+// admission pod — waits until the Secret exists. `plan` lists it as a
+// startup dependency, and its deadlock analysis finds a Secret that only a
+// gate of that pod would create.
+//
+//	defaults := vigil.MountSecret(m, "uds-defaults", "/etc/uds/defaults").For(vigil.Phase(1), vigil.Admission)
+//	data, err := os.ReadFile(defaults.File("defaults.yaml"))
+//
+// `vigil dev` reads the Secret from the cluster it runs against and writes
+// its keys under a folder of the run; File and Path find them there.
+func MountSecret(m *Module, name, path string) *MountBuilder {
+	return mount(m, spec.SecretKind, name, path)
+}
+
+// MountConfigMap mounts the ConfigMap name of the module's namespace as
+// MountSecret mounts a Secret.
+func MountConfigMap(m *Module, name, path string) *MountBuilder {
+	return mount(m, spec.ConfigMapKind, name, path)
+}
+
+func mount(m *Module, kind, name, path string) *MountBuilder {
+	mt, err := define.NewMount(kind, name, path, callSite(2))
+	m.check(2, err)
+	m.d.AddMount(mt)
+	return &MountBuilder{m: m, mt: mt}
+}
+
+// Keys mounts only these keys, one file each; every key is mounted without
+// it. A required volume whose object lacks one of them does not mount.
+func (b *MountBuilder) Keys(keys ...string) *MountBuilder {
+	b.m.check(1, b.mt.SetKeys(keys))
+	return b
+}
+
+// Optional mounts an empty folder when the object is missing, rather than
+// holding the pod until it exists.
+func (b *MountBuilder) Optional() *MountBuilder {
+	b.mt.Optional = true
+	return b
+}
+
+// For mounts the volume in these containers, and only in them.
+func (b *MountBuilder) For(cs ...Container) *MountBuilder {
+	b.m.check(1, b.mt.For(callSite(1), containers(cs)))
+	return b
+}
+
+// Path is the folder the running process finds the volume's files in: the
+// mount path in a pod; under `vigil dev`, which materialises the data
+// locally, the same path under the folder VIGIL_MOUNT_ROOT names.
+func (b *MountBuilder) Path() string {
+	return filepath.FromSlash(spec.Mount{Path: b.mt.Path}.LocalPath(os.Getenv(spec.EnvMountRoot)))
+}
+
+// File is the path of the file that holds key, in Path.
+func (b *MountBuilder) File(key string) string { return filepath.Join(b.Path(), key) }
