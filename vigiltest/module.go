@@ -168,8 +168,19 @@ func (m *Module) admissionPod() *Pod {
 	return m.admission
 }
 
-// Phases is how many gate phases the module has.
-func (m *Module) Phases() int { return m.admissionPod().InitContainers() }
+// Phases is how many gate phases the module has: the init containers of its
+// admission Deployment.
+func (m *Module) Phases() int {
+	m.t.Helper()
+	d, err := m.Manifests.Deployment("admission")
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	if d == nil {
+		return 0
+	}
+	return len(d.Spec.Template.Spec.InitContainers)
+}
 
 // StartPhase starts the next gate phase, which must be phase n (phases run
 // in order, as init containers do), and returns its process, running: for a

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // PodOptions say how RunPod emulates a kubelet.
@@ -72,19 +74,23 @@ type Pod struct {
 	// Kubeconfig is the ServiceAccount's, with its token.
 	Kubeconfig string
 
-	t     testing.TB
-	env   *Env
-	spec  corev1.PodSpec
-	meta  metav1.ObjectMeta
-	opts  PodOptions
-	init  int // init containers run so far
-	procs []*Process
+	t    testing.TB
+	env  *Env
+	spec corev1.PodSpec
+	meta metav1.ObjectMeta
+	opts PodOptions
+	init int // init containers run so far
+	// mounted: the volumes are in place (before the first container).
+	mounted bool
+	procs   []*Process
 }
 
-// NewPod prepares a pod of the spec in namespace: its volumes, its token and
-// its ports. It runs nothing yet: see RunInit, RunInits and Start. The
-// ServiceAccount, Secrets and ConfigMaps it names must exist (apply the
-// module's manifests first).
+// NewPod prepares a pod of the spec in namespace: its token and its ports.
+// It runs nothing yet: see StartInit, RunInit, RunInits and Start; its
+// volumes are mounted before its first container runs, as the kubelet
+// mounts them. The ServiceAccount must exist (apply the module's manifests
+// first), and the Secrets and ConfigMaps its volumes need by the time a
+// container starts.
 func (e *Env) NewPod(t testing.TB, namespace string, tmpl corev1.PodTemplateSpec, opts PodOptions) *Pod {
 	t.Helper()
 	if opts.Binary == "" {
@@ -104,9 +110,6 @@ func (e *Env) NewPod(t testing.TB, namespace string, tmpl corev1.PodTemplateSpec
 	p := &Pod{Name: name, Namespace: namespace, UID: string(uuid()), Root: t.TempDir(), Ports: map[string]string{},
 		t: t, env: e, spec: *tmpl.Spec.DeepCopy(), meta: *tmpl.ObjectMeta.DeepCopy(), opts: opts}
 	p.meta.Name, p.meta.Namespace = name, namespace
-	if err := p.mountVolumes(t.Context()); err != nil {
-		t.Fatalf("pod %s: %v", name, err)
-	}
 	if err := p.token(t.Context()); err != nil {
 		t.Fatalf("pod %s: %v", name, err)
 	}
@@ -203,6 +206,12 @@ func (p *Pod) Stop() map[string]int {
 // run starts container c as a process.
 func (p *Pod) run(c corev1.Container) *Process {
 	p.t.Helper()
+	if !p.mounted {
+		if err := p.mountVolumes(p.t.Context()); err != nil {
+			p.t.Fatalf("pod %s: %v", p.Name, err)
+		}
+		p.mounted = true
+	}
 	env, err := p.envOf(p.t.Context(), c)
 	if err != nil {
 		p.t.Fatalf("pod %s, container %s: %v (the kubelet would report CreateContainerConfigError)", p.Name, c.Name, err)
@@ -303,8 +312,10 @@ func (p *Pod) envOf(ctx context.Context, c corev1.Container) ([]string, error) {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return nil, err
 	}
+	// VIGIL_MOUNT_ROOT tells the module's mount handles (vigil.MountSecret's
+	// Path and File) where the pod's volumes are.
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + home, "KUBECONFIG=" + p.Kubeconfig,
-		"GOCOVERDIR=" + os.Getenv("GOCOVERDIR")}
+		"GOCOVERDIR=" + os.Getenv("GOCOVERDIR"), spec.EnvMountRoot + "=" + p.Root}
 	for _, from := range c.EnvFrom {
 		data, err := p.source(ctx, from.SecretRef, from.ConfigMapRef)
 		if err != nil {

@@ -117,7 +117,7 @@ func TestPodRefusesWhatAKubeletWould(t *testing.T) {
 	ft := &fakeT{TB: t}
 	func() {
 		defer func() { _ = recover() }()
-		env.NewPod(ft, ns, corev1.PodTemplateSpec{Spec: spec}, vigiltest.PodOptions{Binary: "/bin/sh"})
+		env.NewPod(ft, ns, corev1.PodTemplateSpec{Spec: spec}, vigiltest.PodOptions{Binary: "/bin/sh"}).Start(time.Second)
 	}()
 	if !strings.Contains(ft.fatal, `mounts volume "missing", which the pod does not have`) {
 		t.Fatalf("a mount of a volume the pod lacks: %q; want it refused by name", ft.fatal)
@@ -125,8 +125,6 @@ func TestPodRefusesWhatAKubeletWould(t *testing.T) {
 	spec.Containers[0].VolumeMounts = nil
 	spec.Containers[0].Env = []corev1.EnvVar{{Name: "X", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "nope"}, Key: "k"}}}}
-	pod := env.NewPod(t, ns, corev1.PodTemplateSpec{Spec: spec}, vigiltest.PodOptions{Binary: "/bin/sh"})
-	_ = pod
 	ft = &fakeT{TB: t}
 	pod2 := env.NewPod(ft, ns, corev1.PodTemplateSpec{Spec: spec}, vigiltest.PodOptions{Binary: "/bin/sh"})
 	func() {
