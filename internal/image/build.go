@@ -19,6 +19,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -158,6 +159,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		}
 		img, err := platformImage(p, layer, labels, o.Epoch)
 		if err != nil {
+			return nil, fmt.Errorf("image for %s: %w", p, err)
+		}
+		if img, err = plainDescriptor(img); err != nil {
 			return nil, fmt.Errorf("image for %s: %w", p, err)
 		}
 		digest, err := img.Digest()
@@ -305,6 +309,28 @@ func platformImage(p v1.Platform, layer v1.Layer, labels map[string]string, epoc
 			Comment:   "the module binary at " + BinaryPath + ", /etc/passwd and /etc/group",
 		},
 	})
+}
+
+// describedImage is an image with the descriptor an index lists it by.
+type describedImage struct {
+	v1.Image
+	desc v1.Descriptor
+}
+
+func (d *describedImage) Descriptor() (*v1.Descriptor, error) {
+	desc := d.desc
+	return &desc, nil
+}
+
+// plainDescriptor makes img's index entry the plain one of an image:
+// go-containerregistry would give it an artifactType (its config's media
+// type), which OCI reserves for artifacts and runtimes need not see.
+func plainDescriptor(img v1.Image) (v1.Image, error) {
+	desc, err := partial.Descriptor(img)
+	if err != nil {
+		return nil, err
+	}
+	return &describedImage{Image: img, desc: v1.Descriptor{MediaType: desc.MediaType, Size: desc.Size, Digest: desc.Digest}}, nil
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
