@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
 
@@ -38,8 +39,9 @@ Exactly one output:
                     (docker login, credential helpers), then print REF@sha256:...,
                     which <module> manifests --image takes
   --oci-layout DIR  write an OCI image layout (a new or empty folder), offline
-  --tarball FILE    write that layout as a tar archive (docker load, podman load,
-                    ctr import, skopeo copy oci-archive:), offline
+  --tarball FILE    write that layout as a tar archive (an OCI archive, as
+                    skopeo's oci-archive:, podman load and ctr images import
+                    read it), offline
 The file outputs print the index's digest; --tag names the image in them.
 Progress goes to stderr, the reference to stdout.`,
 		Example: `  vigil image ./examples/labeler --push ghcr.io/acme/labeler:1.0.0
@@ -63,6 +65,7 @@ Progress goes to stderr, the reference to stdout.`,
 	f.StringVar(&o.Tarball, "tarball", "", "write an OCI archive (the image layout as a tar) into this file")
 	f.StringVar(&o.OCILayout, "oci-layout", "", "write an OCI image layout into this new or empty folder")
 	f.StringVar(&o.Tag, "tag", "", "with --tarball or --oci-layout: the image's name, as in ghcr.io/acme/my-module:1.0.0")
+	f.StringSliceVar(&o.Platforms, "platform", nil, "platforms to build, as in linux/amd64 (default linux/amd64,linux/arm64)")
 	f.StringVar(&o.Source, "source", "", "label org.opencontainers.image.source (default: git remote origin, as https)")
 	f.StringVar(&o.Revision, "revision", "", "label org.opencontainers.image.revision (default: git HEAD)")
 	f.StringVar(&o.Version, "version", "", "label org.opencontainers.image.version (default: git describe --tags --always)")
@@ -74,6 +77,7 @@ type ImageOptions struct {
 	Dir                       string
 	Push, Tarball, OCILayout  string
 	Tag                       string
+	Platforms                 []string
 	Source, Revision, Version string
 	// Progress receives the build's progress lines.
 	Progress io.Writer
@@ -116,6 +120,14 @@ func (o *ImageOptions) Run(ctx context.Context, out io.Writer) error {
 		}
 		tag = &t
 	}
+	var platforms []v1.Platform
+	for _, s := range o.Platforms {
+		p, err := v1.ParsePlatform(s)
+		if err != nil || p.OS == "" || p.Architecture == "" {
+			return fmt.Errorf("--platform %q: expected os/arch, as in linux/arm64", s)
+		}
+		platforms = append(platforms, *p)
+	}
 	progress := o.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -123,7 +135,7 @@ func (o *ImageOptions) Run(ctx context.Context, out io.Writer) error {
 	log := &prefixWriter{w: progress, prefix: "vigil image: "}
 	started := time.Now()
 	res, err := image.Build(ctx, image.Options{
-		Dir: o.Dir, Source: o.Source, Revision: o.Revision, Version: o.Version, Log: log,
+		Dir: o.Dir, Platforms: platforms, Source: o.Source, Revision: o.Revision, Version: o.Version, Log: log,
 	})
 	if err != nil {
 		return err

@@ -42,6 +42,9 @@ func TestImageRejectsBadInput(t *testing.T) {
 		{"not a main package", []string{"testdata/dev/library", "--oci-layout", layoutDir}, "holds package library (github.com/vigilkit/vigil/internal/cli/testdata/dev/library), not a main package"},
 		{"not a module", []string{"testdata/image/plainmain", "--oci-layout", layoutDir}, "does not import github.com/vigilkit/vigil: expected a module"},
 		{"push to a digest", []string{phases, "--push", "example.com/x@sha256:" + strings.Repeat("a", 64)}, "names a digest: expected a repository and tag"},
+		{"platform without arch", []string{phases, "--platform", "linux", "--oci-layout", layoutDir}, `--platform "linux": expected os/arch, as in linux/arm64`},
+		{"not linux", []string{phases, "--platform", "windows/amd64", "--oci-layout", layoutDir}, "platform windows/amd64: expected linux/<arch>"},
+		{"platform twice", []string{phases, "--platform", "linux/arm64,linux/arm64", "--oci-layout", layoutDir}, "platform linux/arm64 given twice"},
 		{"tag with push", []string{phases, "--push", "example.com/x:1", "--tag", "example.com/x:2"}, "--tag names the image in --tarball and --oci-layout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -110,9 +110,12 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		o.Epoch = epoch
 	}
 	o.Epoch = o.Epoch.UTC()
-	for _, p := range o.Platforms {
+	for i, p := range o.Platforms {
 		if p.OS != "linux" {
 			return nil, fmt.Errorf("platform %s: expected linux/<arch>, as in linux/amd64: Kubernetes nodes run Linux containers", p)
+		}
+		if slices.ContainsFunc(o.Platforms[:i], p.Equals) {
+			return nil, fmt.Errorf("platform %s given twice: expected each platform once", p)
 		}
 	}
 	pkg, err := checkProject(ctx, o)

@@ -39,6 +39,6 @@
 // crane, ko and docker use), to an OCI image layout folder (WriteLayout:
 // index.json lists the image index and the SBOM manifests) or to a tarball
 // (WriteTarball: that same layout as a tar archive, byte for byte
-// reproducible, which `docker load`, `podman load`, `ctr import` and
-// `skopeo copy oci-archive:` read).
+// reproducible: an OCI archive, as skopeo's oci-archive:, `podman load` and
+// `ctr images import` read it).
 package image
