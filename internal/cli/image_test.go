@@ -5,6 +5,7 @@ import (
 	"io"
 	"log"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/vigilkit/vigil/vigiltest"
@@ -92,5 +94,29 @@ func TestImagePushPrintsTheDigestReference(t *testing.T) {
 	tagged, err := remote.Head(d.Context().Tag("0.1.0"))
 	if err != nil || tagged.Digest != desc.Digest {
 		t.Errorf("tag 0.1.0 points at %v (%v), want %s", tagged, err, desc.Digest)
+	}
+
+	// Without --revision the label is the checkout's HEAD; --version wins over git.
+	head, err := exec.Command("git", "-C", vigilRoot(t), "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD in the checkout: %v", err)
+	}
+	img, err := remote.Image(d, remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "arm64"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Architecture != "arm64" {
+		t.Errorf("linux/arm64's image has a config for %s", cf.Architecture)
+	}
+	labels := cf.Config.Labels
+	if got, want := labels["org.opencontainers.image.revision"], strings.TrimSpace(string(head)); got != want {
+		t.Errorf("revision label %q, want HEAD %q", got, want)
+	}
+	if got := labels["org.opencontainers.image.version"]; got != "0.1.0" {
+		t.Errorf("version label %q, want --version's 0.1.0", got)
 	}
 }
