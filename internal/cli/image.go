@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
 
 	"github.com/vigilkit/vigil/internal/image"
@@ -81,8 +80,6 @@ type ImageOptions struct {
 	Source, Revision, Version string
 	// Progress receives the build's progress lines.
 	Progress io.Writer
-	// Remote adds options to the push, as a registry's transport in tests.
-	Remote []remote.Option
 }
 
 // Run builds the image and writes it to the one output given, then prints
@@ -142,7 +139,7 @@ func (o *ImageOptions) Run(ctx context.Context, out io.Writer) error {
 	}
 	switch {
 	case o.Push != "":
-		ref, err := image.Push(ctx, res, pushTo, log, o.Remote...)
+		ref, err := image.Push(ctx, res, pushTo, log)
 		if err != nil {
 			return err
 		}

@@ -196,7 +196,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if res.Digest, err = idx.Digest(); err != nil {
 		return nil, fmt.Errorf("image index: %w", err)
 	}
-	fmt.Fprintf(o.Log, "index %s: %d platforms\n", res.Digest, len(res.Images))
+	names := make([]string, len(res.Images))
+	for i, pi := range res.Images {
+		names[i] = pi.Platform.String()
+	}
+	fmt.Fprintf(o.Log, "index %s: %s\n", res.Digest, strings.Join(names, ", "))
 	return res, nil
 }
 

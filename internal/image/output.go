@@ -62,10 +62,15 @@ func Push(ctx context.Context, res *Result, tag name.Tag, log io.Writer, options
 		remote.WithUserAgent("vigil-image"),
 	}, options...)
 	err := remote.WriteIndex(tag, res.Index, append(opts, remote.WithProgress(updates))...)
-	<-done
 	if err != nil {
+		// A write that fails before it starts leaves updates open.
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
 		return "", fmt.Errorf("push %s: %w", tag, err)
 	}
+	<-done
 	for _, pi := range res.Images {
 		d, err := pi.SBOM.Digest()
 		if err != nil {
