@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test demo control-plane vet staticcheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh
+.PHONY: test demo control-plane vet staticcheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh bench-ship
 
 ## test: build the control plane if needed, then vet, staticcheck and every test under the race detector
 test:
@@ -69,6 +69,20 @@ soak-registration:
 soak-fresh:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakFresh' -benchtime 1x -timeout 15m .
+
+## bench-ship: build examples/labeler's image (both platforms) twice: seconds, MiB of the host platform's layers, same digest?; then the chart's install time
+# The chart's figure comes from a benchmark that prints `ship-chart: chart_install_s=<s>`:
+# name its package and function here (it gets the control plane); until then it reads n/a.
+SHIP_CHART_PKG ?=
+SHIP_CHART_BENCH ?=
+bench-ship:
+	@image="$$(go test -count=1 -run '^$$' -bench 'BenchmarkShip$$' -benchtime 1x -timeout 30m ./internal/image/ | tee /dev/stderr | sed -n 's/^ship-image: //p')"; \
+	chart="chart_install_s=n/a"; \
+	if [ -n "$(SHIP_CHART_PKG)" ]; then \
+		assets="$$(hack/control-plane.sh)"; \
+		chart="$$(KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench '$(SHIP_CHART_BENCH)' -benchtime 1x -timeout 20m $(SHIP_CHART_PKG) | tee /dev/stderr | sed -n 's/^ship-chart: //p')"; \
+	fi; \
+	echo "ship: $$image $$chart"
 
 ## demo: the clusterconfig module from an empty cluster to admission, narrated (builds the control plane on first use)
 demo:

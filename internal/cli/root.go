@@ -25,6 +25,7 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.AddCommand(newWaitCommand(out, errOut))
 	root.AddCommand(newInitCommand(out))
 	root.AddCommand(newDevCommand(out, errOut))
+	root.AddCommand(newImageCommand(out, errOut))
 	return root
 }
 

@@ -198,7 +198,7 @@ the same bytes.`,
 		RunE: func(*cobra.Command, []string) error { return mf.Run(m, out) },
 	}
 	mff := manifestsCmd.Flags()
-	mff.StringVar(&mf.Image, "image", "", "the module's container image (required)")
+	mff.StringVar(&mf.Image, "image", "", "the module's container image (required), best by digest as `vigil image --push` prints it: REPO:TAG@sha256:...")
 	mff.StringVar(&mf.Namespace, "namespace", "", "namespace to deploy into (default: the module's)")
 	mff.Int32Var(&mf.Replicas, "replicas", 2, "replicas of the admission and watcher Deployments")
 	mff.StringVarP(&mf.Dir, "output-dir", "o", "", "write one file per object into this folder instead of printing")

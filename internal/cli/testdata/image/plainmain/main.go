@@ -1,0 +1,5 @@
+// Command plainmain is a main package that declares no vigil module, for
+// vigil image's tests.
+package main
+
+func main() {}
