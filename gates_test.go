@@ -188,6 +188,33 @@ func TestRequiredGateTimeoutExits124(t *testing.T) {
 	}
 }
 
+// A phase stopped while its gate waits (SIGTERM, a canceled context) did not
+// pass: it exits 1, hands nothing off, and its termination message says why.
+func TestCanceledPhaseDoesNotPass(t *testing.T) {
+	ns := env.Namespace(t)
+	m := vigil.NewModule("stopped", vigil.Options{Namespace: ns})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("never").InNamespace(ns).ToBeCreated(nil)
+	handoff := t.TempDir()
+	t.Setenv(vigil.EnvHandoffDir, handoff)
+	term := filepath.Join(t.TempDir(), "termination-log")
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(300*time.Millisecond, cancel) // the SIGTERM, while the gate waits
+	code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t), "--termination-log", term})
+	if code == cmdutil.ExitOK {
+		t.Fatalf("exit %d: a phase stopped before its gate was done passed", code)
+	}
+	summary, err := os.ReadFile(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(summary), "phase 0 canceled") || !strings.Contains(string(summary), "configmap-never: canceled") {
+		t.Fatalf("termination message %q: want the phase canceled and the gate named", summary)
+	}
+	if files, _ := os.ReadDir(handoff); len(files) != 0 {
+		t.Fatalf("handoff folder holds %d files, want none", len(files))
+	}
+}
+
 // A callback's gate.Permanent error fails the phase at once with exit 1.
 func TestPermanentCallbackErrorExits1(t *testing.T) {
 	ctx := t.Context()

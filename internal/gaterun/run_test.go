@@ -279,3 +279,26 @@ func TestWaitingGateLogsWhatItLastSaw(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A phase whose context is canceled while its gate waits returns ErrCanceled
+// naming the gate, records it in the termination log and an Event, and hands
+// nothing off.
+func TestCanceledPhaseFails(t *testing.T) {
+	o, ev := opts(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err := gaterun.RunPhase(ctx, 0, []spec.Gate{blockUntil("slow", nil, "x")}, o)
+	if !errors.Is(err, gaterun.ErrCanceled) || !strings.Contains(err.Error(), "slow") {
+		t.Fatalf("RunPhase = %v, want ErrCanceled naming gate slow", err)
+	}
+	summary, rerr := os.ReadFile(o.TerminationLog)
+	if rerr != nil || !strings.HasPrefix(string(summary), "phase 0 canceled") || !strings.Contains(string(summary), "slow: canceled") {
+		t.Fatalf("termination log %q (%v): want the phase canceled and gate slow", summary, rerr)
+	}
+	if !strings.Contains(ev.reasons(), "GateCanceled") {
+		t.Fatalf("events %s: want GateCanceled", ev.reasons())
+	}
+	if files, _ := os.ReadDir(o.HandoffDir); len(files) != 0 {
+		t.Fatalf("handoff folder holds %d files, want none", len(files))
+	}
+}
