@@ -41,6 +41,8 @@ type Options struct {
 	// (repairs drift, reports a deleted one); CheckInterval (2s) when zero.
 	CheckInterval time.Duration
 	HandoffDir    string
+	// ShutdownDelay is how long to keep serving, not ready, after ctx ends;
+	// zero stops at once.
 	ShutdownDelay time.Duration
 	// Listening, when set, is told the address the server listens on.
 	Listening func(addr string)
