@@ -21,6 +21,7 @@ import (
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/cmdutil"
+	"github.com/vigilkit/vigil/internal/progress"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -212,6 +213,40 @@ func TestCanceledPhaseDoesNotPass(t *testing.T) {
 	}
 	if files, _ := os.ReadDir(handoff); len(files) != 0 {
 		t.Fatalf("handoff folder holds %d files, want none", len(files))
+	}
+}
+
+// While a gate's callback runs, its progress says so (the line "gate
+// callback running", not "waiting"): for an object gate and a Sample gate.
+func TestGateCallbacksAreMarkedRunning(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	m := vigil.NewModule("marked", vigil.Options{Namespace: ns})
+	running := map[string]bool{}
+	marked := func(name string, ctx context.Context) {
+		it := progress.ItemFrom(ctx)
+		running[name] = it != nil && !it.CallingSince().IsZero()
+	}
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("settings").InNamespace(ns).
+		ToBeCreated(func(ctx context.Context, _ *corev1.ConfigMap, _ vigil.Store) error {
+			marked("object", ctx)
+			return nil
+		})
+	vigil.Sample(m, func(context.Context) (int, error) { return 1, nil }, vigil.Every(time.Second)).
+		Named("sampled").ToMatch(func(int) bool { return true }).
+		Then(func(ctx context.Context, _ int, _ vigil.Store) error {
+			marked("sample", ctx)
+			return nil
+		})
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitOK {
+		t.Fatalf("gate --phase 0: exit %d", code)
+	}
+	if !running["object"] || !running["sample"] {
+		t.Fatalf("callbacks marked running: %v, want both", running)
 	}
 }
 

@@ -44,6 +44,10 @@ func TestGateEvents(t *testing.T) {
 	if !ok || e.Kind != GateDone || e.State != "fallback" || e.Gate != "cc" || e.Role != "phase 1" {
 		t.Errorf("gate fallback line: %+v, %v", e, ok)
 	}
+	f, _ = parseLine(`level=INFO msg="gate callback running" event=gate-callback-running module=m phase=0 gate=cc waitsFor="ConfigMap cc: created" for=9s callbackFor=3.2s`)
+	if e, ok := gateEvent(0, f); !ok || e.Kind != GateWaiting || !strings.Contains(e.Text, "its callback has run for 3.2s") || strings.Contains(e.Text, "last saw") {
+		t.Errorf("gate callback running line: %+v, %v", e, ok)
+	}
 	f, _ = parseLine(`level=INFO msg="phase done" event=phase-done module=m phase=1 took=1s`)
 	if _, ok := gateEvent(1, f); ok {
 		t.Errorf("phase done is reported by the session, not from the log")

@@ -57,6 +57,7 @@ type Options struct {
 // hand off. seen is told what the wait last saw.
 func (o *Options) run(ctx context.Context, g *spec.Gate, seen Seen) (any, error) {
 	ctx = o.context(ctx)
+	// A Sample gate marks its callback itself (progress.CallbackRunning).
 	if g.Sample != nil {
 		return g.Sample(ctx, seen, o.Store)
 	}
@@ -70,6 +71,7 @@ func (o *Options) run(ctx context.Context, g *spec.Gate, seen Seen) (any, error)
 		}
 		return nil, err
 	}
+	defer progress.CallbackRunning(ctx)()
 	return g.Finish(ctx, objs, o.Store)
 }
 
@@ -178,9 +180,14 @@ func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log lo
 	st := &state{log: log, events: opts.Events, gate: g, phase: phase, began: began}
 	st.set("Waiting", fmt.Sprintf("gate %s (phase %d) waits for %s", g.Name, phase, g.WaitsFor), false)
 	prog := progress.New(func(l progress.Line) {
+		if l.Callback > 0 {
+			events.Info(log, events.GateCallbackRunning, "gate callback running", "waitsFor", l.What, "for", l.Waited.Round(time.Second).String(), "callbackFor", l.Callback.Round(100*time.Millisecond).String())
+			return
+		}
 		events.Info(log, events.GateWaiting, "gate waiting", "waitsFor", l.What, "for", l.Waited.Round(time.Second).String(), "lastSeen", seenOrNothing(l.Seen))
 	})
 	st.item = prog.Add(g.WaitsFor, "")
+	gctx = progress.WithItem(gctx, st.item)
 	stop := prog.Start(opts.Interval)
 	defer stop()
 
