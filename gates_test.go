@@ -93,6 +93,22 @@ func TestDefinitionMistakesNameTheirCallSite(t *testing.T) {
 	}
 }
 
+// A Sample without an outcome is told of the one a sample has, ToMatch, not
+// of the outcomes of object gates.
+func TestSampleWithoutOutcomeNamesToMatch(t *testing.T) {
+	m := vigil.NewModule("mod", vigil.Options{})
+	vigil.Sample(m, func(context.Context) (int, error) { return 1, nil }, vigil.Every(time.Second))
+	err := m.Validate()
+	if err == nil || !strings.Contains(err.Error(), "gates_test.go:") || !strings.Contains(err.Error(), "has no outcome: end it with ToMatch") {
+		t.Fatalf("Validate() = %v, want the call site and ToMatch", err)
+	}
+	for _, other := range []string{"ToBeCreated", "ToBeDeleted", "ToBe "} {
+		if strings.Contains(err.Error(), other) {
+			t.Errorf("Validate() = %q names %s, which a sample does not have", err, other)
+		}
+	}
+}
+
 type notRegistered struct{ corev1.ConfigMap }
 
 func kubeconfig(t *testing.T) string { return env.KubeConfigFile(t) }
