@@ -22,6 +22,7 @@ import (
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/progress"
+	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -263,6 +264,39 @@ func TestGateCallbacksAreMarkedRunning(t *testing.T) {
 	}
 	if !running["object"] || !running["sample"] {
 		t.Fatalf("callbacks marked running: %v, want both", running)
+	}
+}
+
+// The typed Store helpers read every view of the Store an author is handed:
+// the callback's own Store and the Reader of ModuleStoreFrom.
+func TestTypedHelpersReadEveryStoreView(t *testing.T) {
+	ctx := t.Context()
+	if err := env.InstallCRDYAML(storeCRD(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	m := vigil.NewModule("views", vigil.Options{Namespace: env.Namespace(t)})
+	type team struct{ Name string }
+	var fromOwn, fromModule team
+	var errs []error
+	vigil.Sample(m, func(context.Context) (int, error) { return 1, nil }, vigil.Every(time.Second)).
+		Named("team").ToMatch(func(int) bool { return true }).
+		Then(func(ctx context.Context, _ int, s vigil.Store) error {
+			if err := store.SetJSONAndWait(ctx, s, "team", team{Name: "platform"}); err != nil {
+				return err
+			}
+			var err error
+			fromOwn, _, err = store.GetJSON[team](vigil.StoreFrom(ctx), "team")
+			errs = append(errs, err)
+			fromModule, _, err = store.GetJSON[team](vigil.ModuleStoreFrom(ctx), "team")
+			errs = append(errs, err)
+			return nil
+		})
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitOK {
+		t.Fatalf("gate --phase 0: exit %d", code)
+	}
+	if err := errors.Join(errs...); err != nil || fromOwn.Name != "platform" || fromModule.Name != "platform" {
+		t.Fatalf("GetJSON from StoreFrom = %+v, from ModuleStoreFrom = %+v, err %v; want platform from both", fromOwn, fromModule, err)
 	}
 }
 
