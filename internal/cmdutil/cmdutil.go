@@ -47,8 +47,13 @@ func SetGlobalLoggers(log logr.Logger) {
 }
 
 // ExitCode prints err, if any, and maps it to the process's exit code: 124
-// for a timeout, 1 for any other failure.
+// for a timeout, 1 for any other failure. An error the command has printed
+// already (Reported) is not printed again.
 func ExitCode(errOut io.Writer, err error) int {
+	var said reported
+	if errors.As(err, &said) {
+		errOut = io.Discard
+	}
 	switch {
 	case err == nil:
 		return ExitOK
@@ -60,6 +65,19 @@ func ExitCode(errOut io.Writer, err error) int {
 		return ExitFailed
 	}
 }
+
+// Reported marks err as printed by the command already, in its own words:
+// ExitCode maps it to its exit code without saying it a second time.
+func Reported(err error) error {
+	if err == nil {
+		return nil
+	}
+	return reported{err}
+}
+
+type reported struct{ error }
+
+func (r reported) Unwrap() error { return r.error }
 
 // LoadConfig loads a client config the way kubectl does (flag, KUBECONFIG,
 // ~/.kube/config), falling back to the pod's ServiceAccount, with client-side

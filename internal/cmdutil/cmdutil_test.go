@@ -63,3 +63,16 @@ func TestLoadConfigNamesMissingFile(t *testing.T) {
 		})
 	}
 }
+
+// An error the command has printed already keeps its exit code and is not
+// printed again.
+func TestExitCodeDoesNotRepeatReportedErrors(t *testing.T) {
+	var b bytes.Buffer
+	err := Reported(fmt.Errorf("after 1s: %w", context.DeadlineExceeded))
+	if got := ExitCode(&b, err); got != ExitTimedOut || b.Len() != 0 {
+		t.Errorf("ExitCode(reported timeout) = %d and printed %q; want %d and nothing", got, b.String(), ExitTimedOut)
+	}
+	if got := ExitCode(&b, Reported(errors.New("boom"))); got != ExitFailed || b.Len() != 0 {
+		t.Errorf("ExitCode(reported failure) = %d and printed %q; want %d and nothing", got, b.String(), ExitFailed)
+	}
+}
