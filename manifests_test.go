@@ -626,6 +626,21 @@ func TestPlanShowsRBACAndWebhooks(t *testing.T) {
 	}
 }
 
+// plan names a rule's subresource after its group, as kubectl does:
+// tenants.example.dev/status, not tenants/status.example.dev.
+func TestPlanNamesSubresourcesAsKubectl(t *testing.T) {
+	m := vigil.NewModule("subres", vigil.Options{Namespace: "subres-system"})
+	m.OnSchedule("sync", vigil.Every(time.Minute), func(context.Context) error { return nil })
+	m.RBAC("the reconcile writes the tenant's status", rbacv1.PolicyRule{APIGroups: []string{"example.dev"}, Resources: []string{"tenants", "tenants/status"}, Verbs: []string{"update"}})
+	code, out := runCapture(t, m, "plan")
+	if code != 0 {
+		t.Fatalf("plan exit %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, " tenants.example.dev,tenants.example.dev/status ") || strings.Contains(out, "status.example.dev") {
+		t.Errorf("plan does not name the subresource as tenants.example.dev/status:\n%s", out)
+	}
+}
+
 // runCapture runs a module command in process and returns its exit code and
 // what it printed on stdout.
 func runCapture(t *testing.T, m *vigil.Module, args ...string) (int, string) {

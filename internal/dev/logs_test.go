@@ -92,3 +92,17 @@ func TestKubeletBackoff(t *testing.T) {
 		t.Fatalf("back-off %v, want %s", got, want)
 	}
 }
+
+// A cluster-scoped object is printed by its name alone; a Namespace's request,
+// which the API server gives its own name as namespace, too.
+func TestReviewOfClusterScopedObject(t *testing.T) {
+	for _, req := range []*admissionv1.AdmissionRequest{
+		{Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Namespace"}, Namespace: "acme", Name: "acme"},
+		{Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, Name: "acme"},
+	} {
+		r := review("/validate/m", req, &admissionv1.AdmissionResponse{Allowed: true})
+		if want := "CREATE " + req.Kind.Kind + " acme (validate): admitted"; r.describe() != want {
+			t.Errorf("review of %s: %q, want %q", req.Kind.Kind, r.describe(), want)
+		}
+	}
+}
