@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
@@ -297,6 +299,75 @@ func TestTypedHelpersReadEveryStoreView(t *testing.T) {
 	}
 	if err := errors.Join(errs...); err != nil || fromOwn.Name != "platform" || fromModule.Name != "platform" {
 		t.Fatalf("GetJSON from StoreFrom = %+v, from ModuleStoreFrom = %+v, err %v; want platform from both", fromOwn, fromModule, err)
+	}
+}
+
+// The ...From accessors work in every function the gate role calls, as
+// ClientFrom documents — a Sample's function, a gate callback, an OnTimeout
+// fallback — and are nil elsewhere.
+func TestFromAccessorsInGateFunctions(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote"}, Data: map[string]string{"state": "up"}}); err != nil {
+		t.Fatal(err)
+	}
+	if vigil.ClientFrom(ctx) != nil || vigil.ConfigFrom(ctx) != nil || vigil.StoreFrom(ctx) != nil || vigil.ModuleStoreFrom(ctx) != nil {
+		t.Fatal("an accessor returned something outside the functions vigil calls")
+	}
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	m := vigil.NewModule("accessors", vigil.Options{Namespace: ns})
+	var mu sync.Mutex
+	got := map[string]string{}
+	check := func(where string, ctx context.Context) {
+		var missing []string
+		if vigil.ConfigFrom(ctx) == nil {
+			missing = append(missing, "ConfigFrom")
+		}
+		if vigil.StoreFrom(ctx) == nil {
+			missing = append(missing, "StoreFrom")
+		}
+		if vigil.ModuleStoreFrom(ctx) == nil {
+			missing = append(missing, "ModuleStoreFrom")
+		}
+		cm := &corev1.ConfigMap{}
+		if c := vigil.ClientFrom(ctx); c == nil {
+			missing = append(missing, "ClientFrom")
+		} else if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "remote"}, cm); err != nil || cm.Data["state"] != "up" {
+			missing = append(missing, fmt.Sprintf("ClientFrom's Get: %v", err))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got[where] = strings.Join(missing, ", ")
+	}
+	vigil.Sample(m, func(ctx context.Context) (int, error) {
+		check("sample function", ctx)
+		return 1, nil
+	}, vigil.Every(time.Second)).Named("sampled").ToMatch(func(int) bool { return true }).
+		Then(func(ctx context.Context, _ int, _ vigil.Store) error {
+			check("sample callback", ctx)
+			return nil
+		})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("remote").InNamespace(ns).
+		ToBeCreated(func(ctx context.Context, _ *corev1.ConfigMap, _ vigil.Store) error {
+			check("gate callback", ctx)
+			return nil
+		})
+	vigil.Sample(m, func(context.Context) (int, error) { return 0, nil }, vigil.Every(50*time.Millisecond)).
+		Named("fallback").Timeout(200 * time.Millisecond).ToMatch(func(n int) bool { return n == 1 }).
+		OnTimeout(func(ctx context.Context) (int, error) {
+			check("OnTimeout fallback", ctx)
+			return 1, nil
+		})
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitOK {
+		t.Fatalf("gate --phase 0: exit %d", code)
+	}
+	for _, where := range []string{"sample function", "sample callback", "gate callback", "OnTimeout fallback"} {
+		missing, ran := got[where]
+		if !ran {
+			t.Errorf("the %s did not run", where)
+		} else if missing != "" {
+			t.Errorf("in the %s: %s missing", where, missing)
+		}
 	}
 }
 
