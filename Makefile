@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test demo control-plane vet staticcheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh bench-ship
+.PHONY: test demo control-plane vet staticcheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh bench-ship bench-first-module
 
 ## test: build the control plane if needed, then vet, staticcheck and every test under the race detector
 test:
@@ -59,6 +59,10 @@ bench-admission:
 bench-watch:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkWatch' -benchtime 1x -timeout 20m .
+
+## bench-first-module: vigil init to a passing scaffold test: init, first test (empty build cache), warm test
+bench-first-module:
+	@hack/bench-first-module.sh
 
 ## soak-registration: creates without pause while a module starts, registers and is replaced: none rejected; then every admission replica gone for 60 s, without and with FailOpenAfter
 soak-registration:

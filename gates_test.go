@@ -9,18 +9,22 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/cmdutil"
+	"github.com/vigilkit/vigil/internal/progress"
+	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -89,6 +93,22 @@ func TestDefinitionMistakesNameTheirCallSite(t *testing.T) {
 				t.Errorf("plan with definition mistakes: exit %d, want %d", code, cmdutil.ExitFailed)
 			}
 		})
+	}
+}
+
+// A Sample without an outcome is told of the one a sample has, ToMatch, not
+// of the outcomes of object gates.
+func TestSampleWithoutOutcomeNamesToMatch(t *testing.T) {
+	m := vigil.NewModule("mod", vigil.Options{})
+	vigil.Sample(m, func(context.Context) (int, error) { return 1, nil }, vigil.Every(time.Second))
+	err := m.Validate()
+	if err == nil || !strings.Contains(err.Error(), "gates_test.go:") || !strings.Contains(err.Error(), "has no outcome: end it with ToMatch") {
+		t.Fatalf("Validate() = %v, want the call site and ToMatch", err)
+	}
+	for _, other := range []string{"ToBeCreated", "ToBeDeleted", "ToBe "} {
+		if strings.Contains(err.Error(), other) {
+			t.Errorf("Validate() = %q names %s, which a sample does not have", err, other)
+		}
 	}
 }
 
@@ -185,6 +205,169 @@ func TestRequiredGateTimeoutExits124(t *testing.T) {
 	}
 	if !strings.Contains(string(summary), "configmap-never: timed out") || !strings.Contains(string(summary), "not found") {
 		t.Fatalf("termination message %q: want the gate, its state and what it last saw", summary)
+	}
+}
+
+// A phase stopped while its gate waits (SIGTERM, a canceled context) did not
+// pass: it exits 1, hands nothing off, and its termination message says why.
+func TestCanceledPhaseDoesNotPass(t *testing.T) {
+	ns := env.Namespace(t)
+	m := vigil.NewModule("stopped", vigil.Options{Namespace: ns})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("never").InNamespace(ns).ToBeCreated(nil)
+	handoff := t.TempDir()
+	t.Setenv(vigil.EnvHandoffDir, handoff)
+	term := filepath.Join(t.TempDir(), "termination-log")
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(300*time.Millisecond, cancel) // the SIGTERM, while the gate waits
+	code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t), "--termination-log", term})
+	if code == cmdutil.ExitOK {
+		t.Fatalf("exit %d: a phase stopped before its gate was done passed", code)
+	}
+	summary, err := os.ReadFile(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(summary), "phase 0 canceled") || !strings.Contains(string(summary), "configmap-never: canceled") {
+		t.Fatalf("termination message %q: want the phase canceled and the gate named", summary)
+	}
+	if files, _ := os.ReadDir(handoff); len(files) != 0 {
+		t.Fatalf("handoff folder holds %d files, want none", len(files))
+	}
+}
+
+// While a gate's callback runs, its progress says so (the line "gate
+// callback running", not "waiting"): for an object gate and a Sample gate.
+func TestGateCallbacksAreMarkedRunning(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	m := vigil.NewModule("marked", vigil.Options{Namespace: ns})
+	running := map[string]bool{}
+	marked := func(name string, ctx context.Context) {
+		it := progress.ItemFrom(ctx)
+		running[name] = it != nil && !it.CallingSince().IsZero()
+	}
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("settings").InNamespace(ns).
+		ToBeCreated(func(ctx context.Context, _ *corev1.ConfigMap, _ vigil.Store) error {
+			marked("object", ctx)
+			return nil
+		})
+	vigil.Sample(m, func(context.Context) (int, error) { return 1, nil }, vigil.Every(time.Second)).
+		Named("sampled").ToMatch(func(int) bool { return true }).
+		Then(func(ctx context.Context, _ int, _ vigil.Store) error {
+			marked("sample", ctx)
+			return nil
+		})
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitOK {
+		t.Fatalf("gate --phase 0: exit %d", code)
+	}
+	if !running["object"] || !running["sample"] {
+		t.Fatalf("callbacks marked running: %v, want both", running)
+	}
+}
+
+// The typed Store helpers read every view of the Store an author is handed:
+// the callback's own Store and the Reader of ModuleStoreFrom.
+func TestTypedHelpersReadEveryStoreView(t *testing.T) {
+	ctx := t.Context()
+	if err := env.InstallCRDYAML(storeCRD(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	m := vigil.NewModule("views", vigil.Options{Namespace: env.Namespace(t)})
+	type team struct{ Name string }
+	var fromOwn, fromModule team
+	var errs []error
+	vigil.Sample(m, func(context.Context) (int, error) { return 1, nil }, vigil.Every(time.Second)).
+		Named("team").ToMatch(func(int) bool { return true }).
+		Then(func(ctx context.Context, _ int, s vigil.Store) error {
+			if err := store.SetJSONAndWait(ctx, s, "team", team{Name: "platform"}); err != nil {
+				return err
+			}
+			var err error
+			fromOwn, _, err = store.GetJSON[team](vigil.StoreFrom(ctx), "team")
+			errs = append(errs, err)
+			fromModule, _, err = store.GetJSON[team](vigil.ModuleStoreFrom(ctx), "team")
+			errs = append(errs, err)
+			return nil
+		})
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitOK {
+		t.Fatalf("gate --phase 0: exit %d", code)
+	}
+	if err := errors.Join(errs...); err != nil || fromOwn.Name != "platform" || fromModule.Name != "platform" {
+		t.Fatalf("GetJSON from StoreFrom = %+v, from ModuleStoreFrom = %+v, err %v; want platform from both", fromOwn, fromModule, err)
+	}
+}
+
+// The ...From accessors work in every function the gate role calls, as
+// ClientFrom documents — a Sample's function, a gate callback, an OnTimeout
+// fallback — and are nil elsewhere.
+func TestFromAccessorsInGateFunctions(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote"}, Data: map[string]string{"state": "up"}}); err != nil {
+		t.Fatal(err)
+	}
+	if vigil.ClientFrom(ctx) != nil || vigil.ConfigFrom(ctx) != nil || vigil.StoreFrom(ctx) != nil || vigil.ModuleStoreFrom(ctx) != nil {
+		t.Fatal("an accessor returned something outside the functions vigil calls")
+	}
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	m := vigil.NewModule("accessors", vigil.Options{Namespace: ns})
+	var mu sync.Mutex
+	got := map[string]string{}
+	check := func(where string, ctx context.Context) {
+		var missing []string
+		if vigil.ConfigFrom(ctx) == nil {
+			missing = append(missing, "ConfigFrom")
+		}
+		if vigil.StoreFrom(ctx) == nil {
+			missing = append(missing, "StoreFrom")
+		}
+		if vigil.ModuleStoreFrom(ctx) == nil {
+			missing = append(missing, "ModuleStoreFrom")
+		}
+		cm := &corev1.ConfigMap{}
+		if c := vigil.ClientFrom(ctx); c == nil {
+			missing = append(missing, "ClientFrom")
+		} else if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "remote"}, cm); err != nil || cm.Data["state"] != "up" {
+			missing = append(missing, fmt.Sprintf("ClientFrom's Get: %v", err))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		got[where] = strings.Join(missing, ", ")
+	}
+	vigil.Sample(m, func(ctx context.Context) (int, error) {
+		check("sample function", ctx)
+		return 1, nil
+	}, vigil.Every(time.Second)).Named("sampled").ToMatch(func(int) bool { return true }).
+		Then(func(ctx context.Context, _ int, _ vigil.Store) error {
+			check("sample callback", ctx)
+			return nil
+		})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("remote").InNamespace(ns).
+		ToBeCreated(func(ctx context.Context, _ *corev1.ConfigMap, _ vigil.Store) error {
+			check("gate callback", ctx)
+			return nil
+		})
+	vigil.Sample(m, func(context.Context) (int, error) { return 0, nil }, vigil.Every(50*time.Millisecond)).
+		Named("fallback").Timeout(200 * time.Millisecond).ToMatch(func(n int) bool { return n == 1 }).
+		OnTimeout(func(ctx context.Context) (int, error) {
+			check("OnTimeout fallback", ctx)
+			return 1, nil
+		})
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitOK {
+		t.Fatalf("gate --phase 0: exit %d", code)
+	}
+	for _, where := range []string{"sample function", "sample callback", "gate callback", "OnTimeout fallback"} {
+		missing, ran := got[where]
+		if !ran {
+			t.Errorf("the %s did not run", where)
+		} else if missing != "" {
+			t.Errorf("in the %s: %s missing", where, missing)
+		}
 	}
 }
 

@@ -626,6 +626,86 @@ func TestPlanShowsRBACAndWebhooks(t *testing.T) {
 	}
 }
 
+// plan names a rule's subresource after its group, as kubectl does:
+// tenants.example.dev/status, not tenants/status.example.dev.
+func TestPlanNamesSubresourcesAsKubectl(t *testing.T) {
+	m := vigil.NewModule("subres", vigil.Options{Namespace: "subres-system"})
+	m.OnSchedule("sync", vigil.Every(time.Minute), func(context.Context) error { return nil })
+	m.RBAC("the reconcile writes the tenant's status", rbacv1.PolicyRule{APIGroups: []string{"example.dev"}, Resources: []string{"tenants", "tenants/status"}, Verbs: []string{"update"}})
+	code, out := runCapture(t, m, "plan")
+	if code != 0 {
+		t.Fatalf("plan exit %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, " tenants.example.dev,tenants.example.dev/status ") || strings.Contains(out, "status.example.dev") {
+		t.Errorf("plan does not name the subresource as tenants.example.dev/status:\n%s", out)
+	}
+}
+
+// A rule RBAC declares goes to every ServiceAccount of the module unless For
+// names the pods that need it: then each ServiceAccount gets only its own.
+func TestRBACRuleForNamedPods(t *testing.T) {
+	ns, apps := env.Namespace(t), env.Namespace(t)
+	admin := newClient(t)
+	const name = "scoped"
+	m := vigil.NewModule(name, vigil.Options{Namespace: ns})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace(apps).WithName("settings").ToBeCreated(nil)
+	policy := m.Capability("policy", vigil.InNamespaces(apps))
+	vigil.When(policy, &corev1.ConfigMap{}).IsCreated().Named("label").
+		Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error { return nil })
+	m.OnSchedule("tick", vigil.Every(time.Minute), func(context.Context) error { return nil })
+	m.RBAC("the schedule patches ConfigMaps", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}, apps).For(vigil.WatcherPods)
+	m.RBAC("a gate callback creates Secrets", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}}, apps).For(vigil.GatePods)
+	m.RBAC("everyone reads Services", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get"}}, apps)
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	objs := renderManifests(t, m)
+	for _, o := range objs {
+		if o.GetKind() == "ValidatingWebhookConfiguration" || o.GetKind() == "MutatingWebhookConfiguration" {
+			t.Cleanup(func() { _ = admin.Delete(context.Background(), o.DeepCopy()) })
+		}
+	}
+	applyObjects(t, objs, false)
+	for _, tc := range []struct {
+		sa, verb, resource string
+		want               bool
+	}{
+		{name + "-watcher", "patch", "configmaps", true},
+		{name, "patch", "configmaps", false},
+		{name, "create", "secrets", true},
+		{name + "-watcher", "create", "secrets", false},
+		{name, "get", "services", true},
+		{name + "-watcher", "get", "services", true},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + ns + ":" + tc.sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: tc.verb, Resource: tc.resource, Namespace: apps, Name: "x"},
+		}}
+		if err := admin.Create(t.Context(), sar); err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != tc.want {
+			t.Errorf("ServiceAccount %s may %s %s in %s: %v, want %v", tc.sa, tc.verb, tc.resource, apps, sar.Status.Allowed, tc.want)
+		}
+	}
+	code, out := runCapture(t, m, "plan")
+	if code != 0 || !strings.Contains(out, "a gate callback creates Secrets (declared at manifests_test.go:") || !strings.Contains(out, ", for the gates pods") {
+		t.Errorf("plan (exit %d) does not say whom the gates' rule is for:\n%s", code, out)
+	}
+}
+
+// For names kinds of pods vigil knows, at least one.
+func TestRBACForMistakes(t *testing.T) {
+	m := vigil.NewModule("mistaken", vigil.Options{})
+	rule := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}
+	m.RBAC("a", rule).For()
+	m.RBAC("b", rule).For(vigil.Pods("controller"))
+	err := m.Validate()
+	if err == nil || !strings.Contains(err.Error(), "manifests_test.go:") || !strings.Contains(err.Error(), "For()") || !strings.Contains(err.Error(), `For("controller")`) {
+		t.Fatalf("Validate() = %v, want both mistakes with their call site", err)
+	}
+}
+
 // runCapture runs a module command in process and returns its exit code and
 // what it printed on stdout.
 func runCapture(t *testing.T, m *vigil.Module, args ...string) (int, string) {

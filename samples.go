@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil/internal/define"
+	"github.com/vigilkit/vigil/internal/progress"
 )
 
 // Interval is how often something runs: Sample's sampling, OnSchedule's
@@ -44,7 +45,9 @@ func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Int
 			return nil, err
 		}
 		if b.then != nil {
+			done := progress.CallbackRunning(ctx)
 			err = b.then(ctx, v, s)
+			done()
 		}
 		return v, err
 	}

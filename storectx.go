@@ -12,9 +12,10 @@ import (
 
 // StoreFrom returns the Store a gate callback or handler was called with, in
 // every role: its capability's scope for an admission, Watch, Reconcile or
-// Finalize handler, the module-wide scope for gate callbacks and schedules.
-// A dry-run admission request gets a Store that refuses writes. It returns
-// nil outside callbacks and handlers.
+// Finalize handler, the module-wide scope for gate callbacks, Sample
+// functions and schedules. A dry-run admission request gets a Store that
+// refuses writes. It returns nil outside the functions vigil calls (see
+// ClientFrom).
 func StoreFrom(ctx context.Context) Store {
 	return callctx.Store(ctx)
 }
@@ -24,8 +25,8 @@ type StoreReader = store.Reader
 
 // ModuleStoreFrom returns the module-wide scope of the Store — where gate
 // callbacks keep what they found — for reading from a handler of any role,
-// whose own Store is its capability's scope. It returns nil outside gate
-// callbacks and handlers.
+// whose own Store is its capability's scope. It returns nil outside the
+// functions vigil calls (see ClientFrom).
 func ModuleStoreFrom(ctx context.Context) StoreReader {
 	if r := callctx.RoleOf(ctx); r != nil && r.Module != nil {
 		return r.Module
@@ -34,11 +35,23 @@ func ModuleStoreFrom(ctx context.Context) StoreReader {
 }
 
 // ClientFrom returns a client of the API server as the role's process reaches
-// it (its --kubeconfig, or the pod's ServiceAccount), for what gate callbacks
-// and handlers of every role do beyond vigil: patch a status, create an
-// object. Reads go to the API server, not a cache (use a Lister for that).
-// Declare what it is used for with RBAC. It is nil outside a callback or
-// handler, and when no client can be made from the role's config.
+// it (its --kubeconfig, or the pod's ServiceAccount), for what the functions
+// vigil calls do beyond vigil: read a remote's state, patch a status, create
+// an object. Reads go to the API server, not a cache (use a Lister for that).
+// Declare what it is used for with RBAC. It is nil when no client can be made
+// from the role's config.
+//
+// ClientFrom, ConfigFrom, StoreFrom and ModuleStoreFrom read the context of
+// every function vigil calls for a module, in each role:
+//
+//   - gate role: the functions a Sample polls, gate callbacks (ToBeCreated,
+//     Then, ...), and OnTimeout fallbacks;
+//   - admission role: Mutate and Validate handlers;
+//   - watcher role: Watch, Reconcile and Finalize handlers, and OnSchedule
+//     functions.
+//
+// Anywhere else — main, a module's definition, a goroutine started with a
+// context of its own — they return nil.
 func ClientFrom(ctx context.Context) client.Client {
 	r := callctx.RoleOf(ctx)
 	if r == nil {
@@ -52,7 +65,7 @@ func ClientFrom(ctx context.Context) client.Client {
 }
 
 // ConfigFrom returns the rest config the role's process runs with, for
-// clients of other kinds; nil outside a callback or handler.
+// clients of other kinds; nil outside the functions vigil calls (see ClientFrom).
 func ConfigFrom(ctx context.Context) *rest.Config {
 	r := callctx.RoleOf(ctx)
 	if r == nil {

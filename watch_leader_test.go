@@ -203,6 +203,15 @@ func TestWatcherLeaderElection(t *testing.T) {
 	if code := standby.Stop(t, 20*time.Second); code != 0 {
 		t.Errorf("the leader exited %d on SIGTERM", code)
 	}
+	// A planned release is not an error.
+	for _, l := range strings.Split(standby.Output.String(), "\n") {
+		if strings.Contains(l, "level=ERROR") && strings.Contains(l, "leader election") {
+			t.Errorf("the leader logged an error on a graceful stop: %s", l)
+		}
+	}
+	if !strings.Contains(standby.Output.String(), "leader lease released") {
+		t.Errorf("the leader did not log its release of the Lease on a graceful stop:\n%s", standby.Output)
+	}
 	by, _ = work(15 * time.Second)
 	handover := time.Since(stopped)
 	t.Logf("handover after a graceful stop: %s", handover.Round(time.Millisecond))

@@ -55,8 +55,9 @@ type Change struct {
 	Removed bool
 }
 
-// GetJSON decodes a key's value as JSON into a T.
-func GetJSON[T any](s Store, key string) (v T, found bool, err error) {
+// GetJSON decodes a key's value as JSON into a T. It reads every view of a
+// Store: a Store, and the Reader vigil.ModuleStoreFrom returns.
+func GetJSON[T any](s Reader, key string) (v T, found bool, err error) {
 	raw, found, err := s.Get(key)
 	if err != nil || !found {
 		return v, false, err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -17,11 +18,11 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/vigilkit/vigil/internal/admit"
-	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -42,8 +43,8 @@ func TestBoundedUnderAbuse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("25 seconds of abuse")
 	}
-	limitBytes := manifests.GoMemLimit(manifests.AdmissionMemoryLimit) / 9 * 10
-	l := startLabeler(t, fmt.Sprintf("GOMEMLIMIT=%d", manifests.GoMemLimit(manifests.AdmissionMemoryLimit)))
+	limitBytes, goMemLimit := admissionMemory(t)
+	l := startLabeler(t, "GOMEMLIMIT="+goMemLimit)
 	pid := l.cmd.Process.Pid
 	host := strings.TrimPrefix(l.base, "https://")
 	// Each client its own copy: an HTTP/2 transport adds "h2" to its
@@ -92,7 +93,7 @@ func TestBoundedUnderAbuse(t *testing.T) {
 				close(closed)
 			}()
 			_ = c.SetWriteDeadline(time.Now().Add(window))
-			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", admit.ValidatePath("labeler"), host, contentLength)
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", validatePath, host, contentLength)
 			if prefix > 0 {
 				_, _ = c.Write(bytes.Repeat([]byte(" "), prefix))
 			}
@@ -138,7 +139,7 @@ func TestBoundedUnderAbuse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				req, _ := http.NewRequestWithContext(ctx, "POST", l.base+admit.ValidatePath("labeler"), bytes.NewReader(large))
+				req, _ := http.NewRequestWithContext(ctx, "POST", l.base+validatePath, bytes.NewReader(large))
 				req.Header.Set("Content-Type", "application/json")
 				resp, err := bigClient.Do(req)
 				if err != nil {
@@ -165,7 +166,7 @@ func TestBoundedUnderAbuse(t *testing.T) {
 	time.Sleep(2 * time.Second) // let the abuse build up
 	for ctx.Err() == nil {
 		t0 := time.Now()
-		resp, err := ordinary.Post(l.base+admit.MutatePath("labeler"), "application/json", bytes.NewReader(small))
+		resp, err := ordinary.Post(l.base+mutatePath, "application/json", bytes.NewReader(small))
 		if err != nil {
 			failures = append(failures, err.Error())
 			time.Sleep(50 * time.Millisecond)
@@ -194,8 +195,8 @@ func TestBoundedUnderAbuse(t *testing.T) {
 		return true
 	})
 	slices.Sort(codes)
-	t.Logf("abuse for %s: peak RSS %.1f MiB (VmHWM %.1f MiB) against a limit of %.0f MiB, GOMEMLIMIT %d",
-		window, float64(peakRSS.Load())/1024, float64(hwm)/1024, float64(limitBytes)/(1<<20), manifests.GoMemLimit(manifests.AdmissionMemoryLimit))
+	t.Logf("abuse for %s: peak RSS %.1f MiB (VmHWM %.1f MiB) against a limit of %.0f MiB, GOMEMLIMIT %s",
+		window, float64(peakRSS.Load())/1024, float64(hwm)/1024, float64(limitBytes)/(1<<20), goMemLimit)
 	t.Logf("ordinary reviews: %d answered, %d failed; p50 %s, p99 %s, max %s", len(lat), len(failures), pct(lat, 50), pct(lat, 99), pct(lat, 100))
 	t.Logf("trickling connections: %d cut off by the server, longest %s; %d open at the end, longest %s", len(lives), pct(lives, 100), len(stillOpen), slices.Max(append(stillOpen, 0)))
 	t.Logf("6.9 MiB reviews by status (0: transport error): %s", strings.Join(codes, " "))
@@ -243,4 +244,45 @@ func refusedMetrics(t *testing.T, base string) string {
 		t.Error("no vigil_admission_refused_total on the metrics port")
 	}
 	return strings.Join(out, "\n")
+}
+
+// admissionMemory is the memory limit, in bytes, and the GOMEMLIMIT of the
+// admission container in the labeler's own manifests: what it runs with in a
+// cluster.
+func admissionMemory(t *testing.T) (limitBytes int64, goMemLimit string) {
+	t.Helper()
+	bin := vigiltest.BuildModule(t, ".")
+	out, err := exec.Command(bin, "manifests", "--image", "example.com/labeler:test").Output()
+	if err != nil {
+		t.Fatalf("labeler manifests: %v", err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		var d appsv1.Deployment
+		if err := dec.Decode(&d); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("decode the labeler's manifests: %v", err)
+		}
+		if d.Kind != "Deployment" {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.Name != "admission" {
+				continue
+			}
+			for _, e := range c.Env {
+				if e.Name == "GOMEMLIMIT" {
+					goMemLimit = e.Value
+				}
+			}
+			limitBytes = c.Resources.Limits.Memory().Value()
+			if goMemLimit == "" || limitBytes == 0 {
+				t.Fatalf("the admission container of the labeler's manifests has memory limit %d and GOMEMLIMIT %q", limitBytes, goMemLimit)
+			}
+			return limitBytes, goMemLimit
+		}
+	}
+	t.Fatal("the labeler's manifests have no admission container")
+	return 0, ""
 }

@@ -26,8 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vigilkit/vigil/internal/admit"
-	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -42,13 +40,13 @@ func TestMain(m *testing.M) {
 // and the validation's denial.
 func TestLabelerAnswers(t *testing.T) {
 	srv := startLabeler(t)
-	resp := srv.review(t, admit.MutatePath("labeler"), configMapReview(t, 0))
+	resp := srv.review(t, mutatePath, configMapReview(t, 0))
 	if !resp.Allowed || !strings.Contains(string(resp.Patch), `"/metadata/labels/vigil.dev~1labeled"`) {
 		t.Fatalf("mutate: %+v (patch %s)", resp, resp.Patch)
 	}
 	body := configMapReview(t, 0)
 	body = bytes.Replace(body, []byte(`"app":"bench"`), []byte(`"team":"bench"`), 1)
-	resp = srv.review(t, admit.ValidatePath("labeler"), body)
+	resp = srv.review(t, validatePath, body)
 	if resp.Allowed || !strings.Contains(resp.Result.Message, "has no app label") {
 		t.Fatalf("validate without app: %+v", resp)
 	}
@@ -62,20 +60,20 @@ type labeler struct {
 	readyAfter time.Duration
 }
 
+// The labeler's admission paths, as `labeler admission --help` documents
+// them: /mutate/<module> and /validate/<module>.
+const (
+	mutatePath   = "/mutate/labeler"
+	validatePath = "/validate/labeler"
+)
+
 // startLabeler starts the labeler's admission role, with extraEnv added to its
 // environment, and waits until it is ready.
 func startLabeler(t testing.TB, extraEnv ...string) *labeler {
 	t.Helper()
 	dir := t.TempDir()
 	bin := vigiltest.BuildModule(t, ".")
-	ca, err := certs.NewCA("bench", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := ca.Issue([]string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	serving := vigiltest.NewServingCert(t, "127.0.0.1")
 	_ = os.WriteFile(filepath.Join(dir, "tls.crt"), serving.CertPEM, 0o600)
 	_ = os.WriteFile(filepath.Join(dir, "tls.key"), serving.KeyPEM, 0o600)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -101,7 +99,7 @@ func startLabeler(t testing.TB, extraEnv ...string) *labeler {
 	cmd.Stdout, cmd.Stderr = logs, logs
 	l := &labeler{cmd: cmd, base: "https://" + addr, metrics: "http://" + metrics}
 	l.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: ca.Pool()},
+		TLSClientConfig: &tls.Config{RootCAs: serving.Pool},
 		// One HTTP/1.1 keep-alive connection per worker, as load generators
 		// and the API server's webhook clients use.
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
@@ -253,7 +251,7 @@ func BenchmarkAdmission(b *testing.B) {
 // the API server does, from c workers for d, and measures each request.
 func (l *labeler) load(b *testing.B, name string, body []byte, c int, d time.Duration) loadResult {
 	pid := l.cmd.Process.Pid
-	paths := []string{l.base + admit.MutatePath("labeler"), l.base + admit.ValidatePath("labeler")}
+	paths := []string{l.base + mutatePath, l.base + validatePath}
 	// Warm the connections.
 	for range c {
 		resp, err := l.client.Post(paths[0], "application/json", bytes.NewReader(body))

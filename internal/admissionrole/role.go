@@ -41,7 +41,12 @@ type Options struct {
 	// (repairs drift, reports a deleted one); CheckInterval (2s) when zero.
 	CheckInterval time.Duration
 	HandoffDir    string
+	// ShutdownDelay is how long to keep serving, not ready, after ctx ends;
+	// zero stops at once.
 	ShutdownDelay time.Duration
+	// NotReadyLogInterval is how often a replica that is not ready logs why;
+	// NotReadyLogInterval (10s) when zero.
+	NotReadyLogInterval time.Duration
 	// Listening, when set, is told the address the server listens on.
 	Listening func(addr string)
 	// MetricsAddr serves /metrics over plain HTTP; none when empty.
@@ -57,6 +62,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	if err != nil {
 		return err
 	}
+	go logNotReady(ctx, log, r.ready, o.NotReadyLogInterval)
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "vigil", Subsystem: "admission", Name: "refused_total",
 		Help:        "Requests (and, reason connections, connections) the server's limits refused at once, so that the API server applied the failure policy: in_flight, reading, body_budget, too_large, body_timeout, bad_body, connections.",

@@ -94,7 +94,7 @@ func (o *DevOptions) Run(ctx context.Context, out io.Writer) error {
 	if kubeconfig == "" {
 		kubeconfig = os.Getenv("KUBECONFIG")
 	}
-	p := &dev.Printer{Out: out, Color: colorful(o.Color, out), Start: time.Now()}
+	p := &dev.Printer{Out: out, Color: colorful(o.Color, out), Start: time.Now(), GateProgress: o.GateProgress}
 	do := dev.Options{
 		Path: o.Path, Kubeconfig: kubeconfig, Context: o.Context, Progress: o.Progress,
 		OnEvent: p.Print, GateProgress: o.GateProgress,

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/waitfor"
 )
 
@@ -52,6 +53,9 @@ func (o *WaitOptions) failure(ctx, wctx context.Context, jobs []*waitJob) error 
 	checkOnce := o.timeout == 0
 	timedOut := errors.Is(context.Cause(wctx), context.DeadlineExceeded)
 	interrupted := ctx.Err() != nil
+	// A timeout is one line per object, kubectl's, with what vigil last saw
+	// of it: the error returned says no more, and is not said again
+	// (cmdutil.Reported).
 	var unmet []string
 	for _, j := range jobs {
 		if j.done {
@@ -63,25 +67,28 @@ func (o *WaitOptions) failure(ctx, wctx context.Context, jobs []*waitJob) error 
 				on = j.typ.Resource + "/" + n
 			}
 		}
+		seen := j.item.Seen()
 		switch {
 		case interrupted:
 		case checkOnce && !timedOut:
 			fmt.Fprintf(errOut, "error: condition not met for %s\n", on)
+		case checkOnce:
+			fmt.Fprintf(errOut, "error: timed out waiting for the condition on %s (--timeout=0: the check did not complete within %s; last seen: %s)\n", on, waitCheckOnceLimit, seen)
 		default:
-			fmt.Fprintf(errOut, "error: timed out waiting for the condition on %s\n", on)
+			fmt.Fprintf(errOut, "error: timed out waiting for the condition on %s (after %s; last seen: %s)\n", on, o.timeout, seen)
 		}
-		unmet = append(unmet, fmt.Sprintf("%s; last seen: %s", j.spec.Describe(), j.item.Seen()))
+		unmet = append(unmet, fmt.Sprintf("%s; last seen: %s", j.spec.Describe(), seen))
 	}
 	what := strings.Join(unmet, "; ")
 	switch {
 	case interrupted:
 		return fmt.Errorf("interrupted: %w: %s", context.Cause(ctx), what)
 	case checkOnce && timedOut:
-		return &waitTimeoutError{fmt.Sprintf("--timeout=0: the check did not complete within %s: %s", waitCheckOnceLimit, what)}
+		return cmdutil.Reported(&waitTimeoutError{fmt.Sprintf("--timeout=0: the check did not complete within %s: %s", waitCheckOnceLimit, what)})
 	case checkOnce:
 		return fmt.Errorf("--timeout=0: checked once, not met: %s", what)
 	case timedOut:
-		return &waitTimeoutError{fmt.Sprintf("after %s: %s", o.timeout, what)}
+		return cmdutil.Reported(&waitTimeoutError{fmt.Sprintf("after %s: %s", o.timeout, what)})
 	}
 	return fmt.Errorf("the wait ended without the condition: %s", what)
 }
@@ -104,9 +111,9 @@ func (o *WaitOptions) typeError(ctx context.Context, typ string, names []string,
 		return fmt.Errorf("--timeout=0: checked once, not met: %w", err)
 	case errors.Is(err, context.DeadlineExceeded) && errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		for _, x := range on {
-			fmt.Fprintf(errOut, "error: timed out waiting for the condition on %s\n", x)
+			fmt.Fprintf(errOut, "error: timed out waiting for the condition on %s (after %s: type %s is still not served: no CustomResourceDefinition that serves it is established)\n", x, o.timeout, typ)
 		}
-		return &waitTimeoutError{fmt.Sprintf("after %s: type %s is still not served: no CustomResourceDefinition that serves it is established", o.timeout, typ)}
+		return cmdutil.Reported(&waitTimeoutError{fmt.Sprintf("after %s: type %s is still not served: no CustomResourceDefinition that serves it is established", o.timeout, typ)})
 	}
 	return err
 }

@@ -165,15 +165,7 @@ func vigilWaitErr(t *testing.T, kubeconfig string, errOut *vigiltest.Buffer, arg
 	root.SetArgs(append([]string{"wait", "--kubeconfig", kubeconfig}, args...))
 	began := time.Now()
 	err := root.ExecuteContext(t.Context())
-	code := cmdutil.ExitOK
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		fmt.Fprintf(errOut, "vigil: timed out: %v\n", err)
-		code = cmdutil.ExitTimedOut
-	case err != nil:
-		fmt.Fprintf(errOut, "vigil: %v\n", err)
-		code = cmdutil.ExitFailed
-	}
+	code := cmdutil.ExitCode(errOut, err)
 	return result{code: code, stdout: out.String(), stderr: errOut.String(), took: time.Since(began), ended: time.Now()}
 }
 
@@ -604,14 +596,17 @@ func TestWaitForUnknownTypes(t *testing.T) {
 }
 
 // Through Execute, as the binary runs: not in parallel (see vigilWaitErr).
+// The timeout is said once: kubectl's line, with what was last seen.
 func TestWaitTimeoutExits124WithWhatWasSeen(t *testing.T) {
 	ns, kc := env.Namespace(t), kubeconfigFile(t)
 	r := vigilExecute(t, kc, "cm/missing", "--for=create", "-n", ns, "--timeout=1s", "--progress-interval=200ms")
 	expect(t, r, cmdutil.ExitTimedOut, "")
 	expectStderr(t, r,
-		"error: timed out waiting for the condition on configmaps/missing",
 		"vigil: waiting ", "for ConfigMap "+ns+"/missing: created; last seen: not found", // a progress line
-		"vigil: timed out: after 1s: ConfigMap "+ns+"/missing: created; last seen: not found")
+		"error: timed out waiting for the condition on configmaps/missing (after 1s; last seen: not found)\n")
+	if n := strings.Count(r.stderr, "timed out"); n != 1 {
+		t.Errorf("the timeout said %d times, want once:\n%s", n, r.stderr)
+	}
 	if r.took < time.Second {
 		t.Fatalf("timed out after %s, before the 1s timeout", r.took)
 	}
@@ -806,7 +801,8 @@ func TestWaitMatchesKubectl(t *testing.T) {
 				t.Fatalf("kubectl: %s\nwant exit %d and output", k, want)
 			}
 			if k.code != 0 {
-				// Both explain it with kubectl's line.
+				// Both explain it with kubectl's line (vigil's adds what it
+				// last saw).
 				line := strings.SplitN(k.stderr, "\n", 2)[0]
 				expectStderr(t, v, line)
 			}
@@ -820,11 +816,11 @@ func TestWaitMatchesKubectl(t *testing.T) {
 		if k.code != cmdutil.ExitFailed || v.code != cmdutil.ExitTimedOut {
 			t.Fatalf("want kubectl to exit 1 and vigil 124 on timeout\nkubectl: %s\nvigil: %s", k, v)
 		}
-		const line = "error: timed out waiting for the condition on configmaps/a\n"
-		if k.stderr != line || k.stdout != "" || v.stdout != "" {
+		const line = "error: timed out waiting for the condition on configmaps/a"
+		if k.stderr != line+"\n" || k.stdout != "" || v.stdout != "" {
 			t.Fatalf("kubectl printed something else than %q\nkubectl: %s", line, k)
 		}
-		expectStderr(t, v, line, "last seen: {.data.k}=v, want other")
+		expectStderr(t, v, line+" (after 1s; last seen: {.data.k}=v, want other)\n")
 	})
 }
 

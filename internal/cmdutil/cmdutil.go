@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -45,8 +47,13 @@ func SetGlobalLoggers(log logr.Logger) {
 }
 
 // ExitCode prints err, if any, and maps it to the process's exit code: 124
-// for a timeout, 1 for any other failure.
+// for a timeout, 1 for any other failure. An error the command has printed
+// already (Reported) is not printed again.
 func ExitCode(errOut io.Writer, err error) int {
+	var said reported
+	if errors.As(err, &said) {
+		errOut = io.Discard
+	}
 	switch {
 	case err == nil:
 		return ExitOK
@@ -59,6 +66,19 @@ func ExitCode(errOut io.Writer, err error) int {
 	}
 }
 
+// Reported marks err as printed by the command already, in its own words:
+// ExitCode maps it to its exit code without saying it a second time.
+func Reported(err error) error {
+	if err == nil {
+		return nil
+	}
+	return reported{err}
+}
+
+type reported struct{ error }
+
+func (r reported) Unwrap() error { return r.error }
+
 // LoadConfig loads a client config the way kubectl does (flag, KUBECONFIG,
 // ~/.kube/config), falling back to the pod's ServiceAccount, with client-side
 // rate limits set deliberately rather than client-go's 5 QPS.
@@ -67,8 +87,40 @@ func LoadConfig(kubeconfig, context string) (*rest.Config, error) {
 	rules.ExplicitPath = kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w (set --kubeconfig or KUBECONFIG, or run in a pod)", err)
+		return nil, fmt.Errorf("load kubeconfig: %w: %s; give a kubeconfig file with --kubeconfig FILE or KUBECONFIG=FILE, or run in a pod", err, looked(rules))
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	return cfg, nil
+}
+
+// looked says which kubeconfig files were looked for, and which of them do
+// not exist: client-go skips a missing file of KUBECONFIG or ~/.kube/config
+// in silence and ends with "no configuration has been provided".
+func looked(rules *clientcmd.ClientConfigLoadingRules) string {
+	files := rules.Precedence
+	from := "KUBECONFIG"
+	switch {
+	case rules.ExplicitPath != "":
+		files, from = []string{rules.ExplicitPath}, "--kubeconfig"
+	case os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "":
+		from = "the default path"
+	}
+	var missing, found []string
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			missing = append(missing, f)
+		} else {
+			found = append(found, f)
+		}
+	}
+	switch {
+	case len(files) == 0:
+		return "no kubeconfig file was named"
+	case len(found) == 0:
+		return fmt.Sprintf("the kubeconfig %s (from %s) does not exist", strings.Join(missing, ", "), from)
+	case len(missing) > 0:
+		return fmt.Sprintf("the kubeconfig %s (from %s) was read; %s does not exist", strings.Join(found, ", "), from, strings.Join(missing, ", "))
+	default:
+		return fmt.Sprintf("the kubeconfig %s (from %s) was read", strings.Join(found, ", "), from)
+	}
 }

@@ -5,7 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func TestExitCodeMapsOutcomes(t *testing.T) {
@@ -25,5 +30,49 @@ func TestExitCodeMapsOutcomes(t *testing.T) {
 		if tc.err != nil && b.Len() == 0 {
 			t.Errorf("ExitCode(%v) printed nothing", tc.err)
 		}
+	}
+}
+
+// A kubeconfig that does not exist is named in the error, with the ways to
+// give one, whether it came from KUBECONFIG, the default or --kubeconfig.
+func TestLoadConfigNamesMissingFile(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // not in a pod
+	missing := filepath.Join(t.TempDir(), "nowhere", "kubeconfig")
+	for _, tc := range []struct {
+		name, flag, env string
+		want            []string
+	}{
+		{"KUBECONFIG", "", missing, []string{"the kubeconfig " + missing + " (from KUBECONFIG) does not exist", "--kubeconfig FILE"}},
+		{"default", "", "", []string{"the kubeconfig " + clientcmd.RecommendedHomeFile + " (from the default path) does not exist", "KUBECONFIG=FILE"}},
+		{"flag", missing, "", []string{"the kubeconfig " + missing + " (from --kubeconfig) does not exist"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := os.Stat(clientcmd.RecommendedHomeFile); err == nil && tc.name == "default" {
+				t.Skipf("%s exists here", clientcmd.RecommendedHomeFile)
+			}
+			t.Setenv("KUBECONFIG", tc.env)
+			_, err := LoadConfig(tc.flag, "")
+			if err == nil {
+				t.Fatal("LoadConfig with no kubeconfig: no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// An error the command has printed already keeps its exit code and is not
+// printed again.
+func TestExitCodeDoesNotRepeatReportedErrors(t *testing.T) {
+	var b bytes.Buffer
+	err := Reported(fmt.Errorf("after 1s: %w", context.DeadlineExceeded))
+	if got := ExitCode(&b, err); got != ExitTimedOut || b.Len() != 0 {
+		t.Errorf("ExitCode(reported timeout) = %d and printed %q; want %d and nothing", got, b.String(), ExitTimedOut)
+	}
+	if got := ExitCode(&b, Reported(errors.New("boom"))); got != ExitFailed || b.Len() != 0 {
+		t.Errorf("ExitCode(reported failure) = %d and printed %q; want %d and nothing", got, b.String(), ExitFailed)
 	}
 }

@@ -222,7 +222,11 @@ func Validate(gates []*Gate) []error {
 	byName := map[string]*Gate{}
 	for _, g := range gates {
 		if g.outcome == "" {
-			errs = append(errs, fmt.Errorf("%s: gate %s has no outcome: end it with ToBeCreated, ToMatch, ToBeDeleted or ToBe", g.Site, g.ID()))
+			ends := "ToBeCreated, ToMatch, ToBeDeleted or ToBe"
+			if g.Sample != nil {
+				ends = "ToMatch(func(sample) bool)" // a sample has no other outcome
+			}
+			errs = append(errs, fmt.Errorf("%s: gate %s has no outcome: end it with %s", g.Site, g.ID(), ends))
 		}
 		if other, ok := byName[g.ID()]; ok {
 			errs = append(errs, fmt.Errorf("%s: gate name %q is already used by the gate at %s: give one of them another name with Named", g.Site, g.ID(), other.Site))

@@ -42,6 +42,7 @@ type Module struct {
 	rules        []spec.Rule
 	envs         []*Env
 	mounts       []*Mount
+	ruleRoles    map[int]ruleRoles // the pods a rule is for; every kind when absent
 
 	// handoffDir is the running role's handoff folder, for GateResult.
 	handoffDir atomic.Value
@@ -238,11 +239,51 @@ func (m *Module) AddLister(l Lister) {
 	m.mu.Unlock()
 }
 
-// AddRules records RBAC rules the author declared.
-func (m *Module) AddRules(rules ...spec.Rule) {
+// AddRules records RBAC rules the author declared; first is the place of
+// the first, for SetRuleRoles.
+func (m *Module) AddRules(rules ...spec.Rule) (first int) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	first = len(m.rules)
 	m.rules = append(m.rules, rules...)
-	m.mu.Unlock()
+	return first
+}
+
+type ruleRoles struct {
+	roles []string
+	note  string
+}
+
+// SetRuleRoles gives the n rules from first only to the ServiceAccounts of
+// the pods of roles (spec.Rule.Role values): each is resolved into one rule
+// per role, note added to its why.
+func (m *Module) SetRuleRoles(first, n int, roles []string, note string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ruleRoles == nil {
+		m.ruleRoles = map[int]ruleRoles{}
+	}
+	for i := first; i < first+n && i < len(m.rules); i++ {
+		m.ruleRoles[i] = ruleRoles{roles: roles, note: note}
+	}
+}
+
+// resolveRules is the declared rules, one per role they are for.
+func (m *Module) resolveRules() []spec.Rule {
+	out := []spec.Rule{}
+	for i, r := range m.rules {
+		rr, ok := m.ruleRoles[i]
+		if !ok {
+			out = append(out, r)
+			continue
+		}
+		r.Why += ", " + rr.note
+		for _, role := range rr.roles {
+			r.Role = role
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // AddEnv records an environment variable declared at its Site.
@@ -328,7 +369,7 @@ func (m *Module) Resolve() *spec.Module {
 		Watches:      append([]spec.Watch{}, m.watches...),
 		Schedules:    append([]spec.Schedule{}, m.schedules...),
 		Listers:      []spec.Lister{},
-		Rules:        append([]spec.Rule{}, m.rules...),
+		Rules:        m.resolveRules(),
 		Scheme:       m.Scheme,
 		Hooks: spec.Hooks{
 			UseCache:   m.UseCache,

@@ -70,6 +70,9 @@ func gateEvent(phase int, f map[string]string) (e Event, ok bool) {
 	case events.GateWaiting:
 		e.Kind, e.Seen = GateWaiting, f["lastSeen"]
 		e.Text = fmt.Sprintf("gate %s waiting (%s): last saw %s", e.Gate, f["for"], e.Seen)
+	case events.GateCallbackRunning:
+		e.Kind, e.Seen = GateWaiting, "callback running"
+		e.Text = fmt.Sprintf("gate %s saw what it waits for; its callback has run for %s", e.Gate, f["callbackFor"])
 	case events.GateDone:
 		e.Kind, e.State = GateDone, "done"
 		e.Text = fmt.Sprintf("gate %s done after %s", e.Gate, f["took"])

@@ -44,6 +44,10 @@ func TestGateEvents(t *testing.T) {
 	if !ok || e.Kind != GateDone || e.State != "fallback" || e.Gate != "cc" || e.Role != "phase 1" {
 		t.Errorf("gate fallback line: %+v, %v", e, ok)
 	}
+	f, _ = parseLine(`level=INFO msg="gate callback running" event=gate-callback-running module=m phase=0 gate=cc waitsFor="ConfigMap cc: created" for=9s callbackFor=3.2s`)
+	if e, ok := gateEvent(0, f); !ok || e.Kind != GateWaiting || !strings.Contains(e.Text, "its callback has run for 3.2s") || strings.Contains(e.Text, "last saw") {
+		t.Errorf("gate callback running line: %+v, %v", e, ok)
+	}
 	f, _ = parseLine(`level=INFO msg="phase done" event=phase-done module=m phase=1 took=1s`)
 	if _, ok := gateEvent(1, f); ok {
 		t.Errorf("phase done is reported by the session, not from the log")
@@ -86,5 +90,19 @@ func TestKubeletBackoff(t *testing.T) {
 	}
 	if want := "10s 20s 40s 1m20s 2m40s 5m0s 5m0s"; strings.Join(got, " ") != want {
 		t.Fatalf("back-off %v, want %s", got, want)
+	}
+}
+
+// A cluster-scoped object is printed by its name alone; a Namespace's request,
+// which the API server gives its own name as namespace, too.
+func TestReviewOfClusterScopedObject(t *testing.T) {
+	for _, req := range []*admissionv1.AdmissionRequest{
+		{Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Namespace"}, Namespace: "acme", Name: "acme"},
+		{Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, Name: "acme"},
+	} {
+		r := review("/validate/m", req, &admissionv1.AdmissionResponse{Allowed: true})
+		if want := "CREATE " + req.Kind.Kind + " acme (validate): admitted"; r.describe() != want {
+			t.Errorf("review of %s: %q, want %q", req.Kind.Kind, r.describe(), want)
+		}
 	}
 }

@@ -151,6 +151,11 @@ func review(path string, req *admissionv1.AdmissionRequest, resp *admissionv1.Ad
 		Operation: string(req.Operation), Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name,
 		Webhook: strings.SplitN(strings.Trim(path, "/"), "/", 2)[0], Allowed: resp.Allowed, Warnings: resp.Warnings,
 	}
+	if req.Kind.Group == "" && req.Kind.Kind == "Namespace" {
+		// The API server gives a Namespace's request its own name as
+		// namespace; it is cluster-scoped: acme, not acme/acme.
+		r.Namespace = ""
+	}
 	if r.Name == "" {
 		// A generated name is not known yet at admission.
 		var meta struct {

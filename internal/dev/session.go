@@ -62,8 +62,9 @@ type Session struct {
 	cs      kubernetes.Interface
 	cp      *controlplane.Instance
 	// unreap stops the reaper that kills cp with a killed vigil dev.
-	unreap func()
-	config *Materialiser
+	unreap  func()
+	config  *Materialiser
+	kubectl string // the embedded control plane's kubectl
 
 	emitMu sync.Mutex
 
@@ -148,6 +149,7 @@ func (s *Session) connect(ctx context.Context) error {
 		if s.unreap, err = s.cp.ReapOnExit(); err != nil {
 			fmt.Fprintf(s.opts.Progress, "vigil dev: warning: the control plane will outlive a killed vigil dev: %v\n", err)
 		}
+		s.kubectl = filepath.Join(dir, "kubectl")
 		kc, err := s.cp.KubeConfig("vigil-dev", "system:masters")
 		if err != nil {
 			return err
@@ -179,7 +181,9 @@ func (s *Session) connect(ctx context.Context) error {
 		return fmt.Errorf("reach the API server at %s: %w", s.Config.Host, err)
 	}
 	if s.cp != nil {
-		s.emit(Event{Kind: ClusterUp, Role: "cluster", Text: fmt.Sprintf("embedded control plane up in %s: kube-apiserver %s at %s", since(began), v.GitVersion, s.Config.Host)})
+		// The user creates what the gates wait for: say how to reach it.
+		s.emit(Event{Kind: ClusterUp, Role: "cluster", Text: fmt.Sprintf("embedded control plane up in %s: kube-apiserver %s at %s\nkubeconfig: %s\nreach it with: export KUBECONFIG=%s; %s get namespaces",
+			since(began), v.GitVersion, s.Config.Host, s.Kubeconfig, s.Kubeconfig, s.kubectl)})
 	} else {
 		s.emit(Event{Kind: ClusterUp, Role: "cluster", Text: fmt.Sprintf("kube-apiserver %s at %s (kubeconfig %s)", v.GitVersion, s.Config.Host, s.Kubeconfig)})
 	}

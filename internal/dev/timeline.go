@@ -73,6 +73,10 @@ type Printer struct {
 	Color bool
 	// Start is the time offsets are counted from.
 	Start time.Time
+	// GateProgress is how often waiting gates report (vigil dev
+	// --gate-progress): a gate that still sees the same is printed at this
+	// interval. Every five seconds when zero.
+	GateProgress time.Duration
 
 	mu      sync.Mutex
 	waiting map[string]waitPrinted
@@ -94,8 +98,18 @@ const (
 	cyan   = "\x1b[36m"
 )
 
+// repeatAfter is the least time between two lines of a waiting gate that
+// saw the same: a quarter less than the interval of its reports, which come
+// from another process and drift by some milliseconds.
+func (p *Printer) repeatAfter() time.Duration {
+	if p.GateProgress <= 0 {
+		return 5 * time.Second
+	}
+	return p.GateProgress - p.GateProgress/4
+}
+
 // Print writes one event. A waiting gate is printed when what it saw
-// changes, and otherwise every five seconds.
+// changes, and otherwise every GateProgress.
 func (p *Printer) Print(e Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -104,7 +118,7 @@ func (p *Printer) Print(e Event) {
 			p.waiting = map[string]waitPrinted{}
 		}
 		last, ok := p.waiting[e.Gate]
-		if ok && last.seen == e.Seen && e.At.Sub(last.at) < 5*time.Second {
+		if ok && last.seen == e.Seen && e.At.Sub(last.at) < p.repeatAfter() {
 			return
 		}
 		p.waiting[e.Gate] = waitPrinted{seen: e.Seen, at: e.At}

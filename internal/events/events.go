@@ -18,6 +18,9 @@ const (
 	PhaseDone Name = "phase-done"
 	// GateWaiting: a gate still waits; fields waitsFor, for, lastSeen.
 	GateWaiting Name = "gate-waiting"
+	// GateCallbackRunning: a gate saw what it waits for and its callback
+	// runs; fields waitsFor, for, callbackFor.
+	GateCallbackRunning Name = "gate-callback-running"
 	// GateDone: a gate's outcome held; fields took.
 	GateDone Name = "gate-done"
 	// GateFallback: a gate timed out and finished with its fallback; fields

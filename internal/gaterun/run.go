@@ -57,6 +57,7 @@ type Options struct {
 // hand off. seen is told what the wait last saw.
 func (o *Options) run(ctx context.Context, g *spec.Gate, seen Seen) (any, error) {
 	ctx = o.context(ctx)
+	// A Sample gate marks its callback itself (progress.CallbackRunning).
 	if g.Sample != nil {
 		return g.Sample(ctx, seen, o.Store)
 	}
@@ -70,6 +71,7 @@ func (o *Options) run(ctx context.Context, g *spec.Gate, seen Seen) (any, error)
 		}
 		return nil, err
 	}
+	defer progress.CallbackRunning(ctx)()
 	return g.Finish(ctx, objs, o.Store)
 }
 
@@ -82,6 +84,11 @@ func (o *Options) context(ctx context.Context) context.Context {
 
 // ErrTimedOut ends a phase whose required gate ran out of time.
 var ErrTimedOut = errors.New("timed out")
+
+// ErrCanceled ends a phase stopped (SIGTERM, a canceled context) before its
+// required gates were done: nothing of theirs was handed off, so the phase
+// did not pass.
+var ErrCanceled = errors.New("canceled")
 
 // Outcome is how one gate ended.
 type Outcome struct {
@@ -129,6 +136,9 @@ func RunPhase(ctx context.Context, phase int, gates []spec.Gate, opts Options) (
 	}
 	wg.Wait()
 	took := time.Since(began)
+	if firstErr == nil {
+		firstErr = canceled(ctx, outcomes)
+	}
 	summary := summarize(phase, outcomes, took, firstErr)
 	writeTermination(opts.TerminationLog, summary)
 	if firstErr != nil {
@@ -137,6 +147,26 @@ func RunPhase(ctx context.Context, phase int, gates []spec.Gate, opts Options) (
 	}
 	events.Info(log, events.PhaseDone, "phase done", "took", took.Round(time.Millisecond).String())
 	return outcomes, nil
+}
+
+// canceled is the error of a phase whose gates were stopped, with no gate
+// failing, before they were done; nil when every gate ended.
+func canceled(ctx context.Context, outcomes []Outcome) error {
+	var names []string
+	for _, o := range outcomes {
+		if o.State == "canceled" {
+			names = append(names, o.Gate)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	why := "the process was stopped"
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		why = cause.Error()
+	}
+	return fmt.Errorf("%w before gate(s) %s were done (%s): nothing of theirs was handed off; the phase did not pass",
+		ErrCanceled, strings.Join(names, ", "), why)
 }
 
 func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log logr.Logger) Outcome {
@@ -150,9 +180,14 @@ func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log lo
 	st := &state{log: log, events: opts.Events, gate: g, phase: phase, began: began}
 	st.set("Waiting", fmt.Sprintf("gate %s (phase %d) waits for %s", g.Name, phase, g.WaitsFor), false)
 	prog := progress.New(func(l progress.Line) {
+		if l.Callback > 0 {
+			events.Info(log, events.GateCallbackRunning, "gate callback running", "waitsFor", l.What, "for", l.Waited.Round(time.Second).String(), "callbackFor", l.Callback.Round(100*time.Millisecond).String())
+			return
+		}
 		events.Info(log, events.GateWaiting, "gate waiting", "waitsFor", l.What, "for", l.Waited.Round(time.Second).String(), "lastSeen", seenOrNothing(l.Seen))
 	})
 	st.item = prog.Add(g.WaitsFor, "")
+	gctx = progress.WithItem(gctx, st.item)
 	stop := prog.Start(opts.Interval)
 	defer stop()
 
@@ -174,6 +209,7 @@ func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log lo
 			cause := context.Cause(gctx)
 			if !errors.Is(cause, ErrTimedOut) {
 				// Another gate of the phase failed, or the process stops.
+				st.set("Canceled", fmt.Sprintf("gate %s stopped before it was done (last seen: %s)", g.Name, st.lastSeen()), true)
 				return st.end("canceled", nil)
 			}
 			return timedOut(ctx, g, opts, st)
@@ -373,6 +409,9 @@ func summarize(phase int, outcomes []Outcome, took time.Duration, err error) str
 		verdict = "failed"
 		if errors.Is(err, ErrTimedOut) {
 			verdict = "timed out"
+		}
+		if errors.Is(err, ErrCanceled) {
+			verdict = "canceled"
 		}
 	}
 	fmt.Fprintf(&b, "phase %d %s in %s\n", phase, verdict, took.Round(time.Millisecond))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/progress"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
 )
@@ -274,6 +275,96 @@ func TestWaitingGateLogsWhatItLastSaw(t *testing.T) {
 	waitLogged(`"msg"="gate waiting" "phase"=0 "gate"="cfg" "event"="gate-waiting" "waitsFor"="ConfigMap settings: created" "for"="0s" "lastSeen"="nothing yet"`)
 	seen(false, "not found")
 	waitLogged(`"waitsFor"="ConfigMap settings: created" "for"="0s" "lastSeen"="not found"`)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A phase whose context is canceled while its gate waits returns ErrCanceled
+// naming the gate, records it in the termination log and an Event, and hands
+// nothing off.
+func TestCanceledPhaseFails(t *testing.T) {
+	o, ev := opts(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err := gaterun.RunPhase(ctx, 0, []spec.Gate{blockUntil("slow", nil, "x")}, o)
+	if !errors.Is(err, gaterun.ErrCanceled) || !strings.Contains(err.Error(), "slow") {
+		t.Fatalf("RunPhase = %v, want ErrCanceled naming gate slow", err)
+	}
+	summary, rerr := os.ReadFile(o.TerminationLog)
+	if rerr != nil || !strings.HasPrefix(string(summary), "phase 0 canceled") || !strings.Contains(string(summary), "slow: canceled") {
+		t.Fatalf("termination log %q (%v): want the phase canceled and gate slow", summary, rerr)
+	}
+	if !strings.Contains(ev.reasons(), "GateCanceled") {
+		t.Fatalf("events %s: want GateCanceled", ev.reasons())
+	}
+	if files, _ := os.ReadDir(o.HandoffDir); len(files) != 0 {
+		t.Fatalf("handoff folder holds %d files, want none", len(files))
+	}
+}
+
+// While a gate's callback runs, what it waited for was seen: the progress
+// line says the callback runs, and for how long, not "gate waiting"; once the
+// callback fails, the gate waits again.
+func TestRunningCallbackIsReported(t *testing.T) {
+	o, _ := opts(t)
+	var mu sync.Mutex
+	var lines []string
+	o.Log = funcr.New(func(_, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{})
+	count := func(want string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, l := range lines {
+			if strings.Contains(l, want) {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for count(want) == 0 {
+			if time.Now().After(deadline) {
+				mu.Lock()
+				defer mu.Unlock()
+				t.Fatalf("no log line contains %s within 5s; got:\n%s", want, strings.Join(lines, "\n"))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	calling, release := make(chan struct{}), make(chan struct{})
+	calls := 0
+	g := spec.Gate{Name: "cfg", WaitsFor: "ConfigMap settings: created", Sample: func(ctx context.Context, seen func(bool, string), _ store.Store) (any, error) {
+		calls++
+		seen(true, "1 of 1 match")
+		if calls == 1 {
+			defer progress.CallbackRunning(ctx)()
+			close(calling)
+			<-release
+			return nil, errors.New("store write failed")
+		}
+		return "ok", nil
+	}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := gaterun.RunPhase(t.Context(), 0, []spec.Gate{g}, o)
+		done <- err
+	}()
+	<-calling
+	waitFor(`"msg"="gate callback running" "phase"=0 "gate"="cfg" "event"="gate-callback-running" "waitsFor"="ConfigMap settings: created"`)
+	waitFor(`"callbackFor"=`)
+	before := count(`"msg"="gate waiting"`)
+	time.Sleep(200 * time.Millisecond) // four progress intervals while the callback runs
+	if after := count(`"msg"="gate waiting"`); after != before {
+		t.Fatalf("%d gate waiting lines while the callback ran", after-before)
+	}
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -75,6 +75,9 @@ func Rules(m *spec.Module) []spec.Rule {
 			add("", gvk.Group, Resource(gvk), nil, fmt.Sprintf("a Lister of %s keeps every object of the kind in a read cache", gvk.Kind), read...)
 		}
 		for _, r := range m.Rules {
+			if r.Role != "" && r.Role != role {
+				continue // the author gave it to another role's pods
+			}
 			r.Role = role
 			out = append(out, r)
 		}

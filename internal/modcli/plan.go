@@ -146,10 +146,7 @@ func writeRBAC(out io.Writer, d *spec.Module) error {
 		if r.Namespace != "" {
 			scope = r.Namespace
 		}
-		res := strings.Join(r.Resources, ",")
-		if g := strings.Join(r.APIGroups, ","); g != "" {
-			res += "." + g
-		}
+		res := ruleResources(r.Resources, r.APIGroups)
 		names := strings.Join(r.ResourceNames, ",")
 		if names == "" {
 			names = "-"
@@ -157,6 +154,24 @@ func writeRBAC(out io.Writer, d *spec.Module) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", manifests.ServiceAccount(d.Name, r.Role), scope, strings.Join(r.Verbs, ","), res, names, r.Why)
 	}
 	return tw.Flush()
+}
+
+// ruleResources names a rule's resources as kubectl does: resource.group,
+// and a subresource after it (tenants.example.dev/status).
+func ruleResources(resources, groups []string) string {
+	group := strings.Join(groups, ",")
+	out := make([]string, len(resources))
+	for i, r := range resources {
+		base, sub, found := strings.Cut(r, "/")
+		if group != "" {
+			base += "." + group
+		}
+		if found {
+			base += "/" + sub
+		}
+		out[i] = base
+	}
+	return strings.Join(out, ",")
 }
 
 func writeWatcher(out io.Writer, m *spec.Module) error {

@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -13,6 +14,9 @@ type Line struct {
 	Seen string
 	// Waited is how long the Reporter has been running.
 	Waited time.Duration
+	// Callback is how long the item's callback has been running, once what
+	// it waited for was seen; zero while it still waits.
+	Callback time.Duration
 }
 
 // Reporter tracks pending items and emits a Line per pending item every
@@ -76,20 +80,69 @@ func (r *Reporter) Tick() {
 	waited := time.Since(r.began)
 	for _, it := range items {
 		it.mu.Lock()
-		what, seen, done := it.what, it.seen, it.done
+		what, seen, done, calling := it.what, it.seen, it.done, it.calling
 		it.mu.Unlock()
-		if !done {
-			r.emit(Line{What: what, Seen: seen, Waited: waited})
+		if done {
+			continue
 		}
+		l := Line{What: what, Seen: seen, Waited: waited}
+		if !calling.IsZero() {
+			l.Callback = max(time.Since(calling), time.Nanosecond)
+		}
+		r.emit(l)
 	}
 }
 
 // Item is one thing waited for.
 type Item struct {
-	mu   sync.Mutex
-	what string
-	seen string
-	done bool
+	mu      sync.Mutex
+	what    string
+	seen    string
+	done    bool
+	calling time.Time // when the running callback began; zero when none runs
+}
+
+// Calling marks the item's callback as running, until done is called: what
+// it waited for was seen, and the lines say so rather than "waiting".
+func (i *Item) Calling() (done func()) {
+	i.mu.Lock()
+	i.calling = time.Now()
+	i.mu.Unlock()
+	return func() {
+		i.mu.Lock()
+		i.calling = time.Time{}
+		i.mu.Unlock()
+	}
+}
+
+// CallingSince is when the running callback began; zero when none runs.
+func (i *Item) CallingSince() time.Time {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.calling
+}
+
+type itemKey struct{}
+
+// WithItem gives ctx the item of the wait it runs, for CallbackRunning.
+func WithItem(ctx context.Context, it *Item) context.Context {
+	return context.WithValue(ctx, itemKey{}, it)
+}
+
+// ItemFrom is the item WithItem gave ctx; nil when none.
+func ItemFrom(ctx context.Context) *Item {
+	it, _ := ctx.Value(itemKey{}).(*Item)
+	return it
+}
+
+// CallbackRunning marks the callback of ctx's item as running, until done is
+// called: for what runs a callback inside the wait (a Sample gate). Nothing
+// is marked when ctx has no item.
+func CallbackRunning(ctx context.Context) (done func()) {
+	if it := ItemFrom(ctx); it != nil {
+		return it.Calling()
+	}
+	return func() {}
 }
 
 // See records what the item saw last and reports whether it differs from

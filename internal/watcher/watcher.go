@@ -91,7 +91,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	metrics := registerMetrics()
 	mopts := manager.Options{
 		Scheme: o.Scheme,
-		Logger: o.Log,
+		Logger: releaseIsNoError(ctx, o.Log),
 		Cache: cache.Options{
 			ByObject:                 byObject,
 			DefaultTransform:         cache.TransformStripManagedFields(),
@@ -172,7 +172,19 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err := mgr.Add(nonLeader{start}); err != nil {
 		return err
 	}
-	return mgr.Start(ctx)
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	if o.LeaderElection {
+		select {
+		case <-mgr.Elected():
+			// Start returns once the leader elector has stopped: the Lease is
+			// released (LeaderElectionReleaseOnCancel).
+			o.Log.Info("leader lease released: the replica stops", "lease", o.Namespace+"/"+LeaseName(o.Module))
+		default:
+		}
+	}
+	return nil
 }
 
 // WarmUp starts the informers of every agreed type and waits for them to
@@ -268,4 +280,44 @@ func watchErrorHandler(module string, m *metrics) toolscache.WatchErrorHandlerWi
 		}
 		toolscache.DefaultWatchErrorHandler(ctx, r, err)
 	}
+}
+
+// errLeaderElectionLost is what controller-runtime's manager reports when its
+// leader elector stops leading: on a lost Lease, and on the release of a
+// graceful stop (LeaderElectionReleaseOnCancel) too.
+const errLeaderElectionLost = "leader election lost"
+
+// releaseIsNoError is log for the manager, but without the "leader election
+// lost" it logs as an error once ctx has ended: there the Lease is released
+// by a planned stop, which Run reports. controller-runtime gives no other hook: its
+// OnStoppedLeading sends that error whether the Lease was lost or released.
+func releaseIsNoError(ctx context.Context, log logr.Logger) logr.Logger {
+	if log.GetSink() == nil {
+		return log
+	}
+	return logr.New(plannedRelease{LogSink: log.GetSink(), stopping: func() bool { return ctx.Err() != nil }})
+}
+
+type plannedRelease struct {
+	logr.LogSink
+	stopping func() bool
+}
+
+func (s plannedRelease) Error(err error, msg string, kv ...any) {
+	if err != nil && err.Error() == errLeaderElectionLost && s.stopping() {
+		// Run says the Lease was released once it was.
+		if s.LogSink.Enabled(1) {
+			s.LogSink.Info(1, "leader elector stopped", "reason", "the replica stops")
+		}
+		return
+	}
+	s.LogSink.Error(err, msg, kv...)
+}
+
+func (s plannedRelease) WithValues(kv ...any) logr.LogSink {
+	return plannedRelease{LogSink: s.LogSink.WithValues(kv...), stopping: s.stopping}
+}
+
+func (s plannedRelease) WithName(name string) logr.LogSink {
+	return plannedRelease{LogSink: s.LogSink.WithName(name), stopping: s.stopping}
 }

@@ -44,7 +44,8 @@ type Options struct {
 	// operator should see that do not make the module unready.
 	ReadyDetail func() string
 	// ShutdownDelay is how long the server keeps serving, not ready, after
-	// it is told to stop; 5s when zero.
+	// it is told to stop: zero stops at once (the flag --shutdown-delay
+	// carries the 5s default of a pod, which tests set to 0s).
 	ShutdownDelay time.Duration
 	// DrainTimeout bounds the wait for requests in flight; 20s when zero.
 	DrainTimeout time.Duration
@@ -66,8 +67,8 @@ func Serve(ctx context.Context, opts Options) error {
 	if opts.Addr == "" {
 		opts.Addr = ":9443"
 	}
-	if opts.ShutdownDelay == 0 {
-		opts.ShutdownDelay = 5 * time.Second
+	if opts.ShutdownDelay < 0 {
+		opts.ShutdownDelay = 0
 	}
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 20 * time.Second

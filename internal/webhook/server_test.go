@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/webhook"
@@ -123,6 +125,40 @@ func TestGracefulStop(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server did not stop")
+	}
+}
+
+// A shutdown delay of zero is none: the server stops at once, rather than
+// taking zero for unset and waiting 5s.
+func TestZeroShutdownDelayStopsAtOnce(t *testing.T) {
+	dir, _ := certDir(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	var mu sync.Mutex
+	var delays []string
+	log := funcr.New(func(_, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		delays = append(delays, args)
+	}, funcr.Options{})
+	served := make(chan error, 1)
+	go func() {
+		served <- webhook.Serve(ctx, webhook.Options{
+			Addr: "127.0.0.1:0", CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
+			Handler: http.NotFoundHandler(), Listening: func(string) { cancel() }, Log: log,
+		})
+	}()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the server with no shutdown delay still served 3s after it was told to stop")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if all := strings.Join(delays, "\n"); !strings.Contains(all, `"for"="0s"`) {
+		t.Fatalf("log %s: want the stop logged with for=0s", all)
 	}
 }
 
