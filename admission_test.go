@@ -701,7 +701,7 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 		})
 	}
 	report("policies", `"policyVersion":"1.0.0"`, `"registeredVersion":"1.0.0"`, `"enforcedSince":"20`, `"count":1,`,
-		`"name":"sneaky","created":"20`, `"admitted":"before-enforcement","violation":"label bad is not allowed"`)
+		`"name":"sneaky","action":"validate","created":"20`, `"admitted":"before-enforcement","violation":"label bad is not allowed"`)
 	// Admitted while enforced, by the capability in Audit mode: the next
 	// periodic audit reports it as such.
 	// creationTimestamp has second precision: a second after enforcement

@@ -28,6 +28,11 @@ type ModuleOptions struct {
 	// Args are added to the args of the container of that name ("admission",
 	// "watcher", "gate-phase-0", ...), after the manifests' own.
 	Args map[string][]string
+	// Env ("KEY=value" each) is set when the manifests are rendered and
+	// added to every container's environment, as a platform's overlay of
+	// them would: for a module that reads its namespace from the
+	// environment, say.
+	Env []string
 }
 
 // Module is a module installed from its own manifests into the test's API
@@ -80,7 +85,9 @@ func (e *Env) InstallModule(t testing.TB, opts ModuleOptions) *Module {
 		Name      string `json:"module"`
 		Namespace string `json:"namespace"`
 	}
-	out, err := exec.Command(bin, "plan", "-o", "json").Output()
+	cmd := exec.Command(bin, "plan", "-o", "json")
+	cmd.Env = append(os.Environ(), opts.Env...)
+	out, err := cmd.Output()
 	if err == nil {
 		err = json.Unmarshal(out, &plan)
 	}
@@ -88,7 +95,9 @@ func (e *Env) InstallModule(t testing.TB, opts ModuleOptions) *Module {
 		t.Fatalf("%s plan -o json: %v", bin, err)
 	}
 	image := "vigiltest.invalid/" + plan.Name + ":test"
-	rendered, err := exec.Command(bin, "manifests", "--image", image).Output()
+	cmd = exec.Command(bin, "manifests", "--image", image)
+	cmd.Env = append(os.Environ(), opts.Env...)
+	rendered, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%s manifests --image %s: %v", bin, image, stderrOf(err))
 	}
@@ -154,7 +163,7 @@ func (m *Module) pod(component string) *Pod {
 
 func (m *Module) podOf(d *appsv1.Deployment) *Pod {
 	m.t.Helper()
-	p := m.env.NewPod(m.t, d.Namespace, d.Spec.Template, PodOptions{Binary: m.Binary, Args: m.opts.Args})
+	p := m.env.NewPod(m.t, d.Namespace, d.Spec.Template, PodOptions{Binary: m.Binary, Args: m.opts.Args, Env: m.opts.Env})
 	m.pods = append(m.pods, p)
 	return p
 }

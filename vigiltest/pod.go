@@ -36,6 +36,9 @@ type PodOptions struct {
 	// Args are added to the args of the container of that name, after its
 	// own (such as "--shutdown-delay", "0s" for a test).
 	Args map[string][]string
+	// Env ("KEY=value" each) is added to every container's environment,
+	// after its own, as a platform's overlay of the manifests would.
+	Env []string
 }
 
 // Pod is a pod a test runs as a kubelet would, as far as that can be done
@@ -332,7 +335,7 @@ func (p *Pod) envOf(ctx context.Context, c corev1.Container) ([]string, error) {
 		}
 		env = append(env, e.Name+"="+p.local(c, v))
 	}
-	return env, nil
+	return append(env, p.opts.Env...), nil
 }
 
 func (p *Pod) value(ctx context.Context, e corev1.EnvVar) (string, error) {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,8 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vigilkit/vigil/internal/dev"
-	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -364,32 +361,32 @@ func lowRightsUser(t *testing.T, ns string) client.Client {
 	return c
 }
 
-// The defaults come from the Secret the seed describes, "guaranteed to exist
-// at pod startup": the manifests mount it, required and read-only, in the
-// containers that read it; its pod cannot start without it; phase 1, started
-// as the kubelet starts it (the Secret's key materialised at its mount path,
-// no CLUSTERCONFIG_DEFAULTS), falls back to it when no ClusterConfig comes
-// and merges the ClusterConfig over it when one does.
+// The defaults Secret is mounted where the module reads it, in the
+// containers that need it, and phase 1 — run from the manifests' pod spec as
+// the kubelet would, the Secret's key a file under the pod's volumes — falls
+// back to it when no ClusterConfig exists, and merges a ClusterConfig over
+// it when one does.
 func TestDefaultsSecretIsMountedAndMergedUnder(t *testing.T) {
 	ctx := t.Context()
-	bin := vigiltest.BuildModule(t, ".")
 	ns := env.Namespace(t)
-	moduleEnv := append(os.Environ(), "CLUSTERCONFIG_NAMESPACE="+ns, "CLUSTERCONFIG_DEFAULTS=")
+	crds, err := os.ReadFile("crds.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.InstallCRDYAML(crds); err != nil {
+		t.Fatal(err)
+	}
+	moduleEnv := []string{"CLUSTERCONFIG_NAMESPACE=" + ns, "CLUSTERCONFIG_TIMEOUT=1s"}
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Env: moduleEnv})
 
 	// The manifests mount it where the module reads it.
-	cmd := exec.Command(bin, "manifests", "--image", "example.com/uds-core:1.0.0")
-	cmd.Env = moduleEnv
-	rendered, err := cmd.Output()
+	ds, err := m.Manifests.Deployments()
 	if err != nil {
-		t.Fatalf("manifests: %v", err)
+		t.Fatal(err)
 	}
 	mounted := map[string]bool{}
 	var volumes []corev1.Volume
-	for _, doc := range strings.Split(string(rendered), "\n---\n") {
-		d := &appsv1.Deployment{}
-		if err := yaml.Unmarshal([]byte(doc), d); err != nil || d.Kind != "Deployment" {
-			continue
-		}
+	for _, d := range ds {
 		volumes = append(volumes, d.Spec.Template.Spec.Volumes...)
 		for _, c := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {
 			for _, vm := range c.VolumeMounts {
@@ -414,34 +411,15 @@ func TestDefaultsSecretIsMountedAndMergedUnder(t *testing.T) {
 	if secretVolumes != 2 {
 		t.Errorf("%d pod volumes of Secret %s, want one per Deployment (admission, watcher)", secretVolumes, DefaultsSecret)
 	}
-
-	// Without it, the admission pod does not start.
-	cmd = exec.Command(bin, "plan", "-o", "json")
-	cmd.Env = moduleEnv
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("plan -o json: %v", err)
-	}
-	plan, err := spec.Decode(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubelet := &dev.Materialiser{Client: env.Clientset, Plan: plan, Dir: t.TempDir()}
-	var missing *dev.MissingError
-	if _, err := kubelet.Prepare(ctx, "gate-phase-0"); !errors.As(err, &missing) || !strings.Contains(err.Error(), "Secret "+ns+"/"+DefaultsSecret) {
-		t.Fatalf("the pod's first container without the defaults Secret: %v, want it held", err)
+	// plan names it as what the pods cannot start without.
+	plan, err := exec.Command(m.Binary, "plan").CombinedOutput()
+	if err != nil || !strings.Contains(string(plan), DefaultsSecret) {
+		t.Errorf("plan (%v) does not name the Secret %s:\n%s", err, DefaultsSecret, plan)
 	}
 
 	// The platform's Secret, with defaults of its own.
 	defaults := "attributes:\n  clusterName: from-the-secret\nexpose:\n  domain: secret.example\n  adminDomain: admin.secret.example\npolicy:\n  allowAllNsExemptions: false\n"
 	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: DefaultsSecret}, Data: map[string][]byte{DefaultsKey: []byte(defaults)}}); err != nil {
-		t.Fatal(err)
-	}
-	crds, err := os.ReadFile("crds.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.InstallCRDYAML(crds); err != nil {
 		t.Fatal(err)
 	}
 	cc := readYAML(t, "clusterconfig.yaml")
@@ -453,18 +431,17 @@ func TestDefaultsSecretIsMountedAndMergedUnder(t *testing.T) {
 	deleteInitial() // an earlier test's
 	t.Cleanup(deleteInitial)
 
-	// phase1 runs phase 1 as the kubelet would start its init container,
-	// and returns what it stored.
+	// phase1 runs phases 0 and 1 of a new admission pod, as the kubelet
+	// runs its init containers, and returns what phase 1 stored.
+	admission, err := m.Manifests.Deployment("admission")
+	if err != nil || admission == nil {
+		t.Fatalf("the admission Deployment: %v", err)
+	}
 	phase1 := func() (map[string]any, string) {
 		t.Helper()
-		podEnv, err := kubelet.Prepare(ctx, "gate-phase-1")
-		if err != nil {
-			t.Fatalf("start phase 1: %v", err)
-		}
-		podEnv = append(podEnv, "KUBECONFIG="+env.KubeConfigFile(t), "VIGIL_HANDOFF_DIR="+t.TempDir(),
-			"CLUSTERCONFIG_NAMESPACE="+ns, "CLUSTERCONFIG_DEFAULTS=", "CLUSTERCONFIG_TIMEOUT=1s")
-		p := vigiltest.StartProcess(t, podEnv, bin, "gate", "--phase", "1", "--progress-interval", "200ms")
-		p.WaitOK(t, 30*time.Second)
+		pod := env.NewPod(t, ns, admission.Spec.Template, vigiltest.PodOptions{Binary: m.Binary, Env: moduleEnv})
+		pod.RunInit(30 * time.Second)
+		p := pod.RunInit(30 * time.Second)
 		st := &v1alpha1.Store{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "uds-core"}, st); err != nil {
 			t.Fatalf("the Store phase 1 wrote: %v", err)
