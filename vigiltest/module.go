@@ -28,6 +28,9 @@ type ModuleOptions struct {
 	// Args are added to the args of the container of that name ("admission",
 	// "watcher", "gate-phase-0", ...), after the manifests' own.
 	Args map[string][]string
+	// Manifests, when set, are what is installed — a chart rendered with its
+	// values, say — instead of what `<module> manifests` renders.
+	Manifests *Manifests
 	// Env ("KEY=value" each) is set when the manifests are rendered and
 	// added to every container's environment, as a platform's overlay of
 	// them would: for a module that reads its namespace from the
@@ -94,16 +97,18 @@ func (e *Env) InstallModule(t testing.TB, opts ModuleOptions) *Module {
 	if err != nil {
 		t.Fatalf("%s plan -o json: %v", bin, err)
 	}
-	image := "vigiltest.invalid/" + plan.Name + ":test"
-	cmd = exec.Command(bin, "manifests", "--image", image)
-	cmd.Env = append(os.Environ(), opts.Env...)
-	rendered, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s manifests --image %s: %v", bin, image, stderrOf(err))
-	}
-	m, err := DecodeManifests(rendered)
-	if err != nil {
-		t.Fatal(err)
+	m := opts.Manifests
+	if m == nil {
+		image := "vigiltest.invalid/" + plan.Name + ":test"
+		cmd = exec.Command(bin, "manifests", "--image", image)
+		cmd.Env = append(os.Environ(), opts.Env...)
+		rendered, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s manifests --image %s: %v", bin, image, stderrOf(err))
+		}
+		if m, err = DecodeManifests(rendered); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ds, err := m.Deployments()
 	if err != nil {
