@@ -151,7 +151,8 @@ once no replica has served for their bound.`,
 	root.AddCommand(watcherCmd)
 
 	var unregKubeconfig, unregContext string
-	var removeFinalizers bool
+	var removeFinalizers, stopWatcher bool
+	var stopTimeout time.Duration
 	unregister := &cobra.Command{
 		Use:   "unregister",
 		Short: "Empty the module's webhook configurations (and remove its finalizers), for uninstall",
@@ -163,6 +164,12 @@ stop; run it before uninstalling.`,
 			cfg, err := cmdutil.LoadConfig(unregKubeconfig, unregContext)
 			if err != nil {
 				return err
+			}
+			if stopWatcher {
+				if err := StopWatcher(cmd.Context(), cfg, m, stopTimeout); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "watcher of module %s stopped\n", m.Name)
 			}
 			if err := admissionrole.Unregister(cmd.Context(), cfg, m, removeFinalizers); err != nil {
 				return err
@@ -177,7 +184,31 @@ stop; run it before uninstalling.`,
 	unregister.Flags().StringVar(&unregKubeconfig, "kubeconfig", "", "kubeconfig file")
 	unregister.Flags().StringVar(&unregContext, "context", "", "kubeconfig context")
 	unregister.Flags().BoolVar(&removeFinalizers, "remove-finalizers", false, "also strip the module's finalizers from every object, so that nothing is left stuck in deletion once it is gone")
+	unregister.Flags().BoolVar(&stopWatcher, "stop-watcher", false, "first scale the watcher Deployment to 0 and wait until its pods are gone, so that it adds no finalizer behind the removal (the chart's pre-delete hook does)")
+	unregister.Flags().DurationVar(&stopTimeout, "stop-watcher-timeout", 2*time.Minute, "how long --stop-watcher waits for the watcher's pods to end")
 	root.AddCommand(unregister)
+
+	co := &ChartOptions{}
+	chartCmd := &cobra.Command{
+		Use:   "chart -o DIR --image IMAGE",
+		Short: "Write the module's Helm chart",
+		Long: `Write the module's Helm chart into DIR: Chart.yaml, values.yaml,
+values.schema.json, templates/ and the Store CRD in crds/ (shared by every
+vigil module: Helm never deletes it). The templates are the objects manifests
+prints, with the fields values drive (image, replicas, resources and
+GOMEMLIMIT, scheduling, extra env and volumes, log level, the serving
+certificate: managed, an existing Secret or cert-manager) turned into template
+expressions; with default values the chart renders exactly what manifests
+prints. A pre-delete hook stops the watcher and runs unregister
+--remove-finalizers as its own ServiceAccount.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error { return co.Run(m, out) },
+	}
+	cf := chartCmd.Flags()
+	cf.StringVarP(&co.Dir, "output-dir", "o", "", "folder to write the chart into (required)")
+	cf.StringVar(&co.Image, "image", "", "the module's container image, the default of image.repository, image.tag and image.digest (required)")
+	cf.BoolVar(&co.AllowDeadlock, "allow-deadlock", false, "write even when plan finds a startup deadlock")
+	root.AddCommand(chartCmd)
 
 	mf := &ManifestsOptions{}
 	manifestsCmd := &cobra.Command{
