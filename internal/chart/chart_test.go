@@ -55,7 +55,7 @@ var (
 )
 
 // quota builds examples/quota once, into a temporary folder.
-func quota(t *testing.T) string {
+func quota(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "vigil-chart-")
@@ -76,10 +76,12 @@ func quota(t *testing.T) string {
 }
 
 // writeChart runs `quota chart` and loads what it wrote.
-func writeChart(t *testing.T) (string, *chartv2.Chart) {
+func writeChart(t testing.TB, env ...string) (string, *chartv2.Chart) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "chart")
-	if out, err := exec.Command(quota(t), "chart", "-o", dir, "--image", image).CombinedOutput(); err != nil {
+	cmd := exec.Command(quota(t), "chart", "-o", dir, "--image", image)
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("quota chart: %v\n%s", err, out)
 	}
 	ch, err := loader.Load(dir)
@@ -342,7 +344,7 @@ func TestChartCertManagerMode(t *testing.T) {
 
 // helmConfig is an action configuration over the test API server, through a
 // kubeconfig as the helm CLI reads one.
-func helmConfig(t *testing.T, namespace string) *action.Configuration {
+func helmConfig(t testing.TB, namespace string) *action.Configuration {
 	t.Helper()
 	kubeconfig := env.KubeConfigFile(t)
 	flags := genericclioptions.NewConfigFlags(false)
@@ -595,4 +597,29 @@ func assertNothingLeft(t *testing.T) {
 	} else if crd.GetDeletionTimestamp() != nil {
 		t.Errorf("the Store CRD is being deleted by uninstall")
 	}
+}
+
+// BenchmarkChartInstall times `helm install` of the module's chart through
+// the SDK against the test API server, without waiting for readiness (no
+// kubelet runs the pods): chart_install_s, as make bench-ship prints it.
+func BenchmarkChartInstall(b *testing.B) {
+	cfg := helmConfig(b, "default")
+	var total time.Duration
+	for n := 0; n < b.N; n++ {
+		b.StopTimer()
+		// A fresh namespace each time: none is ever removed here.
+		_, ch := writeChart(b, fmt.Sprintf("QUOTA_NAMESPACE=quota-bench-%d-%d", time.Now().UnixNano()%100000, n))
+		b.StartTimer()
+		_, took := installChart(b, cfg, ch, nil)
+		b.StopTimer()
+		total += took
+		un := action.NewUninstall(cfg)
+		un.DisableHooks = true
+		un.WaitStrategy = kube.HookOnlyStrategy
+		un.Timeout = time.Minute
+		if _, err := un.Run(module); err != nil {
+			b.Fatalf("helm uninstall: %v", err)
+		}
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "chart_install_s")
 }
