@@ -228,6 +228,7 @@ func TestChartSchemaRejectsWrongTypes(t *testing.T) {
 			t.Errorf("values %v rendered: want the schema to refuse them", c.vals)
 			continue
 		}
+		t.Logf("values %v: %v", c.vals, err)
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("values %v: error %q does not name %s", c.vals, err, c.want)
 		}
