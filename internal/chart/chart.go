@@ -356,13 +356,13 @@ func (g *gen) container(c map[string]any, role string, main bool) {
 		return listWithExtras(in, "volumeMounts", mounts, cert, "$.Values.extraVolumeMounts")
 	})
 	args, _ := c["args"].([]any)
-	if main && role == manifests.Admission {
+	if main {
 		c["args"] = g.sentinel(func(in string) string {
 			var b strings.Builder
 			b.WriteString(in + "args:\n")
 			for i := 0; i < len(args); i++ {
 				a := fmt.Sprint(args[i])
-				if a == "--cert-secret" && i+1 < len(args) {
+				if a == "--cert-secret" && i+1 < len(args) && role == manifests.Admission {
 					b.WriteString(in + `{{- if eq $.Values.certificate.mode "managed" }}` + "\n")
 					b.WriteString(in + "- --cert-secret\n" + in + "- " + scalar(fmt.Sprint(args[i+1])) + "\n")
 					b.WriteString(in + "{{- else }}\n")
@@ -373,6 +373,12 @@ func (g *gen) container(c map[string]any, role string, main bool) {
 				}
 				b.WriteString(in + "- " + scalar(a) + "\n")
 			}
+			// A capability's failure policy reaches the module as a flag,
+			// which refuses to weaken a FailClosed() capability.
+			b.WriteString(in + "{{- range $capability, $policy := $.Values.failurePolicy }}\n")
+			b.WriteString(in + "- --failure-policy\n")
+			b.WriteString(in + "- {{ printf \"%s=%s\" $capability $policy | quote }}\n")
+			b.WriteString(in + "{{- end }}\n")
 			return b.String()
 		})
 	}

@@ -21,6 +21,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/kube"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -222,6 +223,8 @@ func TestChartSchemaRejectsWrongTypes(t *testing.T) {
 		{map[string]any{"watcher": map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": 512}}}}, "/watcher/resources/limits/memory"},
 		{map[string]any{"extraEnv": map[string]any{"A": "b"}}, "/extraEnv"},
 		{map[string]any{"admission": map[string]any{"replica": 3}}, "replica"},
+		{map[string]any{"failurePolicy": map[string]any{"replicas": "Maybe"}}, "/failurePolicy/replicas"},
+		{map[string]any{"failurePolicy": map[string]any{"nosuch": "Ignore"}}, "nosuch"},
 	} {
 		_, err := render(t, ch, c.vals)
 		if err == nil {
@@ -257,6 +260,7 @@ func TestChartValuesReachTheContainers(t *testing.T) {
 		"extraVolumes":      []any{map[string]any{"name": "ca", "configMap": map[string]any{"name": "corp-ca"}}},
 		"extraVolumeMounts": []any{map[string]any{"name": "ca", "mountPath": "/etc/ssl/corp"}},
 		"certificate":       map[string]any{"mode": "existingSecret", "existingSecret": "quota-serving"},
+		"failurePolicy":     map[string]any{"replicas": "Ignore"},
 	})
 	if err != nil {
 		t.Fatalf("render: %v", err)
@@ -282,6 +286,9 @@ func TestChartValuesReachTheContainers(t *testing.T) {
 		t.Errorf("env %v: want VIGIL_LOG_LEVEL=debug and HTTPS_PROXY", envs)
 	}
 	args := fmt.Sprint(c["args"])
+	if !strings.Contains(args, "--failure-policy replicas=Ignore") {
+		t.Errorf("args %s: want --failure-policy replicas=Ignore", args)
+	}
 	if !strings.Contains(args, "--cert-dir /etc/vigil/tls") || strings.Contains(args, "--cert-secret") {
 		t.Errorf("args %s: want --cert-dir /etc/vigil/tls instead of --cert-secret", args)
 	}
@@ -402,7 +409,7 @@ func TestChartInstallUpgradeRollbackUninstall(t *testing.T) {
 	ctx := context.Background()
 	_, ch := writeChart(t)
 	cfg := helmConfig(t, "default")
-	rel, took := installChart(t, cfg, ch, nil)
+	rel, took := installChart(t, cfg, ch, map[string]any{"failurePolicy": map[string]any{"replicas": "Ignore"}})
 	t.Logf("installed revision %d in %s", rel.Version, took)
 
 	c := env.Client
@@ -421,9 +428,12 @@ func TestChartInstallUpgradeRollbackUninstall(t *testing.T) {
 	// real token: it registers its webhooks through the chart's RBAC.
 	appNS := env.Namespace(t)
 	addr := vigiltest.FreeAddr(t)
-	adm := vigiltest.StartProcess(t, nil, quota(t), "admission", "--addr", addr, "--metrics-addr", "",
-		"--cert-secret", module+"-tls", "--webhook-url", "https://"+addr, "--handoff-dir", t.TempDir(),
+	// Its arguments are the Deployment's, with what only a pod has
+	// (addresses, the handoff folder, the token) given here.
+	args := append(append([]string(nil), d.Spec.Template.Spec.Containers[0].Args...), "--addr", addr, "--metrics-addr", "",
+		"--webhook-url", "https://"+addr, "--handoff-dir", t.TempDir(),
 		"--kubeconfig", tokenKubeconfig(t, moduleNS, module), "--shutdown-delay", "0s")
+	adm := vigiltest.StartProcess(t, nil, quota(t), args...)
 	denied := func() error {
 		err := c.Create(ctx, deployment(10, appNS), client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), "the quota allows 3") {
@@ -432,6 +442,30 @@ func TestChartInstallUpgradeRollbackUninstall(t *testing.T) {
 		return nil
 	}
 	vigiltest.Eventually(t, 60*time.Second, denied)
+	// failurePolicy.replicas reached the registration through the flag.
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := get(&vwc, "", module); err != nil {
+		t.Fatal(err)
+	}
+	policies := map[string]string{}
+	for _, w := range vwc.Webhooks {
+		policies[w.Name] = string(ptr.Deref(w.FailurePolicy, ""))
+	}
+	if len(policies) < 2 {
+		t.Errorf("webhooks %v: want the capability's and the canary", policies)
+	}
+	found := false
+	for name, p := range policies {
+		if strings.Contains(name, "replicas") {
+			found = true
+			if p != "Ignore" {
+				t.Errorf("webhook %s failurePolicy %s, want Ignore from failurePolicy.replicas", name, p)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("webhooks %v: none of the replicas capability", policies)
+	}
 
 	// Upgrade: new replicas and tag, applied server-side; what the module
 	// registered stays.
@@ -498,7 +532,7 @@ func TestChartInstallUpgradeRollbackUninstall(t *testing.T) {
 	podSpec, _, _ := unstructured.NestedMap(job.Object, "spec", "template", "spec")
 	sa := podSpec["serviceAccountName"].(string)
 	ctr := podSpec["containers"].([]any)[0].(map[string]any)
-	var args []string
+	args = nil
 	for _, a := range ctr["args"].([]any) {
 		args = append(args, a.(string))
 	}

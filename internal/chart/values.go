@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -121,6 +122,9 @@ func valuesYAML(m *spec.Module, g *gen, repo, tag, digest string) ([]byte, error
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString("# Failure policy per capability, Fail or Ignore, instead of the module's\n# (" + string(moduleFailurePolicy(m)) + "). FailClosed() capabilities cannot be set to Ignore.\n")
+	b.WriteString("# Capabilities: " + capabilityList(m) + ".\n")
+	b.WriteString("failurePolicy: {}\n\n")
 	b.WriteString(`# debug, info, warn or error; empty for the module's default (info).
 logLevel: ""
 
@@ -184,6 +188,16 @@ func schemaJSON(m *spec.Module) ([]byte, error) {
 			}),
 		}),
 	}
+	policies := map[string]any{}
+	for _, c := range m.Capabilities {
+		if c.FailClosed {
+			policies[c.Name] = map[string]any{"type": "string", "enum": []string{"Fail"},
+				"description": "declared FailClosed(): its webhooks fail closed whatever the values say"}
+			continue
+		}
+		policies[c.Name] = map[string]any{"type": "string", "enum": []string{"Fail", "Ignore"}}
+	}
+	props["failurePolicy"] = obj(policies)
 	for _, role := range manifests.Roles(m) {
 		props[role] = obj(map[string]any{
 			"replicas": map[string]any{"type": "integer", "minimum": 1},
@@ -203,4 +217,26 @@ func schemaJSON(m *spec.Module) ([]byte, error) {
 	s["$schema"] = "http://json-schema.org/draft-07/schema#"
 	s["title"] = "Values of the vigil module " + m.Name
 	return json.MarshalIndent(s, "", "  ")
+}
+
+func moduleFailurePolicy(m *spec.Module) admission.FailurePolicy {
+	if m.FailurePolicy == "" {
+		return admission.Fail
+	}
+	return m.FailurePolicy
+}
+
+func capabilityList(m *spec.Module) string {
+	var out []string
+	for _, c := range m.Capabilities {
+		if c.FailClosed {
+			out = append(out, c.Name+" (FailClosed)")
+			continue
+		}
+		out = append(out, c.Name)
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }

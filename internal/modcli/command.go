@@ -109,6 +109,7 @@ endpoints are withdrawn, then drains the requests in flight.`,
 	af.DurationVar(&a.Options.CheckInterval, "registration-check-interval", admissionrole.CheckInterval, "how often to keep the webhook configurations true: drift (edited, emptied, wrong caBundle) is repaired and reported; a deleted one is reported, not recreated")
 	af.BoolVar(&a.Options.Bootstrap, "bootstrap", false, "create the module's empty webhook configurations when they are missing, as its manifests would: for local runs such as vigil dev")
 	af.StringVar(&a.Options.CAFile, "ca-file", "", "CA bundle for the webhooks' caBundle with --cert-dir (default: ca.crt in --cert-dir)")
+	af.StringSliceVar(&a.policies, "failure-policy", nil, "CAPABILITY=Fail|Ignore: a capability's failure policy instead of the module's (repeatable; Ignore is refused for a FailClosed() capability)")
 	root.AddCommand(admissionCmd)
 
 	w := &watcherOptions{}
@@ -127,6 +128,9 @@ outages of the admission replicas and fails those capabilities' webhooks open
 once no replica has served for their bound.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := m.SetFailurePolicies(w.policies); err != nil {
+				return err
+			}
 			cfg, err := cmdutil.LoadConfig(w.kubeconfig, w.context)
 			if err != nil {
 				return err
@@ -148,6 +152,7 @@ once no replica has served for their bound.`,
 	wf.StringVar(&w.Options.MetricsAddr, "metrics-addr", ":8080", "address to serve /metrics on; empty disables")
 	wf.StringVar(&w.Options.ProbeAddr, "probe-addr", ":8081", "address to serve /healthz and /readyz on; empty disables")
 	wf.DurationVar(&w.Options.OutageCheckInterval, "outage-check-interval", 2*time.Second, "how often the active replica asks, by the registration canary, whether an admission replica serves (only with capabilities declared FailOpenAfter)")
+	wf.StringSliceVar(&w.policies, "failure-policy", nil, "CAPABILITY=Fail|Ignore: a capability's failure policy instead of the module's, as the admission role has it (repeatable)")
 	root.AddCommand(watcherCmd)
 
 	var unregKubeconfig, unregContext string
@@ -329,9 +334,13 @@ func (o *GateOptions) Run(ctx context.Context, m *spec.Module) error {
 type admissionOptions struct {
 	admissionrole.Options
 	kubeconfig, context string
+	policies            []string
 }
 
 func (a *admissionOptions) run(ctx context.Context, m *spec.Module) error {
+	if err := m.SetFailurePolicies(a.policies); err != nil {
+		return err
+	}
 	cfg, err := cmdutil.LoadConfig(a.kubeconfig, a.context)
 	if err != nil {
 		return err
@@ -343,6 +352,7 @@ func (a *admissionOptions) run(ctx context.Context, m *spec.Module) error {
 type watcherOptions struct {
 	watcher.Options
 	kubeconfig, context string
+	policies            []string
 }
 
 // EnvHandoffDir names the folder gates hand their results over in.

@@ -40,6 +40,7 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 		h := admit.NewHandler(m.Bindings, admit.Options{
 			Module:        m.Name,
 			FailurePolicy: m.FailurePolicy,
+			Policies:      m.Policies(),
 			Timeout:       m.BindingTimeout(),
 			Store:         scope,
 			Context: func(ctx context.Context, s store.Store) context.Context {
@@ -54,7 +55,7 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 		if err != nil {
 			return err
 		}
-		r := registration.New(cs, registration.Options{Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Log: o.Log})
+		r := registration.New(cs, registration.Options{Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Policies: m.Policies(), Log: o.Log})
 		interval := o.OutageCheckInterval
 		if interval <= 0 {
 			interval = 2 * time.Second
