@@ -544,8 +544,12 @@ func TestChartInstallUpgradeRollbackUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hook command %v: %v\n%s", args, err, out)
 	}
-	if !strings.Contains(string(out), "webhooks of module quota unregistered") {
+	if !strings.Contains(string(out), "watcher of module quota stopped") || !strings.Contains(string(out), "webhooks of module quota unregistered") {
 		t.Errorf("hook command said %q", out)
+	}
+	var w appsv1.Deployment
+	if err := get(&w, moduleNS, module+"-watcher"); err != nil || *w.Spec.Replicas != 0 {
+		t.Errorf("watcher Deployment after the hook: %v, replicas %v: want scaled to 0", err, w.Spec.Replicas)
 	}
 	// The webhooks are empty now: nothing is sent to the module.
 	if err := c.Create(ctx, deployment(10, appNS), client.DryRunAll); err != nil {
