@@ -40,7 +40,13 @@ import (
 
 var env *vigiltest.Env
 
-func TestMain(m *testing.M) { os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env)) }
+func TestMain(m *testing.M) {
+	code := vigiltest.Run(m, vigiltest.Options{}, &env)
+	if builtDir != "" {
+		_ = os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
 
 const (
 	image      = "ghcr.io/acme/quota:1.0.0"
@@ -50,37 +56,48 @@ const (
 )
 
 var (
-	buildOnce sync.Once
-	bin       string
-	buildErr  error
+	buildMu  sync.Mutex
+	builtDir string
+	built    = map[string]string{}
 )
 
-// quota builds examples/quota once, into a temporary folder.
-func quota(t testing.TB) string {
+// example builds one of examples/ once, into a temporary folder.
+func example(t testing.TB, name string) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if bin, ok := built[name]; ok {
+		return bin
+	}
+	if builtDir == "" {
 		dir, err := os.MkdirTemp("", "vigil-chart-")
 		if err != nil {
-			buildErr = err
-			return
+			t.Fatal(err)
 		}
-		bin = filepath.Join(dir, module)
-		out, err := exec.Command("go", "build", "-trimpath", "-o", bin, exampleDir).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build %s: %v\n%s", exampleDir, err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+		builtDir = dir
 	}
+	bin := filepath.Join(builtDir, name)
+	out, err := exec.Command("go", "build", "-trimpath", "-o", bin, "../../examples/"+name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build examples/%s: %v\n%s", name, err, out)
+	}
+	built[name] = bin
 	return bin
 }
+
+// quota builds examples/quota once.
+func quota(t testing.TB) string { return example(t, module) }
 
 // writeChart runs `quota chart` and loads what it wrote.
 func writeChart(t testing.TB, env ...string) (string, *chartv2.Chart) {
 	t.Helper()
+	return writeChartOf(t, quota(t), env...)
+}
+
+func writeChartOf(t testing.TB, bin string, env ...string) (string, *chartv2.Chart) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "chart")
-	cmd := exec.Command(quota(t), "chart", "-o", dir, "--image", image)
+	cmd := exec.Command(bin, "chart", "-o", dir, "--image", image)
 	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("quota chart: %v\n%s", err, out)
@@ -134,9 +151,9 @@ func objects(t *testing.T, stream string) map[string]map[string]any {
 	return out
 }
 
-func manifestObjects(t *testing.T, args ...string) map[string]map[string]any {
+func manifestObjects(t *testing.T, bin string, args ...string) map[string]map[string]any {
 	t.Helper()
-	out, err := exec.Command(quota(t), append([]string{"manifests", "--image", image}, args...)...).Output()
+	out, err := exec.Command(bin, append([]string{"manifests", "--image", image}, args...)...).Output()
 	if err != nil {
 		t.Fatalf("quota manifests: %v", err)
 	}
@@ -144,7 +161,16 @@ func manifestObjects(t *testing.T, args ...string) map[string]map[string]any {
 }
 
 func TestChartWithDefaultValuesRendersTheManifests(t *testing.T) {
-	_, ch := writeChart(t)
+	// quota has a watcher; clusterconfig and phases have gates (init
+	// containers); labeler mutates.
+	for _, name := range []string{"quota", "clusterconfig", "phases", "labeler"} {
+		t.Run(name, func(t *testing.T) { defaultsRenderTheManifests(t, name) })
+	}
+}
+
+func defaultsRenderTheManifests(t *testing.T, name string) {
+	bin := example(t, name)
+	_, ch := writeChartOf(t, bin)
 	if ch.Metadata.KubeVersion != ">=1.30.0-0" {
 		t.Errorf("kubeVersion %q: want >=1.30.0-0 (matchConditions)", ch.Metadata.KubeVersion)
 	}
@@ -153,7 +179,7 @@ func TestChartWithDefaultValuesRendersTheManifests(t *testing.T) {
 		t.Fatalf("render: %v", err)
 	}
 	got := objects(t, rel.Manifest)
-	want := manifestObjects(t)
+	want := manifestObjects(t, bin)
 	if len(want) < 10 {
 		t.Fatalf("manifests printed %d objects: expected the module's whole set", len(want))
 	}
@@ -168,7 +194,7 @@ func TestChartWithDefaultValuesRendersTheManifests(t *testing.T) {
 			wy, _ := yaml.Marshal(w)
 			t.Errorf("%s differs:\nchart:\n%s\nmanifests:\n%s", key, gy, wy)
 		}
-		if strings.HasSuffix(strings.SplitN(key, " ", 2)[0], "WebhookConfiguration") && strings.HasSuffix(key, "/"+module) {
+		if strings.HasSuffix(strings.SplitN(key, " ", 2)[0], "WebhookConfiguration") && strings.HasSuffix(key, "/"+name) {
 			if _, has := g["webhooks"]; has {
 				t.Errorf("%s carries webhooks: the module registers them, the chart must not own the field", key)
 			}
@@ -178,6 +204,9 @@ func TestChartWithDefaultValuesRendersTheManifests(t *testing.T) {
 		if _, ok := want[key]; !ok {
 			t.Errorf("%s: rendered by the chart, not in manifests", key)
 		}
+	}
+	if name != module {
+		return
 	}
 	var events []string
 	for _, h := range rel.Hooks {
