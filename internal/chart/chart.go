@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/mod/semver"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -43,6 +44,9 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	repo, tag, digest, err := SplitImage(o.Image)
 	if err != nil {
 		return nil, err
+	}
+	if v := chartVersion(m); !semver.IsValid("v" + v) {
+		return nil, fmt.Errorf("module %s version %q: a chart's version must be SemVer, as in 1.2.0: set vigil.Options.Version to one", m.Name, m.Version)
 	}
 	objs, err := manifests.Render(m, manifests.Options{Image: imageSentinel})
 	if err != nil {
