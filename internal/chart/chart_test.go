@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -690,4 +691,104 @@ func BenchmarkChartInstall(b *testing.B) {
 		}
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "chart_install_s")
+}
+
+// With certificate.mode existingSecret the admission container reads the
+// mounted Secret, and the module writes the webhooks' caBundle from its
+// ca.crt: nothing else writes the webhooks.
+func TestChartExistingSecretCABundle(t *testing.T) {
+	ctx := context.Background()
+	const ns = "quota-certs"
+	nsEnv := "QUOTA_NAMESPACE=" + ns
+	_, ch := writeChart(t, nsEnv)
+	cfg := helmConfig(t, "default")
+	installChart(t, cfg, ch, map[string]any{"certificate": map[string]any{"mode": "existingSecret", "existingSecret": "quota-serving"}})
+	t.Cleanup(func() {
+		un := action.NewUninstall(cfg)
+		un.DisableHooks, un.WaitStrategy, un.Timeout = true, kube.HookOnlyStrategy, time.Minute
+		if _, err := un.Run(module); err != nil {
+			t.Errorf("helm uninstall: %v", err)
+		}
+	})
+
+	// The Secret, and its data where the kubelet would mount it.
+	ca, err := certs.NewCA("quota-ca", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ca.Issue([]string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM, "ca.crt": ca.CertPEM}
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota-serving"}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: module}, &d); err != nil {
+		t.Fatal(err)
+	}
+	pod := d.Spec.Template.Spec
+	mountDir := ""
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if m.Name == "serving-cert" {
+			mountDir = m.MountPath
+		}
+	}
+	for _, v := range pod.Volumes {
+		if v.Name == "serving-cert" && (v.Secret == nil || v.Secret.SecretName != "quota-serving") {
+			t.Errorf("serving-cert volume %+v: want the Secret quota-serving", v)
+		}
+	}
+	if mountDir == "" {
+		t.Fatalf("no serving-cert mount in %+v", pod.Containers[0].VolumeMounts)
+	}
+	root := t.TempDir()
+	certDir := filepath.Join(root, mountDir)
+	if err := os.MkdirAll(certDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range data {
+		if err := os.WriteFile(filepath.Join(certDir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The Deployment's arguments, the mount path moved under the test's
+	// folder as the pod's filesystem.
+	var args []string
+	for _, a := range pod.Containers[0].Args {
+		if a == mountDir {
+			a = certDir
+		}
+		args = append(args, a)
+	}
+	if !strings.Contains(strings.Join(args, " "), "--cert-dir "+certDir) {
+		t.Fatalf("args %v: want --cert-dir %s", pod.Containers[0].Args, mountDir)
+	}
+	addr := vigiltest.FreeAddr(t)
+	adm := vigiltest.StartProcess(t, []string{nsEnv}, quota(t), append(args, "--addr", addr, "--metrics-addr", "",
+		"--webhook-url", "https://"+addr, "--handoff-dir", t.TempDir(),
+		"--kubeconfig", tokenKubeconfig(t, ns, module), "--shutdown-delay", "0s")...)
+	defer adm.Stop(t, 30*time.Second)
+	appNS := env.Namespace(t)
+	vigiltest.Eventually(t, 60*time.Second, func() error {
+		err := env.Client.Create(ctx, deployment(10, appNS), client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "the quota allows 3") {
+			return fmt.Errorf("a Deployment of 10 replicas: %v, want denied by the quota", err)
+		}
+		return nil
+	})
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: module}, &vwc); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range vwc.Webhooks {
+		if string(w.ClientConfig.CABundle) != string(ca.CertPEM) {
+			t.Errorf("webhook %s caBundle is not the mounted ca.crt", w.Name)
+		}
+	}
+	var s corev1.Secret
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: module + "-tls"}, &s); !apierrors.IsNotFound(err) {
+		t.Errorf("managed Secret %s-tls: %v, want none in existingSecret mode", module, err)
+	}
 }
