@@ -567,6 +567,9 @@ func TestChartInstallUpgradeRollbackUninstall(t *testing.T) {
 		args = append(args, a.(string))
 	}
 	hookKubeconfig := tokenKubeconfig(t, moduleNS, sa)
+	if err := get(&corev1.Secret{}, moduleNS, module+"-tls"); err != nil {
+		t.Fatalf("the managed certificate Secret before the hook: %v", err)
+	}
 	if code := adm.Stop(t, 30*time.Second); code != 0 {
 		t.Errorf("admission exited %d on SIGTERM", code)
 	}
@@ -576,6 +579,17 @@ func TestChartInstallUpgradeRollbackUninstall(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "watcher of module quota stopped") || !strings.Contains(string(out), "webhooks of module quota unregistered") {
 		t.Errorf("hook command said %q", out)
+	}
+	// --delete-state: the managed certificate Secret and the Store, which
+	// the admission role made, are gone too.
+	for _, o := range []client.Object{&corev1.Secret{}, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "vigil.dev/v1alpha1", "kind": "Store"}}} {
+		name := module
+		if _, ok := o.(*corev1.Secret); ok {
+			name = module + "-tls"
+		}
+		if err := get(o, moduleNS, name); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s after the hook: %v, want not found", o, name, err)
+		}
 	}
 	var w appsv1.Deployment
 	if err := get(&w, moduleNS, module+"-watcher"); err != nil || *w.Spec.Replicas != 0 {

@@ -11,5 +11,6 @@
 // shared by every vigil module, ships in crds/ so that uninstalling one
 // module never deletes it. A pre-delete hook Job, with its own
 // ServiceAccount and RBAC, stops the watcher and runs
-// `<module> unregister --remove-finalizers` before Helm deletes anything.
+// `<module> unregister --remove-finalizers --delete-state` before Helm
+// deletes anything.
 package chart

@@ -15,6 +15,8 @@ import (
 
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/watcher"
+	"github.com/vigilkit/vigil/store/v1alpha1"
 )
 
 // UninstallName names the pre-delete hook's Job and ServiceAccount.
@@ -22,7 +24,7 @@ func UninstallName(module string) string { return module + "-uninstall" }
 
 // UninstallArgs are the arguments of the pre-delete hook's container.
 func UninstallArgs(m *spec.Module) []string {
-	args := []string{"unregister", "--remove-finalizers"}
+	args := []string{"unregister", "--remove-finalizers", "--delete-state"}
 	if m.HasWatcher() {
 		args = append(args, "--stop-watcher")
 	}
@@ -49,11 +51,17 @@ func UninstallRules(m *spec.Module) (cluster, namespaced []rbacv1.PolicyRule) {
 		seen[w.GVK.Group+"/"+res] = true
 		cluster = append(cluster, rbacv1.PolicyRule{APIGroups: []string{w.GVK.Group}, Resources: []string{res}, Verbs: []string{"get", "list", "patch"}})
 	}
+	// --delete-state: what the module made at run time.
+	namespaced = []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{manifests.CertSecret(m.Name)}, Verbs: []string{"delete"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{watcher.LeaseName(m.Name)}, Verbs: []string{"delete"}},
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"stores"}, ResourceNames: []string{m.Name}, Verbs: []string{"delete"}},
+	}
 	if m.HasWatcher() {
-		namespaced = []rbacv1.PolicyRule{
-			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{manifests.ServiceAccount(m.Name, manifests.Watcher)}, Verbs: []string{"get", "patch"}},
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
-		}
+		namespaced = append(namespaced,
+			rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{manifests.ServiceAccount(m.Name, manifests.Watcher)}, Verbs: []string{"get", "patch"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		)
 	}
 	return cluster, namespaced
 }

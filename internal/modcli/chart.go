@@ -8,13 +8,20 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/internal/watcher"
+	"github.com/vigilkit/vigil/store/v1alpha1"
 
 	"github.com/vigilkit/vigil/internal/chart"
 	"github.com/vigilkit/vigil/internal/manifests"
@@ -89,4 +96,30 @@ func running(pods []corev1.Pod) int {
 		}
 	}
 	return n
+}
+
+// DeleteState deletes what the module made at run time in its namespace:
+// its Store, its managed serving certificate Secret and its watcher's
+// Lease — `unregister --delete-state`, so that an uninstall leaves nothing
+// even in a namespace that stays. Missing ones are already gone.
+func DeleteState(ctx context.Context, cfg *rest.Config, m *spec.Module) error {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	objs := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: manifests.CertSecret(m.Name)}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: watcher.LeaseName(m.Name)}},
+	}
+	st := &unstructured.Unstructured{}
+	st.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Store"))
+	st.SetNamespace(m.Namespace)
+	st.SetName(m.Name)
+	objs = append(objs, st)
+	for _, o := range objs {
+		if err := c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			return fmt.Errorf("delete %T %s/%s of module %s: %w", o, m.Namespace, o.GetName(), m.Name, err)
+		}
+	}
+	return nil
 }

@@ -156,7 +156,7 @@ once no replica has served for their bound.`,
 	root.AddCommand(watcherCmd)
 
 	var unregKubeconfig, unregContext string
-	var removeFinalizers, stopWatcher bool
+	var removeFinalizers, stopWatcher, deleteState bool
 	var stopTimeout time.Duration
 	unregister := &cobra.Command{
 		Use:   "unregister",
@@ -183,6 +183,12 @@ stop; run it before uninstalling.`,
 			if removeFinalizers {
 				fmt.Fprintf(out, "finalizers of module %s removed\n", m.Name)
 			}
+			if deleteState {
+				if err := DeleteState(cmd.Context(), cfg, m); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "state of module %s deleted\n", m.Name)
+			}
 			return nil
 		},
 	}
@@ -190,6 +196,7 @@ stop; run it before uninstalling.`,
 	unregister.Flags().StringVar(&unregContext, "context", "", "kubeconfig context")
 	unregister.Flags().BoolVar(&removeFinalizers, "remove-finalizers", false, "also strip the module's finalizers from every object, so that nothing is left stuck in deletion once it is gone")
 	unregister.Flags().BoolVar(&stopWatcher, "stop-watcher", false, "first scale the watcher Deployment to 0 and wait until its pods are gone, so that it adds no finalizer behind the removal (the chart's pre-delete hook does)")
+	unregister.Flags().BoolVar(&deleteState, "delete-state", false, "last, delete what the module made at run time in its namespace: its Store, its serving certificate Secret and the watcher's Lease (the chart's pre-delete hook does)")
 	unregister.Flags().DurationVar(&stopTimeout, "stop-watcher-timeout", 2*time.Minute, "how long --stop-watcher waits for the watcher's pods to end")
 	root.AddCommand(unregister)
 
