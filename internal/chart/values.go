@@ -174,7 +174,9 @@ func schemaJSON(m *spec.Module) ([]byte, error) {
 			"tag":        str,
 			"digest":     map[string]any{"type": "string", "pattern": `^(sha256:[a-f0-9]{64})?$`},
 		}, "repository"),
-		"namespace":         obj(map[string]any{"create": map[string]any{"type": "boolean"}}),
+		"namespace": obj(map[string]any{"create": map[string]any{"type": "boolean"}}),
+		// What a parent chart shares with its subcharts.
+		"global":            anyObj,
 		"logLevel":          map[string]any{"type": "string", "enum": []string{"", "debug", "info", "warn", "error"}},
 		"extraEnv":          named("name"),
 		"extraVolumes":      named("name"),
