@@ -64,7 +64,7 @@ bench-watch:
 bench-first-module:
 	@hack/bench-first-module.sh
 
-## soak-registration: creates without pause while a module starts, registers and is replaced: none rejected; then every admission replica gone for 60 s, without and with FailOpenAfter
+## soak-registration: creates without pause while a module starts, registers and is replaced: none rejected; then every admission replica gone for 60 s, without and with FailOpenAfter; then an upgrade 1 → 2 applied by the Helm SDK and by kubectl apply: none rejected or unmutated
 soak-registration:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" VIGIL_SOAK_OUTAGE=60s go test -count=1 -run '^$$' -bench 'BenchmarkSoakRegistration' -benchtime 1x -timeout 15m .

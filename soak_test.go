@@ -133,7 +133,9 @@ func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (
 // rejected, and every object created after the first registration must carry
 // the module's mutation. Then every admission replica goes for 60 s
 // (VIGIL_SOAK_OUTAGE), creates still flowing, once without and once with
-// FailOpenAfter (see soakOutage). Run with -benchtime 1x.
+// FailOpenAfter (see soakOutage). Then the module is upgraded from version 1
+// to version 2 twice, its objects applied by the Helm SDK and by kubectl
+// apply (see soakUpgrade). Run with -benchtime 1x.
 func BenchmarkSoakRegistration(b *testing.B) {
 	ctx := b.Context()
 	home, apps := env.Namespace(b), env.Namespace(b)
@@ -265,12 +267,20 @@ func BenchmarkSoakRegistration(b *testing.B) {
 	open := soakOutage(b, true, outage, bound)
 	checkOutage(b, true, open)
 
+	// Then an upgrade from version 1 to version 2, its objects applied by
+	// the Helm SDK (server-side apply), then by kubectl (client-side
+	// three-way merge).
+	upHelm := soakUpgrade(b, "helm")
+	upKubectl := soakUpgrade(b, "kubectl")
+
 	fmt.Printf("registration: creates=%d rejected=%d unmutated_after_registration=%d registered_after=%dms"+
 		" outage_s=%.0f closed_outage_rejected=%d/%d closed_outage_rejected_home=%d closed_outage_recovered_s=%.2f"+
-		" fail_open_after_s=%.0f outage_rejected_in_grace=%d outage_rejected_after_grace=%d outage_unchecked=%d outage_rejected_home=%d outage_recovered_s=%.2f\n",
+		" fail_open_after_s=%.0f outage_rejected_in_grace=%d outage_rejected_after_grace=%d outage_unchecked=%d outage_rejected_home=%d outage_recovered_s=%.2f"+
+		" upgrade_creates=%d upgrade_rejected=%d upgrade_unmutated=%d\n",
 		creates.Load(), rejected.Load(), unmutated.Load(), registeredAfter.Milliseconds(),
 		outage.Seconds(), closed.rejected, closed.creates, closed.rejectedHome, closed.recovered.Seconds(),
-		bound.Seconds(), open.rejected-open.rejectedAfterGrace, open.rejectedAfterGrace, open.unchecked, open.rejectedHome, open.recovered.Seconds())
+		bound.Seconds(), open.rejected-open.rejectedAfterGrace, open.rejectedAfterGrace, open.unchecked, open.rejectedHome, open.recovered.Seconds(),
+		upHelm.creates+upKubectl.creates, upHelm.rejected+upKubectl.rejected, upHelm.unmutated+upKubectl.unmutated)
 
 }
 

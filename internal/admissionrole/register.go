@@ -305,7 +305,7 @@ func newRegistrar(cfg *rest.Config, m *spec.Module, log logr.Logger, clientConfi
 	}
 	return registration.New(cs, registration.Options{
 		Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Gated: registration.GatedObjects(m),
-		ClientConfig: clientConfig, CABundle: caBundle, FailurePolicy: m.FailurePolicy,
+		ClientConfig: clientConfig, CABundle: caBundle, FailurePolicy: m.FailurePolicy, Policies: m.Policies(),
 		TimeoutSeconds: m.TimeoutSeconds, Mapper: mapper, Log: log,
 	}), nil
 }

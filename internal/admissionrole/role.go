@@ -214,6 +214,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 			return callctx.With(ctx, calls, s)
 		},
 		FailurePolicy: m.FailurePolicy,
+		Policies:      m.Policies(),
 		Timeout:       timeout,
 		Metrics:       r.metrics,
 		Log:           log,

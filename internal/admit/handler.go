@@ -37,6 +37,8 @@ type Options struct {
 	Module string
 	// FailurePolicy answers for failed bindings; Fail when empty.
 	FailurePolicy admission.FailurePolicy
+	// Policies override FailurePolicy for the capabilities they name.
+	Policies map[string]admission.FailurePolicy
 	// Timeout bounds the bindings of one request. Set it below the webhooks'
 	// timeoutSeconds so the API server always hears the failure policy's
 	// answer rather than its own timeout; 8s when zero.
@@ -524,8 +526,12 @@ func (h *Handler) failed(b *spec.Binding, err error) *admissionv1.AdmissionRespo
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
 		msg = msg[:i] // the stack goes to the log, not to the client
 	}
-	h.opts.Log.Error(err, "admission binding failed", "binding", id, "failurePolicy", string(h.opts.FailurePolicy))
-	if h.opts.FailurePolicy == admission.Ignore {
+	policy := h.opts.FailurePolicy
+	if p, ok := h.opts.Policies[bindingCapability(b)]; ok {
+		policy = p
+	}
+	h.opts.Log.Error(err, "admission binding failed", "binding", id, "failurePolicy", string(policy))
+	if policy == admission.Ignore {
 		return &admissionv1.AdmissionResponse{Allowed: true, Warnings: []string{
 			fmt.Sprintf("vigil module %s: %s failed and was skipped (failurePolicy Ignore): %s", h.opts.Module, id, msg),
 		}}
@@ -758,3 +764,10 @@ func (noStore) SetAndWait(context.Context, string, string) error { return errNoS
 func (noStore) RemoveAndWait(context.Context, string) error      { return errNoStore }
 func (noStore) Subscribe(func(store.Change)) (func(), error)     { return func() {}, errNoStore }
 func (noStore) WaitForSync(context.Context) error                { return nil }
+
+func bindingCapability(b *spec.Binding) string {
+	if b == nil {
+		return ""
+	}
+	return b.Capability
+}

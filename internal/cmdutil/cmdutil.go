@@ -29,9 +29,28 @@ const (
 // Logger is the text logger vigil binaries write to errOut; it also becomes
 // controller-runtime's and client-go's (see SetGlobalLoggers).
 func Logger(errOut io.Writer) logr.Logger {
-	log := logr.FromSlogHandler(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := logr.FromSlogHandler(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: LogLevel(errOut)}))
 	SetGlobalLoggers(log)
 	return log
+}
+
+// EnvLogLevel sets the level of a module's log: debug, info (the
+// default), warn or error. The chart's logLevel sets it.
+const EnvLogLevel = "VIGIL_LOG_LEVEL"
+
+// LogLevel is the level VIGIL_LOG_LEVEL asks for; info when unset, and
+// when unknown, after saying so on errOut.
+func LogLevel(errOut io.Writer) slog.Level {
+	v := os.Getenv(EnvLogLevel)
+	if v == "" {
+		return slog.LevelInfo
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		fmt.Fprintf(errOut, "vigil: %s=%q: expected debug, info, warn or error; logging at info\n", EnvLogLevel, v)
+		return slog.LevelInfo
+	}
+	return l
 }
 
 var globalLoggers sync.Once

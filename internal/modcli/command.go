@@ -109,6 +109,7 @@ endpoints are withdrawn, then drains the requests in flight.`,
 	af.DurationVar(&a.Options.CheckInterval, "registration-check-interval", admissionrole.CheckInterval, "how often to keep the webhook configurations true: drift (edited, emptied, wrong caBundle) is repaired and reported; a deleted one is reported, not recreated")
 	af.BoolVar(&a.Options.Bootstrap, "bootstrap", false, "create the module's empty webhook configurations when they are missing, as its manifests would: for local runs such as vigil dev")
 	af.StringVar(&a.Options.CAFile, "ca-file", "", "CA bundle for the webhooks' caBundle with --cert-dir (default: ca.crt in --cert-dir)")
+	af.StringSliceVar(&a.policies, "failure-policy", nil, "CAPABILITY=Fail|Ignore: a capability's failure policy instead of the module's (repeatable; Ignore is refused for a FailClosed() capability)")
 	root.AddCommand(admissionCmd)
 
 	w := &watcherOptions{}
@@ -127,6 +128,9 @@ outages of the admission replicas and fails those capabilities' webhooks open
 once no replica has served for their bound.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := m.SetFailurePolicies(w.policies); err != nil {
+				return err
+			}
 			cfg, err := cmdutil.LoadConfig(w.kubeconfig, w.context)
 			if err != nil {
 				return err
@@ -148,10 +152,12 @@ once no replica has served for their bound.`,
 	wf.StringVar(&w.Options.MetricsAddr, "metrics-addr", ":8080", "address to serve /metrics on; empty disables")
 	wf.StringVar(&w.Options.ProbeAddr, "probe-addr", ":8081", "address to serve /healthz and /readyz on; empty disables")
 	wf.DurationVar(&w.Options.OutageCheckInterval, "outage-check-interval", 2*time.Second, "how often the active replica asks, by the registration canary, whether an admission replica serves (only with capabilities declared FailOpenAfter)")
+	wf.StringSliceVar(&w.policies, "failure-policy", nil, "CAPABILITY=Fail|Ignore: a capability's failure policy instead of the module's, as the admission role has it (repeatable)")
 	root.AddCommand(watcherCmd)
 
 	var unregKubeconfig, unregContext string
-	var removeFinalizers bool
+	var removeFinalizers, stopWatcher, deleteState bool
+	var stopTimeout time.Duration
 	unregister := &cobra.Command{
 		Use:   "unregister",
 		Short: "Empty the module's webhook configurations (and remove its finalizers), for uninstall",
@@ -164,6 +170,12 @@ stop; run it before uninstalling.`,
 			if err != nil {
 				return err
 			}
+			if stopWatcher {
+				if err := StopWatcher(cmd.Context(), cfg, m, stopTimeout); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "watcher of module %s stopped\n", m.Name)
+			}
 			if err := admissionrole.Unregister(cmd.Context(), cfg, m, removeFinalizers); err != nil {
 				return err
 			}
@@ -171,13 +183,44 @@ stop; run it before uninstalling.`,
 			if removeFinalizers {
 				fmt.Fprintf(out, "finalizers of module %s removed\n", m.Name)
 			}
+			if deleteState {
+				if err := DeleteState(cmd.Context(), cfg, m); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "state of module %s deleted\n", m.Name)
+			}
 			return nil
 		},
 	}
 	unregister.Flags().StringVar(&unregKubeconfig, "kubeconfig", "", "kubeconfig file")
 	unregister.Flags().StringVar(&unregContext, "context", "", "kubeconfig context")
 	unregister.Flags().BoolVar(&removeFinalizers, "remove-finalizers", false, "also strip the module's finalizers from every object, so that nothing is left stuck in deletion once it is gone")
+	unregister.Flags().BoolVar(&stopWatcher, "stop-watcher", false, "first scale the watcher Deployment to 0 and wait until its pods are gone, so that it adds no finalizer behind the removal (the chart's pre-delete hook does)")
+	unregister.Flags().BoolVar(&deleteState, "delete-state", false, "last, delete what the module made at run time in its namespace: its Store, its serving certificate Secret and the watcher's Lease (the chart's pre-delete hook does)")
+	unregister.Flags().DurationVar(&stopTimeout, "stop-watcher-timeout", 2*time.Minute, "how long --stop-watcher waits for the watcher's pods to end")
 	root.AddCommand(unregister)
+
+	co := &ChartOptions{}
+	chartCmd := &cobra.Command{
+		Use:   "chart -o DIR --image IMAGE",
+		Short: "Write the module's Helm chart",
+		Long: `Write the module's Helm chart into DIR: Chart.yaml, values.yaml,
+values.schema.json, templates/ and the Store CRD in crds/ (shared by every
+vigil module: Helm never deletes it). The templates are the objects manifests
+prints, with the fields values drive (image, replicas, resources and
+GOMEMLIMIT, scheduling, extra env and volumes, log level, the serving
+certificate: managed, an existing Secret or cert-manager) turned into template
+expressions; with default values the chart renders exactly what manifests
+prints. A pre-delete hook stops the watcher and runs unregister
+--remove-finalizers as its own ServiceAccount.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error { return co.Run(m, out) },
+	}
+	cf := chartCmd.Flags()
+	cf.StringVarP(&co.Dir, "output-dir", "o", "", "folder to write the chart into (required)")
+	cf.StringVar(&co.Image, "image", "", "the module's container image, the default of image.repository, image.tag and image.digest (required)")
+	cf.BoolVar(&co.AllowDeadlock, "allow-deadlock", false, "write even when plan finds a startup deadlock")
+	root.AddCommand(chartCmd)
 
 	mf := &ManifestsOptions{}
 	manifestsCmd := &cobra.Command{
@@ -298,9 +341,13 @@ func (o *GateOptions) Run(ctx context.Context, m *spec.Module) error {
 type admissionOptions struct {
 	admissionrole.Options
 	kubeconfig, context string
+	policies            []string
 }
 
 func (a *admissionOptions) run(ctx context.Context, m *spec.Module) error {
+	if err := m.SetFailurePolicies(a.policies); err != nil {
+		return err
+	}
 	cfg, err := cmdutil.LoadConfig(a.kubeconfig, a.context)
 	if err != nil {
 		return err
@@ -312,6 +359,7 @@ func (a *admissionOptions) run(ctx context.Context, m *spec.Module) error {
 type watcherOptions struct {
 	watcher.Options
 	kubeconfig, context string
+	policies            []string
 }
 
 // EnvHandoffDir names the folder gates hand their results over in.

@@ -216,6 +216,8 @@ type Options struct {
 	CABundle     func() []byte
 	// FailurePolicy the webhooks get once the canary passed.
 	FailurePolicy admission.FailurePolicy
+	// Policies override FailurePolicy for the capabilities they name.
+	Policies map[string]admission.FailurePolicy
 	// TimeoutSeconds of the webhooks; 10 when zero.
 	TimeoutSeconds int32
 	// Mapper turns the bindings' kinds into resources.
@@ -316,7 +318,7 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 			return nil, false, fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, kind, rec.Version, r.opts.Version)
 		}
 		ours := rec.Version == r.opts.Version && rec.Hash == h.hash
-		wanted := h.views(kind, enforce)
+		wanted := h.views(kind, enforce, true)
 		switch {
 		case ours && rec.State == StateFailedOpen:
 			// Failed open during an outage: the capabilities with a bound
@@ -325,7 +327,7 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 			wanted = failedOpen(wanted, actual, r.failOpenNames())
 			verify = true
 		case !ours || rec.State != StateEnforced:
-			wanted = h.views(kind, admissionregistrationv1.Ignore)
+			wanted = h.views(kind, admissionregistrationv1.Ignore, false)
 			probe = true
 		}
 		diffs, reach := diffHooks(wanted, actual)
@@ -465,30 +467,37 @@ func validatingViews(ws []admissionregistrationv1.ValidatingWebhook) []hookView 
 }
 
 // withPolicy returns the webhooks of one configuration as written with the
-// failure policy given; the canary is always Ignore.
-func (h *hooks) withPolicy(kind string, policy admissionregistrationv1.FailurePolicyType) any {
+// failure policy given — enforcing, each capability's own where it has
+// one; the canary is always Ignore.
+func (h *hooks) withPolicy(kind string, policy admissionregistrationv1.FailurePolicyType, enforcing bool) any {
+	of := func(name string) *admissionregistrationv1.FailurePolicyType {
+		if p, ok := h.policies[name]; ok && enforcing {
+			return ptr.To(p)
+		}
+		return ptr.To(policy)
+	}
 	if kind == "mutating" {
 		ws := slices.Clone(h.mutating)
 		for i := range ws {
-			ws[i].FailurePolicy = ptr.To(policy)
+			ws[i].FailurePolicy = of(ws[i].Name)
 		}
 		return ws
 	}
 	ws := slices.Clone(h.validating)
 	for i := range ws {
 		if !strings.HasPrefix(ws[i].Name, "canary.") {
-			ws[i].FailurePolicy = ptr.To(policy)
+			ws[i].FailurePolicy = of(ws[i].Name)
 		}
 	}
 	return ws
 }
 
 // views are the webhooks of one configuration as Sync compares them.
-func (h *hooks) views(kind string, policy admissionregistrationv1.FailurePolicyType) []hookView {
+func (h *hooks) views(kind string, policy admissionregistrationv1.FailurePolicyType, enforcing bool) []hookView {
 	if kind == "mutating" {
-		return mutatingViews(h.withPolicy(kind, policy).([]admissionregistrationv1.MutatingWebhook))
+		return mutatingViews(h.withPolicy(kind, policy, enforcing).([]admissionregistrationv1.MutatingWebhook))
 	}
-	return validatingViews(h.withPolicy(kind, policy).([]admissionregistrationv1.ValidatingWebhook))
+	return validatingViews(h.withPolicy(kind, policy, enforcing).([]admissionregistrationv1.ValidatingWebhook))
 }
 
 // diffHooks says in words how the actual webhooks differ from those wanted,
@@ -618,7 +627,10 @@ func (r *Registrar) Unregister(ctx context.Context) error {
 type hooks struct {
 	mutating   []admissionregistrationv1.MutatingWebhook
 	validating []admissionregistrationv1.ValidatingWebhook
-	hash       string
+	// policies are the enforced failure policies of the webhooks whose
+	// capability overrides the module's.
+	policies map[string]admissionregistrationv1.FailurePolicyType
+	hash     string
 }
 
 // Static returns the webhook configurations of the module's fail-closed
@@ -693,6 +705,15 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		cc := r.opts.ClientConfig(path)
 		cc.CABundle = caBundle
 		name := WebhookName(r.opts.Module, g.capability, g.action)
+		if p, ok := r.opts.Policies[g.capability]; ok && !static {
+			if h.policies == nil {
+				h.policies = map[string]admissionregistrationv1.FailurePolicyType{}
+			}
+			h.policies[name] = admissionregistrationv1.Ignore
+			if p != admission.Ignore {
+				h.policies[name] = admissionregistrationv1.Fail
+			}
+		}
 		rules := rulesOf(g.rules)
 		selector, objects := r.namespaceSelector(g.namespaces, g.optOut), objectSelector(g.optOut)
 		conds := r.matchConditions()
@@ -734,7 +755,8 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 	_ = json.NewEncoder(sum).Encode(struct {
 		M []admissionregistrationv1.MutatingWebhook
 		V []admissionregistrationv1.ValidatingWebhook
-	}{h.mutating, h.validating})
+		P map[string]admissionregistrationv1.FailurePolicyType `json:",omitempty"`
+	}{h.mutating, h.validating, h.policies})
 	h.hash = hex.EncodeToString(sum.Sum(nil))[:16]
 	return h, nil
 }
@@ -904,7 +926,7 @@ func (r *Registrar) read(ctx context.Context, kind string) (string, Record, []ho
 // precondition, unless a newer version of the module wrote them.
 func (r *Registrar) write(ctx context.Context, h *hooks, policy admissionregistrationv1.FailurePolicyType, state string) error {
 	for _, kind := range kinds {
-		webhooks := h.withPolicy(kind, policy)
+		webhooks := h.withPolicy(kind, policy, state == StateEnforced)
 		if err := r.writeOne(ctx, kind, webhooks, h.hash, state); err != nil {
 			return err
 		}

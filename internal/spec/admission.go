@@ -34,7 +34,11 @@ type Capability struct {
 	// an outage of every admission replica lasting its bound; never set on
 	// a fail-closed capability.
 	FailOpen *FailOpen `json:"failOpen,omitempty"`
-	Site     string    `json:"site"`
+	// FailurePolicy, when set, overrides the module's for this capability's
+	// webhooks and failed bindings: set at start by --failure-policy (the
+	// chart's failurePolicy value), never Ignore on a fail-closed one.
+	FailurePolicy admission.FailurePolicy `json:"failurePolicy,omitempty"`
+	Site          string                  `json:"site"`
 }
 
 // FailOpen is a capability's declared outage bound: once no admission

@@ -40,6 +40,7 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 		h := admit.NewHandler(m.Bindings, admit.Options{
 			Module:        m.Name,
 			FailurePolicy: m.FailurePolicy,
+			Policies:      m.Policies(),
 			Timeout:       m.BindingTimeout(),
 			Store:         scope,
 			Context: func(ctx context.Context, s store.Store) context.Context {
@@ -61,7 +62,7 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 				met.failOpens.WithLabelValues(m.Name, w).Inc()
 			}
 		}
-		r := registration.New(cs, registration.Options{Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Log: o.Log,
+		r := registration.New(cs, registration.Options{Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Policies: m.Policies(), Log: o.Log,
 			OutageObserved: observed})
 		interval := o.OutageCheckInterval
 		if interval <= 0 {
