@@ -705,6 +705,7 @@ func BenchmarkChartInstall(b *testing.B) {
 		}
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "chart_install_s")
+	fmt.Printf("ship-chart: chart_install_s=%.2f\n", total.Seconds()/float64(b.N))
 }
 
 // With certificate.mode existingSecret the admission container reads the
