@@ -1,0 +1,77 @@
+package chart_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+// What ships is what is tested: the chart, rendered by the Helm SDK with
+// values a platform team would set, installed, and the module's admission
+// role run from the rendered pod spec by vigiltest's runner — its args,
+// env (extraEnv included), volumes and ServiceAccount token as a kubelet
+// would give them. A wrong mount, env var, argument or RBAC rule in the
+// chart fails here.
+func TestChartPodsRunAsShipped(t *testing.T) {
+	_, ch := writeChart(t)
+	rel, err := render(t, ch, map[string]any{
+		"logLevel":  "debug",
+		"extraEnv":  []any{map[string]any{"name": "QUOTA_MAX_REPLICAS", "value": "2"}},
+		"admission": map[string]any{"replicas": 1},
+	})
+	if err != nil {
+		t.Fatalf("render the chart: %v", err)
+	}
+	stream := rel.Manifest
+	for _, f := range ch.CRDObjects() {
+		stream += "\n---\n" + string(f.File.Data)
+	}
+	m, err := vigiltest.DecodeManifests([]byte(stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The release's hooks (the pre-delete Job and its RBAC) are not part
+	// of what runs.
+	var kept []*unstructured.Unstructured
+	for _, o := range m.Objects {
+		if _, hook := o.GetAnnotations()["helm.sh/hook"]; !hook {
+			kept = append(kept, o)
+		}
+	}
+	m.Objects = kept
+	mod := env.InstallModule(t, vigiltest.ModuleOptions{Binary: quota(t), Manifests: m})
+	if mod.Name != module || mod.Namespace != moduleNS {
+		t.Fatalf("installed %s in %s, want %s in %s", mod.Name, mod.Namespace, module, moduleNS)
+	}
+	mod.StartAdmission(60 * time.Second)
+	if !strings.Contains(mod.Output("admission"), "level=DEBUG") {
+		t.Errorf("logLevel debug did not reach the admission container:\n%s", mod.Output("admission"))
+	}
+
+	apps := env.Namespace(t)
+	deploy := func(name string, replicas int32) *appsv1.Deployment {
+		labels := map[string]string{"app": name}
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: name},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To(replicas),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}},
+				},
+			},
+		}
+	}
+	// extraEnv reached the module: its quota is 2, not the default 3.
+	vigiltest.Denied(t, env.Client, deploy("three", 3), "the quota allows 2 at most")
+	vigiltest.Admitted(t, env.Client, deploy("two", 2))
+}
