@@ -6,6 +6,7 @@ require (
 	github.com/go-logr/logr v1.4.3
 	github.com/goccy/go-json v0.12.0
 	github.com/google/cel-go v0.29.2
+	github.com/google/pprof v0.0.0-20250403155104-27863c87afa6
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/client_model v0.6.2
 	github.com/spf13/cobra v1.10.2

@@ -99,6 +99,7 @@ type Handler struct {
 	// (CapabilityPath); optOut are those served there alone, never on the
 	// shared paths: see CapabilityPath.
 	caps, optOut map[string]bool
+	workers      *workers
 }
 
 // NewHandler returns a handler for the bindings.
@@ -115,7 +116,7 @@ func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 	if opts.Store == nil {
 		opts.Store = func(string) store.Store { return noStore{} }
 	}
-	h := &Handler{opts: opts, stores: map[string]store.Store{}, caps: map[string]bool{}, optOut: map[string]bool{}}
+	h := &Handler{opts: opts, stores: map[string]store.Store{}, caps: map[string]bool{}, optOut: map[string]bool{}, workers: newWorkers()}
 	for i := range bindings {
 		b := &bindings[i]
 		h.caps[b.Capability] = true
@@ -159,18 +160,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp = h.review(r.Context(), a.action, a.capability, review.Request, false)
 	}
 	resp.UID = review.Request.UID
-	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
-	data, err := fastjson.Marshal(&out)
+	buf := buffers.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= 64<<10 {
+			buffers.Put(buf)
+		}
+	}()
+	data, err := encodeReview((*buf)[:0], resp)
+	*buf = data
 	if err != nil {
 		h.opts.Log.Error(err, "encode admission response")
 		http.Error(w, "encode the response: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	if _, err := w.Write(data); err != nil {
 		h.opts.Log.V(1).Info("write admission response", "err", err.Error())
 	}
 }
+
+// jsonContentType is the answer's Content-Type header, shared.
+var jsonContentType = []string{"application/json"}
+
+// reviewTypeMeta is what an answer is: DecodeReview accepts only v1.
+var reviewTypeMeta = metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}
 
 // CanaryWarning is the warning a replica answers a canary with: the API
 // server passes it back to the client that sent the canary, which is how a
@@ -288,7 +301,7 @@ func (h *Handler) review(ctx context.Context, action spec.Action, capability str
 	defer cancel()
 	rv := &reviewRun{h: h, req: req, dryRun: req.DryRun != nil && *req.DryRun, enforce: enforce}
 	done := make(chan *admissionv1.AdmissionResponse, 1)
-	go func() { done <- rv.run(ctx, action, run) }()
+	h.workers.run(func() { done <- rv.run(ctx, action, run) })
 	select {
 	case resp := <-done:
 		return resp
@@ -655,7 +668,7 @@ func (o *objects) patch() ([]byte, error) {
 			if len(ops) == 0 {
 				return nil, nil
 			}
-			return fastjson.Marshal(ops)
+			return encodePatch(ops)
 		}
 	}
 	// Edits beyond labels and annotations: diff the two encodings. Both go
