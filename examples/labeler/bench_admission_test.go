@@ -47,6 +47,8 @@ func serveFloor(addr, certDir string) int {
 	patch := base64.StdEncoding.EncodeToString([]byte(`[{"op":"add","path":"/metadata/labels/vigil.dev~1labeled","value":"true"}]`))
 	head := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"`)
 	tail := []byte(`","allowed":true,"patchType":"JSONPatch","patch":"` + patch + `"}}`)
+	// Validations answer without a patch: the API server refuses one.
+	validateTail := []byte(`","allowed":true}}`)
 	key := []byte(`"uid":"`)
 	srv := &http.Server{
 		Addr: addr,
@@ -59,8 +61,12 @@ func serveFloor(addr, certDir string) int {
 			}
 			uid := body[i+len(key):]
 			uid = uid[:max(0, bytes.IndexByte(uid, '"'))]
-			out := make([]byte, 0, len(head)+len(uid)+len(tail))
-			out = append(append(append(out, head...), uid...), tail...)
+			end := tail
+			if strings.HasPrefix(r.URL.Path, "/validate") {
+				end = validateTail
+			}
+			out := make([]byte, 0, len(head)+len(uid)+len(end))
+			out = append(append(append(out, head...), uid...), end...)
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(out)
 		}),
@@ -159,13 +165,14 @@ func BenchmarkAdmission(b *testing.B) {
 				load(b, pid, "vigil validate", validate, h1, p.name, p.body, c, d))
 		}
 	}
+	// HTTP/2: the labeler serves HTTP/1.1 alone (see internal/webhook), so
+	// the protocol's own cost is measured on the floor server.
 	h2 := l.newClient(true)
 	cm := payloads[0].body
 	h2Results := []loadResult{
-		load(b, pid, "vigil mutate h2", mutate, h2, "configmap", cm, 16, d),
 		load(b, fl.cmd.Process.Pid, "floor h2", fl.base+"/mutate", h2, "configmap", cm, 16, d),
-		load(b, pid, "vigil mutate", mutate, h1, "configmap", cm, 16, d),
 		load(b, fl.cmd.Process.Pid, "floor", fl.base+"/mutate", h1, "configmap", cm, 16, d),
+		load(b, pid, "vigil mutate, h2 offered", mutate, h2, "configmap", cm, 16, d),
 	}
 	rssLoad := vigiltest.ProcStatus(pid, "VmHWM")
 	// The profiles are taken under loads of their own: profiling costs CPU.
@@ -204,9 +211,9 @@ func BenchmarkAdmission(b *testing.B) {
 			fmt.Println()
 		}
 	}
-	h2v, h2f, h1v, h1f := h2Results[0], h2Results[1], h2Results[2], h2Results[3]
-	fmt.Printf("admission-h2: c16_rps=%.0f c16_p99=%.2fms cpu_per_req=%.1fus floor_cpu_per_req=%.1fus vs_floor=%.2fx; http1.1 in the same run: c16_rps=%.0f c16_p99=%.2fms cpu_per_req=%.1fus floor_cpu_per_req=%.1fus vs_floor=%.2fx\n",
-		h2v.rps, ms(h2v.p99), us(h2v.cpuPerReq), us(h2f.cpuPerReq), ratio(h2v, h2f), h1v.rps, ms(h1v.p99), us(h1v.cpuPerReq), us(h1f.cpuPerReq), ratio(h1v, h1f))
+	h2f, h1f, offered := h2Results[0], h2Results[1], h2Results[2]
+	fmt.Printf("admission-h2: the labeler answers HTTP/1.1 to a client offering h2 (cpu_per_req=%.1fus); the floor over HTTP/2 floor_h2_cpu_per_req=%.1fus against floor_cpu_per_req=%.1fus over HTTP/1.1 keep-alive, %.2fx (c16: %.0f against %.0f req/s)\n",
+		us(offered.cpuPerReq), us(h2f.cpuPerReq), us(h1f.cpuPerReq), ratio(h2f, h1f), h2f.rps, h1f.rps)
 	fmt.Printf("admission-profile mutate (configmap, c16, share of the labeler's CPU): %s\n", mutateShares)
 	fmt.Printf("admission-profile validate (configmap, c16, share of the labeler's CPU): %s\n", validateShares)
 	fmt.Printf("admission-ready: ready_after=%dms (exec to /readyz 200, asked every 2 ms), in ms since the process started: %s\n", l.readyAfter.Milliseconds(), readyParts(l.logs.String()))

@@ -70,8 +70,9 @@ func startLabeler(t testing.TB, extraEnv ...string) *labeler {
 	return startLabelerWith(t, nil, extraEnv...)
 }
 
-// startLabelerWith starts the labeler's admission role with extraArgs and
-// extraEnv, and waits until it is ready.
+// startLabelerWith starts the labeler's admission role with extraArgs ({addr}
+// in them replaced by the address it serves on) and extraEnv, and waits until
+// it is ready.
 func startLabelerWith(t testing.TB, extraArgs []string, extraEnv ...string) *labeler {
 	t.Helper()
 	dir := t.TempDir()
@@ -105,7 +106,10 @@ func startLabelerWith(t testing.TB, extraArgs []string, extraEnv ...string) *lab
 	}
 	metrics := vigiltest.FreeAddr(t)
 	args := []string{"admission", "--addr", addr, "--metrics-addr", metrics, "--cert-dir", dir, "--kubeconfig", env.KubeConfigFile(t), "--shutdown-delay", "0s"}
-	cmd := exec.Command(bin, append(args, extraArgs...)...)
+	for _, a := range extraArgs {
+		args = append(args, strings.ReplaceAll(a, "{addr}", addr))
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(append(os.Environ(), "LABELER_NAMESPACE="+ns, "VIGIL_HANDOFF_DIR="+dir), extraEnv...)
 	logs := &vigiltest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
