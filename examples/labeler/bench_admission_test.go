@@ -116,6 +116,7 @@ type loadResult struct {
 	rps         float64
 	p50, p99    time.Duration
 	cpuPerReq   time.Duration
+	latencies   []time.Duration // sorted
 }
 
 // client returns an HTTP/1.1 keep-alive client trusting the labeler's CA, or
@@ -289,7 +290,7 @@ func load(b *testing.B, pid int, target, url string, client *http.Client, payloa
 	n := total.Load()
 	return loadResult{
 		payload: payload, target: target, concurrency: c, requests: n, rps: float64(n) / elapsed.Seconds(),
-		p50: pct(lat, 50), p99: pct(lat, 99), cpuPerReq: cpu / time.Duration(max(n, 1)),
+		p50: pct(lat, 50), p99: pct(lat, 99), cpuPerReq: cpu / time.Duration(max(n, 1)), latencies: lat,
 	}
 }
 

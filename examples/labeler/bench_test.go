@@ -75,8 +75,14 @@ func startLabeler(t testing.TB, extraEnv ...string) *labeler {
 // it is ready.
 func startLabelerWith(t testing.TB, extraArgs []string, extraEnv ...string) *labeler {
 	t.Helper()
+	return startModule(t, ".", extraArgs, extraEnv...)
+}
+
+// startModule is startLabelerWith for the module in dir.
+func startModule(t testing.TB, moduleDir string, extraArgs []string, extraEnv ...string) *labeler {
+	t.Helper()
 	dir := t.TempDir()
-	bin := vigiltest.BuildModule(t, ".")
+	bin := vigiltest.BuildModule(t, moduleDir)
 	ca, err := certs.NewCA("bench", time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+// BenchmarkAdmissionLister: 10,000 ConfigMaps exist; the listerbench module
+// (./listerbench) starts with a Lister of every ConfigMap, and its two
+// validations are loaded in turn, in one process, at c=16 over TLS
+// keep-alive: one that reads nothing and one that reads the Lister. It
+// prints both latencies, how soon the module was ready with the 10,000
+// objects to list, and its memory.
+func BenchmarkAdmissionLister(b *testing.B) {
+	const objects = 10000
+	ns := env.Namespace(b)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	began := time.Now()
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= objects {
+					return
+				}
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("cm-", i)}, Data: map[string]string{"i": fmt.Sprint(i)}}
+				if err := env.Client.Create(context.Background(), cm); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	created := time.Since(began)
+	if b.Failed() {
+		return
+	}
+
+	l := startModule(b, "./listerbench", nil, "LISTERBENCH_RESERVED_NAMESPACE="+ns)
+	pid := l.cmd.Process.Pid
+	plain := l.base + admit.CapabilityPath(spec.Validate, "listerbench", "plain")
+	cached := l.base + admit.CapabilityPath(spec.Validate, "listerbench", "cached")
+
+	// The Lister holds the 10,000: a ConfigMap named as one of them is
+	// refused.
+	taken := bytes.ReplaceAll(bytes.ReplaceAll(configMapReview(b, 0), []byte(`"name":"settings"`), []byte(`"name":"cm-4321"`)), []byte(`"name":"x"`), []byte(`"name":"cm-4321"`))
+	if resp := l.review(b, admit.CapabilityPath(spec.Validate, "listerbench", "cached"), taken); resp.Allowed {
+		b.Fatalf("a ConfigMap named as one of the 10,000 was allowed: the Lister does not hold them (%+v)", resp)
+	}
+
+	body := configMapReview(b, 0)
+	h1 := l.newClient(false)
+	var none, lister []loadResult
+	for range 4 { // in turn, so that what else runs weighs on both alike
+		none = append(none, load(b, pid, "reads nothing", plain, h1, "configmap", body, 16, 2*time.Second))
+		lister = append(lister, load(b, pid, "reads the Lister", cached, h1, "configmap", body, 16, 2*time.Second))
+	}
+	rss := vigiltest.ProcStatus(pid, "VmRSS")
+	n, nl := merged(none), merged(lister)
+	fmt.Printf("admission-lister: validate_p99_lister_10k=%.2fms validate_p99_none=%.2fms p99_ratio=%.2f validate_p50_lister_10k=%.2fms validate_p50_none=%.2fms cpu_per_req_lister_10k=%.1fus cpu_per_req_none=%.1fus rss=%.1fMiB ready_after=%dms (10,000 ConfigMaps to list, created in %.1fs; in ms since the process started: %s)\n",
+		ms(pct(nl.latencies, 99)), ms(pct(n.latencies, 99)), float64(pct(nl.latencies, 99))/float64(max(1, pct(n.latencies, 99))),
+		ms(pct(nl.latencies, 50)), ms(pct(n.latencies, 50)), us(nl.cpuPerReq), us(n.cpuPerReq), float64(rss)/1024,
+		l.readyAfter.Milliseconds(), created.Seconds(), readyParts(l.logs.String()))
+}
+
+// merged is the loads taken together: their latencies, and the CPU per
+// request over all.
+func merged(rs []loadResult) loadResult {
+	var out loadResult
+	var cpu time.Duration
+	for _, r := range rs {
+		out.latencies = append(out.latencies, r.latencies...)
+		out.requests += r.requests
+		cpu += r.cpuPerReq * time.Duration(r.requests)
+	}
+	slices.Sort(out.latencies)
+	out.cpuPerReq = cpu / time.Duration(max(1, out.requests))
+	return out
+}
