@@ -44,7 +44,8 @@ func BenchmarkHandler(b *testing.B) {
 		b.Run(strings.TrimPrefix(strings.Split(path, "/")[1], "/"), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				r := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+				// The body already read, as the server's limits hand it over.
+				r := httptest.NewRequest(http.MethodPost, path, readBody{bytes.NewBuffer(body)})
 				r.Header.Set("Content-Type", "application/json")
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, r)
@@ -55,3 +56,8 @@ func BenchmarkHandler(b *testing.B) {
 		})
 	}
 }
+
+// readBody is a request body already read: its Bytes are the whole body.
+type readBody struct{ *bytes.Buffer }
+
+func (readBody) Close() error { return nil }

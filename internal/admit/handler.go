@@ -236,7 +236,7 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*admissionv1.A
 // expected and what was seen.
 func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	review := &admissionv1.AdmissionReview{}
-	if err := fastjson.Unmarshal(body, review); err != nil {
+	if err := unmarshalReview(body, review); err != nil {
 		return nil, fmt.Errorf("expected a JSON AdmissionReview (admission.k8s.io/v1): %w", err)
 	}
 	if review.APIVersion != admissionv1.SchemeGroupVersion.String() || review.Kind != "AdmissionReview" {
