@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/base64"
 	"fmt"
@@ -24,7 +25,12 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -87,6 +93,8 @@ type floor struct {
 	cmd  *exec.Cmd
 	base string
 }
+
+func (f *floor) stop() { _ = f.cmd.Process.Kill(); _, _ = f.cmd.Process.Wait() }
 
 func startFloor(b *testing.B, l *labeler) *floor {
 	b.Helper()
@@ -219,7 +227,40 @@ func BenchmarkAdmission(b *testing.B) {
 		us(offered.cpuPerReq), us(h2f.cpuPerReq), us(h1f.cpuPerReq), ratio(h2f, h1f), h2f.rps, h1f.rps)
 	fmt.Printf("admission-profile mutate (configmap, c16, share of the labeler's CPU): %s\n", mutateShares)
 	fmt.Printf("admission-profile validate (configmap, c16, share of the labeler's CPU): %s\n", validateShares)
-	fmt.Printf("admission-ready: ready_after=%dms (exec to /readyz 200, asked every 2 ms), in ms since the process started: %s\n", l.readyAfter.Milliseconds(), readyParts(l.logs.String()))
+	fmt.Printf("admission-ready: ready_after=%dms (exec to /readyz 200, asked every 2 ms; the Store CRD installed and served just before), in ms since the process started: %s\n", l.readyAfter.Milliseconds(), readyParts(l.logs.String()))
+
+	// With no Store CRD: the module installs it, and is ready once the API
+	// server serves it.
+	_ = l.cmd.Process.Kill()
+	_, _ = l.cmd.Process.Wait()
+	fl.stop()
+	if err := deleteStoreCRD(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	fresh := startModuleCRD(b, ".", false, nil)
+	fmt.Printf("admission-ready-new-crd: ready_after=%dms (exec to /readyz 200 with no Store CRD: the module installs it), in ms since the process started: %s\n", fresh.readyAfter.Milliseconds(), readyParts(fresh.logs.String()))
+}
+
+// deleteStoreCRD deletes the Store CRD and waits until it is gone.
+func deleteStoreCRD(ctx context.Context) error {
+	crd, err := store.CRD()
+	if err != nil {
+		return err
+	}
+	if err := env.Client.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the Store CRD is not gone within a minute (last: %v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func ratio(r, floor loadResult) float64 {

@@ -81,6 +81,13 @@ func startLabelerWith(t testing.TB, extraArgs []string, extraEnv ...string) *lab
 // startModule is startLabelerWith for the module in dir.
 func startModule(t testing.TB, moduleDir string, extraArgs []string, extraEnv ...string) *labeler {
 	t.Helper()
+	return startModuleCRD(t, moduleDir, true, extraArgs, extraEnv...)
+}
+
+// startModuleCRD is startModule that installs the Store CRD first, or leaves
+// it to the module (installCRD false).
+func startModuleCRD(t testing.TB, moduleDir string, installCRD bool, extraArgs []string, extraEnv ...string) *labeler {
+	t.Helper()
 	dir := t.TempDir()
 	bin := vigiltest.BuildModule(t, moduleDir)
 	ca, err := certs.NewCA("bench", time.Hour)
@@ -107,7 +114,9 @@ func startModule(t testing.TB, moduleDir string, extraArgs []string, extraEnv ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.InstallCRDs(crd); err != nil {
+	if !installCRD {
+		// No Store CRD: the module installs it.
+	} else if err := env.InstallCRDs(crd); err != nil {
 		t.Fatal(err)
 	}
 	metrics := vigiltest.FreeAddr(t)
