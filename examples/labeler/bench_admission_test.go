@@ -57,9 +57,19 @@ func serveFloor(addr, certDir string) int {
 	// Validations answer without a patch: the API server refuses one.
 	validateTail := []byte(`","allowed":true}}`)
 	key := []byte(`"uid":"`)
+	var conns atomic.Int64
 	srv := &http.Server{
 		Addr: addr,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
+		},
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/connections" { // how many it accepted
+				_, _ = fmt.Fprint(w, conns.Load())
+				return
+			}
 			body, err := io.ReadAll(r.Body)
 			i := bytes.Index(body, key)
 			if err != nil || i < 0 {
@@ -92,6 +102,18 @@ func serveFloor(addr, certDir string) int {
 type floor struct {
 	cmd  *exec.Cmd
 	base string
+}
+
+// connections is how many connections the floor server has accepted.
+func (f *floor) connections(l *labeler) int {
+	resp, err := l.newClient(false).Get(f.base + "/connections")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	n, _ := strconv.Atoi(string(data))
+	return n - 1 // not this one
 }
 
 func (f *floor) stop() { _ = f.cmd.Process.Kill(); _, _ = f.cmd.Process.Wait() }
