@@ -20,6 +20,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -624,6 +625,45 @@ func TestDecodeReviewAgreesWithTheDecoder(t *testing.T) {
 		}
 		if !reflect.DeepEqual(rev, whole) {
 			t.Errorf("decoded %s\n as %+v\nthe decoder alone: %+v", seed, rev.Request, whole.Request)
+		}
+	}
+}
+
+// A mutation that edits more than labels and annotations is patched by
+// diffing the object as it came with the object now — for a built-in type
+// (compared by its protobuf encoding) and for an unstructured object
+// (compared as a copy) alike — and only what it edited is in the patch.
+func TestMutationsBeyondMetadataArePatched(t *testing.T) {
+	typed, _ := handler(admission.Fail, time.Second,
+		admit.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+			r.SetLabel("team", "shop")
+			r.Object.Spec.ServiceAccountName = "shop"
+			return nil
+		}))
+	untyped, _ := handler(admission.Fail, time.Second,
+		admit.MutateBinding(gvk, &unstructured.Unstructured{}, func(_ context.Context, r *admission.Request[*unstructured.Unstructured]) error {
+			r.SetLabel("team", "shop")
+			return unstructured.SetNestedField(r.Object.Object, "shop", "spec", "serviceAccountName")
+		}))
+	labelOnly, _ := handler(admission.Fail, time.Second,
+		admit.MutateBinding(gvk, &unstructured.Unstructured{}, func(_ context.Context, r *admission.Request[*unstructured.Unstructured]) error {
+			r.SetLabel("team", "shop")
+			return nil
+		}))
+	for name, h := range map[string]http.Handler{"typed": typed, "unstructured": untyped, "unstructured, labels only": labelOnly} {
+		_, resp := post(t, h, admit.MutatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "x"}), nil))
+		if resp == nil || !resp.Allowed {
+			t.Fatalf("%s: response %+v: want allowed with a patch", name, resp)
+		}
+		patch := string(resp.Patch)
+		if !strings.Contains(patch, `"/metadata/labels/team"`) {
+			t.Errorf("%s: patch %s lacks the label", name, patch)
+		}
+		if sa := strings.Contains(patch, `"/spec/serviceAccountName"`); sa != (name != "unstructured, labels only") {
+			t.Errorf("%s: patch %s: serviceAccountName in it %v, want %v", name, patch, sa, !sa)
+		}
+		if strings.Contains(patch, "creationTimestamp") || strings.Contains(patch, "/status") || strings.Contains(patch, `"/metadata/labels/app"`) {
+			t.Errorf("%s: patch %s touches fields no mutation edited", name, patch)
 		}
 	}
 }
