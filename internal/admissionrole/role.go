@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,6 +20,7 @@ import (
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/events"
 	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/gcpace"
 	"github.com/vigilkit/vigil/internal/podevents"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
@@ -54,15 +54,6 @@ type Options struct {
 	MetricsListening func(addr string)
 }
 
-// GCPercent is the admission role's GOGC unless the environment sets one.
-// Its live heap is small (a few MiB) and every review allocates a few times
-// its size, so at Go's default of 100 the collector runs many times a second
-// under load and takes about a fifth of the CPU a review costs; at 400 it
-// runs a quarter as often. The heap stays within tens of MiB, and the
-// GOMEMLIMIT the manifests set (90% of the memory limit) still makes the
-// collector run sooner when memory runs short.
-const GCPercent = 400
-
 // processStart is about when the process started: package variables are
 // set before main runs.
 var processStart = time.Now()
@@ -71,9 +62,10 @@ var processStart = time.Now()
 func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error {
 	log := logr.FromContextOrDiscard(ctx).WithValues("module", m.Name)
 	marks := &startup{init: time.Since(processStart)}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(GCPercent)
-	}
+	// A small live heap, and reviews that allocate a few times their size:
+	// collect less often than Go's default while the heap is small (see
+	// internal/gcpace; GOGC in the environment turns this off).
+	gcpace.Start()
 	r, err := start(ctx, cfg, m, o.HandoffDir, log, marks)
 	if err != nil {
 		return err
