@@ -121,17 +121,27 @@ func alternate(tb testing.TB, a, b string, client *http.Client, body []byte, c i
 	return latA, latB
 }
 
-// merged is the loads taken together: their latencies, and the CPU per
-// request over all.
+// merged is the loads taken together: their requests and latencies, their
+// rate and the CPU per request over all.
 func merged(rs []loadResult) loadResult {
-	var out loadResult
+	out := rs[0]
+	out.latencies = nil
+	out.requests = 0
 	var cpu time.Duration
+	var seconds float64
 	for _, r := range rs {
 		out.latencies = append(out.latencies, r.latencies...)
 		out.requests += r.requests
 		cpu += r.cpuPerReq * time.Duration(r.requests)
+		if r.rps > 0 {
+			seconds += float64(r.requests) / r.rps
+		}
 	}
 	slices.Sort(out.latencies)
 	out.cpuPerReq = cpu / time.Duration(max(1, out.requests))
+	out.p50, out.p99 = pct(out.latencies, 50), pct(out.latencies, 99)
+	if seconds > 0 {
+		out.rps = float64(out.requests) / seconds
+	}
 	return out
 }
