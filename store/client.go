@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/warming"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 )
 
@@ -112,7 +113,9 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	// The Store is read first thing at start: no second lost to a watch
+	// cache the API server is still building (see internal/warming).
+	c, err := client.NewWithWatch(warming.Wrap(rest.CopyConfig(cfg)), client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("store: client: %w", err)
 	}

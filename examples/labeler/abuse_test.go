@@ -157,8 +157,8 @@ func TestBoundedUnderAbuse(t *testing.T) {
 		}()
 	}
 
-	// Ordinary reviews, as the API server sends them: HTTP/2, the webhook's
-	// timeout of 10 s.
+	// Ordinary reviews, as the API server sends them: offering HTTP/2 (the
+	// server answers in HTTP/1.1), the webhook's timeout of 10 s.
 	ordinary := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig(), ForceAttemptHTTP2: true}}
 	small := configMapReview(t, 0)
 	var lat []time.Duration

@@ -5,19 +5,13 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"text/tabwriter"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -33,6 +27,10 @@ import (
 var env *vigiltest.Env
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(floorAddrEnv); addr != "" {
+		// This binary, run again by BenchmarkAdmission, as the floor server.
+		os.Exit(serveFloor(addr, os.Getenv(floorCertsEnv)))
+	}
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
@@ -57,7 +55,10 @@ type labeler struct {
 	base       string
 	metrics    string // http://<metrics address>
 	client     *http.Client
+	serving    *vigiltest.ServingCert
 	readyAfter time.Duration
+	certDir    string
+	logs       *vigiltest.Buffer
 }
 
 // The labeler's admission paths, as `labeler admission --help` documents
@@ -71,11 +72,33 @@ const (
 // environment, and waits until it is ready.
 func startLabeler(t testing.TB, extraEnv ...string) *labeler {
 	t.Helper()
+	return startLabelerWith(t, nil, extraEnv...)
+}
+
+// startLabelerWith starts the labeler's admission role with extraArgs ({addr}
+// in them replaced by the address it serves on) and extraEnv, and waits until
+// it is ready.
+func startLabelerWith(t testing.TB, extraArgs []string, extraEnv ...string) *labeler {
+	t.Helper()
+	return startModule(t, ".", extraArgs, extraEnv...)
+}
+
+// startModule is startLabelerWith for the module in dir.
+func startModule(t testing.TB, moduleDir string, extraArgs []string, extraEnv ...string) *labeler {
+	t.Helper()
+	return startModuleCRD(t, moduleDir, true, extraArgs, extraEnv...)
+}
+
+// startModuleCRD is startModule that installs the Store CRD first, or leaves
+// it to the module (installCRD false).
+func startModuleCRD(t testing.TB, moduleDir string, installCRD bool, extraArgs []string, extraEnv ...string) *labeler {
+	t.Helper()
 	dir := t.TempDir()
-	bin := vigiltest.BuildModule(t, ".")
+	bin := vigiltest.BuildModule(t, moduleDir)
 	serving := vigiltest.NewServingCert(t, "127.0.0.1")
 	_ = os.WriteFile(filepath.Join(dir, "tls.crt"), serving.CertPEM, 0o600)
 	_ = os.WriteFile(filepath.Join(dir, "tls.key"), serving.KeyPEM, 0o600)
+	_ = os.WriteFile(filepath.Join(dir, "ca.crt"), serving.CABundle, 0o600)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -89,15 +112,21 @@ func startLabeler(t testing.TB, extraEnv ...string) *labeler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.InstallCRDs(crd); err != nil {
+	if !installCRD {
+		// No Store CRD: the module installs it.
+	} else if err := env.InstallCRDs(crd); err != nil {
 		t.Fatal(err)
 	}
 	metrics := vigiltest.FreeAddr(t)
-	cmd := exec.Command(bin, "admission", "--addr", addr, "--metrics-addr", metrics, "--cert-dir", dir, "--kubeconfig", env.KubeConfigFile(t), "--shutdown-delay", "0s")
+	args := []string{"admission", "--addr", addr, "--metrics-addr", metrics, "--cert-dir", dir, "--kubeconfig", env.KubeConfigFile(t), "--shutdown-delay", "0s"}
+	for _, a := range extraArgs {
+		args = append(args, strings.ReplaceAll(a, "{addr}", addr))
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(append(os.Environ(), "LABELER_NAMESPACE="+ns, "VIGIL_HANDOFF_DIR="+dir), extraEnv...)
 	logs := &vigiltest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
-	l := &labeler{cmd: cmd, base: "https://" + addr, metrics: "http://" + metrics}
+	l := &labeler{cmd: cmd, base: "https://" + addr, metrics: "http://" + metrics, serving: serving, logs: logs, certDir: dir}
 	l.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: serving.Pool},
 		// One HTTP/1.1 keep-alive connection per worker, as load generators
@@ -193,135 +222,3 @@ func reviewOf(t testing.TB, obj runtime.Object, resource string) []byte {
 	}
 	return body
 }
-
-type loadResult struct {
-	payload     string
-	concurrency int
-	requests    int64
-	rps         float64
-	p50, p99    time.Duration
-	cpuPerReq   time.Duration
-}
-
-// BenchmarkAdmission loads the labeler (mutate + validate) over TLS keep-alive
-// at concurrency 1, 16 and 64, with a ConfigMap and a Pod payload, and reports
-// throughput, latency, the server's own CPU per request, its memory idle and
-// under load, and how soon it is ready. Run it with -benchtime 1x: each load
-// runs for a fixed time.
-func BenchmarkAdmission(b *testing.B) {
-	l := startLabeler(b)
-	pid := l.cmd.Process.Pid
-	time.Sleep(300 * time.Millisecond) // the scenario: idle a moment before the idle RSS is read
-	rssIdle := vigiltest.ProcStatus(pid, "VmRSS")
-	payloads := []struct {
-		name string
-		body []byte
-	}{{"configmap", configMapReview(b, 0)}, {"pod", podReview(b)}}
-	var results []loadResult
-	for _, p := range payloads {
-		for _, c := range []int{1, 16, 64} {
-			results = append(results, l.load(b, p.name, p.body, c, 4*time.Second))
-		}
-	}
-	rssLoad := vigiltest.ProcStatus(pid, "VmHWM")
-
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "payload\tconcurrency\trequests\treq/s\tp50\tp99\tserver cpu/req")
-	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f ms\t%.2f ms\t%d µs\n", r.payload, r.concurrency, r.requests, r.rps, ms(r.p50), ms(r.p99), r.cpuPerReq.Microseconds())
-	}
-	tw.Flush()
-	for _, name := range []string{"configmap", "pod"} {
-		var c16 loadResult
-		for _, r := range results {
-			if r.payload == name && r.concurrency == 16 {
-				c16 = r
-			}
-		}
-		prefix := "admission"
-		if name == "pod" {
-			prefix = "admission-pod"
-		}
-		fmt.Printf("%s: c16_rps=%.0f c16_p50=%.2fms c16_p99=%.2fms cpu_per_req=%dus rss_idle=%.1fMiB rss_load=%.1fMiB ready_after=%dms\n",
-			prefix, c16.rps, ms(c16.p50), ms(c16.p99), c16.cpuPerReq.Microseconds(), float64(rssIdle)/1024, float64(rssLoad)/1024, l.readyAfter.Milliseconds())
-	}
-}
-
-// load sends each review to the mutate path and then the validate path, as
-// the API server does, from c workers for d, and measures each request.
-func (l *labeler) load(b *testing.B, name string, body []byte, c int, d time.Duration) loadResult {
-	pid := l.cmd.Process.Pid
-	paths := []string{l.base + mutatePath, l.base + validatePath}
-	// Warm the connections.
-	for range c {
-		resp, err := l.client.Post(paths[0], "application/json", bytes.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	cpuBefore := procCPU(pid)
-	var total atomic.Int64
-	var mu sync.Mutex
-	var lat []time.Duration
-	stop := time.Now().Add(d)
-	var wg sync.WaitGroup
-	for w := range c {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			mine := make([]time.Duration, 0, 4096)
-			for i := w; time.Now().Before(stop); i++ {
-				t0 := time.Now()
-				resp, err := l.client.Post(paths[i%2], "application/json", bytes.NewReader(body))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Errorf("status %d", resp.StatusCode)
-					return
-				}
-				mine = append(mine, time.Since(t0))
-				total.Add(1)
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	cpu := procCPU(pid) - cpuBefore
-	slices.Sort(lat)
-	n := total.Load()
-	return loadResult{
-		payload: name, concurrency: c, requests: n, rps: float64(n) / d.Seconds(),
-		p50: pct(lat, 50), p99: pct(lat, 99), cpuPerReq: cpu / time.Duration(max(n, 1)),
-	}
-}
-
-// procCPU is the process's user and system CPU time from /proc.
-func procCPU(pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which is in parentheses.
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticksPerSecond
-}
-
-func pct(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[(len(sorted)-1)*p/100]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -18,7 +18,9 @@ import (
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/callctx"
 	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/events"
 	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/gcpace"
 	"github.com/vigilkit/vigil/internal/podevents"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
@@ -51,14 +53,25 @@ type Options struct {
 	Listening func(addr string)
 	// MetricsAddr serves /metrics over plain HTTP; none when empty.
 	MetricsAddr string
+	// Pprof serves Go's profiles under /debug/pprof/ on MetricsAddr.
+	Pprof bool
 	// MetricsListening, when set, is told the metrics address.
 	MetricsListening func(addr string)
 }
 
+// processStart is about when the process started: package variables are
+// set before main runs.
+var processStart = time.Now()
+
 // Run serves the module's admission until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error {
 	log := logr.FromContextOrDiscard(ctx).WithValues("module", m.Name)
-	r, err := start(ctx, cfg, m, o.HandoffDir, log)
+	marks := &startup{init: time.Since(processStart)}
+	// A small live heap, and reviews that allocate a few times their size:
+	// collect less often than Go's default while the heap is small (see
+	// internal/gcpace; GOGC in the environment turns this off).
+	gcpace.Start()
+	r, err := start(ctx, cfg, m, o.HandoffDir, log, marks)
 	if err != nil {
 		return err
 	}
@@ -79,7 +92,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		ShutdownDelay: o.ShutdownDelay,
 		Log:           log,
 	}
-	serve.MetricsAddr, serve.MetricsListening = o.MetricsAddr, o.MetricsListening
+	serve.MetricsAddr, serve.MetricsListening, serve.Pprof = o.MetricsAddr, o.MetricsListening, o.Pprof
 	serve.Limits = webhook.Limits{
 		MaxBodyBytes: admit.DefaultMaxBodyBytes,
 		Refused:      func(reason string) { refused.WithLabelValues(reason).Inc() },
@@ -112,7 +125,9 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	}
 	listening := make(chan struct{})
 	serve.Listening = func(addr string) {
+		marks.listening = time.Since(processStart)
 		close(listening)
+		go marks.logWhenReady(ctx, log, r.ready)
 		if o.Listening != nil {
 			o.Listening(addr)
 		}
@@ -162,7 +177,7 @@ type role struct {
 
 // start connects the module's Store and listers and builds the handler of
 // its bindings.
-func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir string, log logr.Logger) (*role, error) {
+func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir string, log logr.Logger, marks *startup) (*role, error) {
 	if m.Hooks.HandoffDir != nil {
 		m.Hooks.HandoffDir(handoffDir)
 	}
@@ -173,6 +188,8 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	if err := st.Start(ctx); err != nil {
 		return nil, fmt.Errorf("admission needs the module's Store: %w", err)
 	}
+	marks.store = time.Since(processStart)
+	marks.storeSynced = st.Synced
 	listersSynced := func() bool { return true }
 	if len(m.Listers) > 0 {
 		c, synced, err := watcher.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log)
@@ -188,6 +205,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		}
 		listersSynced = synced
 	}
+	marks.listersSynced = listersSynced
 
 	timeout := m.BindingTimeout()
 	r := &role{registry: prometheus.NewRegistry(), newer: &newerCheck{timeout: timeout}}
@@ -255,3 +273,39 @@ func (r *role) registrationProblem(err error) {
 		r.configMissing.Set(0)
 	}
 }
+
+// startup records how long each part of the role's start took, since the
+// process started, and logs it once the role is ready (AdmissionReady).
+type startup struct {
+	init, store, listening     time.Duration
+	storeSynced, listersSynced func() bool
+}
+
+// logWhenReady waits, asking every millisecond, until ready passes, and logs
+// when each part was done.
+func (s *startup) logWhenReady(ctx context.Context, log logr.Logger, ready func() error) {
+	var storeSynced, listersSynced time.Duration
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		now := time.Since(processStart)
+		if storeSynced == 0 && s.storeSynced() {
+			storeSynced = now
+		}
+		if listersSynced == 0 && s.listersSynced() {
+			listersSynced = now
+		}
+		if ready() == nil {
+			events.Info(log, events.AdmissionReady, "admission ready", "init_ms", ms(s.init), "store_ms", ms(s.store),
+				"listening_ms", ms(s.listening), "store_synced_ms", ms(storeSynced), "listers_synced_ms", ms(listersSynced), "ready_ms", ms(now))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }

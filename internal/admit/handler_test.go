@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -504,10 +506,23 @@ func FuzzDecodeReview(f *testing.F) {
 	f.Add(review(f, admissionv1.Create, pod(map[string]string{"a": "b"}), nil))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","object":null}}`))
 	f.Add([]byte(`{}`))
+	for _, seed := range envelopeSeeds {
+		f.Add([]byte(seed))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rev, err := admit.DecodeReview(body)
 		if err == nil && (rev.Request == nil || rev.Request.UID == "") {
 			t.Fatalf("accepted a review without a request uid: %s", body)
+		}
+		// The request's raw values, handed over uncopied, are what the
+		// decoder alone makes of the review.
+		if whole, werr := admit.DecodeWhole(body); werr == nil && whole.Request != nil && whole.Request.UID != "" && whole.APIVersion == "admission.k8s.io/v1" && whole.Kind == "AdmissionReview" {
+			if err != nil {
+				t.Fatalf("refused a review the decoder reads (%v): %s", err, body)
+			}
+			if !reflect.DeepEqual(rev, whole) {
+				t.Fatalf("decoded %s\n as %+v\nthe decoder alone: %+v", body, rev.Request, whole.Request)
+			}
 		}
 		// Whatever the body, the handler answers without panicking.
 		h, _ := handler(admission.Fail, time.Second, admit.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
@@ -574,5 +589,81 @@ func TestSubresourceRequestsReachTheirBindingsOnly(t *testing.T) {
 	}
 	if got := ask(scaleKind, metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, "scale", s); !strings.Contains(got, "has no binding") {
 		t.Errorf("statefulsets/scale: %q, want the Deployment's Scale binding to leave it, and the failure policy to answer", got)
+	}
+}
+
+// envelopeSeeds are reviews whose raw values the scan in DecodeReview must
+// find as the decoder does, or leave to the decoder.
+var envelopeSeeds = []string{
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":{"a":"b\\\"}","c":[1,{"d":null}]},"oldObject":null,"options":{"dryRun":["All"]}}}`,
+	` { "kind" : "AdmissionReview" , "apiVersion" : "admission.k8s.io/v1" , "request" : { "options" : [ ] , "uid" : "u" , "oldObject" : { "x" : "\u0022" } , "object" : "str" } } `,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":{},"object":{"a":1}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","Object":{"a":1}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","obj\u0065ct":{"a":1}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","Request":{"uid":"u","object":{"a":1}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":{"a":1}},"request":{"uid":"v"}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":{"a":[}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","object":{"a":1}}} trailing`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":null}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","userInfo":{"username":"a","groups":["g"],"extra":{"k":["v"]}},"dryRun":true,"operation":"UPDATE","object":{"metadata":{"name":"n"}},"oldObject":{"metadata":{"name":"o"}}}}`,
+}
+
+// The scan agrees with the decoder on the seeds (the fuzzer tries more).
+func TestDecodeReviewAgreesWithTheDecoder(t *testing.T) {
+	for _, seed := range envelopeSeeds {
+		rev, err := admit.DecodeReview([]byte(seed))
+		whole, werr := admit.DecodeWhole([]byte(seed))
+		if werr != nil || whole.Request == nil || whole.Request.UID == "" {
+			if err == nil {
+				t.Errorf("accepted %s, which the decoder refuses (%v)", seed, werr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("refused %s: %v", seed, err)
+			continue
+		}
+		if !reflect.DeepEqual(rev, whole) {
+			t.Errorf("decoded %s\n as %+v\nthe decoder alone: %+v", seed, rev.Request, whole.Request)
+		}
+	}
+}
+
+// A mutation that edits more than labels and annotations is patched by
+// diffing the object as it came with the object now — for a built-in type
+// (compared by its protobuf encoding) and for an unstructured object
+// (compared as a copy) alike — and only what it edited is in the patch.
+func TestMutationsBeyondMetadataArePatched(t *testing.T) {
+	typed, _ := handler(admission.Fail, time.Second,
+		admit.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+			r.SetLabel("team", "shop")
+			r.Object.Spec.ServiceAccountName = "shop"
+			return nil
+		}))
+	untyped, _ := handler(admission.Fail, time.Second,
+		admit.MutateBinding(gvk, &unstructured.Unstructured{}, func(_ context.Context, r *admission.Request[*unstructured.Unstructured]) error {
+			r.SetLabel("team", "shop")
+			return unstructured.SetNestedField(r.Object.Object, "shop", "spec", "serviceAccountName")
+		}))
+	labelOnly, _ := handler(admission.Fail, time.Second,
+		admit.MutateBinding(gvk, &unstructured.Unstructured{}, func(_ context.Context, r *admission.Request[*unstructured.Unstructured]) error {
+			r.SetLabel("team", "shop")
+			return nil
+		}))
+	for name, h := range map[string]http.Handler{"typed": typed, "unstructured": untyped, "unstructured, labels only": labelOnly} {
+		_, resp := post(t, h, admit.MutatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "x"}), nil))
+		if resp == nil || !resp.Allowed {
+			t.Fatalf("%s: response %+v: want allowed with a patch", name, resp)
+		}
+		patch := string(resp.Patch)
+		if !strings.Contains(patch, `"/metadata/labels/team"`) {
+			t.Errorf("%s: patch %s lacks the label", name, patch)
+		}
+		if sa := strings.Contains(patch, `"/spec/serviceAccountName"`); sa != (name != "unstructured, labels only") {
+			t.Errorf("%s: patch %s: serviceAccountName in it %v, want %v", name, patch, sa, !sa)
+		}
+		if strings.Contains(patch, "creationTimestamp") || strings.Contains(patch, "/status") || strings.Contains(patch, `"/metadata/labels/app"`) {
+			t.Errorf("%s: patch %s touches fields no mutation edited", name, patch)
+		}
 	}
 }

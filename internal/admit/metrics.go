@@ -1,6 +1,7 @@
 package admit
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,19 @@ type Metrics struct {
 	// unenforced counts denials answered as allows: capabilities in Warn
 	// or Audit mode.
 	unenforced *prometheus.CounterVec
+	// observers holds each binding's counter and histogram by verdict,
+	// looked up once rather than by their labels on every request.
+	observers sync.Map // observerKey -> *observers
+}
+
+type observerKey struct {
+	b       *spec.Binding
+	verdict string
+}
+
+type observers struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 // NewMetrics registers the admission metrics with reg.
@@ -69,9 +83,15 @@ func NewMetrics(reg prometheus.Registerer, module string) (*Metrics, error) {
 }
 
 func (m *Metrics) observe(b *spec.Binding, verdict string, d time.Duration) {
-	values := []string{b.Capability, b.Name, b.Action.String(), verdict}
-	m.requests.WithLabelValues(values...).Inc()
-	m.duration.WithLabelValues(values...).Observe(d.Seconds())
+	key := observerKey{b, verdict}
+	o, ok := m.observers.Load(key)
+	if !ok {
+		values := []string{b.Capability, b.Name, b.Action.String(), verdict}
+		o, _ = m.observers.LoadOrStore(key, &observers{requests: m.requests.WithLabelValues(values...), duration: m.duration.WithLabelValues(values...)})
+	}
+	obs := o.(*observers)
+	obs.requests.Inc()
+	obs.duration.Observe(d.Seconds())
 }
 
 func (m *Metrics) unenforcedDenial(b *spec.Binding) {

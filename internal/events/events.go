@@ -34,6 +34,13 @@ const (
 const (
 	// AdmissionServing: the server listens; fields addr.
 	AdmissionServing Name = "admission-serving"
+	// AdmissionReady: the Store and listers have synced (and the server
+	// listens); fields say how long each part of the start took, in ms
+	// since the process started: init (the runtime and the command line,
+	// up to the role), store (the Store CRD found: discovery and a first
+	// read), listening (the certificate loaded, the port open),
+	// store_synced, listers_synced, ready.
+	AdmissionReady Name = "admission-ready"
 	// WebhooksRegistered: the configurations are filled with failurePolicy
 	// Ignore and the canary probes reachability.
 	WebhooksRegistered Name = "webhooks-registered"

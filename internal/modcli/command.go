@@ -97,6 +97,7 @@ endpoints are withdrawn, then drains the requests in flight.`,
 	af := admissionCmd.Flags()
 	af.StringVar(&a.Options.Addr, "addr", ":9443", "address to serve HTTPS on")
 	af.StringVar(&a.Options.MetricsAddr, "metrics-addr", ":8080", "address to serve /metrics on, over plain HTTP; empty for none")
+	af.BoolVar(&a.Options.Pprof, "pprof", false, "also serve Go's profiles (CPU, heap, goroutines) under /debug/pprof/ on --metrics-addr, for profiling; off by default")
 	af.StringVar(&a.Options.CertDir, "cert-dir", "/etc/vigil/tls", "folder holding the serving certificate as tls.crt and tls.key (reloaded on change)")
 	af.StringVar(&a.Options.CertSecret, "cert-secret", "", "manage the CA and serving certificate in this Secret of the module's namespace instead of --cert-dir: created once, shared by the replicas, renewed before expiry")
 	af.StringSliceVar(&a.Options.CertHosts, "cert-hosts", nil, "DNS names and IPs of the managed certificate (default: the module's Service names and 127.0.0.1)")

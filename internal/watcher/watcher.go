@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/warming"
 
 	"github.com/vigilkit/vigil/internal/events"
 )
@@ -191,11 +192,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 // sync. A type the API server does not serve yet (its CRD is missing) is
 // retried with back-off, saying so.
 func WarmUp(ctx context.Context, c cache.Cache, agreed []Agreed, log logr.Logger) error {
+	var informers []cache.Informer
 	for _, a := range agreed {
 		backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
 		for {
-			_, err := c.GetInformer(ctx, a.New(), cache.BlockUntilSynced(false))
+			inf, err := c.GetInformer(ctx, a.New(), cache.BlockUntilSynced(false))
 			if err == nil {
+				informers = append(informers, inf)
 				break
 			}
 			if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
@@ -210,10 +213,32 @@ func WarmUp(ctx context.Context, c cache.Cache, agreed []Agreed, log logr.Logger
 			}
 		}
 	}
-	if !c.WaitForCacheSync(ctx) {
-		return ctx.Err()
+	return waitSynced(ctx, informers)
+}
+
+// waitSynced waits until every informer has synced, asking every few
+// milliseconds: client-go's WaitForCacheSync asks every 100 ms, which would
+// be most of the time a module takes to become ready.
+func waitSynced(ctx context.Context, informers []cache.Informer) error {
+	poll := time.Millisecond
+	for {
+		synced := true
+		for _, inf := range informers {
+			if !inf.HasSynced() {
+				synced = false
+				break
+			}
+		}
+		if synced {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(poll):
+		}
+		poll = min(2*poll, 10*time.Millisecond)
 	}
-	return nil
 }
 
 // nonLeader runs on every replica, leader or not.
@@ -243,7 +268,9 @@ func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *ru
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := cache.New(cfg, cache.Options{
+	// The listers are read first thing at start: no second lost to a watch
+	// cache the API server is still building (see internal/warming).
+	c, err := cache.New(warming.Wrap(rest.CopyConfig(cfg)), cache.Options{
 		Scheme: scheme, ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(),
 		DefaultWatchErrorHandler: watchErrorHandler(module, registerMetrics()),
 		NewInformer:              newInformer(module, registerMetrics()),

@@ -117,7 +117,7 @@ func (h *limited) refuse(w http.ResponseWriter, status int, reason, msg string) 
 	h.limits.Refused(reason)
 	if status != http.StatusTooManyRequests {
 		// A client too slow, or sending too much or garbage: its connection
-		// is not worth keeping (over HTTP/2, a GOAWAY).
+		// is not worth keeping.
 		w.Header().Set("Connection", "close")
 	}
 	http.Error(w, msg, status)

@@ -168,3 +168,17 @@ func TestServeNeedsACertificate(t *testing.T) {
 		t.Fatalf("err = %v, want it to say how to give a certificate", err)
 	}
 }
+
+// The server speaks HTTP/1.1 alone, also to a client that offers HTTP/2 as
+// the API server's does (see Serve).
+func TestServesHTTP1Only(t *testing.T) {
+	s := serveWith(t, webhook.Limits{}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	resp, err := s.client.Post(s.base+"/validate/x", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 1 || resp.TLS == nil || resp.TLS.NegotiatedProtocol == "h2" {
+		t.Fatalf("expected HTTP/1.1 to a client offering h2, got %s (ALPN %q)", resp.Proto, resp.TLS.NegotiatedProtocol)
+	}
+}

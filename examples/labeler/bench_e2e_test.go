@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+// BenchmarkAdmissionE2E is the cost a create pays for the module, as the API
+// server sees it: ConfigMaps created one after another through the real API
+// server with no webhook configuration, then with the labeler's webhooks
+// registered (the API server calls its mutation and its validation for each,
+// over TLS), then with none again; it prints the difference between the
+// latencies with webhooks and those without, at p50 and p99.
+func BenchmarkAdmissionE2E(b *testing.B) {
+	ctx := b.Context()
+	ns := env.Namespace(b)
+	const n = 1000
+	create := func(phase string, count int) []time.Duration {
+		lat := make([]time.Duration, 0, count)
+		for i := range count {
+			cm := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%d", phase, i), Labels: map[string]string{"app": "bench"}},
+				Data:       map[string]string{"config.yaml": "key: value\n"},
+			}
+			t0 := time.Now()
+			if err := env.Client.Create(ctx, cm); err != nil {
+				b.Fatalf("%s: create %s: %v", phase, cm.Name, err)
+			}
+			lat = append(lat, time.Since(t0))
+			if phase == "webhooks" && cm.Labels["vigil.dev/labeled"] != "true" {
+				b.Fatalf("%s: created %s without the labeler's label: the webhook was not called", phase, cm.Name)
+			}
+		}
+		return lat
+	}
+	create("warm", 200)
+	none := create("none-before", n)
+
+	b.Cleanup(func() { _ = unregister(context.Background()) })
+	l := startLabelerWith(b, []string{"--bootstrap", "--webhook-url", "https://{addr}"})
+	// Until the API server calls the webhooks: a dry run comes back labelled.
+	vigiltest.Eventually(b, 60*time.Second, func() error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{"app": "bench"}}}
+		if err := env.Client.Create(ctx, cm, client.DryRunAll); err != nil {
+			return err
+		}
+		if cm.Labels["vigil.dev/labeled"] != "true" {
+			return errors.New("a dry-run create came back without the labeler's label: the webhook is not called yet")
+		}
+		return nil
+	})
+	if !strings.Contains(l.logs.String(), "webhooks-enforced") {
+		vigiltest.Eventually(b, 30*time.Second, func() error {
+			if !strings.Contains(l.logs.String(), "webhooks-enforced") {
+				return errors.New("the labeler has not enforced its webhooks yet")
+			}
+			return nil
+		})
+	}
+	readWebhooks(ctx)
+	create("webhooks-warm", 200)
+	with := create("webhooks", n)
+
+	if err := unregister(ctx); err != nil {
+		b.Fatal(err)
+	}
+	// Until the API server no longer calls them.
+	vigiltest.Eventually(b, 60*time.Second, func() error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{"app": "bench"}}}
+		if err := env.Client.Create(ctx, cm, client.DryRunAll); err != nil {
+			return err
+		}
+		if cm.Labels["vigil.dev/labeled"] != "" {
+			return errors.New("a dry-run create still comes back labelled")
+		}
+		return nil
+	})
+	none = append(none, create("none-after", n)...)
+
+	// The floor: the floor server (serveFloor) registered as one mutating
+	// and one validating webhook for the same creates — what the API
+	// server's own calling of webhooks costs.
+	fl := startFloor(b, l)
+	b.Cleanup(func() { _ = unregisterFloor(context.Background()) })
+	if err := registerFloor(ctx, fl, l, ns); err != nil {
+		b.Fatal(err)
+	}
+	vigiltest.Eventually(b, 60*time.Second, func() error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe", Labels: map[string]string{"app": "bench"}}}
+		if err := env.Client.Create(ctx, cm, client.DryRunAll); err != nil {
+			return err
+		}
+		if cm.Labels["vigil.dev/labeled"] != "true" {
+			return errors.New("a dry-run create came back without the floor's label: the floor is not called yet")
+		}
+		return nil
+	})
+	create("floor-warm", 200)
+	conns := fl.connections(l)
+	floorLat := create("floor", n)
+	conns = fl.connections(l) - conns
+	if err := unregisterFloor(ctx); err != nil {
+		b.Fatal(err)
+	}
+
+	slices.Sort(none)
+	slices.Sort(with)
+	slices.Sort(floorLat)
+	fmt.Printf("admission-e2e: create_p50_overhead=%.2fms create_p99_overhead=%.2fms floor_create_p50_overhead=%.2fms floor_create_p99_overhead=%.2fms (creates one at a time: p50 %.2fms p99 %.2fms with the labeler's webhooks, n=%d; p50 %.2fms p99 %.2fms with the floor server as one mutating and one validating webhook, n=%d; p50 %.2fms p99 %.2fms with none, n=%d, before and after)\n",
+		ms(pct(with, 50)-pct(none, 50)), ms(pct(with, 99)-pct(none, 99)), ms(pct(floorLat, 50)-pct(none, 50)), ms(pct(floorLat, 99)-pct(none, 99)),
+		ms(pct(with, 50)), ms(pct(with, 99)), len(with), ms(pct(floorLat, 50)), ms(pct(floorLat, 99)), len(floorLat), ms(pct(none, 50)), ms(pct(none, 99)), len(none))
+	fmt.Printf("admission-e2e: the labeler's webhooks: %s; the floor server accepted %d connections for the %d creates' %d calls (the API server keeps them alive)\n", webhooksSeen, conns, n, 2*n)
+}
+
+// registerFloor registers the floor server as a mutating and a validating
+// webhook for creates of ConfigMaps in ns.
+func registerFloor(ctx context.Context, fl *floor, l *labeler, ns string) error {
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+	}}
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+	none := admissionregistrationv1.SideEffectClassNone
+	fail := admissionregistrationv1.Fail
+	cc := func(path string) admissionregistrationv1.WebhookClientConfig {
+		url := fl.base + path
+		return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: l.serving.CABundle}
+	}
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-floor"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: "mutate.floor.bench", ClientConfig: cc("/mutate"), Rules: rules, NamespaceSelector: selector,
+			SideEffects: &none, FailurePolicy: &fail, AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-floor"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "validate.floor.bench", ClientConfig: cc("/validate"), Rules: rules, NamespaceSelector: selector,
+			SideEffects: &none, FailurePolicy: &fail, AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if err := env.Client.Create(ctx, m); err != nil {
+		return err
+	}
+	return env.Client.Create(ctx, v)
+}
+
+func unregisterFloor(ctx context.Context) error {
+	for _, obj := range []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "bench-floor"}},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "bench-floor"}},
+	} {
+		if err := env.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// webhooksSeen names the labeler's webhooks, read while they are registered.
+var webhooksSeen = "(not read)"
+
+// readWebhooks records the labeler's webhook configurations.
+func readWebhooks(ctx context.Context) {
+	mw := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	vw := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if env.Client.Get(ctx, client.ObjectKey{Name: "labeler"}, mw) != nil || env.Client.Get(ctx, client.ObjectKey{Name: "labeler"}, vw) != nil {
+		return
+	}
+	var names []string
+	for _, w := range mw.Webhooks {
+		names = append(names, "mutating "+w.Name)
+	}
+	for _, w := range vw.Webhooks {
+		names = append(names, "validating "+w.Name)
+	}
+	webhooksSeen = strings.Join(names, ", ")
+}
+
+// unregister deletes the labeler's webhook configurations.
+func unregister(ctx context.Context) error {
+	for _, obj := range []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "labeler"}},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "labeler"}},
+	} {
+		if err := env.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}

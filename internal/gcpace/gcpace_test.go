@@ -1,0 +1,54 @@
+package gcpace
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+func TestPercentGivesHeadroomWhileSmall(t *testing.T) {
+	for _, c := range []struct {
+		live uint64
+		want int
+	}{{0, MaxPercent}, {1 << 20, MaxPercent}, {16 << 20, 300}, {24 << 20, 200}, {48 << 20, 100}, {1 << 30, 100}} {
+		if got := Percent(c.live); got != c.want {
+			t.Errorf("Percent(%d MiB) = %d, want %d", c.live>>20, got, c.want)
+		}
+	}
+}
+
+// After each collection the percent follows the live heap: Go's default
+// once it is large.
+func TestFollowsTheLiveHeap(t *testing.T) {
+	t.Setenv("GOGC", "")
+	if !Start() {
+		t.Fatal("Start refused with GOGC unset")
+	}
+	defer Stop()
+	if p := settle(); p != Percent(liveHeap()) || p <= 100 {
+		t.Fatalf("GC percent %d with a live heap of %d bytes, want %d (> 100)", p, liveHeap(), Percent(liveHeap()))
+	}
+	big := make([]byte, 96<<20)
+	if p := settle(); p != 100 {
+		t.Fatalf("GC percent %d with a live heap of %d bytes, want 100", p, liveHeap())
+	}
+	runtime.KeepAlive(big)
+}
+
+// settle collects until the finalizer has set the percent for the live heap
+// (it runs on its own goroutine, after the collection), and returns it.
+func settle() int {
+	for range 200 {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+		p := debug.SetGCPercent(-1)
+		debug.SetGCPercent(p)
+		if p == Percent(liveHeap()) {
+			return p
+		}
+	}
+	p := debug.SetGCPercent(-1)
+	debug.SetGCPercent(p)
+	return p
+}
