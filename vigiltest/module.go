@@ -173,6 +173,11 @@ func (m *Module) podOf(d *appsv1.Deployment) *Pod {
 	return p
 }
 
+// AdmissionPod is the module's admission pod, whose init containers are its
+// gate phases: the one StartPhase, RunPhase, RunGates and StartAdmission
+// run. Its Name is what the gates' Events on their Pod name.
+func (m *Module) AdmissionPod() *Pod { return m.admissionPod() }
+
 // admissionPod is the admission pod, whose init containers are the gate
 // phases.
 func (m *Module) admissionPod() *Pod {
@@ -230,6 +235,10 @@ func (m *Module) RunGates(timeout time.Duration) []GateRun {
 	}
 	return out
 }
+
+// Handoff is what the gate phases run so far handed to the main process:
+// the files of the admission pod's handoff folder, by name.
+func (m *Module) Handoff() map[string]string { return m.handoff(m.admissionPod()) }
 
 // handoff reads the files in the pod's handoff folder.
 func (m *Module) handoff(p *Pod) map[string]string {

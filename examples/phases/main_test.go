@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -24,39 +25,26 @@ func TestMain(m *testing.M) {
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
-// The module's phases run as separate processes, one after the other, as its
-// init containers would: each holds until its gates are done, the gates of a
-// phase wait at once, and what they found reaches the handoff folder and the
-// Store.
+// The module's phases run as its manifests' init containers, one after the
+// other, each as the module's ServiceAccount: each holds until its gates are
+// done, the gates of a phase wait at once, and what they found reaches the
+// handoff folder and the Store. The files phase 2 reads are a platform's
+// overlay (PHASES_READY_FILE, PHASES_DEFAULTS_FILE).
 func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	bin := vigiltest.BuildModule(t, ".")
-	ns := env.Namespace(t)
-	kcPath := env.KubeConfigFile(t)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "phases-0"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "module", Image: "phases"}}},
-	}
-	if err := env.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	handoff := filepath.Join(dir, "handoff")
 	readyFile := filepath.Join(dir, "ready")
 	defaultsFile := filepath.Join(dir, "defaults.json")
 	if err := os.WriteFile(defaultsFile, []byte(`{"mode":"default"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	envv := []string{
-		"KUBECONFIG=" + kcPath, "PHASES_NAMESPACE=" + ns, "VIGIL_HANDOFF_DIR=" + handoff,
-		"PHASES_READY_FILE=" + readyFile, "PHASES_DEFAULTS_FILE=" + defaultsFile,
-		"POD_NAME=" + pod.Name, "POD_NAMESPACE=" + ns, "POD_UID=" + string(pod.UID),
-	}
-	gateArgs := func(phase string) []string {
-		return []string{"gate", "--phase", phase, "--progress-interval", "200ms"}
-	}
+	m := env.InstallModule(t, vigiltest.ModuleOptions{
+		Env:  []string{"PHASES_READY_FILE=" + readyFile, "PHASES_DEFAULTS_FILE=" + defaultsFile},
+		Args: map[string][]string{"gate-phase-0": {"--progress-interval", "200ms"}, "gate-phase-1": {"--progress-interval", "200ms"}, "gate-phase-2": {"--progress-interval", "200ms"}},
+	})
+	ns := m.Namespace
 
-	plan, err := exec.Command(bin, "plan").CombinedOutput()
+	plan, err := exec.Command(m.Binary, "plan").CombinedOutput()
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, plan)
 	}
@@ -65,9 +53,12 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 			t.Errorf("plan lacks %q:\n%s", want, plan)
 		}
 	}
+	if m.Phases() != 3 {
+		t.Fatalf("%d init containers, want 3", m.Phases())
+	}
 
 	// Phase 0: both gates wait at once; the phase ends only when both are done.
-	p0 := vigiltest.StartProcess(t, envv, bin, gateArgs("0")...)
+	p0 := m.StartPhase(0)
 	p0.Running(t, time.Second)
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
 		t.Fatal(err)
@@ -89,7 +80,7 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	p0.WaitOK(t, 20*time.Second)
 
 	// Phase 1 waits for the Widget to reach size 3, then stores it.
-	p1 := vigiltest.StartProcess(t, envv, bin, gateArgs("1")...)
+	p1 := m.StartPhase(1)
 	w := &unstructured.Unstructured{}
 	w.SetAPIVersion("example.vigil.dev/v1")
 	w.SetKind("Widget")
@@ -99,6 +90,7 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	if err := env.Client.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), w) })
 	p1.Running(t, time.Second)
 	if !strings.Contains(p1.Output.String(), "no such key") && !strings.Contains(p1.Output.String(), "gate waiting") {
 		t.Fatalf("phase 1 log says nothing of what it waits for:\n%s", p1.Output)
@@ -118,13 +110,14 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 
 	// Phase 2: the sampled file becomes ready; the overrides never appear, so
 	// the defaults from the file are used.
-	p2 := vigiltest.StartProcess(t, envv, bin, gateArgs("2")...)
+	p2 := m.StartPhase(2)
 	p2.Running(t, 1500*time.Millisecond)
 	if err := os.WriteFile(readyFile, []byte("ready\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p2.WaitOK(t, 20*time.Second)
 
+	handoff := m.Handoff()
 	for name, want := range map[string]string{
 		"customresourcedefinition-widgets.example.vigil.dev": `"done"`,
 		"configmap-settings":  `"done"`,
@@ -132,19 +125,19 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 		"ready-file":          `"result":"ready\n"`,
 		"configmap-overrides": `"state":"fallback"`,
 	} {
-		raw, err := os.ReadFile(filepath.Join(handoff, "gate-"+name+".json"))
-		if err != nil {
-			t.Fatalf("handoff of %s: %v", name, err)
+		raw, ok := handoff["gate-"+name+".json"]
+		if !ok {
+			t.Fatalf("no handoff of %s (handed off: %v)", name, keys(handoff))
 		}
-		if !strings.Contains(string(raw), want) {
+		if !strings.Contains(raw, want) {
 			t.Errorf("handoff of %s = %s, want it to contain %s", name, raw, want)
 		}
 	}
 	var overrides struct {
 		Result corev1.ConfigMap `json:"result"`
 	}
-	raw, _ := os.ReadFile(filepath.Join(handoff, "gate-configmap-overrides.json"))
-	if err := json.Unmarshal(raw, &overrides); err != nil || overrides.Result.Data["mode"] != "default" {
+	raw := handoff["gate-configmap-overrides.json"]
+	if err := json.Unmarshal([]byte(raw), &overrides); err != nil || overrides.Result.Data["mode"] != "default" {
 		t.Fatalf("overrides handoff %s: want the defaults' data", raw)
 	}
 
@@ -155,7 +148,7 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	}
 	reasons := map[string]int{}
 	for _, e := range evs.Items {
-		if e.InvolvedObject.Name == pod.Name {
+		if e.InvolvedObject.Name == m.AdmissionPod().Name {
 			reasons[e.Reason]++
 		}
 	}
@@ -169,9 +162,20 @@ func TestPhasesRunInOrderAsInitContainers(t *testing.T) {
 	}
 
 	// A restarted pod reruns a phase idempotently: satisfied at once.
+	admission, err := m.Manifests.Deployment("admission")
+	if err != nil {
+		t.Fatal(err)
+	}
 	began := time.Now()
-	again := vigiltest.StartProcess(t, envv, bin, gateArgs("0")...)
-	again.WaitOK(t, 10*time.Second)
+	again := env.NewPod(t, ns, admission.Spec.Template, vigiltest.PodOptions{Binary: m.Binary})
+	again.RunInit(10 * time.Second)
 	t.Logf("rerun of satisfied phase 0 took %s", time.Since(began))
+}
 
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
