@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/mod/semver"
+	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -45,7 +45,7 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if v := chartVersion(m); !semver.IsValid("v" + v) {
+	if _, err := version.ParseSemantic(chartVersion(m)); err != nil {
 		return nil, fmt.Errorf("module %s version %q: a chart's version must be SemVer, as in 1.2.0: set vigil.Options.Version to one", m.Name, m.Version)
 	}
 	objs, err := manifests.Render(m, manifests.Options{Image: imageSentinel})

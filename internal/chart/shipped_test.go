@@ -21,7 +21,11 @@ import (
 // would give them. A wrong mount, env var, argument or RBAC rule in the
 // chart fails here.
 func TestChartPodsRunAsShipped(t *testing.T) {
-	_, ch := writeChart(t)
+	// A namespace of its own: the package's other tests uninstall
+	// quota-system, which stays Terminating without a namespace controller.
+	const ns = "quota-shipped"
+	overlay := []string{"QUOTA_NAMESPACE=" + ns}
+	_, ch := writeChart(t, overlay...)
 	rel, err := render(t, ch, map[string]any{
 		"logLevel":  "debug",
 		"extraEnv":  []any{map[string]any{"name": "QUOTA_MAX_REPLICAS", "value": "2"}},
@@ -47,9 +51,9 @@ func TestChartPodsRunAsShipped(t *testing.T) {
 		}
 	}
 	m.Objects = kept
-	mod := env.InstallModule(t, vigiltest.ModuleOptions{Binary: quota(t), Manifests: m})
-	if mod.Name != module || mod.Namespace != moduleNS {
-		t.Fatalf("installed %s in %s, want %s in %s", mod.Name, mod.Namespace, module, moduleNS)
+	mod := env.InstallModule(t, vigiltest.ModuleOptions{Binary: quota(t), Manifests: m, Env: overlay})
+	if mod.Name != module || mod.Namespace != ns {
+		t.Fatalf("installed %s in %s, want %s in %s", mod.Name, mod.Namespace, module, ns)
 	}
 	mod.StartAdmission(60 * time.Second)
 	if !strings.Contains(mod.Output("admission"), "level=DEBUG") {
