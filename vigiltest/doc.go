@@ -24,6 +24,15 @@
 // 410 Gone; and AsServiceAccount, a client that acts as a ServiceAccount, for
 // tests of least-privilege RBAC.
 //
+// It also runs a module as it ships: InstallModule builds it, applies its
+// manifests (or its chart as rendered), checks their pod specs
+// (CheckPodSpec), and runs its roles from those pod specs as a kubelet would
+// (NewPod: volumes, env, the downward API, init containers in order, a real
+// ServiceAccount token from the TokenRequest API), so the module's own RBAC
+// is what its tests run with. StartPhase, RunPhase, RunGates,
+// StartAdmission and StartWatcher start its roles; Denied, Admitted, Mutated
+// and WaitFor are the assertions an author reaches for.
+//
 // When the binaries are missing, Start fails with the command that builds them.
 // It never skips: a test that needs a control plane and has none has not passed.
 package vigiltest

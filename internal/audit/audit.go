@@ -1,8 +1,3 @@
-// Package audit runs a module's validations over the objects that exist and
-// reports what they deny: what passed before the webhooks enforced, while
-// a capability was in Warn or Audit mode, during an outage under
-// failurePolicy Ignore, or under an older policy. The watcher's active
-// replica runs it once the webhooks are enforced and then periodically.
 package audit
 
 import (

@@ -1,0 +1,13 @@
+// Package audit runs a module's validations over the objects that exist and
+// reports what they deny: what passed before the webhooks enforced, while
+// a capability was in Warn or Audit mode, during an outage under
+// failurePolicy Ignore, or under an older policy. The watcher's active
+// replica runs it once the webhooks are enforced and then periodically.
+//
+// Findings are reported as Warning Events on the objects, log lines and
+// metrics; each run keeps a report per capability in the module's Store and,
+// where the cluster serves them, PolicyReports (wgpolicyk8s.io/v1alpha2).
+// Objects created while a capability's webhook was failed open — the windows
+// the registration record keeps — are reported as such, mutations that did
+// not run included.
+package audit
