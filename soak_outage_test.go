@@ -11,7 +11,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
@@ -96,27 +95,13 @@ func soakOutage(tb testing.TB, optIn bool, outage, bound time.Duration) outageRe
 	}
 	var mu sync.Mutex
 	var results []result
-	stopClient := make(chan struct{})
-	var wg sync.WaitGroup
+	var stops []func()
 	for _, ns := range []string{apps, home} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stopClient:
-					return
-				default:
-				}
-				c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("o-", i)}}
-				began := time.Now()
-				err := env.Client.Create(ctx, c)
-				mu.Lock()
-				results = append(results, result{began: began, ended: time.Now(), ns: ns, err: err, mutated: c.Labels["soaked"] == "yes"})
-				mu.Unlock()
-				time.Sleep(20 * time.Millisecond)
-			}
-		}()
+		stops = append(stops, createLoop(ctx, ns, "o", func(c *corev1.ConfigMap, err error, began, ended time.Time) {
+			mu.Lock()
+			results = append(results, result{began: began, ended: ended, ns: ns, err: err, mutated: c.Labels["soaked"] == "yes"})
+			mu.Unlock()
+		}))
 	}
 	enforcedSince := func(t time.Time) (time.Time, bool) {
 		mu.Lock()
@@ -165,8 +150,9 @@ func soakOutage(tb testing.TB, optIn bool, outage, bound time.Duration) outageRe
 	replica(addrB)
 	enforcedAt := waitEnforced(returnAt)
 	time.Sleep(time.Second)
-	close(stopClient)
-	wg.Wait()
+	for _, stop := range stops {
+		stop()
+	}
 
 	res := outageResult{recovered: enforcedAt.Sub(returnAt)}
 	grace := outageAt.Add(bound + 2*interval)

@@ -166,31 +166,17 @@ func BenchmarkSoakRegistration(b *testing.B) {
 	var creates, rejected, unmutated atomic.Int64
 	var registeredAt atomic.Int64 // unix nanos of the first enforcement
 	var firstErr atomic.Value
-	stopClient := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stopClient:
-				return
-			default:
-			}
-			c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: fmt.Sprint("soak-", i)}}
-			began := time.Now()
-			if err := env.Client.Create(ctx, c); err != nil {
-				rejected.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-				continue
-			}
-			creates.Add(1)
-			if reg := registeredAt.Load(); reg != 0 && began.UnixNano() > reg && c.Labels["soaked"] != "yes" {
-				unmutated.Add(1)
-			}
-			time.Sleep(20 * time.Millisecond) // paces the load
+	stopClient := createLoop(ctx, apps, "soak", func(c *corev1.ConfigMap, err error, began, _ time.Time) {
+		if err != nil {
+			rejected.Add(1)
+			firstErr.CompareAndSwap(nil, err)
+			return
 		}
-	}()
+		creates.Add(1)
+		if reg := registeredAt.Load(); reg != 0 && began.UnixNano() > reg && c.Labels["soaked"] != "yes" {
+			unmutated.Add(1)
+		}
+	})
 	// Watch for enforcement.
 	started := time.Now()
 	go func() {
@@ -240,8 +226,7 @@ func BenchmarkSoakRegistration(b *testing.B) {
 	f.target.Store(addrB)
 	stopA()
 	time.Sleep(3 * time.Second)
-	close(stopClient)
-	wg.Wait()
+	stopClient()
 
 	if err, _ := firstErr.Load().(error); err != nil {
 		b.Errorf("first rejection: %v", err)
@@ -388,4 +373,33 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 		err := env.Client.Create(ctx, newPod(fmt.Sprint("bad-new-", time.Now().UnixNano()), map[string]string{"bad": ""}))
 		return err != nil && strings.Contains(err.Error(), "bad pods are not allowed")
 	})
+}
+
+// createLoop creates ConfigMaps prefix-0, prefix-1, … in ns, about 20 ms
+// apart, and hands each create's object (as stored, when it was admitted),
+// error and timing to seen, until the returned stop is called; stop waits
+// for the loop to end. The soaks count different things from the same load.
+func createLoop(ctx context.Context, ns, prefix string, seen func(c *corev1.ConfigMap, err error, began, ended time.Time)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint(prefix, "-", i)}}
+			began := time.Now()
+			err := env.Client.Create(ctx, c)
+			seen(c, err, began, time.Now())
+			time.Sleep(20 * time.Millisecond) // paces the load
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }

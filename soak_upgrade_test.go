@@ -3,7 +3,6 @@ package vigil_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -16,7 +15,6 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -139,34 +137,20 @@ func soakUpgrade(b *testing.B, how string) upgradeResult {
 	var res upgradeResult
 	var firstErr atomic.Value
 	var mu sync.Mutex
-	stopClient := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stopClient:
-				return
-			default:
-			}
-			c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: fmt.Sprint("up-", i)}}
-			err := env.Client.Create(ctx, c)
-			mu.Lock()
-			switch {
-			case err != nil:
-				res.rejected++
-				firstErr.CompareAndSwap(nil, err)
-			case c.Labels["soaked"] != "yes":
-				res.creates++
-				res.unmutated++
-			default:
-				res.creates++
-			}
-			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
+	stopClient := createLoop(ctx, apps, "up", func(c *corev1.ConfigMap, err error, _, _ time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			res.rejected++
+			firstErr.CompareAndSwap(nil, err)
+		case c.Labels["soaked"] != "yes":
+			res.creates++
+			res.unmutated++
+		default:
+			res.creates++
 		}
-	}()
+	})
 
 	time.Sleep(2 * time.Second)
 	apply("2.0.0", false) // version 2's objects, version 1 still serving
@@ -180,8 +164,7 @@ func soakUpgrade(b *testing.B, how string) upgradeResult {
 	f.target.Store(addrB)
 	stopA()
 	time.Sleep(2 * time.Second)
-	close(stopClient)
-	wg.Wait()
+	stopClient()
 	stopB()
 	if err, _ := firstErr.Load().(error); err != nil {
 		b.Errorf("upgrade by %s: first rejection: %v", how, err)
