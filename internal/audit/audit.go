@@ -216,7 +216,7 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 		a.Log.Info("audit: cannot read the webhooks' registration record; findings cannot say when they were admitted", "err", err.Error())
 	}
 	var mutRec registration.Record
-	if mutating(m) {
+	if m.AuditsMutations() {
 		if mutRec, err = registration.ReadMutatingRecord(ctx, cs, m.Name); err != nil {
 			a.Log.Info("audit: cannot read the mutating webhooks' registration record; mutations skipped during outages go unreported", "err", err.Error())
 		}
@@ -224,10 +224,11 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 	enforced := rec.EnforcedAt()
 	// outage is the window in which the capability's webhook for action was
 	// failed open when t was, or "".
+	valWindows, mutWindows := rec.Windows(), mutRec.Windows()
 	outage := func(capability string, action spec.Action, t time.Time) string {
-		windows := rec.Windows()
+		windows := valWindows
 		if action == spec.Mutate {
-			windows = mutRec.Windows()
+			windows = mutWindows
 		}
 		hook := registration.WebhookName(m.Name, capability, action)
 		for _, w := range windows {
@@ -251,6 +252,9 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 		recordEvent(ctx, cs, m.Name, obj, fmt.Sprintf("vigil module %s (version %s), capability %s: %s; %s: %s", m.Name, versionOrNone(m.Version), f.Capability, what, f.Explain(enforced), f.Violation))
 	}
 	for gvk, namespaces := range Kinds(m) {
+		if !validated(m, gvk) && len(mutWindows) == 0 {
+			continue // only mutations, which no outage has skipped: nothing to list
+		}
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			return findings, fmt.Errorf("audit %s: %w", gvk, err)
@@ -434,6 +438,16 @@ func (a *Auditor) keep(ctx context.Context, findings []Finding, rec, mutRec regi
 func mutating(m *spec.Module) bool {
 	for _, b := range m.Bindings {
 		if b.Action == spec.Mutate && spec.Audited(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// validated reports whether the audit runs validations over gvk's objects.
+func validated(m *spec.Module, gvk schema.GroupVersionKind) bool {
+	for _, b := range m.Bindings {
+		if b.Action == spec.Validate && b.GVK == gvk && spec.Audited(b) {
 			return true
 		}
 	}

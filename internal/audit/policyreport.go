@@ -79,7 +79,7 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 	}
 	// The last run's reports of namespaces without findings now go.
 	sel := metav1.ListOptions{LabelSelector: ModuleLabel + "=" + a.Module.Name}
-	for _, ns := range a.reportNamespaces() {
+	for _, ns := range ReportNamespaces(a.Module) {
 		if !served[PolicyReports.Resource] {
 			break
 		}
@@ -102,11 +102,11 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 	}
 }
 
-// reportNamespaces are where the module's PolicyReports can be: the audited
-// namespaces, or all ("") when a binding is cluster-wide.
-func (a *Auditor) reportNamespaces() []string {
+// ReportNamespaces are where a module's PolicyReports can be: the audited
+// namespaces, sorted, or all ("") when an audited binding is cluster-wide.
+func ReportNamespaces(m *spec.Module) []string {
 	seen := map[string]bool{}
-	for _, namespaces := range Kinds(a.Module) {
+	for _, namespaces := range Kinds(m) {
 		if len(namespaces) == 0 {
 			return []string{metav1.NamespaceAll}
 		}

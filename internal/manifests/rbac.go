@@ -103,46 +103,27 @@ func Rules(m *spec.Module) []spec.Rule {
 			APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"validatingwebhookconfigurations"},
 			Verbs: []string{"get"}, ResourceNames: []string{m.Name},
 		}, Why: "the audit reads since when the webhooks enforce from their registration record"})
-		audited := map[schema.GroupVersionKind][]string{}
-		var order []schema.GroupVersionKind
-		for _, b := range m.Bindings {
-			if !spec.Audited(b) {
+		kinds := audit.Kinds(m)
+		for _, b := range m.Bindings { // in the order declared
+			namespaces, ok := kinds[b.GVK]
+			if !ok {
 				continue
 			}
-			if _, ok := audited[b.GVK]; !ok {
-				order = append(order, b.GVK)
-				audited[b.GVK] = b.Namespaces
-			} else if len(b.Namespaces) == 0 || len(audited[b.GVK]) == 0 {
-				audited[b.GVK] = nil
-			} else {
-				audited[b.GVK] = append(audited[b.GVK], b.Namespaces...)
-			}
-		}
-		var reportNS []string
-		clusterWide := false
-		for _, gvk := range order {
-			why := fmt.Sprintf("the audit runs the validations of %s over the objects that exist", gvk.Kind)
-			for _, ns := range orAll(audited[gvk]) {
-				add(ns, gvk.Group, Resource(gvk), nil, why, "list")
+			delete(kinds, b.GVK)
+			why := fmt.Sprintf("the audit runs the validations of %s over the objects that exist", b.GVK.Kind)
+			for _, ns := range orAll(namespaces) {
+				add(ns, b.GVK.Group, Resource(b.GVK), nil, why, "list")
 				add(ns, "", "events", nil, why+" and reports violations as Events on them", "create")
-				clusterWide = clusterWide || ns == ""
-				reportNS = append(reportNS, ns)
 			}
 		}
-		if clusterWide {
-			reportNS = nil
-		}
-		for _, b := range m.Bindings {
-			if b.Action == spec.Mutate && spec.Audited(b) {
-				out = append(out, spec.Rule{Role: role, PolicyRule: rbacv1.PolicyRule{
-					APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"mutatingwebhookconfigurations"},
-					Verbs: []string{"get"}, ResourceNames: []string{m.Name},
-				}, Why: "the audit reads when the mutations were failed open from their registration record"})
-				break
-			}
+		if m.AuditsMutations() {
+			out = append(out, spec.Rule{Role: role, PolicyRule: rbacv1.PolicyRule{
+				APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"mutatingwebhookconfigurations"},
+				Verbs: []string{"get"}, ResourceNames: []string{m.Name},
+			}, Why: "the audit reads when the mutations were failed open from their registration record"})
 		}
 		report := "the audit keeps its findings as PolicyReports (wgpolicyk8s.io), when the cluster serves them"
-		for _, ns := range orAll(reportNS) {
+		for _, ns := range audit.ReportNamespaces(m) {
 			add(ns, audit.PolicyReports.Group, audit.PolicyReports.Resource, nil, report, "get", "list", "create", "update", "delete")
 		}
 		add("", audit.ClusterPolicyReports.Group, audit.ClusterPolicyReports.Resource, []string{audit.PolicyReportName(m.Name)}, report+": cluster-scoped objects'", "get", "update", "delete")

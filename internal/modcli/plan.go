@@ -185,11 +185,8 @@ func writeWatcher(out io.Writer, m *spec.Module) error {
 	}
 	if m.Audited() {
 		what := "the validations over the existing objects"
-		for _, b := range m.Bindings {
-			if b.Action == spec.Mutate && spec.Audited(b) {
-				what += ", and the mutations with an outage bound over what got in while they were failed open"
-				break
-			}
+		if m.AuditsMutations() {
+			what += ", and the mutations with an outage bound over what got in while they were failed open"
 		}
 		fmt.Fprintf(out, "  audit: %s, once the webhooks enforce and every --audit-interval; findings as Events, log lines, metrics, each capability's Store key vigil.audit and PolicyReports (wgpolicyk8s.io) where the cluster serves them\n", what)
 	}

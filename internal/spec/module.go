@@ -164,6 +164,17 @@ func (m *Module) Audited() bool {
 	return false
 }
 
+// AuditsMutations reports whether the audit looks for mutations skipped
+// while failed open: whether a mutation has an outage bound.
+func (m *Module) AuditsMutations() bool {
+	for _, b := range m.Bindings {
+		if b.Action == Mutate && Audited(b) {
+			return true
+		}
+	}
+	return false
+}
+
 // Audited reports whether the audit runs binding b over existing objects:
 // validations that were not enforced from install on, and mutations with an
 // outage bound (over the objects created while they were failed open).
