@@ -433,17 +433,6 @@ func (a *Auditor) keep(ctx context.Context, findings []Finding, rec, mutRec regi
 	}
 }
 
-// mutating reports whether the audit looks for mutations skipped while
-// failed open.
-func mutating(m *spec.Module) bool {
-	for _, b := range m.Bindings {
-		if b.Action == spec.Mutate && spec.Audited(b) {
-			return true
-		}
-	}
-	return false
-}
-
 // validated reports whether the audit runs validations over gvk's objects.
 func validated(m *spec.Module, gvk schema.GroupVersionKind) bool {
 	for _, b := range m.Bindings {
