@@ -13,7 +13,9 @@ import (
 	"reflect"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
@@ -103,7 +106,6 @@ type Handler struct {
 	// (CapabilityPath); optOut are those served there alone, never on the
 	// shared paths: see CapabilityPath.
 	caps, optOut map[string]bool
-	workers      *workers
 }
 
 // NewHandler returns a handler for the bindings.
@@ -120,7 +122,7 @@ func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 	if opts.Store == nil {
 		opts.Store = func(string) store.Store { return noStore{} }
 	}
-	h := &Handler{opts: opts, stores: map[string]store.Store{}, caps: map[string]bool{}, optOut: map[string]bool{}, workers: newWorkers()}
+	h := &Handler{opts: opts, stores: map[string]store.Store{}, caps: map[string]bool{}, optOut: map[string]bool{}}
 	for i := range bindings {
 		b := &bindings[i]
 		h.caps[b.Capability] = true
@@ -150,20 +152,66 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
+	req := review.Request
 	var resp *admissionv1.AdmissionResponse
-	switch a := h.attribute(r.URL.Path, review.Request); {
+	switch a := h.attribute(r.URL.Path, req); {
 	case a.reason != "":
-		resp = h.unattributed(r.Context(), r.URL.Path, review.Request, a)
+		resp = h.unattributed(r.Context(), r.URL.Path, req, a)
 	case a.canary:
 		resp = &admissionv1.AdmissionResponse{Allowed: true}
-		if token := h.canary(review.Request); token != "" {
+		if token := h.canary(req); token != "" {
 			// Echoed to whoever sent the canary, whichever replica answers.
 			resp.Warnings = []string{CanaryWarning(token)}
 		}
 	default:
-		resp = h.review(r.Context(), a.action, a.capability, review.Request, false)
+		if rv, run := h.prepare(a.action, a.capability, req, false); len(run) > 0 {
+			h.serveRun(w, r, rv, a.action, run)
+			return
+		}
+		resp = &admissionv1.AdmissionResponse{Allowed: true}
 	}
-	resp.UID = review.Request.UID
+	h.answer(w, req.UID, resp, false)
+}
+
+// serveRun runs a request's bindings on the request's own goroutine — no
+// handoff to another, which cost a thread's wakeup per request — and
+// answers with what they decide. Should they outlast the deadline, a timer
+// answers instead, by the failure policy, while they go on: the answer
+// carries its length and Connection: close, so the API server has it whole
+// and does not send its next request down a connection a hung binding
+// still holds.
+func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, rv *reviewRun, action spec.Action, run []*spec.Binding) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.Timeout)
+	defer cancel()
+	uid := rv.req.UID
+	var mu sync.Mutex
+	answered := false
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return // the client went away: nobody to answer
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !answered {
+			answered = true
+			h.answer(w, uid, h.timedOut(rv), true)
+		}
+	})
+	resp := rv.run(ctx, action, run)
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if !answered {
+		answered = true
+		h.answer(w, uid, resp, false)
+	}
+}
+
+// answer writes resp as the AdmissionReview answering uid. An answer written
+// before the handler returns (early) is sent at once, with its length, and
+// closes the connection after it.
+func (h *Handler) answer(w http.ResponseWriter, uid types.UID, resp *admissionv1.AdmissionResponse, early bool) {
+	resp.UID = uid
 	buf := buffers.Get().(*[]byte)
 	defer func() {
 		if cap(*buf) <= 64<<10 {
@@ -177,9 +225,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "encode the response: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header()["Content-Type"] = jsonContentType
+	hdr := w.Header()
+	hdr["Content-Type"] = jsonContentType
+	if early {
+		hdr.Set("Content-Length", strconv.Itoa(len(data)))
+		hdr.Set("Connection", "close")
+	}
 	if _, err := w.Write(data); err != nil {
 		h.opts.Log.V(1).Info("write admission response", "err", err.Error())
+		return
+	}
+	if early {
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			h.opts.Log.V(1).Info("flush admission response", "err", err.Error())
+		}
 	}
 }
 
@@ -283,10 +342,10 @@ func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) 
 	return out
 }
 
-// review runs the bindings for one request under the handler's deadline:
-// those served on the path of capability (see servedOn). enforce judges every
-// validation as if its capability were in Enforce mode.
-func (h *Handler) review(ctx context.Context, action spec.Action, capability string, req *admissionv1.AdmissionRequest, enforce bool) *admissionv1.AdmissionResponse {
+// prepare finds the bindings to run for one request: those served on the
+// path of capability (see servedOn) whose kind, operation and filters match.
+// enforce judges every validation as if its capability were in Enforce mode.
+func (h *Handler) prepare(action spec.Action, capability string, req *admissionv1.AdmissionRequest, enforce bool) (*reviewRun, []*spec.Binding) {
 	bindings := h.mutate
 	if action == spec.Validate {
 		bindings = h.validate
@@ -299,23 +358,36 @@ func (h *Handler) review(ctx context.Context, action spec.Action, capability str
 		}
 	}
 	if len(run) == 0 {
+		return nil, nil
+	}
+	return &reviewRun{h: h, req: req, dryRun: req.DryRun != nil && *req.DryRun, enforce: enforce}, run
+}
+
+// review runs the bindings for one request, outside a webhook call (the
+// audit's), under the handler's deadline: the answer comes by then, while
+// a binding that ignores its context goes on.
+func (h *Handler) review(ctx context.Context, action spec.Action, capability string, req *admissionv1.AdmissionRequest, enforce bool) *admissionv1.AdmissionResponse {
+	rv, run := h.prepare(action, capability, req, enforce)
+	if len(run) == 0 {
 		return &admissionv1.AdmissionResponse{Allowed: true}
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 	defer cancel()
-	rv := &reviewRun{h: h, req: req, dryRun: req.DryRun != nil && *req.DryRun, enforce: enforce}
 	done := make(chan *admissionv1.AdmissionResponse, 1)
-	h.workers.run(func() { done <- rv.run(ctx, action, run) })
+	go func() { done <- rv.run(ctx, action, run) }()
 	select {
 	case resp := <-done:
 		return resp
 	case <-ctx.Done():
-		// The binding may ignore its context: answer without it.
-		b := rv.current.Load()
-		err := fmt.Errorf("did not finish within %s", h.opts.Timeout)
-		h.observe(b, "timeout", h.opts.Timeout)
-		return h.failed(b, err)
+		return h.timedOut(rv)
 	}
+}
+
+// timedOut answers for a run whose binding did not finish in time.
+func (h *Handler) timedOut(rv *reviewRun) *admissionv1.AdmissionResponse {
+	b := rv.current.Load()
+	h.observe(b, "timeout", h.opts.Timeout)
+	return h.failed(b, fmt.Errorf("did not finish within %s", h.opts.Timeout))
 }
 
 // reviewRun is one request's run through its bindings.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -80,6 +81,32 @@ func post(t testing.TB, h http.Handler, path, contentType string, body []byte) (
 		t.Fatalf("response %s: want the request's uid", w.Body)
 	}
 	return w, out.Response
+}
+
+// postHTTP posts a review to url over HTTP, and returns whether the server
+// closes the connection after its answer, and the response.
+func postHTTP(t testing.TB, url string, body []byte) (closes bool, _ *admissionv1.AdmissionResponse) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, data)
+	}
+	out := &admissionv1.AdmissionReview{}
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("decode response: %v\n%s", err, data)
+	}
+	if out.Response == nil || out.Response.UID != "uid-1" {
+		t.Fatalf("response %s: want the request's uid", data)
+	}
+	return resp.Close, out.Response
 }
 
 func handler(policy admission.FailurePolicy, timeout time.Duration, bindings ...spec.Binding) (*admit.Handler, *prometheus.Registry) {
@@ -228,8 +255,9 @@ func TestFailingBindingsAnswerByPolicy(t *testing.T) {
 		panic("nil map in the policy")
 	})
 	errB.Name = "panicky"
+	release := make(chan struct{})
 	sleepy := admit.MutateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) error {
-		time.Sleep(time.Minute) // ignores its context
+		<-release // ignores its context, for as long as the test runs
 		return nil
 	})
 	sleepy.Name = "sleepy"
@@ -253,10 +281,20 @@ func TestFailingBindingsAnswerByPolicy(t *testing.T) {
 	} {
 		t.Run(string(tc.policy)+"-"+tc.b.Name, func(t *testing.T) {
 			h, _ := handler(tc.policy, 200*time.Millisecond, tc.b)
+			// Over a real connection: a binding still running past the
+			// deadline is answered before its handler returns.
+			srv := httptest.NewServer(h)
+			t.Cleanup(srv.Close)
+			if tc.b.Name == "sleepy" {
+				t.Cleanup(func() { close(release) }) // before the server closes, which waits for it
+			}
 			began := time.Now()
-			_, resp := post(t, h, tc.path, "application/json", review(t, admissionv1.Create, pod(nil), nil))
+			closes, resp := postHTTP(t, srv.URL+tc.path, review(t, admissionv1.Create, pod(nil), nil))
 			if took := time.Since(began); took > time.Second {
 				t.Fatalf("answered after %s, want within the 200ms deadline", took)
+			}
+			if tc.b.Name == "sleepy" && !closes {
+				t.Fatal("the answer to a request whose binding still runs keeps the connection open, which that binding still holds: want Connection: close")
 			}
 			if resp.Allowed != tc.wantAllow {
 				t.Fatalf("allowed = %v, want %v (%+v)", resp.Allowed, tc.wantAllow, resp)
@@ -273,7 +311,7 @@ func TestFailingBindingsAnswerByPolicy(t *testing.T) {
 			}
 			// The handler keeps serving: a request it cannot attribute gets
 			// the failure policy's answer.
-			_, again := post(t, h, admit.ValidatePath("mod")+"-unknown", "application/json", review(t, admissionv1.Create, pod(nil), nil))
+			_, again := postHTTP(t, srv.URL+admit.ValidatePath("mod")+"-unknown", review(t, admissionv1.Create, pod(nil), nil))
 			if again == nil || again.Allowed != (tc.policy == admission.Ignore) {
 				t.Fatalf("the next request was not served by the failure policy: %+v", again)
 			}

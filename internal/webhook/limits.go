@@ -25,6 +25,9 @@ type Limits struct {
 	// kube-apiserver's --max-mutating-requests-inflight: more than the API
 	// servers of most clusters send a webhook at once, and small reviews
 	// decided at once (each within BodyAllowance) stay within tens of MiB.
+	// A request whose binding outlasts the handler's deadline is answered
+	// then, but holds its slot until the binding returns: bindings that
+	// hang stay bounded in number.
 	MaxInFlight int
 	// MaxReading is how many request bodies are read at once; one more is
 	// answered 429. 512 when zero.
