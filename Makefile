@@ -50,7 +50,7 @@ bench-gates:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkGates' -benchtime 200x -timeout 30m ./internal/waitfor/
 
-## bench-admission: the labeler module under load over TLS keep-alive beside a floor server (CPU per request against it), the cost of a create through the API server with its webhooks, and a Lister of 10,000 objects read under load
+## bench-admission: the labeler module under load over TLS keep-alive beside a floor server (CPU per request against it), the cost of a create through the API server with its webhooks beside the floor server as the same webhooks and as fewer, and a Lister of 10,000 objects read under load
 bench-admission:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkAdmission' -benchtime 1x -timeout 20m ./examples/labeler/
