@@ -90,6 +90,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		Metrics:       promhttp.HandlerFor(r.registry, promhttp.HandlerOpts{Registry: r.registry}),
 		Ready:         r.ready,
 		ShutdownDelay: o.ShutdownDelay,
+		Lingering:     r.handler.Lingering,
 		Log:           log,
 	}
 	serve.MetricsAddr, serve.MetricsListening, serve.Pprof = o.MetricsAddr, o.MetricsListening, o.Pprof

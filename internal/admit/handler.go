@@ -106,7 +106,15 @@ type Handler struct {
 	// (CapabilityPath); optOut are those served there alone, never on the
 	// shared paths: see CapabilityPath.
 	caps, optOut map[string]bool
+	// lingering counts the requests answered at their deadline whose
+	// bindings still run: see Lingering.
+	lingering atomic.Int64
 }
+
+// Lingering is how many requests were answered at their deadline while
+// their bindings still run, holding their connections: a server stopping
+// need not wait for them.
+func (h *Handler) Lingering() int { return int(h.lingering.Load()) }
 
 // NewHandler returns a handler for the bindings.
 func NewHandler(bindings []spec.Binding, opts Options) *Handler {
@@ -185,7 +193,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, rv *reviewRun
 	defer cancel()
 	uid := rv.req.UID
 	var mu sync.Mutex
-	answered := false
+	early, answered := false, false
 	stop := context.AfterFunc(ctx, func() {
 		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return // the client went away: nobody to answer
@@ -193,7 +201,8 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, rv *reviewRun
 		mu.Lock()
 		defer mu.Unlock()
 		if !answered {
-			answered = true
+			early, answered = true, true
+			h.lingering.Add(1)
 			h.answer(w, uid, h.timedOut(rv), true)
 		}
 	})
@@ -201,10 +210,12 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, rv *reviewRun
 	stop()
 	mu.Lock()
 	defer mu.Unlock()
-	if !answered {
-		answered = true
-		h.answer(w, uid, resp, false)
+	if early {
+		h.lingering.Add(-1)
+		return
 	}
+	answered = true
+	h.answer(w, uid, resp, false)
 }
 
 // answer writes resp as the AdmissionReview answering uid. An answer written

@@ -296,6 +296,9 @@ func TestFailingBindingsAnswerByPolicy(t *testing.T) {
 			if tc.b.Name == "sleepy" && !closes {
 				t.Fatal("the answer to a request whose binding still runs keeps the connection open, which that binding still holds: want Connection: close")
 			}
+			if want := map[bool]int{true: 1}[tc.b.Name == "sleepy"]; h.Lingering() != want {
+				t.Fatalf("Lingering() = %d, want %d: the requests answered whose bindings still run", h.Lingering(), want)
+			}
 			if resp.Allowed != tc.wantAllow {
 				t.Fatalf("allowed = %v, want %v (%+v)", resp.Allowed, tc.wantAllow, resp)
 			}

@@ -108,6 +108,8 @@ type limited struct {
 	reading chan struct{}
 	slots   chan struct{}
 	budget  atomic.Int64 // bytes of bodies held beyond their allowances
+	// active counts the requests being served, from their arrival.
+	active atomic.Int64
 }
 
 func newLimited(next http.Handler, l Limits) *limited {
@@ -127,6 +129,8 @@ func (h *limited) refuse(w http.ResponseWriter, status int, reason, msg string) 
 }
 
 func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.active.Add(1)
+	defer h.active.Add(-1)
 	if r.ContentLength > h.limits.MaxBodyBytes {
 		h.refuse(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("expected an AdmissionReview of at most %d bytes, got %d", h.limits.MaxBodyBytes, r.ContentLength))
 		return

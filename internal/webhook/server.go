@@ -52,6 +52,11 @@ type Options struct {
 	ShutdownDelay time.Duration
 	// DrainTimeout bounds the wait for requests in flight; 20s when zero.
 	DrainTimeout time.Duration
+	// Lingering, when set, says how many requests in flight were answered
+	// already: their bindings outlasted the deadline and still run. Once
+	// they are all that is left, the drain closes their connections rather
+	// than wait for them.
+	Lingering func() int
 	// Listening, when set, is called with the address once the server listens.
 	Listening func(addr string)
 	Log       logr.Logger
@@ -122,7 +127,8 @@ func Serve(ctx context.Context, opts Options) error {
 		}
 	})
 	limits := opts.Limits.withDefaults()
-	mux.Handle("/", newLimited(opts.Handler, limits))
+	lim := newLimited(opts.Handler, limits)
+	mux.Handle("/", lim)
 
 	srv := &http.Server{
 		Handler: mux,
@@ -208,9 +214,23 @@ func Serve(ctx context.Context, opts Options) error {
 	}
 	drain, cancel := context.WithTimeout(context.Background(), opts.DrainTimeout)
 	defer cancel()
-	if err := srv.Shutdown(drain); err != nil {
-		return fmt.Errorf("drain admission requests: %w", err)
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(drain) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-shut:
+			if err != nil {
+				return fmt.Errorf("drain admission requests: %w", err)
+			}
+			opts.Log.Info("admission server stopped")
+			return nil
+		case <-tick.C:
+			if n := lim.active.Load(); n > 0 && opts.Lingering != nil && int64(opts.Lingering()) >= n {
+				opts.Log.Info("stopping: the requests left were answered at their deadline, their bindings still run: closing their connections", "requests", n)
+				_ = srv.Close()
+			}
+		}
 	}
-	opts.Log.Info("admission server stopped")
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,6 +126,49 @@ func TestGracefulStop(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server did not stop")
+	}
+}
+
+// A request answered at its deadline whose handler still runs (a binding
+// that ignores its context) does not hold the stop: once such requests are
+// all that is left, their connections are closed.
+func TestStopDoesNotWaitForRequestsAnsweredAlready(t *testing.T) {
+	dir, ca := certDir(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	addr := make(chan string, 1)
+	release := make(chan struct{})
+	defer close(release)
+	var lingering atomic.Int64
+	served := make(chan error, 1)
+	go func() {
+		served <- webhook.Serve(ctx, webhook.Options{
+			Addr: "127.0.0.1:0", CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Length", "8")
+				w.Header().Set("Connection", "close")
+				_, _ = w.Write([]byte("answered"))
+				_ = http.NewResponseController(w).Flush()
+				lingering.Add(1)
+				defer lingering.Add(-1)
+				<-release // the binding, still running
+			}),
+			Lingering: func() int { return int(lingering.Load()) },
+			Listening: func(a string) { addr <- a },
+			Log:       logr.Discard(),
+		})
+	}()
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}}}
+	if code, body, err := get(c, "https://"+<-addr+"/mutate/x"); err != nil || code != 200 || body != "answered" {
+		t.Fatalf("answer: %d %q %v", code, body, err)
+	}
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the server still drained 3s after it was told to stop, waiting for a request it had answered (the drain timeout is 20s)")
 	}
 }
 
