@@ -153,6 +153,11 @@ func startModuleCRD(t testing.TB, moduleDir string, installCRD bool, extraArgs [
 		time.Sleep(2 * time.Millisecond)
 	}
 	l.readyAfter = time.Since(began)
+	// The role writes its admission-ready line, which says where the time
+	// went, just after /readyz turns 200: wait for it.
+	for deadline := time.Now().Add(2 * time.Second); !strings.Contains(logs.String(), "event=admission-ready") && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Millisecond)
+	}
 	return l
 }
 
