@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/cel-go/cel"
 	admissionv1 "k8s.io/api/admission/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -279,6 +281,64 @@ func (b *WhenBuilder[T]) Mutate(fn func(ctx context.Context, req *Request[T]) er
 // Validate judges matching objects with fn.
 func (b *WhenBuilder[T]) Validate(fn func(ctx context.Context, req *Request[T]) Verdict) {
 	b.add(admit.ValidateBinding(b.gvk, b.proto, fn), "validate")
+}
+
+// Require makes the API server itself refuse matching requests for which the
+// CEL expression is not true, with message as the denial: a
+// ValidatingAdmissionPolicy and its binding in the module's manifests, with
+// no call to the module. So a check of the object alone costs a request no
+// webhook round trip, and holds from install on, whether the module runs or
+// not. The expression sees object, oldObject, request and namespaceObject as
+// a ValidatingAdmissionPolicy does, for example
+//
+//	has(object.metadata.labels) && 'app' in object.metadata.labels
+//
+// The capability's namespaces and opt-out label apply, and its mode: Warn and
+// Audit become the policy binding's Warn and Audit actions (Audit writes to
+// the API server's audit log, not the module's findings). The objects the
+// module's gates wait for are excluded. A check takes no filters (WithLabel
+// and the like): write them into the expression. Use Validate for what needs
+// Go, the Store or listers.
+func (b *WhenBuilder[T]) Require(expression, message string) {
+	m := b.c.m
+	if len(b.ops) == 0 {
+		m.recordf(1, "When(%s).Require: no operation: call IsCreated, IsUpdated, IsCreatedOrUpdated or IsDeleted first", b.gvk.Kind)
+	}
+	if len(b.filters) > 0 {
+		m.recordf(1, "When(%s).Require: a check takes no filters (WithLabel, WithName and the like), the API server evaluates it alone: write the condition into the expression, as in !has(object.metadata.labels) || ...", b.gvk.Kind)
+	}
+	if strings.TrimSpace(expression) == "" {
+		m.recordf(1, "When(%s).Require: expected a CEL expression, got none", b.gvk.Kind)
+	} else if err := checkCEL(expression); err != nil {
+		m.recordf(1, "When(%s).Require(%q): expected a CEL expression: %v", b.gvk.Kind, expression, err)
+	}
+	if strings.TrimSpace(message) == "" || strings.ContainsAny(message, "\r\n") {
+		m.recordf(1, "When(%s).Require: message %q: expected the denial, one line", b.gvk.Kind, message)
+	}
+	c := spec.Check{
+		Capability: b.c.c.Name, Name: b.name, GVK: b.gvk, Operations: b.ops, Namespaces: b.c.c.Namespaces,
+		Parent: b.parent, Subresource: b.subresource, OptOut: b.c.c.OptOutLabel(),
+		Expression: expression, Message: message, Site: callSite(1),
+	}
+	if c.Name != "" {
+		if problems := validation.IsDNS1123Subdomain(registration.CheckName(m.d.Name, c.Capability, c.Name)); len(problems) > 0 {
+			m.recordf(1, "When(%s).Require: the policy's name %q: %s: name the capability or the check otherwise", b.gvk.Kind, registration.CheckName(m.d.Name, c.Capability, c.Name), strings.Join(problems, "; "))
+		}
+	}
+	m.d.AddCheck(c)
+}
+
+// checkCEL reports a CEL expression that does not parse. Its types and
+// functions are the API server's to check when the policy is applied.
+func checkCEL(expression string) error {
+	env, err := cel.NewEnv()
+	if err != nil {
+		return err
+	}
+	if _, iss := env.Parse(expression); iss.Err() != nil {
+		return iss.Err()
+	}
+	return nil
 }
 
 func (b *WhenBuilder[T]) add(binding spec.Binding, action string) {

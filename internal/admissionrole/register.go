@@ -283,7 +283,7 @@ func bootstrapConfigurations(ctx context.Context, cfg *rest.Config, m *spec.Modu
 	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, val, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("--bootstrap: create ValidatingWebhookConfiguration %s: %w", module, err)
 	}
-	if err := registration.EnsureGuards(ctx, cs, m); err != nil {
+	if err := registration.EnsurePolicies(ctx, cs, m); err != nil {
 		return fmt.Errorf("--bootstrap: %w", err)
 	}
 	return nil

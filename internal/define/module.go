@@ -36,6 +36,7 @@ type Module struct {
 	gates        []*Gate
 	capabilities []spec.Capability
 	bindings     []spec.Binding
+	checks       []spec.Check
 	watches      []spec.Watch
 	schedules    []spec.Schedule
 	listers      []Lister
@@ -208,6 +209,23 @@ func (m *Module) AddBinding(b spec.Binding) {
 	m.bindings = append(m.bindings, b)
 }
 
+// AddCheck records a check, named as AddBinding names, in its capability's
+// mode.
+func (m *Module) AddCheck(c spec.Check) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.Name == "" {
+		c.Name = fmt.Sprintf("%s-require-%d", strings.ToLower(c.GVK.Kind), len(m.checks))
+	}
+	c.Mode = spec.Enforce
+	for _, cp := range m.capabilities {
+		if cp.Name == c.Capability && cp.Mode.Valid() {
+			c.Mode = cp.Mode
+		}
+	}
+	m.checks = append(m.checks, c)
+}
+
 // AddWatch records a watch binding, named as AddBinding names, with the
 // finalizer it owns.
 func (m *Module) AddWatch(w spec.Watch, finalizer func(module, capability, name string) string) {
@@ -345,6 +363,12 @@ func (m *Module) validate() []error {
 		}
 		bindingSites[b.ID()] = b.Site
 	}
+	for _, c := range m.checks {
+		if other, ok := bindingSites[c.ID()]; ok {
+			errs = append(errs, fmt.Errorf("%s: check %q of capability %q: the name is already declared at %s: name it otherwise with Named", c.Site, c.Name, c.Capability, other))
+		}
+		bindingSites[c.ID()] = c.Site
+	}
 	watchSites := map[string]string{}
 	for _, w := range m.watches {
 		if other, ok := watchSites[w.ID()]; ok {
@@ -366,6 +390,7 @@ func (m *Module) Resolve() *spec.Module {
 		FailurePolicy: m.Policy, TimeoutSeconds: int32(m.Timeout / time.Second),
 		Capabilities: append([]spec.Capability{}, m.capabilities...),
 		Bindings:     append([]spec.Binding{}, m.bindings...),
+		Checks:       append([]spec.Check(nil), m.checks...),
 		Watches:      append([]spec.Watch{}, m.watches...),
 		Schedules:    append([]spec.Schedule{}, m.schedules...),
 		Listers:      []spec.Lister{},

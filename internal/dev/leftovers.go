@@ -197,9 +197,9 @@ func removeSessionObjects(ctx context.Context, cs kubernetes.Interface, module s
 
 // createConfigurations creates, marked as vigil dev's, what the module's
 // manifests install for its admission role: its empty webhook
-// configurations and its opt-out guards. A configuration that exists already
-// carries the mark (checkNotInstalled saw to it); a guard that exists without
-// it is left as it is, and never removed.
+// configurations, its opt-out guards and its checks. A configuration that
+// exists already carries the mark (checkNotInstalled saw to it); a policy
+// that exists without it is left as it is, and never removed.
 func (s *Session) createConfigurations(ctx context.Context) error {
 	api := s.cs.AdmissionregistrationV1()
 	mut, val := registration.Bootstrap(s.Module)
@@ -215,7 +215,8 @@ func (s *Session) createConfigurations(ctx context.Context) error {
 	if err := checkNotInstalled(ctx, s.cs, s.Module); err != nil {
 		return err
 	}
-	for _, g := range registration.Guards(s.plan) {
+	policies := registration.Policies(s.plan)
+	for _, g := range policies {
 		p, b := g.Policy, g.Binding
 		mark(&p.ObjectMeta, s.Module)
 		mark(&b.ObjectMeta, s.Module)
@@ -226,7 +227,7 @@ func (s *Session) createConfigurations(ctx context.Context) error {
 		} else if err != nil {
 			return fmt.Errorf("get ValidatingAdmissionPolicy %s: %w", p.Name, err)
 		} else if !marked(cur, s.Module) {
-			s.emit(Event{Kind: Log, Role: "dev", Text: "opt-out guard " + p.Name + " exists and is not vigil dev's: left as it is"})
+			s.emit(Event{Kind: Log, Role: "dev", Text: "ValidatingAdmissionPolicy " + p.Name + " exists and is not vigil dev's: left as it is"})
 			continue
 		} else {
 			p.ResourceVersion = cur.ResourceVersion
@@ -247,9 +248,16 @@ func (s *Session) createConfigurations(ctx context.Context) error {
 			}
 		}
 	}
-	s.emit(Event{Kind: Log, Role: "dev", Text: fmt.Sprintf("webhook configurations %s created empty, as the module's manifests would, and %s; labelled %s=%s",
-		s.Module, plural(len(registration.Guards(s.plan)), "opt-out guard"), SessionLabel, s.Module)})
+	s.emit(Event{Kind: Log, Role: "dev", Text: fmt.Sprintf("webhook configurations %s created empty, as the module's manifests would, and %s (opt-out guards and checks); labelled %s=%s",
+		s.Module, policiesOf(len(policies)), SessionLabel, s.Module)})
 	return nil
+}
+
+func policiesOf(n int) string {
+	if n == 1 {
+		return "1 ValidatingAdmissionPolicy"
+	}
+	return fmt.Sprintf("%d ValidatingAdmissionPolicies", n)
 }
 
 // removeLeftovers removes what an earlier session of the module left —

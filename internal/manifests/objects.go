@@ -148,12 +148,12 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 			sval.Labels = labels("admission")
 			objs = append(objs, sval)
 		}
-		// The opt-out guards: evaluated by the API server itself, so they
-		// hold from install on, and the module needs no rights to them.
-		for _, g := range registration.Guards(m) {
-			g.Policy.Labels, g.Binding.Labels = labels("admission"), labels("admission")
-			objs = append(objs, g.Policy, g.Binding)
-		}
+	}
+	// The opt-out guards and the checks: evaluated by the API server itself,
+	// so they hold from install on, and the module needs no rights to them.
+	for _, g := range registration.Policies(m) {
+		g.Policy.Labels, g.Binding.Labels = labels("admission"), labels("admission")
+		objs = append(objs, g.Policy, g.Binding)
 	}
 	return objs, nil
 }

@@ -265,6 +265,18 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 			}
 			fmt.Fprintf(out, "    %s %s %s %s (%s)\n", b.Name, b.Action, what, strings.Join(ops, ","), b.Site)
 		}
+		for _, ck := range m.ChecksOf(c.Name) {
+			ops := make([]string, len(ck.Operations))
+			for i, op := range ck.Operations {
+				ops[i] = string(op)
+			}
+			what := ck.GVK.Kind
+			if ck.Subresource != "" {
+				what = ck.Resource()
+			}
+			fmt.Fprintf(out, "    %s require %s %s (%s): %s — checked by the API server itself (ValidatingAdmissionPolicy %s), from install on, whether the module runs or not\n",
+				ck.Name, what, strings.Join(ops, ","), ck.Site, ck.Expression, registration.CheckName(m.Name, c.Name, ck.Name))
+		}
 		if f := c.FailOpen; f != nil {
 			guard := ""
 			if c.OptOut != nil {

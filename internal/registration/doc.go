@@ -31,8 +31,13 @@
 // other capabilities' webhooks never run its bindings. Who may set the label
 // is enforced by a Guard per such capability: a ValidatingAdmissionPolicy and
 // its binding, without selectors, evaluated by the API server itself, which
-// the manifests ship and --bootstrap creates (EnsureGuards). Exclusions says
+// the manifests ship and --bootstrap creates (EnsurePolicies). Exclusions says
 // all of it in words, for plan.
+//
+// A capability's checks (spec.Check, the facade's Require) are no webhooks:
+// each is a ValidatingAdmissionPolicy and its binding (Checks) that the API
+// server evaluates itself, shipped and created beside the guards, matching
+// what the capability's webhooks would.
 //
 // Writes are JSON merge patches carrying the configuration's resourceVersion
 // (compare-and-swap) and an annotation with the module's version, a hash of

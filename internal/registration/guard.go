@@ -14,13 +14,13 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// Guard refuses a capability's opt-out label to everyone its author did not
-// allow. It is a ValidatingAdmissionPolicy and its binding: the API server
-// evaluates it itself, so it holds while the module is down, and it has no
-// selectors, so the label it guards cannot switch it off. It matches every
-// create and update of every resource and subresource, and its match
-// condition lets through at once every request that leaves the label as it
-// was.
+// Guard is a ValidatingAdmissionPolicy and its binding, which the API server
+// evaluates itself, so it holds while the module is down: a capability's
+// check (see Checks), or the guard of its opt-out label. A guard refuses
+// the label to everyone its author did not allow; it has no selectors, so
+// the label it guards cannot switch it off. It matches every create and
+// update of every resource and subresource, and its match condition lets
+// through at once every request that leaves the label as it was.
 type Guard struct {
 	Policy  *admissionregistrationv1.ValidatingAdmissionPolicy
 	Binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
@@ -105,12 +105,13 @@ func guard(module string, c spec.Capability) Guard {
 	return Guard{Policy: policy, Binding: binding}
 }
 
-// EnsureGuards creates the module's guards, or brings them back in line
-// with its definition: what a module's manifests install, for local runs
-// (the admission role's --bootstrap). A module never needs rights to them.
-func EnsureGuards(ctx context.Context, c kubernetes.Interface, m *spec.Module) error {
+// EnsurePolicies creates the module's guards and checks (Policies), or
+// brings them back in line with its definition: what a module's manifests
+// install, for local runs (the admission role's --bootstrap). A module never
+// needs rights to them.
+func EnsurePolicies(ctx context.Context, c kubernetes.Interface, m *spec.Module) error {
 	api := c.AdmissionregistrationV1()
-	for _, g := range Guards(m) {
+	for _, g := range Policies(m) {
 		p, b := g.Policy, g.Binding
 		if cur, err := api.ValidatingAdmissionPolicies().Get(ctx, p.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			_, err = api.ValidatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{FieldManager: "vigil"})

@@ -784,8 +784,12 @@ func rulesOf(m map[schema.GroupVersionResource][]admissionregistrationv1.Operati
 // has an opt-out label, out of namespaces labelled with it; a capability
 // limited to namespaces gets only those.
 func (r *Registrar) namespaceSelector(only []string, optOut string) *metav1.LabelSelector {
+	return namespaceSelector(ExcludedNamespaces(r.opts.Namespace, r.opts.ExcludeNamespaces...), only, optOut)
+}
+
+func namespaceSelector(excluded, only []string, optOut string) *metav1.LabelSelector {
 	s := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: ExcludedNamespaces(r.opts.Namespace, r.opts.ExcludeNamespaces...)},
+		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: excluded},
 	}}
 	if optOut != "" {
 		s.MatchExpressions = append(s.MatchExpressions, metav1.LabelSelectorRequirement{
@@ -837,13 +841,17 @@ func IsPlumbing(group, kind string) bool {
 // matchConditions keep cluster plumbing away and exclude exactly the objects
 // the module's gates wait for, so its webhooks never stand in its own way.
 func (r *Registrar) matchConditions() []admissionregistrationv1.MatchCondition {
+	return matchConditions(r.opts.Gated)
+}
+
+func matchConditions(gatedObjects []Object) []admissionregistrationv1.MatchCondition {
 	var plumbing []string
 	for _, gk := range Plumbing {
 		plumbing = append(plumbing, fmt.Sprintf(`!(request.kind.group == %q && request.kind.kind == %q)`, gk.Group, gk.Kind))
 	}
 	conds := []admissionregistrationv1.MatchCondition{{Name: "not-cluster-plumbing", Expression: strings.Join(plumbing, " && ")}}
 	var gated []string
-	for _, o := range r.opts.Gated {
+	for _, o := range gatedObjects {
 		if o.Name == "" {
 			continue // a selector gate: objects are not known by name
 		}

@@ -194,10 +194,54 @@ func (b *Binding) ResourceKind() schema.GroupVersionKind {
 // Resource names what the binding admits as kubectl does: "pods", or
 // "deployments/scale" for a subresource (the plural is guessed from the
 // kind, as RBAC names it).
-func (b *Binding) Resource() string {
-	gvr, _ := meta.UnsafeGuessKindToResource(b.ResourceKind())
-	if b.Subresource != "" {
-		return gvr.Resource + "/" + b.Subresource
+func (b *Binding) Resource() string { return resourceOf(b.ResourceKind(), b.Subresource) }
+
+func resourceOf(kind schema.GroupVersionKind, subresource string) string {
+	gvr, _ := meta.UnsafeGuessKindToResource(kind)
+	if subresource != "" {
+		return gvr.Resource + "/" + subresource
 	}
 	return gvr.Resource
 }
+
+// Check is a requirement the API server checks itself, with no call to the
+// module: a CEL expression every matching request must satisfy, shipped as a
+// ValidatingAdmissionPolicy and its binding (see registration.Checks). It
+// takes its capability's namespaces, opt-out label and mode, and holds from
+// install on, whether the module runs or not.
+type Check struct {
+	Capability string                  `json:"capability"`
+	Name       string                  `json:"name"`
+	GVK        schema.GroupVersionKind `json:"gvk"`
+	Operations []admissionv1.Operation `json:"operations"`
+	// Namespaces the capability is limited to; empty for all.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Parent and Subresource are as a Binding's.
+	Parent      schema.GroupVersionKind `json:"parent,omitempty"`
+	Subresource string                  `json:"subresource,omitempty"`
+	// OptOut is the capability's opt-out label; empty when it has none.
+	OptOut string `json:"optOut,omitempty"`
+	// Mode is the capability's: Enforce denies, Warn and Audit become the
+	// policy binding's validation actions of those names.
+	Mode Mode `json:"mode"`
+	// Expression must be true for a request to pass; it sees object,
+	// oldObject, request and namespaceObject as a ValidatingAdmissionPolicy
+	// does. Message is the denial.
+	Expression string `json:"expression"`
+	Message    string `json:"message"`
+	Site       string `json:"site"`
+}
+
+// ID names the check in messages: capability/name.
+func (c *Check) ID() string { return c.Capability + "/" + c.Name }
+
+// ResourceKind is the kind whose resource the check's requests are for.
+func (c *Check) ResourceKind() schema.GroupVersionKind {
+	if !c.Parent.Empty() {
+		return c.Parent
+	}
+	return c.GVK
+}
+
+// Resource names what the check admits as kubectl does.
+func (c *Check) Resource() string { return resourceOf(c.ResourceKind(), c.Subresource) }

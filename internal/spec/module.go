@@ -35,6 +35,9 @@ type Module struct {
 	// Bindings are the admission bindings, in declaration order: mutations
 	// run in this order.
 	Bindings []Binding `json:"bindings"`
+	// Checks are the requirements the API server checks itself, in
+	// declaration order.
+	Checks []Check `json:"checks,omitempty"`
 	// Watches are the Watch, Reconcile and Finalize bindings.
 	Watches []Watch `json:"watches"`
 	// Schedules run on the watcher's active replica.
@@ -109,6 +112,17 @@ func (m *Module) Phase(n int) *Phase {
 		}
 	}
 	return nil
+}
+
+// ChecksOf are the checks of one capability.
+func (m *Module) ChecksOf(capability string) []Check {
+	var out []Check
+	for _, c := range m.Checks {
+		if c.Capability == capability {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // BindingsOf are the admission bindings of one capability.

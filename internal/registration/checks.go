@@ -1,0 +1,82 @@
+package registration
+
+import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/vigilkit/vigil/internal/spec"
+)
+
+// CheckName names the policy and the binding of a capability's check.
+func CheckName(module, capability, check string) string {
+	return module + "-" + capability + "-" + check
+}
+
+// Checks are the module's checks (spec.Check) as the API server evaluates
+// them: each a ValidatingAdmissionPolicy and its binding, in declaration
+// order, as the module's manifests ship them. A check matches what its
+// webhook would — the capability's namespaces and none of ExcludedNamespaces,
+// no object or namespace opted out, no cluster plumbing, none of the objects
+// the module's gates wait for — and its binding's actions follow the
+// capability's mode.
+func Checks(m *spec.Module) []Guard {
+	var out []Guard
+	gated := GatedObjects(m)
+	for _, c := range m.Checks {
+		name := CheckName(m.Name, c.Capability, c.Name)
+		meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": m.Name, "app.kubernetes.io/managed-by": "vigil"}}
+		kind := c.ResourceKind()
+		ops := make([]admissionregistrationv1.OperationType, len(c.Operations))
+		for i, op := range c.Operations {
+			ops[i] = admissionregistrationv1.OperationType(op)
+		}
+		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
+			ObjectMeta: meta,
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+				MatchConstraints: &admissionregistrationv1.MatchResources{
+					NamespaceSelector: namespaceSelector(ExcludedNamespaces(m.Namespace), c.Namespaces, c.OptOut),
+					ObjectSelector:    objectSelector(c.OptOut),
+					ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+						RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+							Operations: ops,
+							Rule:       admissionregistrationv1.Rule{APIGroups: []string{kind.Group}, APIVersions: []string{kind.Version}, Resources: []string{c.Resource()}},
+						},
+					}},
+					MatchPolicy: ptr.To(admissionregistrationv1.Exact),
+				},
+				MatchConditions: matchConditions(gated),
+				Validations: []admissionregistrationv1.Validation{{
+					Expression: c.Expression,
+					Message:    c.Message,
+					Reason:     ptr.To(metav1.StatusReasonForbidden),
+				}},
+			},
+		}
+		action := admissionregistrationv1.Deny
+		switch c.Mode {
+		case spec.Warn:
+			action = admissionregistrationv1.Warn
+		case spec.Audit:
+			action = admissionregistrationv1.Audit
+		}
+		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+			ObjectMeta: *meta.DeepCopy(),
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName:        name,
+				ValidationActions: []admissionregistrationv1.ValidationAction{action},
+			},
+		}
+		out = append(out, Guard{Policy: policy, Binding: binding})
+	}
+	return out
+}
+
+// Policies are what the API server evaluates for the module itself: the
+// opt-out guards (Guards), then the checks (Checks).
+func Policies(m *spec.Module) []Guard {
+	return append(Guards(m), Checks(m)...)
+}

@@ -1,0 +1,164 @@
+package vigil_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/internal/cmdutil"
+)
+
+// A capability's Require is checked by the API server itself, from the
+// policies the module's manifests ship, with no module running: as a user who
+// may only create and change ConfigMaps, a ConfigMap without an app label is
+// refused in the capability's namespace, on create and on update; it passes
+// elsewhere, and the object a startup gate waits for passes; a capability in
+// Warn mode answers with a warning.
+func TestRequireIsCheckedByTheAPIServer(t *testing.T) {
+	ctx := t.Context()
+	home, apps, loose, other := env.Namespace(t), env.Namespace(t), env.Namespace(t), env.Namespace(t)
+	name := "require-" + home[len(home)-6:]
+	user := name + "-mallory"
+
+	m := vigil.NewModule(name, vigil.Options{Namespace: home})
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("seed").InNamespace(apps).ToBeCreated(nil)
+	labels := m.Capability("labels", vigil.InNamespaces(apps))
+	vigil.When(labels, &corev1.ConfigMap{}).IsCreatedOrUpdated().Named("need-app").
+		Require(`has(object.metadata.labels) && 'app' in object.metadata.labels`, "a ConfigMap needs an app label: add one, as in app: my-service")
+	warned := m.Capability("teams", vigil.InNamespaces(loose), vigil.Mode(vigil.Warn))
+	vigil.When(warned, &corev1.ConfigMap{}).IsCreated().Named("need-team").
+		Require(`has(object.metadata.labels) && 'team' in object.metadata.labels`, "a ConfigMap needs a team label")
+
+	var policies []*unstructured.Unstructured
+	for _, o := range renderManifests(t, m) {
+		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
+			policies = append(policies, o)
+		}
+	}
+	if len(policies) != 4 {
+		t.Fatalf("the manifests ship %d ValidatingAdmissionPolicies and bindings, want 4: a policy and a binding per check", len(policies))
+	}
+	applyObjects(t, policies, false)
+	t.Cleanup(func() {
+		for _, o := range policies {
+			_ = env.Client.Delete(context.Background(), o)
+		}
+	})
+
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "get", "update", "patch"},
+	}}}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	for _, o := range []client.Object{cr, crb} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	seen := &warnings{}
+	cfg := env.AsUserConfig(user)
+	cfg.WarningHandler = seen
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := func(ns, name string, labels map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
+	}
+	refused := func(err error) bool {
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "a ConfigMap needs an app label: add one, as in app: my-service")
+	}
+	// In force once the API server's policy informer has it, and RBAC.
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		err := c.Create(ctx, cm(apps, fmt.Sprint("probe-", i), nil), client.DryRunAll)
+		if refused(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a ConfigMap without an app label was never refused: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	if err := c.Create(ctx, cm(apps, "bare", nil)); !refused(err) {
+		t.Errorf("create without an app label in %s: err = %v, want refused by the check", apps, err)
+	}
+	labelled := cm(apps, "labelled", map[string]string{"app": "web"})
+	if err := c.Create(ctx, labelled); err != nil {
+		t.Fatalf("create with an app label: %v", err)
+	}
+	labelled.Labels = map[string]string{"tier": "web"}
+	if err := c.Update(ctx, labelled); !refused(err) {
+		t.Errorf("update that removes the app label: err = %v, want refused by the check", err)
+	}
+	if err := c.Create(ctx, cm(apps, "seed", nil)); err != nil {
+		t.Errorf("the ConfigMap a startup gate waits for, without an app label: %v, want it to pass: the check must never stand in the module's own way", err)
+	}
+	if err := c.Create(ctx, cm(other, "bare", nil)); err != nil {
+		t.Errorf("outside the capability's namespaces: %v, want it to pass", err)
+	}
+	if err := c.Create(ctx, cm(loose, "no-team", nil)); err != nil {
+		t.Fatalf("in the Warn capability's namespace: %v, want it to pass with a warning", err)
+	}
+	if !strings.Contains(seen.String(), "a ConfigMap needs a team label") {
+		t.Errorf("warnings %q: want the Warn capability's check as a warning", seen)
+	}
+}
+
+// A check's mistakes are the definition's, with the call site.
+func TestRequireMistakes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		declare func(c *vigil.Capability)
+		want    string
+	}{
+		{"no operation", func(c *vigil.Capability) {
+			vigil.When(c, &corev1.ConfigMap{}).Require(`true`, "never")
+		}, "no operation"},
+		{"a filter", func(c *vigil.Capability) {
+			vigil.When(c, &corev1.ConfigMap{}).IsCreated().WithLabel("app").Require(`true`, "never")
+		}, "a check takes no filters"},
+		{"not CEL", func(c *vigil.Capability) {
+			vigil.When(c, &corev1.ConfigMap{}).IsCreated().Require(`object.metadata.labels[`, "never")
+		}, "expected a CEL expression"},
+		{"no message", func(c *vigil.Capability) {
+			vigil.When(c, &corev1.ConfigMap{}).IsCreated().Require(`true`, "")
+		}, "expected the denial, one line"},
+		{"a name taken", func(c *vigil.Capability) {
+			vigil.When(c, &corev1.ConfigMap{}).IsCreated().Named("x").Require(`true`, "never")
+			vigil.When(c, &corev1.ConfigMap{}).IsCreated().Named("x").Require(`false`, "never")
+		}, `check "x" of capability "labels": the name is already declared at`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := vigil.NewModule("mod", vigil.Options{})
+			tc.declare(m.Capability("labels"))
+			err := m.Validate()
+			if err == nil {
+				t.Fatal("Validate() = nil, want the mistake")
+			}
+			for _, w := range []string{"require_test.go:", tc.want} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+				}
+			}
+			if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != cmdutil.ExitFailed {
+				t.Errorf("plan exited %d, want %d", code, cmdutil.ExitFailed)
+			}
+		})
+	}
+}
