@@ -39,6 +39,12 @@ func TestRequireIsCheckedByTheAPIServer(t *testing.T) {
 	vigil.When(warned, &corev1.ConfigMap{}).IsCreated().Named("need-team").
 		Require(`has(object.metadata.labels) && 'team' in object.metadata.labels`, "a ConfigMap needs a team label")
 
+	code, plan := runCapture(t, m, "plan")
+	if code != 0 || !strings.Contains(plan, "need-app require ConfigMap CREATE,UPDATE (require_test.go:") ||
+		!strings.Contains(plan, "checked by the API server itself (ValidatingAdmissionPolicy "+name+"-labels-need-app)") {
+		t.Errorf("plan (exit %d) does not show the check, where it was declared and its policy:\n%s", code, plan)
+	}
+
 	var policies []*unstructured.Unstructured
 	for _, o := range renderManifests(t, m) {
 		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {

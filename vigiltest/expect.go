@@ -16,10 +16,19 @@ import (
 
 // Denied creates obj through c and fails the test unless the API server
 // refused it with a message that contains want (a webhook's denial reads
-// `admission webhook "..." denied the request: <message>`). It returns the
-// message.
+// `admission webhook "..." denied the request: <message>`, a check's
+// `ValidatingAdmissionPolicy '...' with binding '...' denied request:
+// <message>`). It returns the message. A check takes effect once the API
+// server has loaded its policy, about a second after it is applied: while
+// obj is admitted, Denied tries again as dry runs, for up to 10 s, before
+// the create that counts.
 func Denied(t testing.TB, c client.Client, obj client.Object, want string) string {
 	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err := c.Create(t.Context(), obj.DeepCopyObject().(client.Object), client.DryRunAll); err != nil {
+			break
+		}
+	}
 	err := c.Create(t.Context(), obj)
 	if err == nil {
 		_ = c.Delete(t.Context(), obj)

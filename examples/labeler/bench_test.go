@@ -77,10 +77,13 @@ func startLabeler(t testing.TB, extraEnv ...string) *labeler {
 
 // startLabelerWith starts the labeler's admission role with extraArgs ({addr}
 // in them replaced by the address it serves on) and extraEnv, and waits until
-// it is ready.
+// it is ready. Its checks are served by its validating webhook
+// (LABELER_CHECKS=webhook), for the tests and benchmarks that send it reviews
+// themselves; extraEnv may say LABELER_CHECKS=require for the labeler as it
+// ships.
 func startLabelerWith(t testing.TB, extraArgs []string, extraEnv ...string) *labeler {
 	t.Helper()
-	return startModule(t, ".", extraArgs, extraEnv...)
+	return startModule(t, ".", extraArgs, append([]string{"LABELER_CHECKS=webhook"}, extraEnv...)...)
 }
 
 // startModule is startLabelerWith for the module in dir.
