@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	admissionv1 "k8s.io/api/admission/v1"
+
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -255,27 +257,8 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 		}
 		fmt.Fprintf(out, "    mode %s: %s\n", modeOf(c), modeMeaning[modeOf(c)])
 		for _, b := range m.BindingsOf(c.Name) {
-			ops := make([]string, len(b.Operations))
-			for i, op := range b.Operations {
-				ops[i] = string(op)
-			}
-			what := b.GVK.Kind
-			if b.Subresource != "" {
-				what = b.Resource() // kubectl's form: deployments/scale
-			}
-			fmt.Fprintf(out, "    %s %s %s %s (%s)\n", b.Name, b.Action, what, strings.Join(ops, ","), b.Site)
-		}
-		for _, ck := range m.ChecksOf(c.Name) {
-			ops := make([]string, len(ck.Operations))
-			for i, op := range ck.Operations {
-				ops[i] = string(op)
-			}
-			what := ck.GVK.Kind
-			if ck.Subresource != "" {
-				what = ck.Resource()
-			}
-			fmt.Fprintf(out, "    %s require %s %s (%s): %s — checked by the API server itself (ValidatingAdmissionPolicy %s), from install on, whether the module runs or not\n",
-				ck.Name, what, strings.Join(ops, ","), ck.Site, ck.Expression, registration.CheckName(m.Name, c.Name, ck.Name))
+			what, ops := target(b.GVK.Kind, b.Subresource, b.Resource(), b.Operations)
+			fmt.Fprintf(out, "    %s %s %s %s (%s)\n", b.Name, b.Action, what, ops, b.Site)
 		}
 		if f := c.FailOpen; f != nil {
 			guard := ""
@@ -284,12 +267,30 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 			}
 			fmt.Fprintf(out, "    fails open after %s of outage (FailOpenAfter, %s): once no admission replica has served for %s, the watcher sets these webhooks to failurePolicy Ignore and the bindings above pass unchecked until a replica serves again%s\n", f.After, f.Site, f.After, guard)
 		}
+		for _, ck := range m.ChecksOf(c.Name) {
+			what, ops := target(ck.GVK.Kind, ck.Subresource, ck.Resource(), ck.Operations)
+			fmt.Fprintf(out, "    %s require %s %s (%s): %s — checked by the API server itself (ValidatingAdmissionPolicy %s), from install on, whether the module runs or not\n",
+				ck.Name, what, ops, ck.Site, ck.Expression, registration.CheckName(m.Name, c.Name, ck.Name))
+		}
 		fmt.Fprintln(out, "    never sent to its webhooks, so these pass unchecked even while it enforces:")
 		for _, e := range registration.Exclusions(m, c) {
 			fmt.Fprintf(out, "      %s\n", e)
 		}
 	}
 	return nil
+}
+
+// target is what a binding or check admits, as plan prints it: its kind, or
+// kubectl's form of its subresource (deployments/scale), and its operations.
+func target(kind, subresource, resource string, operations []admissionv1.Operation) (what, ops string) {
+	names := make([]string, len(operations))
+	for i, op := range operations {
+		names[i] = string(op)
+	}
+	if subresource != "" {
+		kind = resource
+	}
+	return kind, strings.Join(names, ",")
 }
 
 // modeOf is a capability's mode; Enforce in a plan written before modes.
