@@ -22,17 +22,19 @@ import (
 // policies the module's manifests ship, with no module running: as a user who
 // may only create and change ConfigMaps, a ConfigMap without an app label is
 // refused in the capability's namespace, on create and on update; it passes
-// elsewhere, and the object a startup gate waits for passes; a capability in
-// Warn mode answers with a warning.
+// elsewhere, in a namespace opted out, and the object a startup gate waits
+// for passes; a capability in Warn mode answers with a warning.
 func TestRequireIsCheckedByTheAPIServer(t *testing.T) {
 	ctx := t.Context()
 	home, apps, loose, other := env.Namespace(t), env.Namespace(t), env.Namespace(t), env.Namespace(t)
 	name := "require-" + home[len(home)-6:]
+	optedOut := name + "-skipped"
 	user := name + "-mallory"
 
 	m := vigil.NewModule(name, vigil.Options{Namespace: home})
 	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("seed").InNamespace(apps).ToBeCreated(nil)
-	labels := m.Capability("labels", vigil.InNamespaces(apps))
+	const skip = "require.example.dev/skip"
+	labels := m.Capability("labels", vigil.InNamespaces(apps, optedOut), vigil.OptOutLabel(skip, "group:system:masters"))
 	vigil.When(labels, &corev1.ConfigMap{}).IsCreatedOrUpdated().Named("need-app").
 		Require(`has(object.metadata.labels) && 'app' in object.metadata.labels`, "a ConfigMap needs an app label: add one, as in app: my-service")
 	warned := m.Capability("teams", vigil.InNamespaces(loose), vigil.Mode(vigil.Warn))
@@ -51,8 +53,8 @@ func TestRequireIsCheckedByTheAPIServer(t *testing.T) {
 			policies = append(policies, o)
 		}
 	}
-	if len(policies) != 4 {
-		t.Fatalf("the manifests ship %d ValidatingAdmissionPolicies and bindings, want 4: a policy and a binding per check", len(policies))
+	if len(policies) != 6 {
+		t.Fatalf("the manifests ship %d ValidatingAdmissionPolicies and bindings, want 6: a policy and a binding per check, and the opt-out label's guard", len(policies))
 	}
 	applyObjects(t, policies, false)
 	t.Cleanup(func() {
@@ -117,6 +119,16 @@ func TestRequireIsCheckedByTheAPIServer(t *testing.T) {
 	}
 	if err := c.Create(ctx, cm(other, "bare", nil)); err != nil {
 		t.Errorf("outside the capability's namespaces: %v, want it to pass", err)
+	}
+	// A namespace opted out by whom the capability allows (an admin, in
+	// system:masters) is out of its checks too.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: optedOut, Labels: map[string]string{skip: "true"}}}
+	if err := env.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+	if err := c.Create(ctx, cm(optedOut, "bare", nil)); err != nil {
+		t.Errorf("in a namespace opted out of the capability: %v, want it to pass", err)
 	}
 	if err := c.Create(ctx, cm(loose, "no-team", nil)); err != nil {
 		t.Fatalf("in the Warn capability's namespace: %v, want it to pass with a warning", err)
