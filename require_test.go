@@ -142,29 +142,36 @@ func TestRequireIsCheckedByTheAPIServer(t *testing.T) {
 func TestRequireMistakes(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		declare func(c *vigil.Capability)
+		declare func(m *vigil.Module, c *vigil.Capability)
 		want    string
 	}{
-		{"no operation", func(c *vigil.Capability) {
+		{"no operation", func(m *vigil.Module, c *vigil.Capability) {
 			vigil.When(c, &corev1.ConfigMap{}).Require(`true`, "never")
 		}, "no operation"},
-		{"a filter", func(c *vigil.Capability) {
+		{"a filter", func(m *vigil.Module, c *vigil.Capability) {
 			vigil.When(c, &corev1.ConfigMap{}).IsCreated().WithLabel("app").Require(`true`, "never")
 		}, "a check takes no filters"},
-		{"not CEL", func(c *vigil.Capability) {
+		{"not CEL", func(m *vigil.Module, c *vigil.Capability) {
 			vigil.When(c, &corev1.ConfigMap{}).IsCreated().Require(`object.metadata.labels[`, "never")
 		}, "expected a CEL expression"},
-		{"no message", func(c *vigil.Capability) {
+		{"no message", func(m *vigil.Module, c *vigil.Capability) {
 			vigil.When(c, &corev1.ConfigMap{}).IsCreated().Require(`true`, "")
 		}, "expected the denial, one line"},
-		{"a name taken", func(c *vigil.Capability) {
+		{"a name taken", func(m *vigil.Module, c *vigil.Capability) {
 			vigil.When(c, &corev1.ConfigMap{}).IsCreated().Named("x").Require(`true`, "never")
 			vigil.When(c, &corev1.ConfigMap{}).IsCreated().Named("x").Require(`false`, "never")
 		}, `check "x" of capability "labels": the name is already declared at`},
+		{"the guard's name", func(m *vigil.Module, c *vigil.Capability) {
+			vigil.When(c, &corev1.ConfigMap{}).IsCreated().Named("opt-out").Require(`true`, "never")
+		}, "its ValidatingAdmissionPolicy would be named mod-labels-opt-out, as is the one declared at"},
+		{"another capability's name", func(m *vigil.Module, c *vigil.Capability) {
+			vigil.When(c, &corev1.ConfigMap{}).IsCreated().Named("a-b").Require(`true`, "never")
+			vigil.When(m.Capability("labels-a"), &corev1.ConfigMap{}).IsCreated().Named("b").Require(`true`, "never")
+		}, "its ValidatingAdmissionPolicy would be named mod-labels-a-b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := vigil.NewModule("mod", vigil.Options{})
-			tc.declare(m.Capability("labels"))
+			tc.declare(m, m.Capability("labels", vigil.OptOutLabel("require.example.dev/skip", "alice")))
 			err := m.Validate()
 			if err == nil {
 				t.Fatal("Validate() = nil, want the mistake")

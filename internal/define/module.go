@@ -363,11 +363,22 @@ func (m *Module) validate() []error {
 		}
 		bindingSites[b.ID()] = b.Site
 	}
+	// A check's name is its policy's too: no two of the module's policies
+	// may share one, an opt-out label's guard included.
+	policySites := map[string]string{}
+	for _, c := range m.capabilities {
+		if c.OptOut != nil {
+			policySites[spec.PolicyName(m.Name, c.Name, spec.OptOutGuard)] = c.OptOut.Site + " (the guard of capability " + c.Name + "'s opt-out label)"
+		}
+	}
 	for _, c := range m.checks {
 		if other, ok := bindingSites[c.ID()]; ok {
 			errs = append(errs, fmt.Errorf("%s: check %q of capability %q: the name is already declared at %s: name it otherwise with Named", c.Site, c.Name, c.Capability, other))
+		} else if other, ok := policySites[spec.PolicyName(m.Name, c.Capability, c.Name)]; ok {
+			errs = append(errs, fmt.Errorf("%s: check %q of capability %q: its ValidatingAdmissionPolicy would be named %s, as is the one declared at %s: name it otherwise with Named", c.Site, c.Name, c.Capability, spec.PolicyName(m.Name, c.Capability, c.Name), other))
 		}
 		bindingSites[c.ID()] = c.Site
+		policySites[spec.PolicyName(m.Name, c.Capability, c.Name)] = c.Site
 	}
 	watchSites := map[string]string{}
 	for _, w := range m.watches {

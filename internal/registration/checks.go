@@ -10,7 +10,7 @@ import (
 
 // CheckName names the policy and the binding of a capability's check.
 func CheckName(module, capability, check string) string {
-	return module + "-" + capability + "-" + check
+	return spec.PolicyName(module, capability, check)
 }
 
 // Checks are the module's checks (spec.Check) as the API server evaluates

@@ -29,7 +29,7 @@ type Guard struct {
 // GuardName names the policy and the binding guarding a capability's opt-out
 // label.
 func GuardName(module, capability string) string {
-	return module + "-" + capability + "-opt-out"
+	return spec.PolicyName(module, capability, spec.OptOutGuard)
 }
 
 // Guards are the guards of a module's capabilities that have an opt-out

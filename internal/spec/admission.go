@@ -235,6 +235,17 @@ type Check struct {
 // ID names the check in messages: capability/name.
 func (c *Check) ID() string { return c.Capability + "/" + c.Name }
 
+// PolicyName names a ValidatingAdmissionPolicy the module ships, and its
+// binding: <module>-<capability>-<name>, name being a check's or, for the
+// guard of a capability's opt-out label, "opt-out".
+func PolicyName(module, capability, name string) string {
+	return module + "-" + capability + "-" + name
+}
+
+// OptOutGuard is the name PolicyName gives the guard of a capability's
+// opt-out label.
+const OptOutGuard = "opt-out"
+
 // ResourceKind is the kind whose resource the check's requests are for.
 func (c *Check) ResourceKind() schema.GroupVersionKind {
 	if !c.Parent.Empty() {
