@@ -24,36 +24,10 @@ func Checks(m *spec.Module) []Guard {
 	var out []Guard
 	gated := GatedObjects(m)
 	for _, c := range m.Checks {
-		name := CheckName(m.Name, c.Capability, c.Name)
-		meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": m.Name, "app.kubernetes.io/managed-by": "vigil"}}
 		kind := c.ResourceKind()
 		ops := make([]admissionregistrationv1.OperationType, len(c.Operations))
 		for i, op := range c.Operations {
 			ops[i] = admissionregistrationv1.OperationType(op)
-		}
-		policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
-			ObjectMeta: meta,
-			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-				FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-				MatchConstraints: &admissionregistrationv1.MatchResources{
-					NamespaceSelector: namespaceSelector(ExcludedNamespaces(m.Namespace), c.Namespaces, c.OptOut),
-					ObjectSelector:    objectSelector(c.OptOut),
-					ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-						RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-							Operations: ops,
-							Rule:       admissionregistrationv1.Rule{APIGroups: []string{kind.Group}, APIVersions: []string{kind.Version}, Resources: []string{c.Resource()}},
-						},
-					}},
-					MatchPolicy: ptr.To(admissionregistrationv1.Exact),
-				},
-				MatchConditions: matchConditions(gated),
-				Validations: []admissionregistrationv1.Validation{{
-					Expression: c.Expression,
-					Message:    c.Message,
-					Reason:     ptr.To(metav1.StatusReasonForbidden),
-				}},
-			},
 		}
 		action := admissionregistrationv1.Deny
 		switch c.Mode {
@@ -62,15 +36,25 @@ func Checks(m *spec.Module) []Guard {
 		case spec.Audit:
 			action = admissionregistrationv1.Audit
 		}
-		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
-			ObjectMeta: *meta.DeepCopy(),
-			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-				PolicyName:        name,
-				ValidationActions: []admissionregistrationv1.ValidationAction{action},
+		out = append(out, newGuard(m.Name, CheckName(m.Name, c.Capability, c.Name), action, admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: namespaceSelector(ExcludedNamespaces(m.Namespace), c.Namespaces, c.OptOut),
+				ObjectSelector:    objectSelector(c.OptOut),
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: ops,
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{kind.Group}, APIVersions: []string{kind.Version}, Resources: []string{c.Resource()}},
+					},
+				}},
+				MatchPolicy: ptr.To(admissionregistrationv1.Exact),
 			},
-		}
-		out = append(out, Guard{Policy: policy, Binding: binding})
+			MatchConditions: matchConditions(gated),
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: c.Expression,
+				Message:    c.Message,
+				Reason:     ptr.To(metav1.StatusReasonForbidden),
+			}},
+		}))
 	}
 	return out
 }

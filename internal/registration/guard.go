@@ -46,7 +46,6 @@ func Guards(m *spec.Module) []Guard {
 
 func guard(module string, c spec.Capability) Guard {
 	name := GuardName(module, c.Name)
-	meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": module, "app.kubernetes.io/managed-by": "vigil"}}
 	key := fmt.Sprintf("%q", c.OptOut.Label)
 	// label is `="value"` when obj carries the label, "" when it does not:
 	// absent and empty differ.
@@ -63,46 +62,54 @@ func guard(module string, c spec.Capability) Guard {
 	}
 	allowed := fmt.Sprintf(`request.userInfo.username in [%s] || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in [%s]))`,
 		strings.Join(users, ", "), strings.Join(groups, ", "))
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
-		ObjectMeta: meta,
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{},
-				ObjectSelector:    &metav1.LabelSelector{},
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-						Rule: admissionregistrationv1.Rule{
-							APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"},
-							Scope: ptr.To(admissionregistrationv1.AllScopes),
-						},
+	return newGuard(module, name, admissionregistrationv1.Deny, admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		MatchConstraints: &admissionregistrationv1.MatchResources{
+			NamespaceSelector: &metav1.LabelSelector{},
+			ObjectSelector:    &metav1.LabelSelector{},
+			ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{
+						APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"},
+						Scope: ptr.To(admissionregistrationv1.AllScopes),
 					},
-				}},
-				MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
+				},
+			}},
+			MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
+		},
+		MatchConditions: []admissionregistrationv1.MatchCondition{{
+			Name:       "sets-changes-or-removes-the-label",
+			Expression: label("object") + " != " + label("oldObject"),
+		}},
+		Validations: []admissionregistrationv1.Validation{{
+			Expression: allowed,
+			Message: fmt.Sprintf("only %s may set, change or remove the label %s: it opts namespaces and objects out of module %s's capability %s",
+				strings.Join(c.OptOut.Allowed, ", "), c.OptOut.Label, module, c.Name),
+			Reason: ptr.To(metav1.StatusReasonForbidden),
+		}},
+	})
+}
+
+// newGuard is the ValidatingAdmissionPolicy name of the module with spec,
+// failurePolicy Fail, and its binding with action.
+func newGuard(module, name string, action admissionregistrationv1.ValidationAction, spec admissionregistrationv1.ValidatingAdmissionPolicySpec) Guard {
+	meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": module, "app.kubernetes.io/managed-by": "vigil"}}
+	spec.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
+	return Guard{
+		Policy: &admissionregistrationv1.ValidatingAdmissionPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
+			ObjectMeta: meta,
+			Spec:       spec,
+		},
+		Binding: &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+			ObjectMeta: *meta.DeepCopy(),
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName:        name,
+				ValidationActions: []admissionregistrationv1.ValidationAction{action},
 			},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name:       "sets-changes-or-removes-the-label",
-				Expression: label("object") + " != " + label("oldObject"),
-			}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: allowed,
-				Message: fmt.Sprintf("only %s may set, change or remove the label %s: it opts namespaces and objects out of module %s's capability %s",
-					strings.Join(c.OptOut.Allowed, ", "), c.OptOut.Label, module, c.Name),
-				Reason: ptr.To(metav1.StatusReasonForbidden),
-			}},
 		},
 	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: *meta.DeepCopy(),
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	return Guard{Policy: policy, Binding: binding}
 }
 
 // EnsurePolicies creates the module's guards and checks (Policies), or
