@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -328,10 +329,14 @@ func (b *WhenBuilder[T]) Require(expression, message string) {
 	m.d.AddCheck(c)
 }
 
+// parseEnv parses checks' expressions: made once, as making one costs more
+// than parsing a short expression.
+var parseEnv = sync.OnceValues(func() (*cel.Env, error) { return cel.NewEnv() })
+
 // checkCEL reports a CEL expression that does not parse. Its types and
 // functions are the API server's to check when the policy is applied.
 func checkCEL(expression string) error {
-	env, err := cel.NewEnv()
+	env, err := parseEnv()
 	if err != nil {
 		return err
 	}
