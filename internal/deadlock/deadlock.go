@@ -289,15 +289,8 @@ func build(in []Module) *graph {
 		for o, need := range md.needNode {
 			addCreators(g, gates, need, o, "")
 			for _, n := range mods {
-				var hooks []string
-				for _, h := range n.m.FailClosed {
-					if admits(n.m, &h, o) {
-						hooks = append(hooks, fmt.Sprintf("webhook %s%s on CREATE", h.Name, at(h.Site)))
-					}
-				}
-				if len(hooks) > 0 {
-					g.and(need, n.serving, fmt.Sprintf("%s is admitted only once %s serves: it must pass %s's fail-closed %s",
-						describe(o), n.m.Name, n.m.Name, strings.Join(hooks, " and ")))
+				if why := mustPass(n.m, o); why != "" {
+					g.and(need, n.serving, why)
 				}
 			}
 		}
@@ -313,15 +306,8 @@ func build(in []Module) *graph {
 		waits := fmt.Sprintf("%s waits for %s", r.desc(), describe(o))
 		addCreators(g, gates, r.wait, o, waits)
 		for _, n := range mods {
-			var hooks []string
-			for _, h := range n.m.FailClosed {
-				if admits(n.m, &h, o) {
-					hooks = append(hooks, fmt.Sprintf("webhook %s%s on CREATE", h.Name, at(h.Site)))
-				}
-			}
-			if len(hooks) > 0 {
-				g.and(r.wait, n.serving, waits, fmt.Sprintf("%s is admitted only once %s serves: it must pass %s's fail-closed %s",
-					describe(o), n.m.Name, n.m.Name, strings.Join(hooks, " and ")))
+			if why := mustPass(n.m, o); why != "" {
+				g.and(r.wait, n.serving, waits, why)
 			}
 		}
 	}
@@ -410,6 +396,21 @@ func creates(c, wait spec.Object) bool {
 	return c.Group == wait.Group && c.Kind == wait.Kind &&
 		(c.Name == "" || wait.Name == "" || c.Name == wait.Name) &&
 		(c.Namespace == "" || wait.Namespace == "" || c.Namespace == wait.Namespace)
+}
+
+// mustPass says why object o is admitted only once module m serves: the
+// fail-closed webhooks of m it must pass on CREATE; "" when there are none.
+func mustPass(m *Module, o spec.Object) string {
+	var hooks []string
+	for _, h := range m.FailClosed {
+		if admits(m, &h, o) {
+			hooks = append(hooks, fmt.Sprintf("webhook %s%s on CREATE", h.Name, at(h.Site)))
+		}
+	}
+	if len(hooks) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s is admitted only once %s serves: it must pass %s's fail-closed %s", describe(o), m.Name, m.Name, strings.Join(hooks, " and "))
 }
 
 // admits says whether creating o must pass module n's fail-closed webhook h,
