@@ -147,6 +147,9 @@ type Auditor struct {
 	// Store, when set, is a capability's scope of the module's Store, where
 	// each run keeps its Report.
 	Store func(capability string) store.Store
+	// PageSize is how many objects one page of the audit's lists holds;
+	// zero is DefaultPageSize. Memory is bounded by it, not by the cluster.
+	PageSize int64
 
 	csOnce sync.Once
 	cs     kubernetes.Interface
@@ -262,16 +265,18 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 		if len(namespaces) == 0 {
 			namespaces = []string{metav1.NamespaceAll}
 		}
+		res := dyn.Resource(mapping.Resource)
 		for _, ns := range namespaces {
-			list, err := dyn.Resource(mapping.Resource).Namespace(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return findings, fmt.Errorf("audit %s in %q: %w", mapping.Resource.Resource, ns, err)
-			}
-			for i := range list.Items {
-				obj := &list.Items[i]
+			err := eachItem(ctx, a.PageSize, metav1.ListOptions{}, unstructuredList(res.Namespace(ns)), func(item runtime.Object) error {
+				obj, ok := item.(*unstructured.Unstructured)
+				if !ok {
+					return fmt.Errorf("a list item of %s is a %T, not an unstructured object", mapping.Resource.Resource, item)
+				}
+				// Judged, then dropped: only its findings are kept.
+				defer func() { *obj = unstructured.Unstructured{} }()
 				raw, err := obj.MarshalJSON()
 				if err != nil {
-					continue
+					return nil
 				}
 				request := func() *admissionv1.AdmissionRequest {
 					return &admissionv1.AdmissionRequest{
@@ -312,7 +317,7 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 					}
 				}
 				if len(windows) == 0 {
-					continue
+					return nil
 				}
 				for _, sk := range a.Handler.AuditMutations(ctx, request(), func(c string) bool { return windows[c] != "" }) {
 					f := base
@@ -321,6 +326,10 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 					f.Violation = "its mutations would still change it: " + describePatch(sk.Patch)
 					report(f, obj)
 				}
+				return nil
+			})
+			if err != nil {
+				return findings, fmt.Errorf("audit %s in %q: %w", mapping.Resource.Resource, ns, err)
 			}
 		}
 	}

@@ -8,8 +8,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -77,20 +80,37 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 			a.Log.Error(err, "audit: write the findings as a "+kind, "namespace", ns, "name", name)
 		}
 	}
-	// The last run's reports of namespaces without findings now go.
-	sel := metav1.ListOptions{LabelSelector: ModuleLabel + "=" + a.Module.Name}
-	for _, ns := range ReportNamespaces(a.Module) {
-		if !served[PolicyReports.Resource] {
-			break
-		}
-		list, err := dyn.Resource(PolicyReports).Namespace(ns).List(ctx, sel)
+	// The last run's reports of namespaces without findings now go. They
+	// are found by name (a metadata.name field selector, which RBAC narrows
+	// to resourceNames: the watcher may not list other tools' reports) and
+	// read as metadata only, a page at a time.
+	if served[PolicyReports.Resource] {
+		mc, err := metadata.NewForConfig(a.Config)
 		if err != nil {
-			a.Log.V(1).Info("audit: list the module's PolicyReports", "namespace", ns, "err", err.Error())
-			continue
+			return
 		}
-		for _, r := range list.Items {
-			if _, ok := byNS[r.GetNamespace()]; !ok && r.GetName() == name {
-				_ = dyn.Resource(PolicyReports).Namespace(r.GetNamespace()).Delete(ctx, r.GetName(), metav1.DeleteOptions{})
+		sel := metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+			LabelSelector: ModuleLabel + "=" + a.Module.Name,
+		}
+		for _, ns := range ReportNamespaces(a.Module) {
+			c := mc.Resource(PolicyReports).Namespace(ns)
+			list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
+			err := eachItem(ctx, a.PageSize, sel, list, func(item runtime.Object) error {
+				r, ok := item.(*metav1.PartialObjectMetadata)
+				if !ok {
+					return nil
+				}
+				if _, ok := byNS[r.Namespace]; !ok && r.Name == name {
+					err := dyn.Resource(PolicyReports).Namespace(r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{})
+					if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+						a.Log.Info("audit: delete the module's PolicyReport of a namespace without findings now", "namespace", r.Namespace, "name", r.Name, "err", err.Error())
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				a.Log.V(1).Info("audit: list the module's PolicyReports", "namespace", ns, "err", err.Error())
 			}
 		}
 	}

@@ -123,8 +123,18 @@ func Rules(m *spec.Module) []spec.Rule {
 			}, Why: "the audit reads when the mutations were failed open from their registration record"})
 		}
 		report := "the audit keeps its findings as PolicyReports (wgpolicyk8s.io), when the cluster serves them"
+		// Only the module's own report, by name: other tools' PolicyReports
+		// in the same namespaces are not the watcher's to read or rewrite.
+		// list too is narrowed by the name: the audit finds its reports of
+		// namespaces without findings now with a metadata.name field
+		// selector, which RBAC matches against resourceNames. create cannot
+		// be: the API server authorizes it before the object, and so its
+		// name, exists. That is the one right left on other names, and it
+		// creates only: a report another tool has written stays its own.
+		own := []string{audit.PolicyReportName(m.Name)}
 		for _, ns := range audit.ReportNamespaces(m) {
-			add(ns, audit.PolicyReports.Group, audit.PolicyReports.Resource, nil, report, "get", "list", "create", "update", "delete")
+			add(ns, audit.PolicyReports.Group, audit.PolicyReports.Resource, own, report+": the module's own, "+own[0], "get", "list", "update", "delete")
+			add(ns, audit.PolicyReports.Group, audit.PolicyReports.Resource, nil, report+": created in a namespace with findings (create cannot be narrowed to a name)", "create")
 		}
 		add("", audit.ClusterPolicyReports.Group, audit.ClusterPolicyReports.Resource, []string{audit.PolicyReportName(m.Name)}, report+": cluster-scoped objects'", "get", "update", "delete")
 		add("", audit.ClusterPolicyReports.Group, audit.ClusterPolicyReports.Resource, nil, report+": cluster-scoped objects'", "create")
