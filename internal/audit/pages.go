@@ -25,11 +25,12 @@ const DefaultPageSize = 50
 // keep the object: it is dropped once fn returns.
 //
 // A continue token that expires (410 Gone, after etcd compacts, typically
-// when one run takes more than five minutes) does not fall back to a full
-// list, which would hold the whole cluster at once: the list goes on with
-// the token the API server sends with the 410, which resumes after the last
-// object seen. That part is no longer one consistent snapshot, which an
-// audit does not need: each object is judged as it is when read.
+// when one run takes more than five minutes) would end the run, and a full
+// list (the pager's other fallback, off here) would hold the whole cluster
+// at once: the list goes on instead with the token the API server sends
+// with the 410, which resumes after the last object seen. That part is no
+// longer one consistent snapshot, which an audit does not need: each object
+// is judged as it is when read.
 func eachItem(ctx context.Context, pageSize int64, opts metav1.ListOptions, list func(context.Context, metav1.ListOptions) (runtime.Object, error), fn func(runtime.Object) error) error {
 	if pageSize <= 0 {
 		pageSize = DefaultPageSize
