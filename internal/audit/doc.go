@@ -10,4 +10,9 @@
 // Objects created while a capability's webhook was failed open — the windows
 // the registration record keeps — are reported as such, mutations that did
 // not run included.
+//
+// Each kind is listed a page at a time (Auditor.PageSize, DefaultPageSize)
+// and each object dropped once judged: the audit's memory is bounded by the
+// page and the largest object, and what it keeps grows only with the
+// findings.
 package audit
