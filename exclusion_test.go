@@ -128,7 +128,9 @@ func TestGateExcludesExactlyTheObjectItWaitsFor(t *testing.T) {
 	byCheck := func(err error) bool {
 		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "privileged pods are refused by the check")
 	}
-	byWebhook := func(err error) bool { return err != nil && strings.Contains(err.Error(), "privileged pods are not allowed") }
+	byWebhook := func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "privileged pods are not allowed")
+	}
 
 	_, certDir := servingDir(t)
 	addr := vigiltest.FreeAddr(t)
@@ -292,7 +294,9 @@ func TestGateByNameOnANamespacedCRDKind(t *testing.T) {
 	vigil.When(widgets, vigil.Kind(group, "v1", "Widget")).IsCreated().Named("no-privileged").
 		Require(`!has(object.spec) || !has(object.spec.privileged) || !object.spec.privileged`, "privileged widgets are refused by the check")
 	vigil.When(widgets, vigil.Kind(group, "v1", "Widget")).IsCreated().Named("watch").
-		Validate(func(context.Context, *vigil.Request[*unstructured.Unstructured]) vigil.Verdict { return admission.Allow() })
+		Validate(func(context.Context, *vigil.Request[*unstructured.Unstructured]) vigil.Verdict {
+			return admission.Allow()
+		})
 	if err := m.Validate(); err != nil {
 		t.Fatalf("Validate() = %v: the definition cannot tell a Widget's scope, want no mistake yet", err)
 	}
