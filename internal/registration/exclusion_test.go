@@ -109,8 +109,10 @@ func TestExclusionsRenderExactlyTheGatedObjects(t *testing.T) {
 	b := spec.Binding{Capability: "c", Name: "v", Action: spec.Validate, GVK: schema.GroupVersionKind{Version: "v1", Kind: "Pod"},
 		Operations: []admissionv1.Operation{admissionv1.Create}, FailClosed: true}
 	r := registration.New(nil, registration.Options{Module: "m", Namespace: "m-system", Bindings: []spec.Binding{b}, Gated: registration.GatedObjects(m), Mapper: mapper,
-		CABundle:     func() []byte { return nil },
-		ClientConfig: func(string) admissionregistrationv1.WebhookClientConfig { return admissionregistrationv1.WebhookClientConfig{} },
+		CABundle: func() []byte { return nil },
+		ClientConfig: func(string) admissionregistrationv1.WebhookClientConfig {
+			return admissionregistrationv1.WebhookClientConfig{}
+		},
 	})
 	_, val, err := r.Static()
 	if err != nil {
