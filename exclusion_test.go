@@ -203,6 +203,11 @@ func TestGateByNameInEveryNamespaceOnAGovernedKindIsAMistake(t *testing.T) {
 		{"a check governs it", func(m *vigil.Module) {
 			vigil.When(m.Capability("checks"), &corev1.Pod{}).IsCreated().Named("no-privileged").Require(noPrivileged, "no")
 		}, []string{"check checks/no-privileged (exclusion_test.go:"}},
+		{"a cluster-scoped kind in a namespace", func(m *vigil.Module) {
+			vigil.WaitFor(m, &corev1.Namespace{}).WithName("team").InNamespace("team").ToBeCreated(nil)
+			vigil.When(m.Capability("ns"), &corev1.Namespace{}).IsCreated().Named("namespaces").Require("true", "no")
+			vigil.When(m.Capability("hooks"), &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(denyPrivileged)
+		}, []string{"gate namespace-team waits for the Namespace named team in namespace team, but Namespaces are cluster-scoped", "drop InNamespace"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := vigil.NewModule("wide", vigil.Options{})

@@ -131,11 +131,19 @@ func (m *Module) ExclusionProblems() []error {
 	var errs []error
 	for _, g := range m.Gates() {
 		w := g.Waits
-		if w == nil || w.Name == "" || w.Namespace != "" || ScopeOf(w.Group, w.Kind) != Namespaced {
+		if w == nil || w.Name == "" {
 			continue
 		}
-		if by := m.Governs(w.Group, w.Kind); len(by) > 0 {
+		by := m.Governs(w.Group, w.Kind)
+		if len(by) == 0 {
+			continue
+		}
+		switch scope := ScopeOf(w.Group, w.Kind); {
+		case w.Namespace == "" && scope == Namespaced:
 			errs = append(errs, WideGateError(g.Site, g.Name, w.Kind, w.Name, by))
+		case w.Namespace != "" && scope == ClusterScoped:
+			// Its exclusion, in a namespace, would never match it.
+			errs = append(errs, fmt.Errorf("%s: gate %s waits for the %s named %s in namespace %s, but %ss are cluster-scoped, so %s could not exclude it and could stand in the module's way: drop InNamespace", g.Site, g.Name, w.Kind, w.Name, w.Namespace, w.Kind, strings.Join(by, ", ")))
 		}
 	}
 	return errs
