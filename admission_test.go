@@ -777,7 +777,7 @@ func TestPlanShowsCapabilities(t *testing.T) {
 		"never sent to its webhooks, so these pass unchecked even while it enforces:",
 		"objects in namespaces kube-node-lease, kube-system, vigil-system, and those Namespaces themselves (namespaceSelector)",
 		"Nodes, Leases (coordination.k8s.io), CertificateSigningRequests (certificates.k8s.io): cluster plumbing (matchCondition)",
-		"ConfigMap apps/settings: a startup gate waits for it (matchCondition)",
+		"ConfigMap settings in namespace apps: gate configmap-settings (admission_test.go:756) waits for it, so exactly this one object (matchCondition)",
 		"namespaces and objects labelled vigil.dev/ignore=true, and every object in such a namespace (namespaceSelector, objectSelector); only alice, group:admins may set, change or remove the label (ValidatingAdmissionPolicy planned-lenient-opt-out)",
 	} {
 		if !strings.Contains(out, want) {

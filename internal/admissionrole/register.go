@@ -289,8 +289,10 @@ func bootstrapConfigurations(ctx context.Context, cfg *rest.Config, m *spec.Modu
 	return nil
 }
 
-// newRegistrar is the module's webhook registration.
-func newRegistrar(cfg *rest.Config, m *spec.Module, log logr.Logger, clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error) {
+// newRegistrar is the module's webhook registration; with verify, it first
+// makes sure what the webhooks exclude is exactly the objects the gates wait
+// for (registration.VerifyExclusions).
+func newRegistrar(cfg *rest.Config, m *spec.Module, verify bool, log logr.Logger, clientConfig func(string) admissionregistrationv1.WebhookClientConfig, caBundle func() []byte) (*registration.Registrar, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -302,6 +304,11 @@ func newRegistrar(cfg *rest.Config, m *spec.Module, log logr.Logger, clientConfi
 	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
 	if err != nil {
 		return nil, err
+	}
+	if verify {
+		if err := registration.VerifyExclusions(mapper, m); err != nil {
+			return nil, err
+		}
 	}
 	return registration.New(cs, registration.Options{
 		Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Gated: registration.GatedObjects(m),
@@ -317,7 +324,7 @@ func Unregister(ctx context.Context, cfg *rest.Config, m *spec.Module, removeFin
 	log := logr.FromContextOrDiscard(ctx)
 	unbound := *m
 	unbound.Bindings = nil
-	r, err := newRegistrar(cfg, &unbound, log, nil, func() []byte { return nil })
+	r, err := newRegistrar(cfg, &unbound, false, log, nil, func() []byte { return nil })
 	if err != nil {
 		return err
 	}

@@ -139,7 +139,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		}
 	}
 	if o.Register {
-		reg, err := newRegistrar(cfg, m, log, clientConfig(m, o.WebhookURL), caBundle)
+		reg, err := newRegistrar(cfg, m, true, log, clientConfig(m, o.WebhookURL), caBundle)
 		if err != nil {
 			return err
 		}

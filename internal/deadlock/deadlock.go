@@ -439,14 +439,11 @@ func admits(n *Module, h *Webhook, o spec.Object) bool {
 			return false
 		}
 	}
-	// The objects n's gates wait for by name are excluded by name, and by
-	// namespace when the gate gives one.
-	if o.Name != "" {
-		for _, gt := range n.Gates {
-			w := gt.Waits
-			if w.Name == o.Name && w.Group == o.Group && w.Kind == o.Kind && (w.Namespace == "" || w.Namespace == o.Namespace) {
-				return false
-			}
+	// The objects n's gates wait for are excluded, each exactly, as
+	// spec.Module.Exclusions has them.
+	for _, gt := range n.Gates {
+		if e, ok := spec.ExclusionOf(gt.Waits); ok && e.Covers(o) {
+			return false
 		}
 	}
 	return true

@@ -30,6 +30,10 @@ func cc(name string) Object {
 	return Object{Group: "uds.dev", Version: "v1alpha1", Kind: "ClusterConfig", Name: name}
 }
 
+func pkg(ns, name string) Object {
+	return Object{Group: "uds.dev", Version: "v1alpha1", Kind: "Package", Namespace: ns, Name: name}
+}
+
 func crd(name string) Object {
 	return Object{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Name: name}
 }
@@ -321,8 +325,25 @@ func TestFind(t *testing.T) {
 			mods: pair(cm("apps", "shared"), podHook, configMapHook, gate("shared", 0, cm("apps", "shared"), "b.go:1")),
 		},
 		{
-			name: "b's gate on the name in any namespace excludes it from b's webhook",
+			// Excluding the name in every namespace would exempt a tenant's
+			// ConfigMap of that name anywhere: such a gate is a definition
+			// mistake (spec.Module.ExclusionProblems), and nothing is excluded.
+			name: "b's gate on the name in any namespace of a namespaced kind does not exclude it",
 			mods: pair(cm("apps", "shared"), podHook, configMapHook, gate("shared", 0, cm("", "shared"), "b.go:1")),
+			want: [][]string{pairCycle("ConfigMap apps/shared", "Pod", "b serves only after its phase 0 finished", "b phase 0 runs only once b's pods exist"), {
+				"b phase 0 (gate shared at b.go:1) waits for ConfigMap shared",
+				"ConfigMap shared is admitted only once b serves: it must pass b's fail-closed webhook b/check at b.go:20 on CREATE",
+				"b serves only after its phase 0 finished",
+			}},
+		},
+		{
+			name: "own webhook, a kind of unknown scope by name in any namespace: excluded as cluster-scoped",
+			mods: policy(pkg("", "core"), hook("packages/check", "uds.dev", "Package", "policy.go:20")),
+		},
+		{
+			name: "b's gate by name on a kind of unknown scope does not exclude the object of that name in a namespace",
+			mods: pair(pkg("apps", "core"), podHook, hook("b/check", "uds.dev", "Package", "b.go:20"), gate("core", 0, pkg("", "core"), "b.go:1")),
+			want: [][]string{pairCycle("Package apps/core", "Pod", "b serves only after its phase 0 finished", "b phase 0 runs only once b's pods exist")},
 		},
 		{
 			name: "b's gate on the name in another namespace does not exclude it",

@@ -35,7 +35,9 @@
 // package registration installs, read from it (ExcludedNamespaces,
 // IsPlumbing): a module's webhooks never match objects in its own namespace,
 // kube-system or kube-node-lease, nor Nodes, Leases and
-// CertificateSigningRequests, nor the named objects its own gates wait for;
+// CertificateSigningRequests, nor the objects its own gates wait for as
+// spec.Module.Exclusions names them (by kind, namespace and name; a name in
+// every namespace of a namespaced kind is not excluded);
 // a webhook limited to namespaces matches only those (and cluster-scoped
 // objects, which namespace selectors do not filter). Opt-out labels play no
 // part: fail-closed capabilities cannot have one. What is not known — an

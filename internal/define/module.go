@@ -339,7 +339,11 @@ func (m *Module) HandoffDir() string {
 // made it.
 func (m *Module) Validate() error {
 	errs := m.validate()
-	errs = append(errs, unrun(m.Resolve())...)
+	resolved := m.Resolve()
+	errs = append(errs, unrun(resolved)...)
+	// A gate may not need its webhooks and checks to exempt more than the
+	// one object it waits for.
+	errs = append(errs, resolved.ExclusionProblems()...)
 	return errors.Join(errs...)
 }
 

@@ -16,7 +16,10 @@
 //     the module's own, kube-system and kube-node-lease, and configured
 //     ones), match conditions that keep Nodes, Leases and CSRs away
 //     (Plumbing) and exclude exactly the objects the module's gates wait for
-//     (GatedObjects), and the caBundle;
+//     (GatedObjects: spec.Module.Exclusions, each one object by kind,
+//     namespace and name, or cluster-scoped; VerifyExclusions asks the API
+//     server the scope of the kinds the definition cannot place), and the
+//     caBundle;
 //  2. it proves the API server can reach a replica: a canary webhook, which
 //     matches one labelled ConfigMap in the module's namespace, is called by a
 //     server-side dry-run create of that ConfigMap, and whichever replica

@@ -3,6 +3,7 @@ package registration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -165,15 +166,12 @@ func Exclusions(m *spec.Module, c spec.Capability) []string {
 		}
 	}
 	out = append(out, strings.Join(plumbing, ", ")+": cluster plumbing (matchCondition)")
-	for _, o := range GatedObjects(m) {
-		if o.Name == "" {
-			continue
+	for _, e := range m.Exclusions() {
+		line := fmt.Sprintf("%s: gate %s (%s) waits for it, so exactly this one object (matchCondition)", e, e.Gate, e.Site)
+		if e.Namespace != "" && slices.Contains(ExcludedNamespaces(m.Namespace), e.Namespace) {
+			line += "; its namespace is excluded anyway"
 		}
-		where := o.Name
-		if o.Namespace != "" {
-			where = o.Namespace + "/" + o.Name
-		}
-		out = append(out, fmt.Sprintf("%s %s: a startup gate waits for it (matchCondition)", o.GVK.Kind, where))
+		out = append(out, line)
 	}
 	if o := c.OptOut; o != nil {
 		out = append(out, fmt.Sprintf("namespaces and objects labelled %s=%s, and every object in such a namespace (namespaceSelector, objectSelector); only %s may set, change or remove the label (ValidatingAdmissionPolicy %s)",

@@ -190,14 +190,6 @@ func CanaryRule() rbacv1.PolicyRule {
 	return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}}
 }
 
-// Object is an object the module's gates wait for: its webhooks must never
-// stand in its way.
-type Object struct {
-	GVK       schema.GroupVersionKind
-	Namespace string
-	Name      string
-}
-
 // Options configure a Registrar.
 type Options struct {
 	Module    string
@@ -206,8 +198,9 @@ type Options struct {
 	// alone. "0.0.0" when empty.
 	Version  string
 	Bindings []spec.Binding
-	// Gated objects are excluded from every webhook by match conditions.
-	Gated []Object
+	// Gated objects are excluded from every webhook by match conditions
+	// (spec.Module.Exclusions).
+	Gated []spec.Exclusion
 	// ExcludeNamespaces besides those ExcludedNamespaces always names.
 	ExcludeNamespaces []string
 	// ClientConfig says how the API server reaches the module for a path; the
@@ -844,40 +837,16 @@ func (r *Registrar) matchConditions() []admissionregistrationv1.MatchCondition {
 	return matchConditions(r.opts.Gated)
 }
 
-func matchConditions(gatedObjects []Object) []admissionregistrationv1.MatchCondition {
+func matchConditions(excluded []spec.Exclusion) []admissionregistrationv1.MatchCondition {
 	var plumbing []string
 	for _, gk := range Plumbing {
 		plumbing = append(plumbing, fmt.Sprintf(`!(request.kind.group == %q && request.kind.kind == %q)`, gk.Group, gk.Kind))
 	}
 	conds := []admissionregistrationv1.MatchCondition{{Name: "not-cluster-plumbing", Expression: strings.Join(plumbing, " && ")}}
-	var gated []string
-	for _, o := range gatedObjects {
-		if o.Name == "" {
-			continue // a selector gate: objects are not known by name
-		}
-		e := fmt.Sprintf(`(request.kind.group == %q && request.kind.kind == %q && request.name == %q`, o.GVK.Group, o.GVK.Kind, o.Name)
-		if o.Namespace != "" {
-			e += fmt.Sprintf(` && request.namespace == %q`, o.Namespace)
-		}
-		gated = append(gated, e+")")
-	}
-	if len(gated) > 0 {
-		slices.Sort(gated)
-		conds = append(conds, admissionregistrationv1.MatchCondition{Name: "not-gated-objects", Expression: "!(" + strings.Join(gated, " || ") + ")"})
+	if c, ok := exclusionCondition(excluded); ok {
+		conds = append(conds, c)
 	}
 	return conds
-}
-
-// GatedObjects are the objects a module's gates wait for, which its webhooks
-// exclude (Options.Gated).
-func GatedObjects(m *spec.Module) []Object {
-	var gated []Object
-	for _, g := range m.Gates() {
-		if g.Waits != nil {
-			gated = append(gated, Object{GVK: g.Waits.GVK(), Namespace: g.Waits.Namespace, Name: g.Waits.Name})
-		}
-	}
-	return gated
 }
 
 var kinds = []string{"mutating", "validating"}

@@ -90,7 +90,7 @@ func options(t *testing.T, name, home, apps string, m *module, base string) regi
 	b.Capability, b.Name, b.Operations, b.Namespaces = "policies", "label", []admissionv1.Operation{admissionv1.Create}, []string{apps}
 	return registration.Options{
 		Module: name, Namespace: home, Version: "1.0.0", Bindings: []spec.Binding{b},
-		Gated: []registration.Object{{GVK: corev1.SchemeGroupVersion.WithKind("Pod"), Namespace: apps, Name: "gated"}},
+		Gated: []spec.Exclusion{{Version: "v1", Kind: "Pod", Namespace: apps, Name: "gated", Scope: spec.Namespaced}},
 		ClientConfig: func(path string) admissionregistrationv1.WebhookClientConfig {
 			u := base + path
 			return admissionregistrationv1.WebhookClientConfig{URL: &u}
