@@ -22,8 +22,11 @@ import (
 //     firstRequest of its accept — a silent one, or one stuck in its TLS
 //     handshake — is closed ("silent").
 //
-// Idle means accepted with no request yet, or kept alive between
-// requests; a connection whose request is being served is never evicted.
+// Idle means kept alive between requests, or accepted with no request yet
+// for longer than newGrace (a second, or firstRequest when shorter), so
+// that a new connection's handshake and first request are not cut off by
+// the next one's arrival; a connection whose request is being served is
+// never evicted.
 // The state comes from the http.Server's ConnState hook (trackState): an
 // atomic store per request, no lock; the lock is taken at accept and at
 // close only.
@@ -31,6 +34,7 @@ type connLimit struct {
 	net.Listener
 	max, perSource int
 	firstRequest   time.Duration
+	newGrace       time.Duration
 	// refused is told each connection closed or evicted, with the reason.
 	refused func(reason string)
 
@@ -48,7 +52,7 @@ type source struct {
 
 func newConnLimit(ln net.Listener, l Limits) *connLimit {
 	return &connLimit{Listener: ln, max: l.MaxConns, perSource: l.MaxConnsPerSource, firstRequest: l.FirstRequestTimeout,
-		refused: l.Refused, sources: map[netip.Addr]*source{}}
+		newGrace: min(time.Second, l.FirstRequestTimeout), refused: l.Refused, sources: map[netip.Addr]*source{}}
 }
 
 func (l *connLimit) Accept() (net.Conn, error) {
@@ -119,11 +123,12 @@ func (l *connLimit) reject(c net.Conn, reason string) {
 func (l *connLimit) victimLocked() *trackedConn {
 	var victim *trackedConn
 	most := 0
+	newBefore := time.Now().Add(-l.newGrace).UnixNano()
 	for _, src := range l.sources {
 		if src.n < most {
 			continue
 		}
-		c := src.oldestIdle()
+		c := src.oldestIdle(newBefore)
 		if c == nil {
 			continue
 		}
@@ -158,11 +163,19 @@ func (l *connLimit) removeLocked(c *trackedConn) {
 	}
 }
 
-// oldestIdle is the source's connection idle the longest; nil when none is.
-func (s *source) oldestIdle() *trackedConn {
+// oldestIdle is the source's connection idle the longest; nil when none
+// is. One with no request yet is idle once accepted before newBefore.
+func (s *source) oldestIdle(newBefore int64) *trackedConn {
 	var oldest *trackedConn
 	for c := s.head; c != nil; c = c.next {
-		if !c.busy.Load() && (oldest == nil || c.since.Load() < oldest.since.Load()) {
+		if c.busy.Load() {
+			continue
+		}
+		since := c.since.Load()
+		if !c.spoke.Load() && since > newBefore {
+			continue
+		}
+		if oldest == nil || since < oldest.since.Load() {
 			oldest = c
 		}
 	}

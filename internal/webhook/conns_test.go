@@ -57,8 +57,10 @@ func TestFloodFromOneSourceLeavesOthersServed(t *testing.T) {
 	}
 	slices.Sort(took)
 	t.Logf("20 requests from 127.0.0.1, each on a new connection, during the flood: p50 %s, slowest %s; %s; refused %v", took[10], took[19], f, s.refused())
-	if took[19] > 2*time.Second {
-		t.Errorf("a request from 127.0.0.1 took %s during the flood: want each within 2s", took[19])
+	// Well within the API server's webhook timeout (10s at most), on two
+	// cores shared with the flood's 1,200 connections and their TLS.
+	if took[19] > 5*time.Second {
+		t.Errorf("a request from 127.0.0.1 took %s during the flood: want each within 5s", took[19])
 	}
 	vigiltest.Eventually(t, 10*time.Second, func() error {
 		if open := f.Open(); open > 256 {
