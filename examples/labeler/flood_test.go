@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,6 +82,9 @@ func TestCreatesSucceedDuringAConnectionFlood(t *testing.T) {
 	if open := f.Open(); open > 256 {
 		t.Errorf("the flood holds %d connections: want at most the per-source share, 256", open)
 	}
+	if m := refusedMetrics(t, "http://"+pod.Ports["metrics"]); !strings.Contains(m, `reason="per_source"`) {
+		t.Errorf("refused metrics:\n%s\nwant the flood's connections beyond its share counted per_source", m)
+	}
 }
 
 // The metrics port is bounded against idle keep-alive connections from
@@ -123,6 +127,11 @@ func TestMetricsPortBoundedUnderAFlood(t *testing.T) {
 		open(), before/1024, after/1024, proc.Memory("VmHWM")/1024, floods[0])
 	if grew := after - before; grew > 32<<10 {
 		t.Errorf("the admission container grew by %d MiB under the metrics flood: want under 32 MiB", grew/1024)
+	}
+	refused := refusedMetrics(t, "http://"+metricsAddr)
+	t.Logf("refused:\n%s", refused)
+	if !strings.Contains(refused, `reason="metrics_per_source"`) {
+		t.Errorf("refused metrics:\n%s\nwant metrics_per_source", refused)
 	}
 	// The webhook still serves, through the API server.
 	vigiltest.Mutated(t, env.Client, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace(t), Name: "after-metrics-flood", Labels: map[string]string{"app": "shop"}}})
