@@ -79,6 +79,7 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		}
 		if victim != nil {
 			l.removeLocked(victim)
+			src = l.sources[addr] // gone if the victim was its last
 		}
 		if src == nil {
 			src = &source{addr: addr}
@@ -99,6 +100,9 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		if victim != nil {
 			// Closed under the server: its goroutine sees the error and
 			// closes its side, which finds it removed already.
+			if t := victim.timer.Load(); t != nil {
+				t.Stop()
+			}
 			_ = victim.Conn.Close()
 			l.refused("evicted_idle")
 		}
