@@ -78,7 +78,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	go logNotReady(ctx, log, r.ready, o.NotReadyLogInterval)
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "vigil", Subsystem: "admission", Name: "refused_total",
-		Help:        "Requests (and, reason connections, connections) the server's limits refused at once, so that the API server applied the failure policy: in_flight, reading, body_budget, too_large, body_timeout, bad_body, connections.",
+		Help:        "Requests and connections the server's limits refused at once, so that the API server applied the failure policy: in_flight, reading, body_budget, too_large, body_timeout, bad_body; connections, per_source (closed at accept), evicted_idle (an idle one closed for a new one), silent (no request in time); metrics_<reason> for the metrics port's connections.",
 		ConstLabels: prometheus.Labels{"module": m.Name},
 	}, []string{"reason"})
 	r.registry.MustRegister(refused)
@@ -98,6 +98,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		MaxBodyBytes: admit.DefaultMaxBodyBytes,
 		Refused:      func(reason string) { refused.WithLabelValues(reason).Inc() },
 	}
+	serve.MetricsLimits = webhook.Limits{Refused: func(reason string) { refused.WithLabelValues("metrics_" + reason).Inc() }}
 	caBundle := func() []byte {
 		path := o.CAFile
 		if path == "" {

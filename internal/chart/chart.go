@@ -76,13 +76,18 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 			nsLabels = obj.GetLabels()
 		case "Deployment":
 			g.deployment(u, obj.GetLabels()["app.kubernetes.io/component"])
+		case "NetworkPolicy":
+			g.networkPolicy(u)
 		}
 		text, err := g.template(u)
 		if err != nil {
 			return nil, fmt.Errorf("template of %s %s: %w", kind, obj.GetName(), err)
 		}
-		if kind == "Namespace" {
+		switch kind {
+		case "Namespace":
 			text = "{{- if .Values.namespace.create }}\n" + text + "{{- end }}\n"
+		case "NetworkPolicy":
+			text = "{{- if .Values.networkPolicy.enabled }}\n" + text + "{{- end }}\n"
 		}
 		files["templates/"+name] = []byte(text)
 	}
@@ -178,6 +183,9 @@ type gen struct {
 	n    int
 	// defaults of the roles' values, taken from the rendered objects.
 	defaults map[string]map[string]any
+	// netpol holds the defaults of networkPolicy's values, from the
+	// rendered NetworkPolicy; nil when the module has none.
+	netpol map[string]any
 }
 
 func (g *gen) sentinel(f func(indent string) string) string {

@@ -633,6 +633,7 @@ func assertNothingLeft(t *testing.T) {
 		{Group: "", Version: "v1", Kind: "ServiceAccountList"},
 		{Group: "", Version: "v1", Kind: "ServiceList"},
 		{Group: "batch", Version: "v1", Kind: "JobList"},
+		{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicyList"},
 	} {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk)

@@ -2,7 +2,8 @@
 // internal/manifests renders, so that the two cannot drift: every object is
 // rendered once, the fields the chart's values drive (image, replicas,
 // resources and the GOMEMLIMIT derived from them, scheduling, extra env and
-// volumes, the log level, the serving certificate) are replaced by template
+// volumes, the log level, the serving certificate, the admission pods'
+// NetworkPolicy and its peers) are replaced by template
 // expressions, and everything else is copied as rendered. With default
 // values the chart renders exactly what `<module> manifests` prints.
 //

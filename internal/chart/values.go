@@ -125,6 +125,7 @@ func valuesYAML(m *spec.Module, g *gen, repo, tag, digest string) ([]byte, error
 	b.WriteString("# Failure policy per capability, Fail or Ignore, instead of the module's\n# (" + string(moduleFailurePolicy(m)) + "). FailClosed() capabilities cannot be set to Ignore.\n")
 	b.WriteString("# Capabilities: " + capabilityList(m) + ".\n")
 	b.WriteString("failurePolicy: {}\n\n")
+	b.WriteString(g.networkPolicyValues())
 	b.WriteString(`# debug, info, warn or error; empty for the module's default (info).
 logLevel: ""
 
@@ -200,6 +201,8 @@ func schemaJSON(m *spec.Module) ([]byte, error) {
 		policies[c.Name] = map[string]any{"type": "string", "enum": []string{"Fail", "Ignore"}}
 	}
 	props["failurePolicy"] = obj(policies)
+	peers := map[string]any{"type": "array", "items": anyObj}
+	props["networkPolicy"] = obj(map[string]any{"enabled": map[string]any{"type": "boolean"}, "webhookFrom": peers, "metricsFrom": peers})
 	for _, role := range manifests.Roles(m) {
 		props[role] = obj(map[string]any{
 			"replicas": map[string]any{"type": "integer", "minimum": 1},

@@ -36,6 +36,9 @@ type Options struct {
 	// CABundle, when given, goes into the fail-closed webhook
 	// configurations; otherwise the module fills it in once it serves.
 	CABundle []byte
+	// NoNetworkPolicy leaves out the admission pods' NetworkPolicy, for a
+	// cluster that enforces none or governs them with its own.
+	NoNetworkPolicy bool
 }
 
 // HandoffDir is where gates hand their results to the main container.
@@ -120,6 +123,9 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 			},
 		})
 		objs = append(objs, pdb(m, "admission", objMeta))
+		if !o.NoNetworkPolicy {
+			objs = append(objs, admissionNetworkPolicy(m, objMeta))
+		}
 	}
 	if m.HasWatcher() {
 		objs = append(objs, watcherDeployment(m, o, objMeta))

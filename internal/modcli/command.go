@@ -234,7 +234,8 @@ exactly the rules its gates, bindings, listers, Store, leader election and
 registration use (see plan for why each is there), the Store CRD,
 the admission Deployment with one init container per gate phase (gate-phase-N,
 ascending), the watcher Deployment (every container with GOMEMLIMIT at 90% of
-its memory limit), Services (the admission role's metrics among them), PodDisruptionBudgets, the empty
+its memory limit), Services (the admission role's metrics among them), PodDisruptionBudgets, the
+admission pods' NetworkPolicy, the empty
 webhook configurations that registration fills once the module is ready, and
 full ones for fail-closed capabilities. The same module and flags always print
 the same bytes.`,
@@ -249,6 +250,7 @@ the same bytes.`,
 	mff.StringVar(&mf.CABundleFile, "ca-bundle", "", "PEM CA bundle for the fail-closed webhook configurations (default: the module fills it in once it serves)")
 	mff.BoolVar(&mf.AllowDeadlock, "allow-deadlock", false, "print even when plan finds a startup deadlock")
 	mff.StringSliceVar(&mf.With, "with", nil, "other modules' `plan -o json` files, for the deadlock analysis across modules")
+	mff.BoolVar(&mf.NetworkPolicy, "network-policy", true, "ship the admission pods' NetworkPolicy (webhook port from anywhere, metrics from the monitoring namespace, nothing else); false where the cluster enforces none")
 	root.AddCommand(manifestsCmd)
 
 	var planOutput string

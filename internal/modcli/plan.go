@@ -325,11 +325,13 @@ type ManifestsOptions struct {
 	CABundleFile  string
 	AllowDeadlock bool
 	With          []string
+	// NetworkPolicy ships the admission pods' NetworkPolicy.
+	NetworkPolicy bool
 }
 
 // Run renders the module's objects.
 func (o *ManifestsOptions) Run(m *spec.Module, out io.Writer) error {
-	opts := manifests.Options{Image: o.Image, Namespace: o.Namespace, Replicas: o.Replicas}
+	opts := manifests.Options{Image: o.Image, Namespace: o.Namespace, Replicas: o.Replicas, NoNetworkPolicy: !o.NetworkPolicy}
 	if o.CABundleFile != "" {
 		data, err := os.ReadFile(o.CABundleFile)
 		if err != nil {

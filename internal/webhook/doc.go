@@ -6,7 +6,10 @@
 // bodies read at once, the bytes of large bodies, the time to send headers
 // and a body, open connections — and what exceeds them is answered at once,
 // so that the API server applies the webhook's failure policy rather than
-// waiting for its timeout.
+// waiting for its timeout. Connections are bounded per client address as
+// well as in all, and idle ones make room for new ones (connLimit), so that
+// no one client can hold the connections the API server needs; the metrics
+// listener has the same mechanism with smaller limits.
 //
 // TLS 1.2 is the floor. The serving certificate is read from files and read
 // again when they change — Secrets mounted into a pod change by a symlink

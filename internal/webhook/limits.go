@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -53,14 +51,49 @@ type Limits struct {
 	HeaderTimeout time.Duration
 	// MaxHeaderBytes bounds a request's headers. 32 KiB when zero.
 	MaxHeaderBytes int
-	// MaxConns bounds open connections; one more is closed as soon as it
-	// is accepted. 512 when zero.
+	// MaxConns bounds open connections. One more evicts the oldest idle
+	// connection — accepted with no request yet, or kept alive between
+	// requests — of the source address holding the most, and is closed at
+	// accept only when none is idle. 512 when zero.
 	MaxConns int
+	// MaxConnsPerSource bounds the connections of one client address, so
+	// that one client cannot take the slots of others (the API server's):
+	// one more is closed at accept. Half of MaxConns when zero: more than
+	// the API server needs to send MaxInFlight reviews at once, one per
+	// connection.
+	MaxConnsPerSource int
+	// FirstRequestTimeout bounds the time from a connection's accept to its
+	// first request's headers, TLS handshake included: silent connections
+	// are closed. 3s when zero.
+	FirstRequestTimeout time.Duration
+	// IdleTimeout bounds how long a connection is kept alive between
+	// requests. 90s when zero, as the API server's webhook client keeps
+	// idle connections.
+	IdleTimeout time.Duration
 	// Refused, when set, is told each request refused by these limits, with
 	// the reason: "in_flight", "reading", "body_budget", "too_large",
-	// "body_timeout", "bad_body", or "connections" for a connection closed
-	// at accept.
+	// "body_timeout", "bad_body"; and each connection closed by them:
+	// "connections" and "per_source" at accept, "evicted_idle" for an idle
+	// one closed to make room, "silent" past FirstRequestTimeout.
 	Refused func(reason string)
+}
+
+// metricsLimits fills in the defaults of the metrics listener: the same
+// connection limits as the webhook's, smaller, so that scrapers — or anyone
+// who reaches the port — cannot take the memory the webhook needs. A
+// scraper opens a connection or two at a time; one kept idle past 10s is
+// closed.
+func metricsLimits(l Limits) Limits {
+	if l.MaxConns <= 0 {
+		l.MaxConns = 16
+	}
+	if l.MaxConnsPerSource <= 0 {
+		l.MaxConnsPerSource = 4
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = 10 * time.Second
+	}
+	return l.withDefaults()
 }
 
 func (l Limits) withDefaults() Limits {
@@ -90,6 +123,15 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxConns <= 0 {
 		l.MaxConns = 512
+	}
+	if l.MaxConnsPerSource <= 0 {
+		l.MaxConnsPerSource = max(1, l.MaxConns/2)
+	}
+	if l.FirstRequestTimeout <= 0 {
+		l.FirstRequestTimeout = 3 * time.Second
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = 90 * time.Second
 	}
 	if l.Refused == nil {
 		l.Refused = func(string) {}
@@ -232,43 +274,3 @@ type bodyBytes struct {
 
 func (b *bodyBytes) Bytes() []byte { return b.b }
 func (b *bodyBytes) Close() error  { return nil }
-
-// connLimit closes connections accepted beyond max at once, so that a
-// flood of connections is refused rather than queued.
-type connLimit struct {
-	net.Listener
-	open atomic.Int64
-	max  int64
-	// refused is told of each connection closed at accept.
-	refused func()
-}
-
-func (l *connLimit) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.open.Add(1) > l.max {
-			l.open.Add(-1)
-			if tc, ok := c.(*net.TCPConn); ok {
-				_ = tc.SetLinger(0)
-			}
-			_ = c.Close()
-			l.refused()
-			continue
-		}
-		return &countedConn{Conn: c, l: l}, nil
-	}
-}
-
-type countedConn struct {
-	net.Conn
-	once sync.Once
-	l    *connLimit
-}
-
-func (c *countedConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
-	return c.Conn.Close()
-}

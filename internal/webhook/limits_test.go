@@ -28,7 +28,7 @@ type served struct {
 }
 
 // serveWith starts a server with the limits and handler, and a client for it.
-func serveWith(t *testing.T, limits webhook.Limits, h http.Handler) *served {
+func serveWith(t testing.TB, limits webhook.Limits, h http.Handler, more ...func(*webhook.Options)) *served {
 	t.Helper()
 	dir, ca := certDir(t)
 	var mu sync.Mutex
@@ -41,19 +41,21 @@ func serveWith(t *testing.T, limits webhook.Limits, h http.Handler) *served {
 	addr, metrics := make(chan string, 1), make(chan string, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() {
-		done <- webhook.Serve(ctx, webhook.Options{
-			Addr: "127.0.0.1:0", CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
-			Handler:          h,
-			Metrics:          http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metric 1\n")) }),
-			MetricsAddr:      "127.0.0.1:0",
-			MetricsListening: func(a string) { metrics <- a },
-			Limits:           limits,
-			ShutdownDelay:    time.Millisecond,
-			Listening:        func(a string) { addr <- a },
-			Log:              logr.Discard(),
-		})
-	}()
+	opts := webhook.Options{
+		Addr: "127.0.0.1:0", CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
+		Handler:          h,
+		Metrics:          http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metric 1\n")) }),
+		MetricsAddr:      "127.0.0.1:0",
+		MetricsListening: func(a string) { metrics <- a },
+		Limits:           limits,
+		ShutdownDelay:    time.Millisecond,
+		Listening:        func(a string) { addr <- a },
+		Log:              logr.Discard(),
+	}
+	for _, f := range more {
+		f(&opts)
+	}
+	go func() { done <- webhook.Serve(ctx, opts) }()
 	t.Cleanup(func() { cancel(); <-done })
 	cfg := &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
 	s := &served{metrics: "http://" + <-metrics, base: "https://" + <-addr, tlsConfig: cfg,
@@ -267,42 +269,49 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	}
 }
 
-// Connections beyond MaxConns are closed as they are accepted.
+// Connections beyond MaxConns are closed as they are accepted while every
+// open one is serving a request (idle ones are evicted instead: see
+// TestIdleConnectionsMakeRoom).
 func TestConnectionsBeyondTheLimitAreClosed(t *testing.T) {
-	s := serveWith(t, webhook.Limits{MaxConns: 3}, echo)
+	release := make(chan struct{})
+	var inside atomic.Int32
+	s := serveWith(t, webhook.Limits{MaxConns: 3, MaxConnsPerSource: 4}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inside.Add(1)
+		<-release
+		echo(w, r)
+	}))
 	host := strings.TrimPrefix(s.base, "https://")
-	var open []net.Conn
-	defer func() {
-		for _, c := range open {
-			c.Close()
-		}
-	}()
+	results := make(chan error, 3)
 	for range 3 {
-		c, err := tls.Dial("tcp", host, s.tlsConfig)
-		if err != nil {
-			t.Fatal(err)
+		go func() {
+			code, _, _, err := s.post(strings.NewReader("{}"))
+			if err == nil && code != 200 {
+				err = fmt.Errorf("status %d", code)
+			}
+			results <- err
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for inside.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 requests reached the handler within 10s", inside.Load())
 		}
-		open = append(open, c)
+		time.Sleep(time.Millisecond)
 	}
 	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", host, s.tlsConfig)
 	if err == nil {
 		c.Close()
-		t.Fatal("a fourth connection was served")
+		t.Fatal("a fourth connection was served while three served requests")
 	}
-	open[0].Close()
-	open = open[1:]
-	// The count drops once the server sees the close.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c, err := tls.Dial("tcp", host, s.tlsConfig)
-		if err == nil {
-			open = append(open, c)
-			break
+	close(release)
+	for range 3 {
+		if err := <-results; err != nil {
+			t.Fatalf("a request in flight: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection after one closed: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	// Once they are answered, requests are served again.
+	if code, _, _, err := s.post(strings.NewReader("{}")); err != nil || code != 200 {
+		t.Fatalf("a request once the others were answered: %d %v", code, err)
 	}
 	if s.refused()["connections"] < 1 {
 		t.Fatalf("refused: %v", s.refused())

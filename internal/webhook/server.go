@@ -38,6 +38,11 @@ type Options struct {
 	// MetricsListening, when set, is called with the metrics address once
 	// it listens.
 	MetricsListening func(addr string)
+	// MetricsLimits bound the metrics listener's connections with the
+	// webhook's mechanism: its MaxConns (16 when zero), MaxConnsPerSource
+	// (4), FirstRequestTimeout (3s), IdleTimeout (10s), HeaderTimeout (5s),
+	// MaxHeaderBytes (32 KiB) and Refused apply.
+	MetricsLimits Limits
 	// Limits bound what clients can make the server hold.
 	Limits Limits
 	// Ready reports whether the module may take requests; /readyz answers
@@ -141,7 +146,9 @@ func Serve(ctx context.Context, opts Options) error {
 		ReadTimeout:       limits.HeaderTimeout + limits.BodyTimeout,
 		WriteTimeout:      limits.HeaderTimeout + limits.BodyTimeout + 40*time.Second,
 		MaxHeaderBytes:    limits.MaxHeaderBytes,
-		IdleTimeout:       90 * time.Second,
+		IdleTimeout:       limits.IdleTimeout,
+		// Marks connections busy while served, for the connection limits.
+		ConnState: trackState,
 		// HTTP/1.1 only. The API server's webhook client offers HTTP/2
 		// too, but over HTTP/2 a review costs this server about 1.35 times
 		// the CPU it costs over HTTP/1.1 keep-alive (make bench-admission,
@@ -161,14 +168,16 @@ func Serve(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("serve admission: listen on %s: %w", opts.Addr, err)
 	}
-	ln := &connLimit{Listener: tcp, max: int64(limits.MaxConns), refused: func() { limits.Refused("connections") }}
+	ln := newConnLimit(tcp, limits)
 	var metricsSrv *http.Server
 	if opts.Metrics != nil && opts.MetricsAddr != "" {
-		mln, err := net.Listen("tcp", opts.MetricsAddr)
+		mtcp, err := net.Listen("tcp", opts.MetricsAddr)
 		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("serve metrics: listen on %s: %w", opts.MetricsAddr, err)
 		}
+		ml := metricsLimits(opts.MetricsLimits)
+		mln := newConnLimit(mtcp, ml)
 		mmux := http.NewServeMux()
 		mmux.Handle("/metrics", opts.Metrics)
 		if opts.Pprof {
@@ -178,8 +187,9 @@ func Serve(ctx context.Context, opts Options) error {
 			mmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		}
 		metricsSrv = &http.Server{
-			Handler: mmux, ReadHeaderTimeout: limits.HeaderTimeout, ReadTimeout: limits.HeaderTimeout + limits.BodyTimeout,
-			WriteTimeout: 30 * time.Second, MaxHeaderBytes: limits.MaxHeaderBytes, IdleTimeout: 90 * time.Second,
+			Handler: mmux, ReadHeaderTimeout: ml.HeaderTimeout, ReadTimeout: ml.HeaderTimeout + ml.BodyTimeout,
+			WriteTimeout: 30 * time.Second, MaxHeaderBytes: ml.MaxHeaderBytes, IdleTimeout: ml.IdleTimeout,
+			ConnState: trackState, Protocols: http1Only(),
 			ErrorLog: log.New(logWriter{opts.Log.V(1)}, "", 0),
 		}
 		go func() {

@@ -23,7 +23,7 @@ import (
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
-func certDir(t *testing.T) (string, *certs.CA) {
+func certDir(t testing.TB) (string, *certs.CA) {
 	t.Helper()
 	ca, err := certs.NewCA("ca", time.Hour)
 	if err != nil {

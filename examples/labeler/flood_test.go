@@ -1,0 +1,144 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+// floodTLS is the flood's TLS: it does not care whom it floods.
+var floodTLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}} //nolint:gosec // a flood
+
+// With a flood from one source running against the webhook port — more
+// connections than the server's MaxConns (512), silent and idle
+// keep-alive, redialled as the server closes them, as a Pod that can
+// reach the port would open — creates through the API server keep
+// succeeding: the labeler is registered with failurePolicy Fail, so a
+// create whose webhook call cannot connect is refused. The creates run 32
+// at once, so that the API server needs connections beyond those it kept
+// from before the flood. Before per-source limits the flood held every
+// slot and the API server's new connections were reset at accept.
+func TestCreatesSucceedDuringAConnectionFlood(t *testing.T) {
+	m := env.InstallModule(t, vigiltest.ModuleOptions{})
+	pod := m.StartAdmission(60 * time.Second)
+	webhookAddr := pod.Ports["https"]
+	ns := env.Namespace(t)
+
+	const silent, idle = 400, 400
+	f := vigiltest.Flood(t, vigiltest.FloodOptions{Addr: webhookAddr, Silent: silent, Idle: idle, TLS: floodTLS, Redial: 100 * time.Millisecond})
+	f.WaitTried(t, 60*time.Second)
+	t.Logf("flood running: %s", f)
+
+	const workers, perWorker = 32, 10
+	var (
+		mu        sync.Mutex
+		took      []time.Duration
+		failures  []string
+		succeeded atomic.Int64
+	)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("during-flood-%d-%d", w, i), Labels: map[string]string{"app": "shop"}}}
+				began := time.Now()
+				err := env.Client.Create(t.Context(), cm)
+				d := time.Since(began)
+				mu.Lock()
+				took = append(took, d)
+				switch {
+				case err != nil:
+					failures = append(failures, err.Error())
+				case cm.Labels["vigil.dev/labeled"] != "true":
+					failures = append(failures, cm.Name+" was created without the labeler's label: its webhook was not called")
+				default:
+					succeeded.Add(1)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	slices.Sort(took)
+	attempted := len(took)
+	p := func(q float64) time.Duration { return took[min(len(took)-1, int(q*float64(len(took))))] }
+	t.Logf("during the flood (%d silent, %d idle from 127.0.0.2; %s): creates attempted=%d succeeded=%d p50=%s p99=%s slowest=%s",
+		silent, idle, f, attempted, succeeded.Load(), p(0.50), p(0.99), took[len(took)-1])
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d creates failed during the flood; the first: %s", len(failures), attempted, failures[0])
+	}
+	if open := f.Open(); open > 256 {
+		t.Errorf("the flood holds %d connections: want at most the per-source share, 256", open)
+	}
+	if m := refusedMetrics(t, "http://"+pod.Ports["metrics"]); !strings.Contains(m, `reason="per_source"`) {
+		t.Errorf("refused metrics:\n%s\nwant the flood's connections beyond its share counted per_source", m)
+	}
+}
+
+// The metrics port is bounded against idle keep-alive connections from
+// many sources: the connections open stay at its cap (16), and the
+// admission container's memory does not grow with the flood — 3,000
+// connections, redialled as they are closed, where ~11,000 took it past
+// its 256Mi before the metrics port had limits.
+func TestMetricsPortBoundedUnderAFlood(t *testing.T) {
+	m := env.InstallModule(t, vigiltest.ModuleOptions{})
+	pod := m.StartAdmission(60 * time.Second)
+	proc := pod.Process("admission")
+	if proc == nil {
+		t.Fatal("no admission process in the pod")
+	}
+	metricsAddr := pod.Ports["metrics"]
+	before := proc.Memory("VmRSS")
+	var floods []*vigiltest.Flooder
+	for i := range 10 { // 10 sources, 300 each
+		floods = append(floods, vigiltest.Flood(t, vigiltest.FloodOptions{Addr: metricsAddr, Source: fmt.Sprintf("127.0.1.%d", i+1), Idle: 300, Path: "/metrics", Redial: 200 * time.Millisecond}))
+	}
+	for _, f := range floods {
+		f.WaitTried(t, 90*time.Second)
+	}
+	open := func() (n int) {
+		for _, f := range floods {
+			n += f.Open()
+		}
+		return n
+	}
+	bounded := func() error {
+		if n := open(); n > 16 {
+			return fmt.Errorf("the floods hold %d metrics connections: want at most 16", n)
+		}
+		return nil
+	}
+	vigiltest.Eventually(t, 15*time.Second, bounded)
+	vigiltest.Consistently(t, 3*time.Second, bounded)
+	after := proc.Memory("VmRSS")
+	t.Logf("metrics flood of 3,000 idle connections from 10 sources: %d open; admission RSS %d MiB before, %d MiB during (peak %d MiB); %s",
+		open(), before/1024, after/1024, proc.Memory("VmHWM")/1024, floods[0])
+	if grew := after - before; grew > 32<<10 {
+		t.Errorf("the admission container grew by %d MiB under the metrics flood: want under 32 MiB", grew/1024)
+	}
+	// Read once the floods stop: while ten addresses keep every slot
+	// busy or new, a scrape may be refused too (the NetworkPolicy keeps
+	// them off the port in a cluster).
+	for _, f := range floods {
+		f.Stop()
+	}
+	refused := refusedMetrics(t, "http://"+metricsAddr)
+	t.Logf("refused:\n%s", refused)
+	if !strings.Contains(refused, `reason="metrics_per_source"`) {
+		t.Errorf("refused metrics:\n%s\nwant metrics_per_source", refused)
+	}
+	// The webhook still serves, through the API server.
+	vigiltest.Mutated(t, env.Client, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace(t), Name: "after-metrics-flood", Labels: map[string]string{"app": "shop"}}})
+}
