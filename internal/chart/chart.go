@@ -55,6 +55,7 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	g := &gen{m: m, subs: map[string]func(string) string{}}
 	files := map[string][]byte{}
 	var nsLabels map[string]string
+	guards := trustGuards(m)
 	for i, obj := range objs {
 		u, err := toMap(obj)
 		if err != nil {
@@ -73,7 +74,19 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 			files["crds/"+strings.TrimPrefix(name, name[:3])] = data
 			continue
 		case "Namespace":
+			if obj.GetName() != m.Namespace {
+				// A trusted namespace outlives the release, with what the
+				// module trusts in it: its guard refuses deleting it to an
+				// installer it does not allow.
+				md := u["metadata"].(map[string]any)
+				md["annotations"] = map[string]any{"helm.sh/resource-policy": "keep"}
+				break
+			}
 			nsLabels = obj.GetLabels()
+		case "ValidatingAdmissionPolicy":
+			if guards[obj.GetName()] {
+				g.trustGuard(u)
+			}
 		case "Deployment":
 			g.deployment(u, obj.GetLabels()["app.kubernetes.io/component"])
 		}
@@ -81,7 +94,7 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("template of %s %s: %w", kind, obj.GetName(), err)
 		}
-		if kind == "Namespace" {
+		if kind == "Namespace" && obj.GetName() == m.Namespace {
 			text = "{{- if .Values.namespace.create }}\n" + text + "{{- end }}\n"
 		}
 		files["templates/"+name] = []byte(text)
@@ -103,7 +116,7 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	}
 	files["templates/uninstall-hook.yaml"] = []byte(hookText.String())
 	files["templates/certificate.yaml"] = []byte(certificateTemplate(m, nsLabels))
-	files["templates/_helpers.tpl"] = []byte(helpers(m))
+	files["templates/_helpers.tpl"] = []byte(helpers(m) + trustHelpers)
 	files["Chart.yaml"] = chartYAML(m, tag)
 	values, err := valuesYAML(m, g, repo, tag, digest)
 	if err != nil {
