@@ -184,6 +184,7 @@ func newModule(s settings) *vigil.Module {
 		})
 
 	exemptions := vigil.NewListerFor(m, vigil.Kind(group, version, "Exemption"))
+	trusted := declareTrust(m, s)
 	policies := m.Capability("policies")
 
 	initial := sync.OnceValues(func() (map[string]any, error) {
@@ -230,6 +231,7 @@ func newModule(s settings) *vigil.Module {
 		if err != nil {
 			return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
 		}
+		list, unclaimed := trusted.claimable(ctx, list, r.Namespace)
 		// Only the exemptions namespace counts unless the stored config
 		// allows all; a config that cannot be read allows nothing more.
 		from, where := s.exemptionsNamespace, fmt.Sprintf(" in namespace %q", s.exemptionsNamespace)
@@ -240,8 +242,8 @@ func newModule(s settings) *vigil.Module {
 			return admission.Allow().WithWarnings(fmt.Sprintf("privileged container %q admitted under Exemption %s", container, ex))
 		}
 		return admission.Deny(fmt.Sprintf(
-			"Pod %s/%s: container %q is privileged, which policy %s denies. Drop securityContext.privileged, or add an Exemption (uds.dev/v1alpha1)%s whose matcher names namespace %q and this pod's name, with policy %s",
-			r.Namespace, name, container, PolicyPrivileged, where, r.Namespace, PolicyPrivileged))
+			"Pod %s/%s: container %q is privileged, which policy %s denies. Drop securityContext.privileged, or add an Exemption (uds.dev/v1alpha1)%s whose matcher names namespace %q and this pod's name, with policy %s%s",
+			r.Namespace, name, container, PolicyPrivileged, where, r.Namespace, PolicyPrivileged, unclaimed))
 	}
 	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("disallow-privileged").Validate(disallowPrivileged)
 	vigil.When(policies, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named("disallow-privileged-debug").
