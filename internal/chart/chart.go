@@ -75,12 +75,7 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 			continue
 		case "Namespace":
 			if obj.GetName() != m.Namespace {
-				// A trusted namespace outlives the release, with what the
-				// module trusts in it: its guard refuses deleting it to an
-				// installer it does not allow.
-				md := u["metadata"].(map[string]any)
-				md["annotations"] = map[string]any{"helm.sh/resource-policy": "keep"}
-				break
+				break // a trusted namespace: always created
 			}
 			nsLabels = obj.GetLabels()
 		case "ValidatingAdmissionPolicy":

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/vigilkit/vigil/internal/registration"
@@ -39,7 +40,7 @@ func (g *gen) trustGuard(u map[string]any) {
 		}
 		own := v["expression"].(string) // a JSON list of strings
 		v["expression"] = g.sentinel(func(in string) string {
-			return in + `expression: {{ include "vigil.identities" (dict "own" ` + scalar(own) + ` "extra" $.Values.trusted.allowed "groups" ` + map[bool]string{true: "true", false: "false"}[groups] + `) | quote }}` + "\n"
+			return in + `expression: {{ include "vigil.identities" (dict "own" ` + strconv.Quote(own) + ` "extra" $.Values.trusted.allowed "groups" ` + map[bool]string{true: "true", false: "false"}[groups] + `) | quote }}` + "\n"
 		})
 	}
 }

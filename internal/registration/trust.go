@@ -224,13 +224,16 @@ func Stamps(m *spec.Module) []Stamp {
 }
 
 // TrustedNamespaceObjects are the Namespaces the module's install creates
-// for its trusted namespaces, labelled with labels.
+// for its trusted namespaces, labelled with labels. Each outlives a Helm
+// release (helm.sh/resource-policy: keep), with what the module trusts in
+// it: its guard would refuse deleting it to an installer it does not allow.
 func TrustedNamespaceObjects(m *spec.Module, labels map[string]string) []*corev1.Namespace {
 	var out []*corev1.Namespace
 	for _, t := range m.TrustedNamespaces {
 		out = append(out, &corev1.Namespace{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
-			ObjectMeta: metav1.ObjectMeta{Name: t.Name, Labels: labels},
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+			ObjectMeta: metav1.ObjectMeta{Name: t.Name, Labels: labels,
+				Annotations: map[string]string{"helm.sh/resource-policy": "keep"}},
 		})
 	}
 	return out
