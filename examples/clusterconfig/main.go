@@ -24,7 +24,11 @@
 // UDS Core, only Exemptions in the exemptions namespace (uds-policy-exemptions)
 // count, unless the stored ClusterConfig sets policy.allowAllNsExemptions:
 // true — otherwise anyone who may write Exemptions in her own namespace could
-// exempt her own Pods. The Exemptions are read from a live cache, so a new
+// exempt her own Pods. The install creates the exemptions namespace and
+// guards it (vigil.TrustedNamespace), and an Exemption applies to a
+// namespace only if a trusted identity created it or it existed before the
+// Exemption was written (vigil.NamespaceProvenance; see provenance.go).
+// The Exemptions are read from a live cache, so a new
 // one applies to the next request without a restart. A Reconcile keeps the ClusterConfig's status up
 // to date and shares its spec with the admission replicas through the Store.
 //
@@ -35,7 +39,8 @@
 // Environment: CLUSTERCONFIG_NAMESPACE (default uds-system),
 // CLUSTERCONFIG_DEFAULTS (the defaults file, instead of the mounted Secret's), CLUSTERCONFIG_TIMEOUT
 // (default 2m), CLUSTERCONFIG_EXEMPTIONS_NAMESPACE (default
-// uds-policy-exemptions).
+// uds-policy-exemptions), CLUSTERCONFIG_NAMESPACE_CREATORS (identities
+// trusted to create namespaces Exemptions name, besides group:system:masters).
 package main
 
 import (
