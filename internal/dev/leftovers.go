@@ -31,7 +31,7 @@ import (
 // removed when a session ends, by the next session of the module after one
 // was killed, and by `vigil dev --clean`. By hand:
 //
-//	kubectl delete mutatingwebhookconfigurations,validatingwebhookconfigurations,validatingadmissionpolicybindings,validatingadmissionpolicies -l vigil.dev/dev-session=<module>
+//	kubectl delete mutatingwebhookconfigurations,validatingwebhookconfigurations,validatingadmissionpolicybindings,validatingadmissionpolicies,mutatingadmissionpolicybindings,mutatingadmissionpolicies -l vigil.dev/dev-session=<module>
 const SessionLabel = "vigil.dev/dev-session"
 
 // fieldManager is who vigil dev's writes are attributed to.
