@@ -64,6 +64,9 @@ func allowedVariables(identities []string) []admissionregistrationv1.Variable {
 	return []admissionregistrationv1.Variable{{Name: AllowedUsersVar, Expression: users}, {Name: AllowedGroupsVar, Expression: groups}}
 }
 
+// allowedNames names the allowed, as the variables hold them, for a denial.
+const allowedNames = `(variables.` + AllowedUsersVar + ` + variables.` + AllowedGroupsVar + `.map(g, "` + spec.GroupPrefix + `" + g)).join(", ")`
+
 const allowedByVariables = `request.userInfo.username in variables.` + AllowedUsersVar +
 	` || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in variables.` + AllowedGroupsVar + `))`
 
@@ -123,6 +126,8 @@ func TrustedGuards(m *spec.Module) []Guard {
 				Expression: allowedByVariables,
 				Message: fmt.Sprintf("only %s may create or delete namespace %s, or change its labels or annotations: module %s trusts what it holds, and its install creates it",
 					strings.Join(allowed, ", "), t.Name, m.Name),
+				MessageExpression: fmt.Sprintf(`"only " + %s + %q`, allowedNames,
+					fmt.Sprintf(" may create or delete namespace %s, or change its labels or annotations: module %s trusts what it holds, and its install creates it", t.Name, m.Name)),
 				Reason: ptr.To(metav1.StatusReasonForbidden),
 			}},
 		}))
@@ -167,6 +172,8 @@ func ProvenanceGuards(m *spec.Module) []Guard {
 			Expression: allowedByVariables,
 			Message: fmt.Sprintf("only %s may change or remove the annotations %s and %s: they record who created the namespace (module %s)",
 				strings.Join(allowed, ", "), provenance.CreatedBy, provenance.CreatedByGroups, m.Name),
+			MessageExpression: fmt.Sprintf(`"only " + %s + %q`, allowedNames,
+				fmt.Sprintf(" may change or remove the annotations %s and %s: they record who created the namespace (module %s)", provenance.CreatedBy, provenance.CreatedByGroups, m.Name)),
 			Reason: ptr.To(metav1.StatusReasonForbidden),
 		}},
 	})}
