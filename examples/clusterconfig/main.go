@@ -24,7 +24,11 @@
 // UDS Core, only Exemptions in the exemptions namespace (uds-policy-exemptions)
 // count, unless the stored ClusterConfig sets policy.allowAllNsExemptions:
 // true — otherwise anyone who may write Exemptions in her own namespace could
-// exempt her own Pods. The Exemptions are read from a live cache, so a new
+// exempt her own Pods. The install creates the exemptions namespace and
+// guards it (vigil.TrustedNamespace), and an Exemption applies to a
+// namespace only if a trusted identity created it or it existed before the
+// Exemption was written (vigil.NamespaceProvenance; see provenance.go).
+// The Exemptions are read from a live cache, so a new
 // one applies to the next request without a restart. A Reconcile keeps the ClusterConfig's status up
 // to date and shares its spec with the admission replicas through the Store.
 //
@@ -35,7 +39,8 @@
 // Environment: CLUSTERCONFIG_NAMESPACE (default uds-system),
 // CLUSTERCONFIG_DEFAULTS (the defaults file, instead of the mounted Secret's), CLUSTERCONFIG_TIMEOUT
 // (default 2m), CLUSTERCONFIG_EXEMPTIONS_NAMESPACE (default
-// uds-policy-exemptions).
+// uds-policy-exemptions), CLUSTERCONFIG_NAMESPACE_CREATORS (identities
+// trusted to create namespaces Exemptions name, besides group:system:masters).
 package main
 
 import (
@@ -184,6 +189,7 @@ func newModule(s settings) *vigil.Module {
 		})
 
 	exemptions := vigil.NewListerFor(m, vigil.Kind(group, version, "Exemption"))
+	trusted := declareTrust(m, s)
 	policies := m.Capability("policies")
 
 	initial := sync.OnceValues(func() (map[string]any, error) {
@@ -230,6 +236,7 @@ func newModule(s settings) *vigil.Module {
 		if err != nil {
 			return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
 		}
+		list, unclaimed := trusted.claimable(ctx, list, r.Namespace)
 		// Only the exemptions namespace counts unless the stored config
 		// allows all; a config that cannot be read allows nothing more.
 		from, where := s.exemptionsNamespace, fmt.Sprintf(" in namespace %q", s.exemptionsNamespace)
@@ -240,8 +247,8 @@ func newModule(s settings) *vigil.Module {
 			return admission.Allow().WithWarnings(fmt.Sprintf("privileged container %q admitted under Exemption %s", container, ex))
 		}
 		return admission.Deny(fmt.Sprintf(
-			"Pod %s/%s: container %q is privileged, which policy %s denies. Drop securityContext.privileged, or add an Exemption (uds.dev/v1alpha1)%s whose matcher names namespace %q and this pod's name, with policy %s",
-			r.Namespace, name, container, PolicyPrivileged, where, r.Namespace, PolicyPrivileged))
+			"Pod %s/%s: container %q is privileged, which policy %s denies. Drop securityContext.privileged, or add an Exemption (uds.dev/v1alpha1)%s whose matcher names namespace %q and this pod's name, with policy %s%s",
+			r.Namespace, name, container, PolicyPrivileged, where, r.Namespace, PolicyPrivileged, unclaimed))
 	}
 	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("disallow-privileged").Validate(disallowPrivileged)
 	vigil.When(policies, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named("disallow-privileged-debug").

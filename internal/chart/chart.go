@@ -55,6 +55,7 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	g := &gen{m: m, subs: map[string]func(string) string{}}
 	files := map[string][]byte{}
 	var nsLabels map[string]string
+	guards := trustGuards(m)
 	for i, obj := range objs {
 		u, err := toMap(obj)
 		if err != nil {
@@ -73,7 +74,14 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 			files["crds/"+strings.TrimPrefix(name, name[:3])] = data
 			continue
 		case "Namespace":
+			if obj.GetName() != m.Namespace {
+				break // a trusted namespace: always created
+			}
 			nsLabels = obj.GetLabels()
+		case "ValidatingAdmissionPolicy":
+			if guards[obj.GetName()] {
+				g.trustGuard(u)
+			}
 		case "Deployment":
 			g.deployment(u, obj.GetLabels()["app.kubernetes.io/component"])
 		case "NetworkPolicy":
@@ -83,10 +91,10 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("template of %s %s: %w", kind, obj.GetName(), err)
 		}
-		switch kind {
-		case "Namespace":
+		switch {
+		case kind == "Namespace" && obj.GetName() == m.Namespace:
 			text = "{{- if .Values.namespace.create }}\n" + text + "{{- end }}\n"
-		case "NetworkPolicy":
+		case kind == "NetworkPolicy":
 			text = "{{- if .Values.networkPolicy.enabled }}\n" + text + "{{- end }}\n"
 		}
 		files["templates/"+name] = []byte(text)
@@ -108,7 +116,7 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	}
 	files["templates/uninstall-hook.yaml"] = []byte(hookText.String())
 	files["templates/certificate.yaml"] = []byte(certificateTemplate(m, nsLabels))
-	files["templates/_helpers.tpl"] = []byte(helpers(m))
+	files["templates/_helpers.tpl"] = []byte(helpers(m) + trustHelpers)
 	files["Chart.yaml"] = chartYAML(m, tag)
 	values, err := valuesYAML(m, g, repo, tag, digest)
 	if err != nil {

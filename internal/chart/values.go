@@ -122,6 +122,7 @@ func valuesYAML(m *spec.Module, g *gen, repo, tag, digest string) ([]byte, error
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(trustedValues(m))
 	b.WriteString("# Failure policy per capability, Fail or Ignore, instead of the module's\n# (" + string(moduleFailurePolicy(m)) + "). FailClosed() capabilities cannot be set to Ignore.\n")
 	b.WriteString("# Capabilities: " + capabilityList(m) + ".\n")
 	b.WriteString("failurePolicy: {}\n\n")
@@ -203,6 +204,9 @@ func schemaJSON(m *spec.Module) ([]byte, error) {
 	props["failurePolicy"] = obj(policies)
 	peers := map[string]any{"type": "array", "items": anyObj}
 	props["networkPolicy"] = obj(map[string]any{"enabled": map[string]any{"type": "boolean"}, "webhookFrom": peers, "metricsFrom": peers})
+	if len(trustGuards(m)) > 0 {
+		props["trusted"] = obj(map[string]any{"allowed": map[string]any{"type": "array", "items": map[string]any{"type": "string", "minLength": 1}}})
+	}
 	for _, role := range manifests.Roles(m) {
 		props[role] = obj(map[string]any{
 			"replicas": map[string]any{"type": "integer", "minimum": 1},

@@ -44,6 +44,8 @@ type Module struct {
 	envs         []*Env
 	mounts       []*Mount
 	ruleRoles    map[int]ruleRoles // the pods a rule is for; every kind when absent
+	trusted      []spec.TrustedNamespace
+	provenance   *spec.Provenance
 
 	// handoffDir is the running role's handoff folder, for GateResult.
 	handoffDir atomic.Value
@@ -375,6 +377,9 @@ func (m *Module) validate() []error {
 			policySites[spec.PolicyName(m.Name, c.Name, spec.OptOutGuard)] = c.OptOut.Site + " (the guard of capability " + c.Name + "'s opt-out label)"
 		}
 	}
+	for name, site := range m.trustPolicySites() {
+		policySites[name] = site
+	}
 	for _, c := range m.checks {
 		if other, ok := bindingSites[c.ID()]; ok {
 			errs = append(errs, fmt.Errorf("%s: check %q of capability %q: the name is already declared at %s: name it otherwise with Named", c.Site, c.Name, c.Capability, other))
@@ -421,6 +426,8 @@ func (m *Module) Resolve() *spec.Module {
 		gates = append(gates, g.Resolve())
 	}
 	out.Phases = spec.GroupPhases(gates)
+	out.TrustedNamespaces = append([]spec.TrustedNamespace(nil), m.trusted...)
+	out.Provenance = m.provenance
 	out.Env, out.Mounts = resolveConfig(m.envs, m.mounts)
 	for _, l := range m.listers {
 		out.Listers = append(out.Listers, l.Spec)

@@ -31,7 +31,7 @@ import (
 // removed when a session ends, by the next session of the module after one
 // was killed, and by `vigil dev --clean`. By hand:
 //
-//	kubectl delete mutatingwebhookconfigurations,validatingwebhookconfigurations,validatingadmissionpolicybindings,validatingadmissionpolicies -l vigil.dev/dev-session=<module>
+//	kubectl delete mutatingwebhookconfigurations,validatingwebhookconfigurations,validatingadmissionpolicybindings,validatingadmissionpolicies,mutatingadmissionpolicybindings,mutatingadmissionpolicies -l vigil.dev/dev-session=<module>
 const SessionLabel = "vigil.dev/dev-session"
 
 // fieldManager is who vigil dev's writes are attributed to.
@@ -59,7 +59,8 @@ func (o object) String() string { return o.kind + " " + o.name }
 // kinds are the kinds of what vigil dev creates, in the order they are
 // removed: the webhook configurations first, so the API server stops
 // calling the module, and a guard's binding before its policy.
-var kinds = []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"}
+var kinds = []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy",
+	"MutatingAdmissionPolicyBinding", "MutatingAdmissionPolicy"}
 
 // checkNotInstalled refuses a cluster where the module's webhook
 // configurations exist without vigil dev's mark: a real install owns them,
@@ -163,6 +164,26 @@ func removeSessionObjects(ctx context.Context, cs kubernetes.Interface, module s
 			del = func(n string, uid types.UID) error {
 				return api.ValidatingAdmissionPolicyBindings().Delete(ctx, n, opts(uid))
 			}
+		case "MutatingAdmissionPolicyBinding":
+			var l *admissionregistrationv1.MutatingAdmissionPolicyBindingList
+			if l, err = api.MutatingAdmissionPolicyBindings().List(ctx, list); err == nil {
+				for i := range l.Items {
+					items = append(items, &l.Items[i])
+				}
+			}
+			del = func(n string, uid types.UID) error {
+				return api.MutatingAdmissionPolicyBindings().Delete(ctx, n, opts(uid))
+			}
+		case "MutatingAdmissionPolicy":
+			var l *admissionregistrationv1.MutatingAdmissionPolicyList
+			if l, err = api.MutatingAdmissionPolicies().List(ctx, list); err == nil {
+				for i := range l.Items {
+					items = append(items, &l.Items[i])
+				}
+			}
+			del = func(n string, uid types.UID) error {
+				return api.MutatingAdmissionPolicies().Delete(ctx, n, opts(uid))
+			}
 		case "ValidatingAdmissionPolicy":
 			var l *admissionregistrationv1.ValidatingAdmissionPolicyList
 			if l, err = api.ValidatingAdmissionPolicies().List(ctx, list); err == nil {
@@ -213,6 +234,9 @@ func (s *Session) createConfigurations(ctx context.Context) error {
 		return fmt.Errorf("create ValidatingWebhookConfiguration %s: %w", s.Module, err)
 	}
 	if err := checkNotInstalled(ctx, s.cs, s.Module); err != nil {
+		return err
+	}
+	if err := createTrust(ctx, s.cs, s.plan, func(text string) { s.emit(Event{Kind: Log, Role: "dev", Text: text}) }); err != nil {
 		return err
 	}
 	policies := registration.Policies(s.plan)

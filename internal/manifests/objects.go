@@ -75,6 +75,14 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 	}
 	var objs []client.Object
 	objs = append(objs, &corev1.Namespace{TypeMeta: tm("v1", "Namespace"), ObjectMeta: objMeta(m.Namespace, "", "")})
+	// The trusted namespaces, created by the install before their guards:
+	// labelled as the module's, without its version, so that an upgrade
+	// leaves them as they are.
+	trusted := labels("trusted-namespace")
+	delete(trusted, "app.kubernetes.io/version")
+	for _, ns := range registration.TrustedNamespaceObjects(m, trusted) {
+		objs = append(objs, ns)
+	}
 	for _, role := range Roles(m) {
 		sa := ServiceAccount(m.Name, role)
 		objs = append(objs, &corev1.ServiceAccount{TypeMeta: tm("v1", "ServiceAccount"), ObjectMeta: objMeta(sa, m.Namespace, role)})
@@ -157,6 +165,10 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 	}
 	// The opt-out guards and the checks: evaluated by the API server itself,
 	// so they hold from install on, and the module needs no rights to them.
+	for _, st := range registration.Stamps(m) {
+		st.Policy.Labels, st.Binding.Labels = labels("admission"), labels("admission")
+		objs = append(objs, st.Policy, st.Binding)
+	}
 	for _, g := range registration.Policies(m) {
 		g.Policy.Labels, g.Binding.Labels = labels("admission"), labels("admission")
 		objs = append(objs, g.Policy, g.Binding)

@@ -29,6 +29,7 @@ func WritePlan(out io.Writer, m *spec.Module) error {
 		if err := writeCapabilities(out, m); err != nil {
 			return err
 		}
+		writeTrust(out, m)
 		if err := writeWatcher(out, m); err != nil {
 			return err
 		}
@@ -68,6 +69,7 @@ func WritePlan(out io.Writer, m *spec.Module) error {
 	if err := writeCapabilities(out, m); err != nil {
 		return err
 	}
+	writeTrust(out, m)
 	if err := writeWatcher(out, m); err != nil {
 		return err
 	}

@@ -60,7 +60,11 @@ func Checks(m *spec.Module) []Guard {
 }
 
 // Policies are what the API server evaluates for the module itself: the
-// opt-out guards (Guards), then the checks (Checks).
+// opt-out guards (Guards), the checks (Checks), the guards of the trusted
+// namespaces (TrustedGuards) and of the namespace provenance
+// (ProvenanceGuards). Stamps are the mutating ones.
 func Policies(m *spec.Module) []Guard {
-	return append(Guards(m), Checks(m)...)
+	out := append(Guards(m), Checks(m)...)
+	out = append(out, TrustedGuards(m)...)
+	return append(out, ProvenanceGuards(m)...)
 }

@@ -42,6 +42,16 @@
 // server evaluates itself, shipped and created beside the guards, matching
 // what the capability's webhooks would.
 //
+// A module's trusted namespaces (spec.TrustedNamespace) and its namespace
+// provenance (spec.Provenance) are no webhooks either: TrustedGuards refuse
+// creating, deleting and relabelling each trusted namespace to all but its
+// allowed; Stamps, a MutatingAdmissionPolicy, record every Namespace's
+// creator at its CREATE, and ProvenanceGuards refuse changing that record.
+// Who is allowed sits in the variables AllowedUsersVar and AllowedGroupsVar,
+// JSON lists the chart extends with its trusted.allowed value. EnsurePolicies
+// creates the trusted namespaces first, then the stamps and the guards, as
+// the manifests order them.
+//
 // Writes are JSON merge patches carrying the configuration's resourceVersion
 // (compare-and-swap) and an annotation with the module's version, a hash of
 // its bindings and a generation. A replica never overwrites a configuration

@@ -113,11 +113,20 @@ func newGuard(module, name string, action admissionregistrationv1.ValidationActi
 	}
 }
 
-// EnsurePolicies creates the module's guards and checks (Policies), or
+// EnsurePolicies creates the module's trusted namespaces when missing, and
+// its Stamps, guards and checks (Policies), or
 // brings them back in line with its definition: what a module's manifests
 // install, for local runs (the admission role's --bootstrap). A module never
 // needs rights to them.
 func EnsurePolicies(ctx context.Context, c kubernetes.Interface, m *spec.Module) error {
+	// A trusted namespace first, as the manifests create it before its
+	// guard: the identity that bootstraps need not be allowed.
+	if err := EnsureTrustedNamespaces(ctx, c, m, map[string]string{"app.kubernetes.io/name": m.Name, "app.kubernetes.io/managed-by": "vigil"}); err != nil {
+		return err
+	}
+	if err := ensureStamps(ctx, c, m); err != nil {
+		return err
+	}
 	api := c.AdmissionregistrationV1()
 	for _, g := range Policies(m) {
 		p, b := g.Policy, g.Binding

@@ -52,6 +52,12 @@ type Module struct {
 	// Mounts are the Secret and ConfigMap volumes the author declared, each
 	// for the containers it names.
 	Mounts []Mount `json:"mounts,omitempty"`
+	// TrustedNamespaces are the namespaces the module's install creates
+	// and guards, in declaration order.
+	TrustedNamespaces []TrustedNamespace `json:"trustedNamespaces,omitempty"`
+	// Provenance, when set, makes the module's install record who creates
+	// each Namespace.
+	Provenance *Provenance `json:"namespaceProvenance,omitempty"`
 
 	// Scheme resolves the module's Go types.
 	Scheme *runtime.Scheme `json:"-"`

@@ -1,0 +1,252 @@
+package registration_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/provenance"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+func suffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// tenant is a client of a user who may create namespaces and, in those she
+// creates, do what a self-service provisioner grants her there — namespace
+// admin, the Namespace itself included (grantIn).
+func tenant(t *testing.T, user string) client.Client {
+	t.Helper()
+	ctx := t.Context()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "self-service-" + user}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"},
+	}}}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	admin := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "tenant-admin-" + user}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "update", "patch", "delete"},
+	}}}
+	for _, o := range []client.Object{role, binding, admin} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	c, err := client.New(env.AsUserConfig(user), client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// grantIn gives user, in namespace ns, what a provisioner gives her in the
+// namespaces she creates: the Namespace's get, update, patch and delete
+// among them. It returns once the authorizer has it.
+func grantIn(t *testing.T, c client.Client, user, ns string) {
+	t.Helper()
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "tenant-admin-" + user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	if err := env.Client.Create(t.Context(), rb); err != nil {
+		t.Fatal(err)
+	}
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		return c.Get(t.Context(), client.ObjectKey{Name: ns}, &corev1.Namespace{})
+	})
+}
+
+// removePolicies deletes what EnsurePolicies created for m, so that no
+// later test meets it.
+func removePolicies(t *testing.T, m *spec.Module) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		api := env.Clientset.AdmissionregistrationV1()
+		for _, s := range registration.Stamps(m) {
+			_ = api.MutatingAdmissionPolicyBindings().Delete(ctx, s.Binding.Name, metav1.DeleteOptions{})
+			_ = api.MutatingAdmissionPolicies().Delete(ctx, s.Policy.Name, metav1.DeleteOptions{})
+		}
+		for _, g := range registration.Policies(m) {
+			_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, g.Binding.Name, metav1.DeleteOptions{})
+			_ = api.ValidatingAdmissionPolicies().Delete(ctx, g.Policy.Name, metav1.DeleteOptions{})
+		}
+	})
+}
+
+func patchNamespace(c client.Client, ctx context.Context, ns, patch string) error {
+	return c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, []byte(patch)))
+}
+
+// forbiddenBy says whether err is the API server's refusal with want in it.
+func forbiddenBy(err error, want string) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), want)
+}
+
+// A trusted namespace cannot be taken: a user who may create namespaces
+// cannot create it before the install does (or after an admin deleted it),
+// and even with the rights a provisioner gives her in namespaces of her own,
+// she can neither relabel, re-annotate nor delete it; an installer in
+// group system:masters can.
+func TestTrustedNamespaceIsGuarded(t *testing.T) {
+	ctx := t.Context()
+	id := suffix()
+	trusted := "exemptions-" + id
+	m := &spec.Module{Name: "trust-" + id, Namespace: "trust-" + id + "-system", TrustedNamespaces: []spec.TrustedNamespace{{Name: trusted}}}
+	removePolicies(t, m)
+	tess := tenant(t, "tess-"+id)
+
+	// The guard alone, as between an admin's deletion of the namespace and
+	// the next install: only dry runs until it holds.
+	api := env.Clientset.AdmissionregistrationV1()
+	for _, g := range registration.TrustedGuards(m) {
+		if _, err := api.ValidatingAdmissionPolicies().Create(ctx, g.Policy, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, g.Binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "only group:system:masters may create or delete namespace " + trusted
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		err := tess.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trusted}}, client.DryRunAll)
+		if !forbiddenBy(err, want) {
+			return fmt.Errorf("dry-run create of %s as the tenant: %v, want it refused (%s)", trusted, err, want)
+		}
+		return nil
+	})
+	if err := tess.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trusted}}); !forbiddenBy(err, want) {
+		t.Fatalf("the tenant created the trusted namespace %s: %v, want it refused (%s)", trusted, err, want)
+	}
+	// Her own namespaces are hers to create and relabel.
+	own := "tess-" + id
+	if err := tess.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: own}}); err != nil {
+		t.Fatalf("the tenant creates a namespace of her own: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: own}})
+	})
+	grantIn(t, tess, "tess-"+id, own)
+	if err := patchNamespace(tess, ctx, own, `{"metadata":{"labels":{"team":"tess"}}}`); err != nil {
+		t.Errorf("the tenant relabels her own namespace: %v", err)
+	}
+
+	// The install (EnsurePolicies, as --bootstrap; the manifests the same)
+	// creates it, as an installer in group system:masters.
+	if err := registration.EnsurePolicies(ctx, env.Clientset, m); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trusted}})
+	})
+	have := &corev1.Namespace{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: trusted}, have); err != nil || have.Labels["app.kubernetes.io/name"] != m.Name {
+		t.Fatalf("the trusted namespace after the install: %v, labels %v; want it labelled as module %s's", err, have.Labels, m.Name)
+	}
+
+	// Even were RBAC to let her, she can change nothing of it.
+	grantIn(t, tess, "tess-"+id, trusted)
+	for what, patch := range map[string]string{
+		"relabel it":               `{"metadata":{"labels":{"team":"tess"}}}`,
+		"strip the module's label": `{"metadata":{"labels":{"app.kubernetes.io/name":null}}}`,
+		"annotate it":              `{"metadata":{"annotations":{"owner":"tess"}}}`,
+	} {
+		if err := patchNamespace(tess, ctx, trusted, patch); !forbiddenBy(err, "may create or delete namespace "+trusted+", or change its labels or annotations") {
+			t.Errorf("the tenant tried to %s: %v, want it refused by the guard", what, err)
+		}
+	}
+	if err := tess.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trusted}}); !forbiddenBy(err, want) {
+		t.Errorf("the tenant deleted the trusted namespace: %v, want it refused (%s)", err, want)
+	}
+	if err := patchNamespace(env.Client, ctx, trusted, `{"metadata":{"labels":{"reviewed":"yes"}}}`); err != nil {
+		t.Errorf("an admin (group system:masters) relabels the trusted namespace: %v", err)
+	}
+}
+
+// Every Namespace records who created it, and the record cannot be forged
+// or stripped: the tenant's annotations on her CREATE are overwritten with
+// her own name, and she cannot change or remove them afterwards, though she
+// may update her namespace; a namespace an admin creates records the admin
+// and group system:masters.
+func TestNamespaceProvenanceIsRecordedAndGuarded(t *testing.T) {
+	ctx := t.Context()
+	id := suffix()
+	m := &spec.Module{Name: "prov-" + id, Namespace: "prov-" + id + "-system", Provenance: &spec.Provenance{}}
+	removePolicies(t, m)
+	if err := registration.EnsurePolicies(ctx, env.Clientset, m); err != nil {
+		t.Fatalf("EnsurePolicies: %v (MutatingAdmissionPolicy is GA, served by default, from Kubernetes 1.36)", err)
+	}
+	// The stamp applies within a moment of its creation: dry runs until it does.
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + id}}
+		if err := env.Client.Create(ctx, ns, client.DryRunAll); err != nil {
+			return err
+		}
+		if !provenance.Of(ns).Stamped {
+			return fmt.Errorf("namespace not stamped yet: %v", ns.Annotations)
+		}
+		return nil
+	})
+	user := "tess-" + id
+	tess := tenant(t, user)
+
+	// She forges the stamp on her CREATE: the API server writes the truth.
+	own := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring-" + id, Annotations: map[string]string{
+		provenance.CreatedBy: "system:admin", provenance.CreatedByGroups: "system:masters",
+	}}}
+	if err := tess.Create(ctx, own); err != nil {
+		t.Fatalf("the tenant creates a namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), own) })
+	o := provenance.Of(own)
+	if o.Creator != user || o.CreatedByAnyOf("group:system:masters", "system:admin") {
+		t.Fatalf("the tenant's namespace records creator %q, groups %v (annotations %v); want %s and not system:masters", o.Creator, o.Groups, own.Annotations, user)
+	}
+
+	grantIn(t, tess, user, own.Name)
+	for what, patch := range map[string]string{
+		"strip the creator": fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, provenance.CreatedBy),
+		"forge the creator": fmt.Sprintf(`{"metadata":{"annotations":{%q:"system:admin"}}}`, provenance.CreatedBy),
+		"forge the groups":  fmt.Sprintf(`{"metadata":{"annotations":{%q:"system:masters"}}}`, provenance.CreatedByGroups),
+		"strip both":        fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null}}}`, provenance.CreatedBy, provenance.CreatedByGroups),
+	} {
+		if err := patchNamespace(tess, ctx, own.Name, patch); !forbiddenBy(err, "may change or remove the annotations "+provenance.CreatedBy) {
+			t.Errorf("the tenant tried to %s: %v, want it refused by the guard", what, err)
+		}
+	}
+	if err := patchNamespace(tess, ctx, own.Name, `{"metadata":{"labels":{"team":"tess"},"annotations":{"note":"mine"}}}`); err != nil {
+		t.Errorf("the tenant updates her namespace otherwise: %v", err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(own), own); err != nil || provenance.Of(own).Creator != user {
+		t.Errorf("after her attempts the namespace records %v (%v), want %s", own.Annotations, err, user)
+	}
+
+	// An admin's namespace records the admin, in group system:masters.
+	admins := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring-admin-" + id}}
+	if err := env.Client.Create(ctx, admins); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), admins) })
+	if o := provenance.Of(admins); !o.CreatedByAnyOf("group:system:masters") {
+		t.Errorf("an admin's namespace records %q, groups %v; want group system:masters among them", o.Creator, o.Groups)
+	}
+}
