@@ -210,7 +210,7 @@ func (p *registrationProblems) stuck(problem error) {
 		return
 	}
 	if p.sink != nil {
-		go p.sink.Event(true, "RegistrationStuck", "the registration cannot finish: "+problem.Error())
+		p.sink.Event(true, "RegistrationStuck", "the registration cannot finish: "+problem.Error())
 	}
 }
 

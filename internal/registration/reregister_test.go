@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -181,5 +182,93 @@ func TestOlderVersionTakesOverWhenTheNewerStops(t *testing.T) {
 	vigiltest.Eventually(t, 5*time.Second, func() error { return denied(t, apps, name) })
 	if newer, err := older.Newer(ctx); err != nil || newer != "" {
 		t.Fatalf("Newer after the takeover: %q, %v; want none", newer, err)
+	}
+}
+
+// refuseUnlabelled installs a ValidatingAdmissionPolicy, as the labeler's
+// configmaps-need-app check is, refusing every ConfigMap of ns without an
+// app label: the canary among them.
+func refuseUnlabelled(t *testing.T, ns string) {
+	t.Helper()
+	name := "need-app-" + ns[len(ns)-6:]
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: `has(object.metadata.labels) && 'app' in object.metadata.labels`, Message: "the ConfigMap has no app label"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}},
+		},
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
+		if err := env.Client.Create(t.Context(), cm, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "no app label") {
+			return fmt.Errorf("a ConfigMap without an app label: %v; want refused by the policy", err)
+		}
+		return nil
+	})
+}
+
+// A first install whose canary another policy refuses while the module is
+// not reachable yet: the registration says it is stuck — to OnStuck and on
+// the Record — naming the refusal, not RBAC; once a replica is reachable its
+// canary counts despite the refusal, it enforces, and the problem clears.
+func TestStuckRegistrationIsReported(t *testing.T) {
+	ctx := t.Context()
+	home, apps := env.Namespace(t), env.Namespace(t)
+	name := "stuck-" + home[len(home)-6:]
+	bootstrap(t, name)
+	refuseUnlabelled(t, home)
+	m := newModule(t, name)
+	front, err := vigiltest.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { front.Close() })
+	front.Outage(6 * time.Second)
+	r := registration.New(env.Clientset, options(t, name, home, apps, m, "https://"+front.Addr()))
+	told := make(chan error, 4)
+	r.OnStuck(func(problem error) { told <- problem })
+	done := make(chan error, 1)
+	go func() { done <- r.Register(ctx) }()
+
+	select {
+	case problem := <-told:
+		if !errors.Is(problem, registration.ErrCanaryRefused) || !strings.Contains(problem.Error(), "no app label") || strings.Contains(problem.Error(), "the module needs") {
+			t.Fatalf("stuck: %v; want the refusal named (ErrCanaryRefused, the policy's message), not RBAC", problem)
+		}
+	case err := <-done:
+		t.Fatalf("registered (%v) while the module was unreachable", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no stuck report within 5s of a refused canary")
+	}
+	if _, rec := mutating(t, name); rec.State != registration.StateProbing || !strings.Contains(rec.Problem, "no app label") || rec.ProblemSince == "" {
+		t.Fatalf("record %+v: want probing, with the refusal as its problem", rec)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, rec := mutating(t, name); rec.State != registration.StateEnforced || rec.Problem != "" {
+		t.Fatalf("record %+v: want enforced, the problem cleared", rec)
+	}
+	if problem := <-told; problem != nil {
+		t.Fatalf("after the canary reached the module: told %v, want nil", problem)
 	}
 }
