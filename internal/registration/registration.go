@@ -287,7 +287,8 @@ func New(c kubernetes.Interface, opts Options) *Registrar {
 	return &Registrar{c: c, opts: opts}
 }
 
-// Register runs the protocol: fill with Ignore, prove reachability with the
+// Register runs the protocol: fill with Ignore (a first install) or keep
+// what was enforced (any later registration), prove reachability with the
 // canary, enforce. It retries until done or ctx ends. A configuration already
 // enforced by this version with these bindings, and still as specified, is
 // left as it is; one that drifted is repaired (see Sync).
@@ -311,13 +312,17 @@ func (r *Registrar) Register(ctx context.Context) error {
 // A repair is the registration protocol itself, one state machine kept in
 // the Record: when reachability is in question (a client configuration or
 // caBundle changed, a configuration emptied, a record lost or still
-// probing) it writes failurePolicy Ignore ("probing"), proves with the
-// canary that the API server reaches the module, then enforces; when only
+// probing) it proves with the canary that the API server reaches the
+// module, then enforces — at failurePolicy Ignore meanwhile ("probing")
+// only on a first install, otherwise with every webhook kept at its
+// enforced policy on its proven client configuration ("proving"); when only
 // what is matched or how it fails changed (rules, selectors, failure
 // policy, timeout, a webhook removed) it enforces at once. Every write is
 // compare-and-swap on the resourceVersion and never overwrites a newer
-// version's configuration (ErrNewer): during a rollout an older replica does
-// not "repair" the newer one's registration. A configuration deleted
+// version's configuration while that version runs (ErrNewer): during a
+// rollout an older replica does not "repair" the newer one's registration;
+// after a rollback, once the newer version's Lease lapsed, it does (see
+// lease.go). A configuration deleted
 // outright is ErrMissing and is not re-created.
 func (r *Registrar) Sync(ctx context.Context) ([]string, error) {
 	drift, _, err := r.sync(ctx)
