@@ -259,8 +259,8 @@ func BenchmarkSoakRegistration(b *testing.B) {
 	upKubectl := soakUpgrade(b, "kubectl", false)
 	// Then the kubectl upgrade again (a Helm install after kubectl's
 	// client-side apply of the Store CRD would conflict on it), with a
-	// connection flood from one source
-	// on the replicas' webhook ports throughout (see soakUpgrade).
+	// connection flood from one source on the replicas' webhook ports
+	// throughout (see soakUpgrade).
 	upFlood := soakUpgrade(b, "kubectl", true)
 
 	fmt.Printf("registration: creates=%d rejected=%d unmutated_after_registration=%d registered_after=%dms"+
