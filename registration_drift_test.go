@@ -109,7 +109,9 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range mut.Webhooks {
-			edit(&mut.Webhooks[i])
+			if !strings.HasPrefix(mut.Webhooks[i].Name, "canary.") {
+				edit(&mut.Webhooks[i])
+			}
 		}
 		if err := env.Client.Update(ctx, mut); err != nil {
 			t.Fatal(err)

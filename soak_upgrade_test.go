@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -27,6 +28,13 @@ import (
 // upgradeResult is what one upgrade run counted.
 type upgradeResult struct {
 	creates, rejected, unmutated int64
+	// With a flood (soakUpgrade's flood): the creates the policy must deny
+	// that were admitted, how many of them were tried, the connections the
+	// flood held at most, and how long any webhook was failurePolicy Ignore
+	// after version 1 enforced.
+	violations, violationTries int64
+	floodPeak                  int64
+	ignoreWindow               time.Duration
 }
 
 // soakUpgrade upgrades a module from version 1 to version 2 while a client
@@ -38,10 +46,20 @@ type upgradeResult struct {
 // moves to it, and version 1's stops. Neither apply may reset what the
 // module registered: the objects ship its webhook configurations without
 // the webhooks field.
-func soakUpgrade(b *testing.B, how string) upgradeResult {
+//
+// With flood, the module also denies ConfigMaps labelled violate, which a
+// second client tries to create throughout, and from just before version 2's
+// objects are applied until version 1's replica stopped, one source
+// (127.0.0.2) holds more connections to each replica's webhook port than
+// its MaxConns: every violating create admitted is counted (violations), as
+// is how long any webhook was Ignore (ignoreWindow).
+func soakUpgrade(b *testing.B, how string, flood bool) upgradeResult {
 	ctx := b.Context()
 	home, apps := env.Namespace(b), env.Namespace(b)
 	name := "up" + how[:1] + "-" + home[len(home)-6:]
+	if flood {
+		name = "upf" + how[:1] + "-" + home[len(home)-6:]
+	}
 	newModule := func(version string) *vigil.Module {
 		m := vigil.NewModule(name, vigil.Options{Namespace: home, Version: version})
 		c := m.Capability("soak", vigil.InNamespaces(apps))
@@ -49,6 +67,14 @@ func soakUpgrade(b *testing.B, how string) upgradeResult {
 			r.SetLabel("soaked", "yes")
 			return nil
 		})
+		if flood {
+			vigil.When(c, &corev1.ConfigMap{}).IsCreated().Named("no-violations").Validate(func(_ context.Context, r *vigil.Request[*corev1.ConfigMap]) vigil.Verdict {
+				if r.HasLabel("violate") {
+					return admission.Deny("ConfigMaps labelled violate are denied")
+				}
+				return admission.Allow()
+			})
+		}
 		return m
 	}
 	kc := env.KubeConfigFile(b)
@@ -137,6 +163,13 @@ func soakUpgrade(b *testing.B, how string) upgradeResult {
 	var res upgradeResult
 	var firstErr atomic.Value
 	var mu sync.Mutex
+	stopWatch := func() {}
+	stopViolations := func() {}
+	var violations, violationTries atomic.Int64
+	if flood {
+		stopWatch = ignoreWindow(ctx, name, &res.ignoreWindow)
+		stopViolations = violationLoop(ctx, apps, &violationTries, &violations)
+	}
 	stopClient := createLoop(ctx, apps, "up", func(c *corev1.ConfigMap, err error, _, _ time.Time) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -153,24 +186,50 @@ func soakUpgrade(b *testing.B, how string) upgradeResult {
 	})
 
 	time.Sleep(2 * time.Second)
+	var floods []*connFlood
+	if flood {
+		floods = append(floods, startFlood(addrA, floodConns))
+		waitHeld(b, floods[0], floodConns*9/10, 10*time.Second)
+	}
 	apply("2.0.0", false) // version 2's objects, version 1 still serving
 	time.Sleep(2 * time.Second)
 	// maxUnavailable: 0 — the new replica first, ready (registered), then
 	// the Service's endpoints move to it, then the old one ends.
 	addrB := vigiltest.FreeAddr(b)
+	if flood {
+		floods = append(floods, startFlood(addrB, floodConns))
+	}
 	stopB := replica("2.0.0", addrB)
 	enforcedBy("2.0.0")
 	time.Sleep(2 * time.Second)
 	f.target.Store(addrB)
 	stopA()
+	for _, f := range floods {
+		res.floodPeak = max(res.floodPeak, f.stop())
+	}
 	time.Sleep(2 * time.Second)
 	stopClient()
+	stopViolations()
+	stopWatch()
+	res.violations, res.violationTries = violations.Load(), violationTries.Load()
 	stopB()
-	if err, _ := firstErr.Load().(error); err != nil {
+	if err, _ := firstErr.Load().(error); err != nil && flood {
+		b.Logf("upgrade by %s under a flood: first rejection: %v", how, err)
+	} else if err != nil {
 		b.Errorf("upgrade by %s: first rejection: %v", how, err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if flood {
+		// Without per-source connection limits a flood makes the API server's
+		// calls fail, refused by failurePolicy Fail (rejected); what must
+		// never happen is a create admitted unchecked.
+		if res.violations > 0 || res.unmutated > 0 || res.creates < 50 || res.violationTries < 20 || res.floodPeak < floodConns {
+			b.Errorf("upgrade by %s under a flood of %d connections (peak held %d): creates=%d rejected=%d unmutated=%d violations=%d/%d ignore_window=%s: want at least 50 creates and 20 violating tries, none unmutated or admitted in violation",
+				how, floodConns, res.floodPeak, res.creates, res.rejected, res.unmutated, res.violations, res.violationTries, res.ignoreWindow)
+		}
+		return res
+	}
 	if res.rejected > 0 || res.unmutated > 0 || res.creates < 100 {
 		b.Errorf("upgrade by %s: creates=%d rejected=%d unmutated=%d: want at least 100 creates, none rejected or unmutated", how, res.creates, res.rejected, res.unmutated)
 	}

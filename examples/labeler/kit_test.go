@@ -1,12 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -27,4 +29,18 @@ func TestLabelerAsShipped(t *testing.T) {
 	if !patch.HasLabel("vigil.dev/labeled", "true") {
 		t.Fatalf("the labeler's patch: %s; want the label vigil.dev/labeled=true added", patch)
 	}
+
+	// Its ServiceAccount may renew its version's admission Lease, which
+	// tells an older version (a rollback) whether this one still runs.
+	lease := registration.LeaseName(m.Name, "0.0.0")
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		l, err := env.Clientset.CoordinationV1().Leases(m.Namespace).Get(t.Context(), lease, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > 10*time.Second {
+			return fmt.Errorf("Lease %s renewed at %v: want within the last 10s", lease, l.Spec.RenewTime)
+		}
+		return nil
+	})
 }

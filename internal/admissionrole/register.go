@@ -62,6 +62,11 @@ func registerWhenReady(ctx context.Context, log logr.Logger, listening <-chan st
 		// Readiness is polled briskly: registration should follow it closely.
 		next := 250 * time.Millisecond
 		if err := ready(); err == nil {
+			// The Lease first: a registration is never without one, which
+			// would let an older version take it over.
+			if err := reg.RenewLease(ctx); err != nil {
+				log.Error(err, "admission Lease: an older version may take the registration over")
+			}
 			began := time.Now()
 			err = reg.Register(ctx)
 			if err == nil {
@@ -144,10 +149,12 @@ func watchRegistration(ctx context.Context, log logr.Logger, reg *registration.R
 	}
 }
 
-// registrationMetrics count repairs and show drift while it lasts.
+// registrationMetrics count repairs and show drift, and a registration
+// that cannot finish, while they last.
 type registrationMetrics struct {
 	repairs prometheus.Counter
 	drifted prometheus.Gauge
+	stuck   prometheus.Gauge
 }
 
 func newRegistrationMetrics(reg prometheus.Registerer, module string) *registrationMetrics {
@@ -163,7 +170,12 @@ func newRegistrationMetrics(reg prometheus.Registerer, module string) *registrat
 			ConstLabels: prometheus.Labels{"module": module},
 		}),
 	}
-	reg.MustRegister(m.repairs, m.drifted)
+	m.stuck = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "vigil", Subsystem: "registration", Name: "stuck",
+		Help:        "1 while the registration cannot finish: its canary has not reached the module (refused by another admission control, or unanswered), else 0.",
+		ConstLabels: prometheus.Labels{"module": module},
+	})
+	reg.MustRegister(m.repairs, m.drifted, m.stuck)
 	return m
 }
 
@@ -180,6 +192,26 @@ type registrationProblems struct {
 	mu    sync.Mutex
 	err   error
 	drift []string
+	// stuckBy says why the registration cannot finish, while it cannot.
+	stuckBy error
+}
+
+// stuck is told that the registration's canary has not reached the module
+// (problem says why), and that it has again (nil).
+func (p *registrationProblems) stuck(problem error) {
+	p.mu.Lock()
+	p.stuckBy = problem
+	p.mu.Unlock()
+	if p.metrics != nil {
+		p.metrics.stuck.Set(map[bool]float64{true: 1, false: 0}[problem != nil])
+	}
+	if problem == nil {
+		events.Info(p.log, events.CanaryReached, "the registration's canary reaches the module again")
+		return
+	}
+	if p.sink != nil {
+		p.sink.Event(true, "RegistrationStuck", "the registration cannot finish: "+problem.Error())
+	}
 }
 
 func (p *registrationProblems) report(err error) {
@@ -260,6 +292,9 @@ func (p *registrationProblems) detail() string {
 	var out []string
 	if p.err != nil {
 		out = append(out, "warning: "+p.err.Error())
+	}
+	if p.stuckBy != nil {
+		out = append(out, "warning: the registration cannot finish: "+p.stuckBy.Error())
 	}
 	if len(p.drift) > 0 {
 		out = append(out, "warning: webhook configurations drifted from the module's spec, not repaired yet: "+strings.Join(p.drift, " | "))

@@ -87,3 +87,29 @@ func TestRegistrationProblemsReportDriftWhileWrong(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A registration that cannot finish shows in /readyz's detail, a gauge and
+// an Event, saying why; the canary reaching the module clears it.
+func TestRegistrationProblemsReportAStuckRegistration(t *testing.T) {
+	sink := &recorded{}
+	metrics := newRegistrationMetrics(prometheus.NewRegistry(), "m")
+	p := &registrationProblems{log: logr.Discard(), sink: sink, metrics: metrics}
+	problem := errors.New(`the canary was refused without reaching the module: "ValidatingAdmissionPolicy 'x' denied request"`)
+	p.stuck(problem)
+	if d := p.detail(); !strings.Contains(d, "warning: the registration cannot finish: ") || !strings.Contains(d, "ValidatingAdmissionPolicy 'x' denied request") {
+		t.Fatalf("detail %q while stuck", d)
+	}
+	if v := value(t, metrics.stuck); v != 1 {
+		t.Fatalf("stuck gauge %v while stuck", v)
+	}
+	if !sink.has("RegistrationStuck") {
+		t.Fatalf("Events %v: want RegistrationStuck", sink.reasons)
+	}
+	p.stuck(nil)
+	if d := p.detail(); d != "" {
+		t.Fatalf("detail %q once the canary reaches the module", d)
+	}
+	if v := value(t, metrics.stuck); v != 0 {
+		t.Fatalf("stuck gauge %v once the canary reaches the module", v)
+	}
+}

@@ -1,6 +1,7 @@
 package admissionrole
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"github.com/vigilkit/vigil/internal/gaterun"
 	"github.com/vigilkit/vigil/internal/gcpace"
 	"github.com/vigilkit/vigil/internal/podevents"
+	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
 	"github.com/vigilkit/vigil/internal/webhook"
@@ -42,6 +44,10 @@ type Options struct {
 	// CheckInterval is how often a replica keeps its configurations true
 	// (repairs drift, reports a deleted one); CheckInterval (2s) when zero.
 	CheckInterval time.Duration
+	// LeaseDuration of this version's admission Lease, which tells an older
+	// version whether this one still runs (registration.LeaseName);
+	// registration.DefaultLeaseDuration when zero.
+	LeaseDuration time.Duration
 	HandoffDir    string
 	// ShutdownDelay is how long to keep serving, not ready, after ctx ends;
 	// zero stops at once.
@@ -144,16 +150,19 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		if err != nil {
 			return err
 		}
+		reg.SetLease(cmp.Or(o.LeaseDuration, registration.DefaultLeaseDuration), cmp.Or(os.Getenv("POD_NAME"), m.Name+"@"+m.Version))
 		// Set before serving: the handler reads it.
 		r.newer.read = reg.Newer
 		problems := &registrationProblems{log: log, sink: podevents.For(cfg, m.Name, -1), notify: r.registrationProblem, metrics: newRegistrationMetrics(r.registry, m.Name)}
 		serve.ReadyDetail = problems.detail
+		reg.OnStuck(problems.stuck)
 		go func() {
 			select {
 			case <-ctx.Done():
 				return
 			case <-listening:
 			}
+			go reg.Heartbeat(ctx, r.ready)
 			if err := reg.InjectCABundle(ctx); err != nil {
 				log.Error(err, "fail-closed webhook configurations: put the serving CA in")
 			}

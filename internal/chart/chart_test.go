@@ -481,8 +481,15 @@ func TestChartInstallUpgradeRollbackUninstall(t *testing.T) {
 	for _, w := range vwc.Webhooks {
 		policies[w.Name] = string(ptr.Deref(w.FailurePolicy, ""))
 	}
-	if len(policies) < 2 {
-		t.Errorf("webhooks %v: want the capability's and the canary", policies)
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := get(&mwc, "", module); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range mwc.Webhooks {
+		policies[w.Name] = string(ptr.Deref(w.FailurePolicy, ""))
+	}
+	if len(policies) < 2 || policies["canary."+module+".vigil.dev"] != "Ignore" {
+		t.Errorf("webhooks %v: want the capability's and the canary (mutating, Ignore)", policies)
 	}
 	found := false
 	for name, p := range policies {

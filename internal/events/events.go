@@ -62,6 +62,15 @@ const (
 	// WebhooksReEnforced: webhooks that failed open during an outage are
 	// enforced again: a replica serves.
 	WebhooksReEnforced Name = "webhooks-re-enforced"
+	// WebhooksProving: the webhooks stay enforced while a new client
+	// configuration or caBundle is proven on the canary alone.
+	WebhooksProving Name = "webhooks-proving"
+	// RegistrationStuck: the canary has not reached the module for a while
+	// (refused by another admission control, or unanswered); fields problem.
+	RegistrationStuck Name = "registration-stuck"
+	// RegistrationTakenOver: a newer version's admission Lease expired, so
+	// this older version registers again; fields theirs, expired.
+	RegistrationTakenOver Name = "registration-taken-over"
 	// AuditViolation: an existing object violates a validation; fields kind,
 	// namespace, name, violation.
 	AuditViolation Name = "audit-violation"

@@ -96,6 +96,13 @@ func Rules(m *spec.Module) []spec.Rule {
 		add(m.Namespace, "", "secrets", []string{CertSecret(m.Name)}, "the serving certificate, shared by the replicas and renewed before expiry", "get", "update")
 		add(m.Namespace, "", "secrets", nil, "the serving certificate: created by the first replica", "create")
 		add(m.Namespace, "", "events", nil, "registration problems are reported as Events on the module's Pods", "create", "patch")
+		for _, l := range registration.LeaseRules(m.Name, m.Version) {
+			why := "this version's admission Lease, which tells an older version whether it still runs (a rollback takes the registration over once it lapses)"
+			if len(l.ResourceNames) == 0 && l.Verbs[0] == "get" {
+				why += ": read any version's (an older one cannot know a newer one's name)"
+			}
+			out = append(out, spec.Rule{Role: role, Namespace: m.Namespace, PolicyRule: l, Why: why})
+		}
 	}
 	role = Watcher
 	if m.Audited() {

@@ -27,6 +27,26 @@
 //     passes back to the registering replica;
 //  3. only then it switches the webhooks to the module's failure policy.
 //
+// Only a first install starts at Ignore ("probing"). Once the webhooks were
+// enforced — a Record of either configuration says enforced, proving or
+// failed-open, or this Registrar enforced them — a new client configuration
+// or caBundle is proven on the canary alone while every webhook stays at its
+// enforced policy on the client configuration it had ("proving"); then one
+// write per configuration switches them. A configuration emptied or
+// re-created after enforcement (no webhooks, no Record) is restored at its
+// enforced policy at once: it admitted everything already, and starting at
+// Ignore would only stretch that. Without any Record and without its own
+// memory of enforcing, a replica cannot tell such a configuration from a
+// first install, and registers it as one: the Record is the module's memory.
+//
+// The canary is a mutating webhook, Ignore, matching only the canary
+// ConfigMap: the API server calls mutating webhooks before any
+// ValidatingAdmissionPolicy or validating webhook, so another policy that
+// refuses the ConfigMap cannot keep it from the module, and the warning the
+// module echoed stays on the refused answer (reached counts it). A canary
+// that does not come back for StuckAfter is reported (OnStuck, the Record's
+// Problem) with what refused it, not as missing RBAC.
+//
 // Nothing else is skipped, unless a capability has an opt-out label
 // (spec.OptOut): its webhooks then skip namespaces labelled with it
 // (namespaceSelector) and objects labelled with it (objectSelector), and are
@@ -55,8 +75,11 @@
 // Writes are JSON merge patches carrying the configuration's resourceVersion
 // (compare-and-swap) and an annotation with the module's version, a hash of
 // its bindings and a generation. A replica never overwrites a configuration
-// written by a newer version of the module, so during a rollout old and new
-// replicas do not fight. Newer tells an older replica that a newer version
+// written by a newer version of the module while that version runs, so
+// during a rollout old and new replicas do not fight: each version's ready
+// replicas renew a Lease (LeaseName), and an older version takes the
+// registration over once the newer one's Lease lapsed (a rollback; see
+// lease.go). Newer tells an older replica that a newer version
 // registered, so that its admission handler allows what only the newer one
 // serves. A replica's stop never removes the configurations;
 // Unregister empties them at uninstall. A configuration an admin deleted is

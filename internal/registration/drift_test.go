@@ -58,7 +58,7 @@ func syncWants(t *testing.T, r *registration.Registrar, want ...string) {
 func inSync(t *testing.T, r *registration.Registrar, name string, want admissionregistrationv1.MutatingWebhook) {
 	t.Helper()
 	cfg, rec := mutating(t, name)
-	if rec.State != "enforced" || len(cfg.Webhooks) != 1 {
+	if rec.State != "enforced" || len(cfg.Webhooks) != 2 { // the capability's and the canary
 		t.Fatalf("after the repair: record %+v, webhooks %+v", rec, cfg.Webhooks)
 	}
 	got := cfg.Webhooks[0]

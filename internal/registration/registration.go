@@ -49,11 +49,19 @@ type Record struct {
 	Version    string `json:"version"`
 	Hash       string `json:"hash"`
 	Generation int64  `json:"generation"`
-	// State is "probing" (failurePolicy Ignore until the canary passes),
-	// "enforced", or "failed-open" (the watcher set the webhooks of the
-	// capabilities with an outage bound to Ignore while no replica served:
-	// see FailOpen).
+	// State is "probing" (a first install: failurePolicy Ignore until the
+	// canary passes), "proving" (the webhooks stay enforced, on the client
+	// configuration they had, while the new one is proven on the canary
+	// alone), "enforced", or "failed-open" (the watcher set the webhooks of
+	// the capabilities with an outage bound to Ignore while no replica
+	// served: see FailOpen).
 	State string `json:"state"`
+	// Problem says why the registration cannot finish, since ProblemSince
+	// (RFC 3339, UTC): the canary refused by another admission control
+	// before it reached the module, or unanswered. Cleared once it
+	// enforces.
+	Problem      string `json:"problem,omitempty"`
+	ProblemSince string `json:"problemSince,omitempty"`
 	// Enforced is when this version of the module, with this spec (Hash),
 	// first enforced its webhooks (RFC 3339, UTC); empty before. The audit
 	// tells objects admitted before it from those admitted after.
@@ -154,6 +162,7 @@ func recordOf(cfg metav1.Object) Record {
 // The states of a Record.
 const (
 	StateProbing    = "probing"
+	StateProving    = "proving"
 	StateEnforced   = "enforced"
 	StateFailedOpen = "failed-open"
 )
@@ -219,6 +228,14 @@ type Options struct {
 	// OutageObserved, when set, is told after each outage check which
 	// webhooks are failed open now and which this check failed open.
 	OutageObserved func(failedOpen, changed []string)
+	// LeaseDuration, when set, makes this version's admission replicas
+	// renew a Lease (LeaseName) every third of it, and lets this version
+	// take over a registration a newer version wrote once that version's
+	// Lease has not been renewed for LeaseDuration (a rollback). Zero: no
+	// Lease, and a newer version's registration is left alone for good.
+	LeaseDuration time.Duration
+	// Holder names this replica in the Lease (its Pod's name).
+	Holder string
 }
 
 // Errors a caller may branch on.
@@ -236,6 +253,13 @@ type Registrar struct {
 	c       kubernetes.Interface
 	opts    Options
 	onDrift func(drift []string)
+	onStuck func(problem error)
+	// enforced: this registrar enforced the configurations before, so an
+	// emptied one is no first install (see sync).
+	enforced atomic.Bool
+	// over is the newer version whose registration this sync takes over:
+	// its Lease expired.
+	over string
 }
 
 // OnDrift sets what Sync tells about drift it found, before it repairs it.
@@ -256,7 +280,8 @@ func New(c kubernetes.Interface, opts Options) *Registrar {
 	return &Registrar{c: c, opts: opts}
 }
 
-// Register runs the protocol: fill with Ignore, prove reachability with the
+// Register runs the protocol: fill with Ignore (a first install) or keep
+// what was enforced (any later registration), prove reachability with the
 // canary, enforce. It retries until done or ctx ends. A configuration already
 // enforced by this version with these bindings, and still as specified, is
 // left as it is; one that drifted is repaired (see Sync).
@@ -280,13 +305,17 @@ func (r *Registrar) Register(ctx context.Context) error {
 // A repair is the registration protocol itself, one state machine kept in
 // the Record: when reachability is in question (a client configuration or
 // caBundle changed, a configuration emptied, a record lost or still
-// probing) it writes failurePolicy Ignore ("probing"), proves with the
-// canary that the API server reaches the module, then enforces; when only
+// probing) it proves with the canary that the API server reaches the
+// module, then enforces — at failurePolicy Ignore meanwhile ("probing")
+// only on a first install, otherwise with every webhook kept at its
+// enforced policy on its proven client configuration ("proving"); when only
 // what is matched or how it fails changed (rules, selectors, failure
 // policy, timeout, a webhook removed) it enforces at once. Every write is
 // compare-and-swap on the resourceVersion and never overwrites a newer
-// version's configuration (ErrNewer): during a rollout an older replica does
-// not "repair" the newer one's registration. A configuration deleted
+// version's configuration while that version runs (ErrNewer): during a
+// rollout an older replica does not "repair" the newer one's registration;
+// after a rollback, once the newer version's Lease lapsed, it does (see
+// lease.go). A configuration deleted
 // outright is ErrMissing and is not re-created.
 func (r *Registrar) Sync(ctx context.Context) ([]string, error) {
 	drift, _, err := r.sync(ctx)
@@ -302,13 +331,29 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 	enforce := r.policy()
 	var drift []string
 	probe, verify := false, false
-	for _, kind := range kinds {
+	r.over = ""
+	// known: the module enforced these configurations before — a record
+	// says so, or this registrar did. Then nothing starts at Ignore again.
+	known := r.enforced.Load()
+	var actuals [2][]hookView
+	var failedOpenNow [2][]string // webhooks failed open during an outage, not proven to serve yet
+	for i, kind := range kinds {
 		_, rec, actual, err := r.read(ctx, kind)
 		if err != nil {
 			return nil, false, err
 		}
+		actuals[i] = actual
 		if newer(rec.Version, r.opts.Version) {
-			return nil, false, fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, kind, rec.Version, r.opts.Version)
+			if err := r.takeOver(ctx, kind, rec.Version); err != nil {
+				return nil, false, err
+			}
+		}
+		switch rec.State {
+		case StateEnforced, StateFailedOpen, StateProving:
+			known = true
+		}
+		if rec.State == StateFailedOpen {
+			failedOpenNow[i] = rec.FailedOpen
 		}
 		ours := rec.Version == r.opts.Version && rec.Hash == h.hash
 		wanted := h.views(kind, enforce, true)
@@ -346,7 +391,24 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 	if len(drift) > 0 && r.onDrift != nil {
 		r.onDrift(drift)
 	}
-	if probe {
+	if probe && known {
+		// Enforced before: the webhooks stay enforced, on the client
+		// configuration they have, while the new one is proven on the
+		// canary alone, which admits nothing; then one write per
+		// configuration switches them.
+		webhooks := map[string]any{}
+		for i, kind := range kinds {
+			webhooks[kind] = h.proving(kind, enforce, actuals[i], failedOpenNow[i])
+		}
+		if err := r.writeEach(ctx, webhooks, h.hash, StateProving); err != nil {
+			return drift, true, err
+		}
+		events.Info(r.opts.Log, events.WebhooksProving, "webhooks stay enforced; proving their new client configuration on the canary")
+		if err := r.probe(ctx); err != nil {
+			return drift, true, err
+		}
+	} else if probe {
+		// A first install: nothing was enforced, so nothing is weakened.
 		if err := r.write(ctx, h, admissionregistrationv1.Ignore, StateProbing); err != nil {
 			return drift, true, err
 		}
@@ -363,6 +425,7 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 	if err := r.write(ctx, h, enforce, StateEnforced); err != nil {
 		return drift, true, err
 	}
+	r.enforced.Store(true)
 	events.Info(r.opts.Log, events.WebhooksEnforced, "webhooks enforced", "failurePolicy", string(enforce))
 	return drift, true, nil
 }
@@ -472,18 +535,76 @@ func (h *hooks) withPolicy(kind string, policy admissionregistrationv1.FailurePo
 	if kind == "mutating" {
 		ws := slices.Clone(h.mutating)
 		for i := range ws {
-			ws[i].FailurePolicy = of(ws[i].Name)
+			if !IsCanary(ws[i].Name) {
+				ws[i].FailurePolicy = of(ws[i].Name)
+			}
 		}
 		return ws
 	}
 	ws := slices.Clone(h.validating)
 	for i := range ws {
-		if !strings.HasPrefix(ws[i].Name, "canary.") {
+		if !IsCanary(ws[i].Name) {
 			ws[i].FailurePolicy = of(ws[i].Name)
 		}
 	}
 	return ws
 }
+
+// proving returns the webhooks of one configuration as written while a new
+// client configuration is proven: each webhook the configuration has keeps
+// its client configuration (URL or Service, and caBundle) and gets its
+// enforced failure policy, with the rules, selectors and match conditions
+// of the spec — everything that does not question reachability is
+// enforced at once; a webhook the configuration lacks, never enforced, is
+// Ignore until the proof, unless the whole configuration was emptied
+// (re-created, or its webhooks removed) after the module enforced it: then
+// every webhook is restored at its enforced policy at once, as a repair of
+// a failure policy is — the empty configuration admitted everything
+// already, and the canary that follows proves the client configuration.
+// The canary alone carries the new client configuration, at Ignore.
+//
+// Webhooks the watcher failed open (failedOpen) stay Ignore until the proof:
+// no replica was known to serve them.
+func (h *hooks) proving(kind string, enforce admissionregistrationv1.FailurePolicyType, actual []hookView, failedOpen []string) any {
+	old := map[string]hookView{}
+	for _, a := range actual {
+		if !IsCanary(a.name) {
+			old[a.name] = a
+		}
+	}
+	keep := func(name string, cc *admissionregistrationv1.WebhookClientConfig, fp **admissionregistrationv1.FailurePolicyType) {
+		if IsCanary(name) {
+			return
+		}
+		a, ok := old[name]
+		switch {
+		case ok && slices.Contains(failedOpen, name) && a.failurePolicy == admissionregistrationv1.Ignore:
+			*cc, *fp = *a.clientConfig.DeepCopy(), ptr.To(admissionregistrationv1.Ignore)
+		case ok:
+			*cc = *a.clientConfig.DeepCopy()
+		case len(old) > 0:
+			*fp = ptr.To(admissionregistrationv1.Ignore)
+		}
+	}
+	if kind == "mutating" {
+		ws := slices.Clone(h.withPolicy(kind, enforce, true).([]admissionregistrationv1.MutatingWebhook))
+		for i := range ws {
+			keep(ws[i].Name, &ws[i].ClientConfig, &ws[i].FailurePolicy)
+		}
+		return ws
+	}
+	ws := slices.Clone(h.withPolicy(kind, enforce, true).([]admissionregistrationv1.ValidatingWebhook))
+	for i := range ws {
+		keep(ws[i].Name, &ws[i].ClientConfig, &ws[i].FailurePolicy)
+	}
+	return ws
+}
+
+// CanaryName names a module's canary webhook.
+func CanaryName(module string) string { return "canary." + module + ".vigil.dev" }
+
+// IsCanary reports whether a webhook is a module's canary.
+func IsCanary(name string) bool { return strings.HasPrefix(name, "canary.") }
 
 // views are the webhooks of one configuration as Sync compares them.
 func (h *hooks) views(kind string, policy admissionregistrationv1.FailurePolicyType, enforcing bool) []hookView {
@@ -729,11 +850,16 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		return h, nil
 	}
 	// The canary: one labelled ConfigMap in the module's own namespace, never
-	// anything else, and never blocking.
+	// anything else, and never blocking. It is a mutating webhook (that
+	// mutates nothing) because the API server calls every mutating webhook
+	// before any ValidatingAdmissionPolicy or validating webhook: a policy
+	// that refuses the ConfigMap cannot keep the canary from the module, and
+	// the warning it echoes stays on the refused answer (see reached).
 	cc := r.opts.ClientConfig(admit.CanaryPath(r.opts.Module))
 	cc.CABundle = caBundle
-	h.validating = append(h.validating, admissionregistrationv1.ValidatingWebhook{
-		Name: "canary." + r.opts.Module + ".vigil.dev", ClientConfig: cc,
+	h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
+		Name: CanaryName(r.opts.Module), ClientConfig: cc, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+		MatchPolicy: ptr.To(admissionregistrationv1.Exact),
 		Rules: []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
@@ -902,9 +1028,17 @@ func (r *Registrar) read(ctx context.Context, kind string) (string, Record, []ho
 // write patches both configurations, each with a resourceVersion
 // precondition, unless a newer version of the module wrote them.
 func (r *Registrar) write(ctx context.Context, h *hooks, policy admissionregistrationv1.FailurePolicyType, state string) error {
+	webhooks := map[string]any{}
 	for _, kind := range kinds {
-		webhooks := h.withPolicy(kind, policy, state == StateEnforced)
-		if err := r.writeOne(ctx, kind, webhooks, h.hash, state); err != nil {
+		webhooks[kind] = h.withPolicy(kind, policy, state == StateEnforced)
+	}
+	return r.writeEach(ctx, webhooks, h.hash, state)
+}
+
+// writeEach patches each configuration with its webhooks, as write does.
+func (r *Registrar) writeEach(ctx context.Context, webhooks map[string]any, hash, state string) error {
+	for _, kind := range kinds {
+		if err := r.writeOne(ctx, kind, webhooks[kind], hash, state); err != nil {
 			return err
 		}
 	}
@@ -918,7 +1052,7 @@ func (r *Registrar) writeOne(ctx context.Context, kind string, webhooks any, has
 		if err != nil {
 			return err
 		}
-		if newer(rec.Version, r.opts.Version) {
+		if newer(rec.Version, r.opts.Version) && rec.Version != r.over {
 			r.opts.Log.Info("a newer module version registered the webhooks; leaving them", "kind", kind, "theirs", rec.Version, "ours", r.opts.Version)
 			return fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, kind, rec.Version, r.opts.Version)
 		}
@@ -969,59 +1103,6 @@ func (r *Registrar) explain(verb, kind string, err error) error {
 		return fmt.Errorf("%s the %s webhook configuration %q: %w: the module needs the rule {apiGroups: [admissionregistration.k8s.io], resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations], verbs: [get, patch], resourceNames: [%s]}", verb, kind, r.opts.Module, err, r.opts.Module)
 	}
 	return fmt.Errorf("%s the %s webhook configuration %q: %w", verb, kind, r.opts.Module, err)
-}
-
-// probe dry-runs the canary until the handler has seen it: proof that the API
-// server reaches a replica through the configuration just written.
-func (r *Registrar) probe(ctx context.Context) error {
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 1.5, Jitter: 0.3, Steps: 1 << 30, Cap: 5 * time.Second}
-	for attempt := 1; ; attempt++ {
-		reached, err := r.reached(ctx)
-		if reached {
-			events.Info(r.opts.Log, events.CanaryReached, "the API server reaches the module", "attempts", attempt)
-			return nil
-		}
-		if apierrors.IsForbidden(err) {
-			return fmt.Errorf("dry-run the canary ConfigMap in %s: %w: the module needs {apiGroups: [\"\"], resources: [configmaps], verbs: [create]} in its namespace (a dry run writes nothing)", r.opts.Namespace, err)
-		}
-		if attempt%10 == 0 {
-			r.opts.Log.Info("the API server does not reach the module yet; webhooks stay failurePolicy Ignore", "attempts", attempt, "err", fmt.Sprint(err))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("probe reachability: %w", context.Cause(ctx))
-		case <-time.After(backoff.Step()):
-		}
-	}
-}
-
-// reached dry-runs the canary once and reports whether a replica answered
-// it through the module's configuration (it echoes the token:
-// admit.CanaryWarning).
-func (r *Registrar) reached(ctx context.Context) (bool, error) {
-	{
-		token := randomToken()
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: r.opts.Module + "-canary", Labels: map[string]string{CanaryLabel: r.opts.Module}},
-			Data:       map[string]string{"token": token},
-		}
-		var warned atomic.Bool
-		err := r.c.CoreV1().RESTClient().Post().
-			Namespace(r.opts.Namespace).Resource("configmaps").
-			Param("dryRun", metav1.DryRunAll).
-			Body(cm).
-			WarningHandlerWithContext(warningFunc(func(text string) {
-				if text == admit.CanaryWarning(token) {
-					warned.Store(true)
-				}
-			})).
-			Do(ctx).Error()
-		if err == nil || apierrors.IsAlreadyExists(err) {
-			// Whichever replica answered echoed the token.
-			return warned.Load(), nil
-		}
-		return false, err
-	}
 }
 
 // warningFunc adapts a function to client-go's warning handler.

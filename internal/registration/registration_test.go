@@ -178,8 +178,8 @@ func TestRegisterWithOnlyTheRegistrationRule(t *testing.T) {
 	if rec.State != "enforced" || rec.Version != "1.0.0" || rec.Hash == "" {
 		t.Fatalf("registration record %+v", rec)
 	}
-	if len(cfg.Webhooks) != 1 || *cfg.Webhooks[0].FailurePolicy != admissionregistrationv1.Fail {
-		t.Fatalf("webhooks %+v: want one, enforcing Fail", cfg.Webhooks)
+	if len(cfg.Webhooks) != 2 || *cfg.Webhooks[0].FailurePolicy != admissionregistrationv1.Fail || !registration.IsCanary(cfg.Webhooks[1].Name) {
+		t.Fatalf("webhooks %+v: want the capability's, enforcing Fail, and the canary", cfg.Webhooks)
 	}
 	w := cfg.Webhooks[0]
 	if w.Name != "policies.mutate."+name+".vigil.dev" || w.Rules[0].Resources[0] != "pods" || w.Rules[0].Operations[0] != admissionregistrationv1.Create {
@@ -254,7 +254,7 @@ func TestStaysIgnoreUntilReachable(t *testing.T) {
 
 	probing := func() error {
 		cfg, rec := mutating(t, name)
-		if rec.State != "probing" || len(cfg.Webhooks) != 1 || *cfg.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
+		if rec.State != "probing" || len(cfg.Webhooks) != 2 || *cfg.Webhooks[0].FailurePolicy != admissionregistrationv1.Ignore {
 			return fmt.Errorf("while unreachable: record %+v, webhooks %+v: want probing with Ignore", rec, cfg.Webhooks)
 		}
 		return nil
@@ -388,8 +388,8 @@ func TestFailClosedStaticWebhooks(t *testing.T) {
 	if err := r.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if cfg, _ := mutating(t, name); len(cfg.Webhooks) != 0 {
-		t.Fatalf("the dynamic configuration holds %d webhooks of a fail-closed capability", len(cfg.Webhooks))
+	if cfg, _ := mutating(t, name); len(cfg.Webhooks) != 1 || !registration.IsCanary(cfg.Webhooks[0].Name) {
+		t.Fatalf("the dynamic configuration holds %d webhooks, want only the canary: none of a fail-closed capability", len(cfg.Webhooks))
 	}
 }
 

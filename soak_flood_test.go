@@ -1,0 +1,180 @@
+package vigil_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/internal/registration"
+)
+
+// floodConns is how many connections the upgrade soak's flood holds to each
+// replica: more than the webhook server's MaxConns (512).
+const floodConns = 600
+
+// floodSource is the one address the flood comes from, as one Pod would.
+var floodSource = net.IPv4(127, 0, 0, 2)
+
+// connFlood holds connections to one address from floodSource, silent (no
+// TLS handshake, no request), dialling again each one the server closes.
+type connFlood struct {
+	held, peak atomic.Int64
+	done       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// startFlood holds n connections to addr until stop.
+func startFlood(addr string, n int) *connFlood {
+	f := &connFlood{done: make(chan struct{})}
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: floodSource}, Timeout: time.Second}
+	for range n {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			buf := make([]byte, 1)
+			for {
+				select {
+				case <-f.done:
+					return
+				default:
+				}
+				c, err := d.Dial("tcp", addr)
+				if err != nil {
+					select {
+					case <-f.done:
+						return
+					case <-time.After(20 * time.Millisecond): // paces the redial
+					}
+					continue
+				}
+				held := f.held.Add(1)
+				for p := f.peak.Load(); held > p && !f.peak.CompareAndSwap(p, held); p = f.peak.Load() {
+				}
+				stop := context.AfterFunc(doneCtx(f.done), func() { c.Close() })
+				_, _ = c.Read(buf) // until the server closes it
+				stop()
+				c.Close()
+				f.held.Add(-1)
+			}
+		}()
+	}
+	return f
+}
+
+// doneCtx is a context that ends when done is closed.
+func doneCtx(done <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-done; cancel() }()
+	return ctx
+}
+
+// stop ends the flood and returns the most connections it held at once
+// (as the client counts them: a connection the server accepted and closed
+// at once counts until the client sees it closed).
+func (f *connFlood) stop() int64 {
+	close(f.done)
+	f.wg.Wait()
+	return f.peak.Load()
+}
+
+// waitHeld waits until the flood holds at least n connections.
+func waitHeld(b *testing.B, f *connFlood, n int, within time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(within)
+	for f.held.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			b.Fatalf("the flood holds %d connections after %s, want %d", f.held.Load(), within, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// violationLoop creates ConfigMaps labelled violate in ns, which the
+// module's policy must deny, about every 50 ms until stop, counting the
+// tries and those admitted.
+func violationLoop(ctx context.Context, ns string, tries, admitted *atomic.Int64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("violate-", i), Labels: map[string]string{"violate": "yes"}}}
+			tries.Add(1)
+			if err := env.Client.Create(ctx, c); err == nil {
+				admitted.Add(1)
+			}
+			time.Sleep(50 * time.Millisecond) // paces the load
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// ignoreWindow reads the module's two configurations every 10 ms until
+// stop, from the first time they enforce, and adds to total the time any
+// of their webhooks but the canary was failurePolicy Ignore (as seen by
+// the reads: a window shorter than a read's interval may be missed or
+// counted as one interval).
+func ignoreWindow(ctx context.Context, module string, total *time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		enforced := false
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			now := time.Now()
+			ignored := false
+			mut := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			val := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if env.Client.Get(ctx, client.ObjectKey{Name: module}, mut) != nil || env.Client.Get(ctx, client.ObjectKey{Name: module}, val) != nil {
+				last = now
+				continue
+			}
+			var rec registration.Record
+			_ = json.Unmarshal([]byte(mut.Annotations[registration.Annotation]), &rec)
+			enforced = enforced || rec.State == registration.StateEnforced
+			for _, w := range mut.Webhooks {
+				ignored = ignored || (!registration.IsCanary(w.Name) && ptr.Deref(w.FailurePolicy, admissionregistrationv1.Fail) == admissionregistrationv1.Ignore)
+			}
+			for _, w := range val.Webhooks {
+				ignored = ignored || (!registration.IsCanary(w.Name) && ptr.Deref(w.FailurePolicy, admissionregistrationv1.Fail) == admissionregistrationv1.Ignore)
+			}
+			if enforced && ignored {
+				*total += now.Sub(last)
+			}
+			last = now
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// BenchmarkSoakUpgradeFlood is the upgrade soak with a flood, alone: what
+// BenchmarkSoakRegistration runs last. Run with -benchtime 1x.
+func BenchmarkSoakUpgradeFlood(b *testing.B) {
+	res := soakUpgrade(b, "helm", true)
+	fmt.Printf("upgrade-flood: upgrade_flood_creates=%d upgrade_flood_rejected=%d upgrade_flood_unmutated=%d upgrade_flood_admitted_violations=%d/%d upgrade_flood_peak_conns=%d upgrade_flood_ignore_window_ms=%d\n",
+		res.creates, res.rejected, res.unmutated, res.violations, res.violationTries, res.floodPeak, res.ignoreWindow.Milliseconds())
+}
