@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,84 +20,8 @@ import (
 
 // floodConns is how many connections the upgrade soak's flood holds to each
 // replica: more than the webhook server's MaxConns (512).
+// The flood comes from 127.0.0.2 (vigiltest.Flood's default), as one Pod would.
 const floodConns = 600
-
-// floodSource is the one address the flood comes from, as one Pod would.
-var floodSource = net.IPv4(127, 0, 0, 2)
-
-// connFlood holds connections to one address from floodSource, silent (no
-// TLS handshake, no request), dialling again each one the server closes.
-type connFlood struct {
-	held, peak atomic.Int64
-	done       chan struct{}
-	wg         sync.WaitGroup
-}
-
-// startFlood holds n connections to addr until stop.
-func startFlood(addr string, n int) *connFlood {
-	f := &connFlood{done: make(chan struct{})}
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: floodSource}, Timeout: time.Second}
-	for range n {
-		f.wg.Add(1)
-		go func() {
-			defer f.wg.Done()
-			buf := make([]byte, 1)
-			for {
-				select {
-				case <-f.done:
-					return
-				default:
-				}
-				c, err := d.Dial("tcp", addr)
-				if err != nil {
-					select {
-					case <-f.done:
-						return
-					case <-time.After(20 * time.Millisecond): // paces the redial
-					}
-					continue
-				}
-				held := f.held.Add(1)
-				for p := f.peak.Load(); held > p && !f.peak.CompareAndSwap(p, held); p = f.peak.Load() {
-				}
-				stop := context.AfterFunc(doneCtx(f.done), func() { c.Close() })
-				_, _ = c.Read(buf) // until the server closes it
-				stop()
-				c.Close()
-				f.held.Add(-1)
-			}
-		}()
-	}
-	return f
-}
-
-// doneCtx is a context that ends when done is closed.
-func doneCtx(done <-chan struct{}) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { <-done; cancel() }()
-	return ctx
-}
-
-// stop ends the flood and returns the most connections it held at once
-// (as the client counts them: a connection the server accepted and closed
-// at once counts until the client sees it closed).
-func (f *connFlood) stop() int64 {
-	close(f.done)
-	f.wg.Wait()
-	return f.peak.Load()
-}
-
-// waitHeld waits until the flood holds at least n connections.
-func waitHeld(b *testing.B, f *connFlood, n int, within time.Duration) {
-	b.Helper()
-	deadline := time.Now().Add(within)
-	for f.held.Load() < int64(n) {
-		if time.Now().After(deadline) {
-			b.Fatalf("the flood holds %d connections after %s, want %d", f.held.Load(), within, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // violationLoop creates ConfigMaps labelled violate in ns, which the
 // module's policy must deny, about every 50 ms until stop, counting the
@@ -175,6 +98,6 @@ func ignoreWindow(ctx context.Context, module string, total *time.Duration) (sto
 // BenchmarkSoakRegistration runs last. Run with -benchtime 1x.
 func BenchmarkSoakUpgradeFlood(b *testing.B) {
 	res := soakUpgrade(b, "helm", true)
-	fmt.Printf("upgrade-flood: upgrade_flood_creates=%d upgrade_flood_rejected=%d upgrade_flood_unmutated=%d upgrade_flood_admitted_violations=%d/%d upgrade_flood_peak_conns=%d upgrade_flood_ignore_window_ms=%d\n",
-		res.creates, res.rejected, res.unmutated, res.violations, res.violationTries, res.floodPeak, res.ignoreWindow.Milliseconds())
+	fmt.Printf("upgrade-flood: upgrade_flood_creates=%d upgrade_flood_rejected=%d upgrade_flood_unmutated=%d upgrade_flood_admitted_violations=%d/%d upgrade_flood_conns_dialed=%d upgrade_flood_ignore_window_ms=%d\n",
+		res.creates, res.rejected, res.unmutated, res.violations, res.violationTries, res.floodDialed, res.ignoreWindow.Milliseconds())
 }

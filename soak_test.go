@@ -267,12 +267,12 @@ func BenchmarkSoakRegistration(b *testing.B) {
 		" outage_s=%.0f closed_outage_rejected=%d/%d closed_outage_rejected_home=%d closed_outage_recovered_s=%.2f"+
 		" fail_open_after_s=%.0f outage_rejected_in_grace=%d outage_rejected_after_grace=%d outage_unchecked=%d outage_rejected_home=%d outage_recovered_s=%.2f"+
 		" upgrade_creates=%d upgrade_rejected=%d upgrade_unmutated=%d"+
-		" upgrade_flood_creates=%d upgrade_flood_rejected=%d upgrade_flood_unmutated=%d upgrade_flood_admitted_violations=%d upgrade_flood_violation_tries=%d upgrade_flood_peak_conns=%d upgrade_flood_ignore_window_ms=%d\n",
+		" upgrade_flood_creates=%d upgrade_flood_rejected=%d upgrade_flood_unmutated=%d upgrade_flood_admitted_violations=%d upgrade_flood_violation_tries=%d upgrade_flood_conns_dialed=%d upgrade_flood_ignore_window_ms=%d\n",
 		creates.Load(), rejected.Load(), unmutated.Load(), registeredAfter.Milliseconds(),
 		outage.Seconds(), closed.rejected, closed.creates, closed.rejectedHome, closed.recovered.Seconds(),
 		bound.Seconds(), open.rejected-open.rejectedAfterGrace, open.rejectedAfterGrace, open.unchecked, open.rejectedHome, open.recovered.Seconds(),
 		upHelm.creates+upKubectl.creates, upHelm.rejected+upKubectl.rejected, upHelm.unmutated+upKubectl.unmutated,
-		upFlood.creates, upFlood.rejected, upFlood.unmutated, upFlood.violations, upFlood.violationTries, upFlood.floodPeak, upFlood.ignoreWindow.Milliseconds())
+		upFlood.creates, upFlood.rejected, upFlood.unmutated, upFlood.violations, upFlood.violationTries, upFlood.floodDialed, upFlood.ignoreWindow.Milliseconds())
 
 }
 
