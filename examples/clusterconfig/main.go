@@ -42,7 +42,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -51,6 +50,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -172,7 +172,7 @@ func newModule(s settings) *vigil.Module {
 			c := vigil.ClientFrom(ctx)
 			list := &unstructured.UnstructuredList{}
 			list.SetGroupVersionKind(vigil.Kind(group, version, "ExemptionList").GroupVersionKind())
-			if err := c.List(ctx, list); err != nil {
+			if err := c.List(ctx, list, client.InNamespace(s.exemptionsNamespace)); err != nil {
 				return fmt.Errorf("list exemptions: %w", err) // retried: discovery may lag the CRD
 			}
 			names := []string{}
@@ -183,7 +183,18 @@ func newModule(s settings) *vigil.Module {
 			return store.SetJSONAndWait(ctx, st, keyInitialExemptions, names)
 		})
 
-	exemptions := vigil.NewListerFor(m, vigil.Kind(group, version, "Exemption"))
+	// Only the exemptions namespace's Exemptions are cached: only admins
+	// write there, so the cache is bounded by what they write. When the
+	// ClusterConfig allows all namespaces, the others are read page by page
+	// from the API server (matchAllNamespaces), never cached.
+	exemptions := vigil.NewListerFor(m, vigil.Kind(group, version, "Exemption")).InNamespace(s.exemptionsNamespace)
+	m.RBAC("when the ClusterConfig allows Exemptions from all namespaces, admission reads them page by page", rbacv1.PolicyRule{
+		APIGroups: []string{group}, Resources: []string{"exemptions"}, Verbs: []string{"list"},
+	}).For(vigil.AdmissionPods)
+	// The ClusterConfig itself, for the settings a decision depends on:
+	// read as fresh as the request, so an edit or a deletion applies to the
+	// next one, with or without the watcher.
+	clusterConfigs := vigil.NewListerFor(m, vigil.Kind(group, version, "ClusterConfig"))
 	policies := m.Capability("policies")
 
 	initial := sync.OnceValues(func() (map[string]any, error) {
@@ -226,17 +237,29 @@ func newModule(s settings) *vigil.Module {
 		if name == "" {
 			name = r.Object.GenerateName
 		}
-		list, err := exemptions.List(ctx)
-		if err != nil {
-			return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
+		// Only the exemptions namespace counts unless the ClusterConfig, as
+		// it is now, allows all; one that cannot be read allows nothing more.
+		where := fmt.Sprintf(" in namespace %q", s.exemptionsNamespace)
+		var ex string
+		var invalid []string
+		if s.allowAll(ctx, clusterConfigs) {
+			where = ""
+			var err error
+			if ex, invalid, err = matchAllNamespaces(ctx, r.Namespace, name, PolicyPrivileged); err != nil {
+				return admission.Deny("privileged container " + container + ": the Exemptions of all namespaces cannot be read, so none can apply: " + err.Error())
+			}
+		} else {
+			list, err := exemptions.List(ctx)
+			if err != nil {
+				return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
+			}
+			ex, invalid = matchExemption(list, s.exemptionsNamespace, r.Namespace, name, PolicyPrivileged)
 		}
-		// Only the exemptions namespace counts unless the stored config
-		// allows all; a config that cannot be read allows nothing more.
-		from, where := s.exemptionsNamespace, fmt.Sprintf(" in namespace %q", s.exemptionsNamespace)
-		if spec, err := config(r.Store); err == nil && allowAllNsExemptions(spec) {
-			from, where = "", ""
+		for _, bad := range invalid {
+			logr.FromContextOrDiscard(ctx).Info("an Exemption entry for this pod's namespace is skipped: its matcher.name is not a valid expression; correct it",
+				"entry", bad, "namespace", r.Namespace, "pod", name)
 		}
-		if ex := matchExemption(list, from, r.Namespace, name, PolicyPrivileged); ex != "" {
+		if ex != "" {
 			return admission.Allow().WithWarnings(fmt.Sprintf("privileged container %q admitted under Exemption %s", container, ex))
 		}
 		return admission.Deny(fmt.Sprintf(
@@ -244,6 +267,9 @@ func newModule(s settings) *vigil.Module {
 			r.Namespace, name, container, PolicyPrivileged, where, r.Namespace, PolicyPrivileged))
 	}
 	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("disallow-privileged").Validate(disallowPrivileged)
+	// An Exemption whose names do not compile is refused.
+	vigil.When(policies, vigil.Kind(group, version, "Exemption")).IsCreatedOrUpdated().Named("exemption-names").
+		Validate(validateExemption)
 	vigil.When(policies, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named("disallow-privileged-debug").
 		Validate(disallowPrivileged)
 
@@ -357,6 +383,26 @@ func privileged(pod *corev1.Pod) string {
 	return ""
 }
 
+// allowAll reports whether the ClusterConfig, as the API server has it now,
+// honours Exemptions from every namespace. It reads the ClusterConfig itself
+// through a lister, not the copy the watcher shares: an admission decision
+// that read it and allowed is made again once the lister has caught up with
+// the API server, so a revocation applies to the next request even while the
+// watcher is down. Without a ClusterConfig the defaults decide; one that
+// cannot be read allows nothing more.
+func (s settings) allowAll(ctx context.Context, configs *vigil.Lister[*unstructured.Unstructured]) bool {
+	cc, err := configs.Get(ctx, "", "initial")
+	if apierrors.IsNotFound(err) {
+		cc, err = nil, nil
+	}
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Info("the ClusterConfig cannot be read: only the exemptions namespace counts", "err", err.Error())
+		return false
+	}
+	spec, err := s.effective(cc)
+	return err == nil && allowAllNsExemptions(spec)
+}
+
 // allowAllNsExemptions reports whether the ClusterConfig spec honours
 // Exemptions from every namespace (policy.allowAllNsExemptions: true).
 func allowAllNsExemptions(spec map[string]any) bool {
@@ -365,15 +411,18 @@ func allowAllNsExemptions(spec map[string]any) bool {
 }
 
 // matchExemption returns the Exemption (namespace/name) one of whose entries
-// exempts the pod from the policy, or "". Only Exemptions in namespace from
-// count; all do when from is "".
-func matchExemption(exemptions []*unstructured.Unstructured, from, namespace, pod, policy string) string {
+// exempts the pod from the policy, or "", and the entries for the pod's
+// namespace and policy whose matcher.name does not compile ("ns/name:
+// spec.exemptions[i].matcher.name ..."), which exempt nothing. Only
+// Exemptions in namespace from count; all do when from is "". A name matches
+// the whole pod name (see compileName).
+func matchExemption(exemptions []*unstructured.Unstructured, from, namespace, pod, policy string) (match string, invalid []string) {
 	for _, ex := range exemptions {
 		if from != "" && ex.GetNamespace() != from {
 			continue
 		}
 		entries, _, _ := unstructured.NestedSlice(ex.Object, "spec", "exemptions")
-		for _, e := range entries {
+		for i, e := range entries {
 			entry, ok := e.(map[string]any)
 			if !ok {
 				continue
@@ -384,12 +433,22 @@ func matchExemption(exemptions []*unstructured.Unstructured, from, namespace, po
 			if ns != namespace || !slices.Contains(policies, policy) {
 				continue
 			}
-			if re, err := regexp.Compile(expr); err == nil && re.MatchString(pod) {
-				return ex.GetNamespace() + "/" + ex.GetName()
+			re, err := compileName(expr)
+			if err != nil {
+				invalid = append(invalid, fmt.Sprintf("%s/%s: spec.exemptions[%d].matcher.name %q: %v", ex.GetNamespace(), ex.GetName(), i, expr, err))
+				continue
+			}
+			ok, err = re.MatchString(pod)
+			if err != nil {
+				invalid = append(invalid, fmt.Sprintf("%s/%s: spec.exemptions[%d].matcher.name %q: %v", ex.GetNamespace(), ex.GetName(), i, expr, err))
+				continue
+			}
+			if ok {
+				return ex.GetNamespace() + "/" + ex.GetName(), invalid
 			}
 		}
 	}
-	return ""
+	return "", invalid
 }
 
 func envOr(key, def string) string {
