@@ -35,6 +35,9 @@ func compileName(expr string) (*regexp2.Regexp, error) {
 	if len(expr) >= 2 && strings.HasPrefix(expr, "/") && strings.HasSuffix(expr, "/") {
 		return nil, errors.New("remove the leading and trailing slashes: the name is the expression itself")
 	}
+	if expr == "" {
+		expr = ".*" // the CRD: empty matches every pod
+	}
 	if _, err := regexp2.Compile(expr, regexp2.ECMAScript); err != nil {
 		return nil, err
 	}
