@@ -22,11 +22,15 @@
 // Then it admits: every Pod gets the label uds.dev/cluster with the cluster's
 // name, and privileged Pods are denied unless an Exemption matches them. As in
 // UDS Core, only Exemptions in the exemptions namespace (uds-policy-exemptions)
-// count, unless the stored ClusterConfig sets policy.allowAllNsExemptions:
-// true — otherwise anyone who may write Exemptions in her own namespace could
-// exempt her own Pods. The Exemptions are read from a live cache, so a new
-// one applies to the next request without a restart. A Reconcile keeps the ClusterConfig's status up
-// to date and shares its spec with the admission replicas through the Store.
+// count, unless the ClusterConfig sets policy.allowAllNsExemptions: true —
+// otherwise anyone who may write Exemptions in her own namespace could exempt
+// her own Pods. That setting is read from the ClusterConfig itself, as fresh
+// as the request. The exemptions namespace's Exemptions are read from a live
+// cache scoped to it, so a new one applies to the next request without a
+// restart; while all namespaces count, the others are read page by page (see
+// exemptions.go, which also says how a matcher.name matches). A Reconcile
+// keeps the ClusterConfig's status up to date and shares its spec with the
+// admission replicas through the Store.
 //
 // Its CRDs are crds.yaml; clusterconfig.yaml and exemption.yaml are samples.
 // Run it locally with `vigil dev ./examples/clusterconfig`, or see it all
