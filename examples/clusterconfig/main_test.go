@@ -376,7 +376,7 @@ func TestDefaultsSecretIsMountedAndMergedUnder(t *testing.T) {
 	if err := env.InstallCRDYAML(crds); err != nil {
 		t.Fatal(err)
 	}
-	moduleEnv := []string{"CLUSTERCONFIG_NAMESPACE=" + ns, "CLUSTERCONFIG_TIMEOUT=1s"}
+	moduleEnv := []string{"CLUSTERCONFIG_NAMESPACE=" + ns, "CLUSTERCONFIG_TIMEOUT=1s", "CLUSTERCONFIG_EXEMPTIONS_NAMESPACE=" + env.Namespace(t)}
 	m := env.InstallModule(t, vigiltest.ModuleOptions{Env: moduleEnv})
 
 	// The manifests mount it where the module reads it.
