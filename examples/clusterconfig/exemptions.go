@@ -79,7 +79,7 @@ func validateExemption(_ context.Context, r *vigil.Request[*unstructured.Unstruc
 }
 
 // scanPage bounds one page of the read of every namespace's Exemptions.
-const scanPage = 8
+const scanPage = 2
 
 // scan is taken by each read of every namespace's Exemptions, so that at
 // most one page of them is in memory at a time, whatever the number of
