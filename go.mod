@@ -3,6 +3,7 @@ module github.com/vigilkit/vigil
 go 1.26.0
 
 require (
+	github.com/dlclark/regexp2 v1.11.0
 	github.com/go-logr/logr v1.4.4
 	github.com/goccy/go-json v0.12.0
 	github.com/google/cel-go v0.29.2

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,12 +17,13 @@ import (
 // Lister is a typed, informer-backed read cache of one kind of object, for
 // handlers of every role: see NewLister.
 type Lister[T client.Object] struct {
+	m   *Module
 	src *define.ListerSource
 }
 
-// NewLister declares a read cache of every object of type T, cluster-wide, fed
-// by the same shared informer as the module's watches of T. The admission and
-// watcher roles sync it before they report ready, so a handler can read live
+// NewLister declares a read cache of every object of type T, cluster-wide
+// unless scoped with InNamespace, fed by the same shared informer as the
+// module's watches of T. The admission and watcher roles sync it before they report ready, so a handler can read live
 // objects — an admission handler can consult the current Exemptions — without
 // a call to the API server. Declare listers with the module, before Run.
 //
@@ -34,12 +36,12 @@ func NewLister[T client.Object](m *Module) *Lister[T] {
 	t := reflect.TypeOf(zero)
 	if t == nil || t.Kind() != reflect.Pointer {
 		m.recordf(1, "NewLister[%T]: expected a pointer to a Go type of a Kubernetes object, such as *corev1.ConfigMap", zero)
-		return &Lister[T]{src: &define.ListerSource{}}
+		return &Lister[T]{m: m, src: &define.ListerSource{}}
 	}
 	proto := reflect.New(t.Elem()).Interface().(T)
 	if _, ok := any(proto).(*unstructured.Unstructured); ok {
 		m.recordf(1, "NewLister[*unstructured.Unstructured]: the kind is unknown: use NewListerFor(m, vigil.Kind(group, version, kind))")
-		return &Lister[T]{src: &define.ListerSource{}}
+		return &Lister[T]{m: m, src: &define.ListerSource{}}
 	}
 	return listerFor(m, proto, 2)
 }
@@ -51,7 +53,7 @@ func NewListerFor[T client.Object](m *Module, proto T) *Lister[T] {
 }
 
 func listerFor[T client.Object](m *Module, proto T, skip int) *Lister[T] {
-	c := &Lister[T]{src: &define.ListerSource{}}
+	c := &Lister[T]{m: m, src: &define.ListerSource{}}
 	gvk, err := scheme.GVKOf(m.d.Scheme, proto)
 	if err != nil {
 		m.recordf(skip, "Lister: %v", err)
@@ -66,8 +68,33 @@ func listerFor[T client.Object](m *Module, proto T, skip int) *Lister[T] {
 	return c
 }
 
+// InNamespace limits the lister to the objects of these namespaces: its
+// informer lists and watches only them (a cluster-wide watch of the same kind
+// elsewhere in the module widens the informer, never what the lister reads),
+// its RBAC is a Role in each namespace instead of a ClusterRole, and the
+// freshness re-check of an admission decision reads the same namespaces. A
+// read of another namespace finds nothing. Scope a lister to what the
+// decisions that read it need — the namespace only trusted users can write,
+// say — so its memory is bounded by what they write, not by what anyone may
+// create in her own namespace. Call it where the lister is declared, before
+// Run:
+//
+//	exemptions := vigil.NewListerFor(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption")).
+//		InNamespace("uds-policy-exemptions")
+func (c *Lister[T]) InNamespace(namespaces ...string) *Lister[T] {
+	if len(namespaces) == 0 || slices.Contains(namespaces, "") {
+		c.m.recordf(1, "Lister of %s: InNamespace(%q): expected one or more namespace names, none empty", c.src.GVK.Kind, namespaces)
+		return c
+	}
+	ns := slices.Clone(namespaces)
+	slices.Sort(ns)
+	c.m.d.ScopeLister(c.src, slices.Compact(ns))
+	return c
+}
+
 // Get returns the object of that namespace (empty for cluster-scoped kinds)
-// and name, from the cache's index; a missing object is an error for which
+// and name, from the cache's index; a missing object, or one outside the
+// namespaces of InNamespace, is an error for which
 // k8s.io/apimachinery/pkg/api/errors.IsNotFound holds.
 func (c *Lister[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	var zero T

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -587,6 +588,18 @@ func TestExampleManifestsApplyWithoutWildcards(t *testing.T) {
 				} else {
 					rest = append(rest, o)
 				}
+			}
+			// So do the namespaces the module's Roles are in that it does
+			// not ship, such as a scoped lister's.
+			for _, o := range rest {
+				if o.GetKind() != "Role" || slices.ContainsFunc(nsObj, func(n *unstructured.Unstructured) bool { return n.GetName() == o.GetNamespace() }) {
+					continue
+				}
+				ns := &unstructured.Unstructured{}
+				ns.SetAPIVersion("v1")
+				ns.SetKind("Namespace")
+				ns.SetName(o.GetNamespace())
+				nsObj = append(nsObj, ns)
 			}
 			applyObjects(t, nsObj, false)
 			t.Cleanup(func() {

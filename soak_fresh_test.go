@@ -84,7 +84,7 @@ func BenchmarkSoakFresh(b *testing.B) {
 		}
 		trials = n
 	}
-	r := soakFresh(b, trials, 16, 10*time.Minute)
+	r := soakFresh(b, trials, 16, 10*time.Minute, false)
 	fmt.Printf("fresh: trials=%d false_denials=%d stale_allows=%d stale_cache_false_denials=%d stale_cache_allows=%d recheck_p99=%dms\n",
 		r.trials, r.falseDenials, r.staleAllows, r.plainDenials, r.plainAllows, r.recheckP99.Milliseconds())
 }
@@ -92,7 +92,17 @@ func BenchmarkSoakFresh(b *testing.B) {
 // The same, in a few trials: decisions whose outcome the lagging cache would
 // change are made on fresh data.
 func TestAdmissionDecidesOnFreshListerData(t *testing.T) {
-	r := soakFresh(t, 8, 4, 2*time.Minute)
+	r := soakFresh(t, 8, 4, 2*time.Minute, false)
+	t.Logf("trials=%d stale_cache_false_denials=%d stale_cache_allows=%d recheck_p99=%s", r.trials, r.plainDenials, r.plainAllows, r.recheckP99)
+}
+
+// The same through a lister scoped with InNamespace to the exemptions
+// namespace: its informer (one per namespace behind the cache) is caught up
+// by the same re-check, and it reads nothing of the namespace where the
+// tenant writes her own Exemptions, though the handler lists with no
+// namespace.
+func TestScopedListerDecidesOnFreshDataOfItsNamespacesOnly(t *testing.T) {
+	r := soakFresh(t, 8, 4, 2*time.Minute, true)
 	t.Logf("trials=%d stale_cache_false_denials=%d stale_cache_allows=%d recheck_p99=%s", r.trials, r.plainDenials, r.plainAllows, r.recheckP99)
 }
 
@@ -103,8 +113,10 @@ type freshResult struct {
 
 // soakFresh runs trials of each kind on workers within budget, failing t if
 // any decision rested on stale data, a request failed, or the cache never
-// lagged (then the run proves nothing).
-func soakFresh(b testing.TB, trials, workers int, budget time.Duration) freshResult {
+// lagged (then the run proves nothing). With scoped, the lister is scoped to
+// the exemptions namespace and the pods' own namespace holds an Exemption
+// for every pod, which must exempt none.
+func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped bool) freshResult {
 	const watchDelay = 250 * time.Millisecond
 	ctx, cancel := context.WithTimeout(b.Context(), budget)
 	defer cancel()
@@ -128,6 +140,12 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration) freshRes
 	rec := &verdicts{first: map[string]bool{}, ended: map[string]time.Time{}}
 	m := vigil.NewModule(name, vigil.Options{Namespace: home})
 	exemptions := vigil.NewListerFor(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption"))
+	var opts []client.ListOption
+	if scoped {
+		exemptions.InNamespace(exns)
+	} else {
+		opts = append(opts, client.InNamespace(exns))
+	}
 	policies := m.Capability("policies", vigil.InNamespaces(apps))
 	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("disallow-privileged").
 		Validate(func(ctx context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
@@ -135,7 +153,7 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration) freshRes
 			if !privilegedPod(r.Object) {
 				return admission.Allow()
 			}
-			list, err := exemptions.List(ctx, client.InNamespace(exns))
+			list, err := exemptions.List(ctx, opts...)
 			if err != nil {
 				return admission.Deny("the Exemptions cannot be read: " + err.Error())
 			}
@@ -154,15 +172,28 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration) freshRes
 		"--shutdown-delay", "0s", "--webhook-url", "https://"+addr)
 	waitEnforced(b, name)
 
-	exemption := func(i int) *unstructured.Unstructured {
+	exemptionIn := func(ns string, i int) *unstructured.Unstructured {
 		ex := vigil.Kind("uds.dev", "v1alpha1", "Exemption")
-		ex.SetNamespace(exns)
+		ex.SetNamespace(ns)
 		ex.SetName(fmt.Sprint("ex-", i))
 		ex.Object["spec"] = map[string]any{"exemptions": []any{map[string]any{
 			"matcher":  map[string]any{"namespace": apps, "name": fmt.Sprintf("^soak-%d-", i)},
 			"policies": []any{"DisallowPrivileged"},
 		}}}
 		return ex
+	}
+	exemption := func(i int) *unstructured.Unstructured { return exemptionIn(exns, i) }
+	if scoped {
+		// The pods' own namespace exempts every pod of every trial.
+		own := exemptionIn(apps, 0)
+		own.SetName("own")
+		own.Object["spec"] = map[string]any{"exemptions": []any{map[string]any{
+			"matcher":  map[string]any{"namespace": apps, "name": "^soak-"},
+			"policies": []any{"DisallowPrivileged"},
+		}}}
+		if err := env.Client.Create(ctx, own); err != nil {
+			b.Fatal(err)
+		}
 	}
 	pod := func(name string) *corev1.Pod {
 		return &corev1.Pod{

@@ -130,6 +130,18 @@ func (e *Env) NewPod(t testing.TB, namespace string, tmpl corev1.PodTemplateSpec
 	return p
 }
 
+// Process is the process last run for the named container ("admission",
+// "watcher", "gate-phase-0", ...), or nil: for its output or its memory
+// (Process.Memory).
+func (p *Pod) Process(container string) *Process {
+	for i := len(p.procs) - 1; i >= 0; i-- {
+		if p.procs[i].container == container {
+			return p.procs[i]
+		}
+	}
+	return nil
+}
+
 // Spec is the pod's spec, as given.
 func (p *Pod) Spec() corev1.PodSpec { return p.spec }
 

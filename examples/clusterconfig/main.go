@@ -22,15 +22,18 @@
 // Then it admits: every Pod gets the label uds.dev/cluster with the cluster's
 // name, and privileged Pods are denied unless an Exemption matches them. As in
 // UDS Core, only Exemptions in the exemptions namespace (uds-policy-exemptions)
-// count, unless the stored ClusterConfig sets policy.allowAllNsExemptions:
-// true — otherwise anyone who may write Exemptions in her own namespace could
-// exempt her own Pods. The install creates the exemptions namespace and
-// guards it (vigil.TrustedNamespace), and an Exemption applies to a
-// namespace only if a trusted identity created it or it existed before the
-// Exemption was written (vigil.NamespaceProvenance; see provenance.go).
-// The Exemptions are read from a live cache, so a new
-// one applies to the next request without a restart. A Reconcile keeps the ClusterConfig's status up
-// to date and shares its spec with the admission replicas through the Store.
+// count, unless the ClusterConfig sets policy.allowAllNsExemptions: true —
+// otherwise anyone who may write Exemptions in her own namespace could exempt
+// her own Pods. That setting is read from the ClusterConfig itself, as fresh
+// as the request. The install creates the exemptions namespace and guards it
+// (vigil.TrustedNamespace), and an Exemption applies to a namespace only if a
+// trusted identity created it or it existed before the Exemption was written
+// (vigil.NamespaceProvenance; see provenance.go). The exemptions namespace's
+// Exemptions are read from a live cache scoped to it, so a new one applies to
+// the next request without a restart; while all namespaces count, the others
+// are read page by page (see exemptions.go, which also says how a
+// matcher.name matches). A Reconcile keeps the ClusterConfig's status up to
+// date and shares its spec with the admission replicas through the Store.
 //
 // Its CRDs are crds.yaml; clusterconfig.yaml and exemption.yaml are samples.
 // Run it locally with `vigil dev ./examples/clusterconfig`, or see it all
@@ -47,7 +50,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -56,6 +58,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -177,7 +180,7 @@ func newModule(s settings) *vigil.Module {
 			c := vigil.ClientFrom(ctx)
 			list := &unstructured.UnstructuredList{}
 			list.SetGroupVersionKind(vigil.Kind(group, version, "ExemptionList").GroupVersionKind())
-			if err := c.List(ctx, list); err != nil {
+			if err := c.List(ctx, list, client.InNamespace(s.exemptionsNamespace)); err != nil {
 				return fmt.Errorf("list exemptions: %w", err) // retried: discovery may lag the CRD
 			}
 			names := []string{}
@@ -188,7 +191,18 @@ func newModule(s settings) *vigil.Module {
 			return store.SetJSONAndWait(ctx, st, keyInitialExemptions, names)
 		})
 
-	exemptions := vigil.NewListerFor(m, vigil.Kind(group, version, "Exemption"))
+	// Only the exemptions namespace's Exemptions are cached: only admins
+	// write there, so the cache is bounded by what they write. When the
+	// ClusterConfig allows all namespaces, the others are read page by page
+	// from the API server (matchAllNamespaces), never cached.
+	exemptions := vigil.NewListerFor(m, vigil.Kind(group, version, "Exemption")).InNamespace(s.exemptionsNamespace)
+	m.RBAC("when the ClusterConfig allows Exemptions from all namespaces, admission reads them page by page", rbacv1.PolicyRule{
+		APIGroups: []string{group}, Resources: []string{"exemptions"}, Verbs: []string{"list"},
+	}).For(vigil.AdmissionPods)
+	// The ClusterConfig itself, for the settings a decision depends on:
+	// read as fresh as the request, so an edit or a deletion applies to the
+	// next one, with or without the watcher.
+	clusterConfigs := vigil.NewListerFor(m, vigil.Kind(group, version, "ClusterConfig"))
 	trusted := declareTrust(m, s)
 	policies := m.Capability("policies")
 
@@ -232,18 +246,38 @@ func newModule(s settings) *vigil.Module {
 		if name == "" {
 			name = r.Object.GenerateName
 		}
-		list, err := exemptions.List(ctx)
-		if err != nil {
-			return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
+		// Only the exemptions namespace counts unless the ClusterConfig, as
+		// it is now, allows all; one that cannot be read allows nothing more.
+		where := fmt.Sprintf(" in namespace %q", s.exemptionsNamespace)
+		var ex, unclaimed string
+		var invalid []string
+		// judge drops the Exemptions that name a namespace its creator may
+		// not claim, then matches what is left.
+		judge := func(from string) func([]*unstructured.Unstructured) (string, []string) {
+			return func(list []*unstructured.Unstructured) (string, []string) {
+				list, why := trusted.claimable(ctx, list, r.Namespace)
+				unclaimed += why
+				return matchExemption(list, from, r.Namespace, name, PolicyPrivileged)
+			}
 		}
-		list, unclaimed := trusted.claimable(ctx, list, r.Namespace)
-		// Only the exemptions namespace counts unless the stored config
-		// allows all; a config that cannot be read allows nothing more.
-		from, where := s.exemptionsNamespace, fmt.Sprintf(" in namespace %q", s.exemptionsNamespace)
-		if spec, err := config(r.Store); err == nil && allowAllNsExemptions(spec) {
-			from, where = "", ""
+		if s.allowAll(ctx, clusterConfigs) {
+			where = ""
+			var err error
+			if ex, invalid, err = matchAllNamespaces(ctx, judge("")); err != nil {
+				return admission.Deny("privileged container " + container + ": the Exemptions of all namespaces cannot be read, so none can apply: " + err.Error())
+			}
+		} else {
+			list, err := exemptions.List(ctx)
+			if err != nil {
+				return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
+			}
+			ex, invalid = judge(s.exemptionsNamespace)(list)
 		}
-		if ex := matchExemption(list, from, r.Namespace, name, PolicyPrivileged); ex != "" {
+		for _, bad := range invalid {
+			logr.FromContextOrDiscard(ctx).Info("an Exemption entry for this pod's namespace is skipped: its matcher.name is not a valid expression; correct it",
+				"entry", bad, "namespace", r.Namespace, "pod", name)
+		}
+		if ex != "" {
 			return admission.Allow().WithWarnings(fmt.Sprintf("privileged container %q admitted under Exemption %s", container, ex))
 		}
 		return admission.Deny(fmt.Sprintf(
@@ -251,6 +285,9 @@ func newModule(s settings) *vigil.Module {
 			r.Namespace, name, container, PolicyPrivileged, where, r.Namespace, PolicyPrivileged, unclaimed))
 	}
 	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("disallow-privileged").Validate(disallowPrivileged)
+	// An Exemption whose names do not compile is refused.
+	vigil.When(policies, vigil.Kind(group, version, "Exemption")).IsCreatedOrUpdated().Named("exemption-names").
+		Validate(validateExemption)
 	vigil.When(policies, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named("disallow-privileged-debug").
 		Validate(disallowPrivileged)
 
@@ -364,6 +401,26 @@ func privileged(pod *corev1.Pod) string {
 	return ""
 }
 
+// allowAll reports whether the ClusterConfig, as the API server has it now,
+// honours Exemptions from every namespace. It reads the ClusterConfig itself
+// through a lister, not the copy the watcher shares: an admission decision
+// that read it and allowed is made again once the lister has caught up with
+// the API server, so a revocation applies to the next request even while the
+// watcher is down. Without a ClusterConfig the defaults decide; one that
+// cannot be read allows nothing more.
+func (s settings) allowAll(ctx context.Context, configs *vigil.Lister[*unstructured.Unstructured]) bool {
+	cc, err := configs.Get(ctx, "", "initial")
+	if apierrors.IsNotFound(err) {
+		cc, err = nil, nil
+	}
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Info("the ClusterConfig cannot be read: only the exemptions namespace counts", "err", err.Error())
+		return false
+	}
+	spec, err := s.effective(cc)
+	return err == nil && allowAllNsExemptions(spec)
+}
+
 // allowAllNsExemptions reports whether the ClusterConfig spec honours
 // Exemptions from every namespace (policy.allowAllNsExemptions: true).
 func allowAllNsExemptions(spec map[string]any) bool {
@@ -372,15 +429,18 @@ func allowAllNsExemptions(spec map[string]any) bool {
 }
 
 // matchExemption returns the Exemption (namespace/name) one of whose entries
-// exempts the pod from the policy, or "". Only Exemptions in namespace from
-// count; all do when from is "".
-func matchExemption(exemptions []*unstructured.Unstructured, from, namespace, pod, policy string) string {
+// exempts the pod from the policy, or "", and the entries for the pod's
+// namespace and policy whose matcher.name does not compile ("ns/name:
+// spec.exemptions[i].matcher.name ..."), which exempt nothing. Only
+// Exemptions in namespace from count; all do when from is "". A name matches
+// the whole pod name (see compileName).
+func matchExemption(exemptions []*unstructured.Unstructured, from, namespace, pod, policy string) (match string, invalid []string) {
 	for _, ex := range exemptions {
 		if from != "" && ex.GetNamespace() != from {
 			continue
 		}
 		entries, _, _ := unstructured.NestedSlice(ex.Object, "spec", "exemptions")
-		for _, e := range entries {
+		for i, e := range entries {
 			entry, ok := e.(map[string]any)
 			if !ok {
 				continue
@@ -391,12 +451,22 @@ func matchExemption(exemptions []*unstructured.Unstructured, from, namespace, po
 			if ns != namespace || !slices.Contains(policies, policy) {
 				continue
 			}
-			if re, err := regexp.Compile(expr); err == nil && re.MatchString(pod) {
-				return ex.GetNamespace() + "/" + ex.GetName()
+			re, err := compileName(expr)
+			if err != nil {
+				invalid = append(invalid, fmt.Sprintf("%s/%s: spec.exemptions[%d].matcher.name %q: %v", ex.GetNamespace(), ex.GetName(), i, expr, err))
+				continue
+			}
+			ok, err = re.MatchString(pod)
+			if err != nil {
+				invalid = append(invalid, fmt.Sprintf("%s/%s: spec.exemptions[%d].matcher.name %q: %v", ex.GetNamespace(), ex.GetName(), i, expr, err))
+				continue
+			}
+			if ok {
+				return ex.GetNamespace() + "/" + ex.GetName(), invalid
 			}
 		}
 	}
-	return ""
+	return "", invalid
 }
 
 func envOr(key, def string) string {

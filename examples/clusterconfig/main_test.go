@@ -191,7 +191,7 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	own.SetNamespace(apps)
 	own.SetName("own")
 	_ = unstructured.SetNestedSlice(own.Object, []any{map[string]any{
-		"matcher":  map[string]any{"namespace": apps, "name": "^own-"},
+		"matcher":  map[string]any{"namespace": apps, "name": "^own-.*"},
 		"policies": []any{PolicyPrivileged},
 	}}, "spec", "exemptions")
 	if err := env.Client.Create(ctx, own); err != nil {
@@ -203,7 +203,7 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	debug.SetNamespace(exemptionNS)
 	debug.SetName("debug")
 	_ = unstructured.SetNestedSlice(debug.Object, []any{map[string]any{
-		"matcher":  map[string]any{"namespace": apps, "name": "^debug-"},
+		"matcher":  map[string]any{"namespace": apps, "name": "^debug-.*"},
 		"policies": []any{PolicyPrivileged},
 	}}, "spec", "exemptions")
 	if err := env.Client.Create(ctx, debug); err != nil {
@@ -285,13 +285,13 @@ func TestExemptionsOnlyFromTheirNamespace(t *testing.T) {
 		return u
 	}
 	list := []*unstructured.Unstructured{ex("monitoring", "self-made"), ex("uds-policy-exemptions", "node-exporter")}
-	if got := matchExemption(list[:1], "uds-policy-exemptions", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "" {
+	if got, _ := matchExemption(list[:1], "uds-policy-exemptions", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "" {
 		t.Errorf("an Exemption in the pod's own namespace matched: %s", got)
 	}
-	if got := matchExemption(list, "uds-policy-exemptions", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "uds-policy-exemptions/node-exporter" {
+	if got, _ := matchExemption(list, "uds-policy-exemptions", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "uds-policy-exemptions/node-exporter" {
 		t.Errorf("match = %q, want the one in the exemptions namespace", got)
 	}
-	if got := matchExemption(list[:1], "", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "monitoring/self-made" {
+	if got, _ := matchExemption(list[:1], "", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "monitoring/self-made" {
 		t.Errorf("all namespaces allowed: match = %q, want monitoring/self-made", got)
 	}
 	s := settings{defaultsPath: "defaults.yaml"}
@@ -376,7 +376,7 @@ func TestDefaultsSecretIsMountedAndMergedUnder(t *testing.T) {
 	if err := env.InstallCRDYAML(crds); err != nil {
 		t.Fatal(err)
 	}
-	moduleEnv := []string{"CLUSTERCONFIG_NAMESPACE=" + ns, "CLUSTERCONFIG_TIMEOUT=1s"}
+	moduleEnv := []string{"CLUSTERCONFIG_NAMESPACE=" + ns, "CLUSTERCONFIG_TIMEOUT=1s", "CLUSTERCONFIG_EXEMPTIONS_NAMESPACE=" + env.Namespace(t)}
 	m := env.InstallModule(t, vigiltest.ModuleOptions{Env: moduleEnv})
 
 	// The manifests mount it where the module reads it.

@@ -31,6 +31,11 @@ func TestClusterConfigAsShipped(t *testing.T) {
 	if err := env.InstallCRDYAML(crds); err != nil {
 		t.Fatal(err)
 	}
+	// The exemptions namespace, where the module's lister of Exemptions
+	// has its Role.
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "uds-policy-exemptions"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	m := env.InstallModule(t, vigiltest.ModuleOptions{})
 	if m.Phases() != 3 {
 		t.Fatalf("%d gate phases in the manifests, want 3", m.Phases())

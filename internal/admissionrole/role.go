@@ -239,8 +239,10 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st, Scope: scope}
 	r.handler = admit.NewHandler(m.Bindings, admit.Options{
 		Module: m.Name,
+		// Handlers log as the role does (logr.FromContext), as the
+		// watcher's do.
 		Context: func(ctx context.Context, s store.Store) context.Context {
-			return callctx.With(ctx, calls, s)
+			return logr.NewContext(callctx.With(ctx, calls, s), log)
 		},
 		FailurePolicy: m.FailurePolicy,
 		Policies:      m.Policies(),

@@ -3,9 +3,12 @@ package define
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,8 +25,12 @@ type ListerSource struct {
 	GVK     schema.GroupVersionKind
 	New     func() client.Object
 	NewList func() client.ObjectList
-	Reader  atomic.Pointer[client.Reader]
-	Barrier atomic.Pointer[fresh.Barrier]
+	// Namespaces, when set, are the only namespaces the lister reads: an
+	// object of another namespace is not found, even where the role's
+	// informer of the type holds it for another user.
+	Namespaces []string
+	Reader     atomic.Pointer[client.Reader]
+	Barrier    atomic.Pointer[fresh.Barrier]
 }
 
 // Use plugs a started cache and its barriers in.
@@ -41,7 +48,11 @@ func (s *ListerSource) Get(ctx context.Context, namespace, name string) (client.
 		return nil, err
 	}
 	obj := s.New()
-	err = r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
+	if !s.inScope(namespace) {
+		err = apierrors.NewNotFound(schema.GroupResource{Group: s.GVK.Group, Resource: s.GVK.Kind}, name)
+	} else {
+		err = r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
+	}
 	callctx.Reads(ctx).Note(s.Barrier.Load(), err == nil)
 	if err != nil {
 		return nil, err
@@ -62,8 +73,19 @@ func (s *ListerSource) List(ctx context.Context, opts ...client.ListOption) ([]r
 		return nil, err
 	}
 	items, err := meta.ExtractListWithAlloc(list)
+	if len(s.Namespaces) > 0 {
+		items = slices.DeleteFunc(items, func(o runtime.Object) bool {
+			m, ok := o.(metav1.Object)
+			return !ok || !s.inScope(m.GetNamespace())
+		})
+	}
 	callctx.Reads(ctx).Note(s.Barrier.Load(), len(items) > 0)
 	return items, err
+}
+
+// inScope reports whether the lister reads objects of namespace ns.
+func (s *ListerSource) inScope(ns string) bool {
+	return len(s.Namespaces) == 0 || slices.Contains(s.Namespaces, ns)
 }
 
 func (s *ListerSource) reader() (client.Reader, error) {

@@ -259,6 +259,20 @@ func (m *Module) AddLister(l Lister) {
 	m.mu.Unlock()
 }
 
+// ScopeLister limits the lister reading src to namespaces: its informer
+// selects only them (unless another user of the type needs more), its RBAC is
+// a Role in each, its barrier reads the same, and its reads see nothing else.
+func (m *Module) ScopeLister(src *ListerSource, namespaces []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.listers {
+		if m.listers[i].Source == src {
+			m.listers[i].Spec.Select.Namespaces = namespaces
+		}
+	}
+	src.Namespaces = namespaces
+}
+
 // AddRules records RBAC rules the author declared; first is the place of
 // the first, for SetRuleRoles.
 func (m *Module) AddRules(rules ...spec.Rule) (first int) {

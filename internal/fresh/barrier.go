@@ -14,6 +14,9 @@ import (
 type Snapshot struct {
 	ResourceVersion string
 	Items           map[string]string
+	// Namespaces, for a cache limited to some namespaces, holds the
+	// resourceVersion each namespace's list was read at.
+	Namespaces map[string]string
 }
 
 // Source is what a Barrier catches up: the API server's view of one type and

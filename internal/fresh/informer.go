@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,38 +57,79 @@ type informerSource struct {
 	mu      sync.Mutex
 	indexer toolscache.Indexer
 	changed chan struct{}
+	// seen is, for a cache limited to namespaces (one informer per
+	// namespace behind the cache's, with no store of its own), each
+	// object's resourceVersion as the informers' event handler last saw
+	// it: the handler runs after the store has changed, so the store holds
+	// what seen holds or newer.
+	seen map[string]string
+	// hooked is whether the event handler is registered.
+	hooked bool
 }
 
-// store is the informer's store, with a handler that reports its changes.
+// namespaced reports whether the cache is limited to some namespaces.
+func (s *informerSource) namespaced() bool { return len(s.sel.Namespaces) > 0 }
+
+// store is the informer's store (nil for a cache limited to namespaces,
+// which keeps seen instead), with a handler that reports its changes.
 func (s *informerSource) store(ctx context.Context) (toolscache.Indexer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.indexer != nil {
+	if s.hooked {
 		return s.indexer, nil
 	}
 	inf, err := s.c.GetInformer(ctx, s.newObj(), cache.BlockUntilSynced(false))
 	if err != nil {
 		return nil, err
 	}
-	ix, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
-	if !ok {
-		return nil, fmt.Errorf("the informer of %s (%T) does not expose its store", s.gvk.Kind, inf)
+	var ix toolscache.Indexer
+	if !s.namespaced() {
+		withStore, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
+		if !ok {
+			return nil, fmt.Errorf("the informer of %s (%T) does not expose its store", s.gvk.Kind, inf)
+		}
+		ix = withStore.GetIndexer()
+	} else {
+		s.seen = map[string]string{}
 	}
-	notify := func() {
+	// notify records what the handler saw (for a namespaced cache) and
+	// reports the change.
+	notify := func(obj any, deleted bool) {
 		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.seen != nil {
+			s.see(obj, deleted)
+		}
 		close(s.changed)
 		s.changed = make(chan struct{})
-		s.mu.Unlock()
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify() },
-		UpdateFunc: func(any, any) { notify() },
-		DeleteFunc: func(any) { notify() },
+		AddFunc:    func(obj any) { notify(obj, false) },
+		UpdateFunc: func(_, obj any) { notify(obj, false) },
+		DeleteFunc: func(obj any) { notify(obj, true) },
 	}); err != nil {
 		return nil, err
 	}
-	s.indexer = ix.GetIndexer()
+	s.indexer, s.hooked = ix, true
 	return s.indexer, nil
+}
+
+// see records one event of a namespaced cache; s.mu is held.
+func (s *informerSource) see(obj any, deleted bool) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		delete(s.seen, tomb.Key)
+		return
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	k := key(o.GetNamespace(), o.GetName())
+	if deleted {
+		delete(s.seen, k)
+		return
+	}
+	s.seen[k] = o.GetResourceVersion()
 }
 
 func (s *informerSource) Changed() <-chan struct{} {
@@ -114,25 +156,48 @@ func (s *informerSource) Latest(ctx context.Context) (Snapshot, error) {
 		opts = append(opts, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", s.sel.Name)})
 	}
 	snap := Snapshot{Items: map[string]string{}}
-	token := ""
+	if !s.namespaced() {
+		_, err := s.list(ctx, &snap, opts)
+		return snap, err
+	}
+	// One list per namespace, as the cache watches them (and as RBAC
+	// allows: a Role in each, no cluster-wide list).
+	snap.Namespaces = map[string]string{}
+	for _, ns := range s.sel.Namespaces {
+		rv, err := s.list(ctx, &snap, append(slices.Clip(opts), client.InNamespace(ns)))
+		if err != nil {
+			return Snapshot{}, err
+		}
+		snap.Namespaces[ns] = rv
+		if snap.ResourceVersion == "" {
+			snap.ResourceVersion = rv
+		}
+	}
+	return snap, nil
+}
+
+// list adds the items of one consistent list, page by page, to snap, and
+// returns the resourceVersion it was read at; it sets snap's when unset.
+func (s *informerSource) list(ctx context.Context, snap *Snapshot, opts []client.ListOption) (string, error) {
+	token, rv := "", ""
 	for {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
-		if err := s.api.List(ctx, list, append(opts, client.Continue(token))...); err != nil {
-			return Snapshot{}, err
+		if err := s.api.List(ctx, list, append(slices.Clip(opts), client.Continue(token))...); err != nil {
+			return "", err
 		}
-		if snap.ResourceVersion == "" {
-			snap.ResourceVersion = list.ResourceVersion
+		if rv == "" {
+			rv = list.ResourceVersion
+		}
+		if snap.ResourceVersion == "" && !s.namespaced() {
+			snap.ResourceVersion = rv
 		}
 		for i := range list.Items {
 			it := &list.Items[i]
-			if len(s.sel.Namespaces) > 0 && !slices.Contains(s.sel.Namespaces, it.Namespace) {
-				continue
-			}
 			snap.Items[key(it.Namespace, it.Name)] = it.ResourceVersion
 		}
 		if token = list.Continue; token == "" {
-			return snap, nil
+			return rv, nil
 		}
 	}
 }
@@ -144,6 +209,9 @@ func (s *informerSource) Caught(snap Snapshot) (bool, error) {
 	ix, err := s.store(context.Background())
 	if err != nil {
 		return false, err
+	}
+	if s.namespaced() {
+		return s.caughtNamespaced(snap)
 	}
 	if seen := ix.LastStoreSyncResourceVersion(); seen != "" {
 		if c, err := resourceversion.CompareResourceVersion(seen, snap.ResourceVersion); err == nil && c >= 0 {
@@ -178,6 +246,38 @@ func (s *informerSource) Caught(snap Snapshot) (bool, error) {
 		}
 		c, err := resourceversion.CompareResourceVersion(rv, snap.ResourceVersion)
 		if err != nil || c <= 0 {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// caughtNamespaced is Caught for a cache limited to namespaces, on what its
+// event handler has seen: every listed object at its listed version or
+// newer, and none the lists no longer have unless created after its
+// namespace's list.
+func (s *informerSource) caughtNamespaced(snap Snapshot) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, want := range snap.Items {
+		rv, ok := s.seen[k]
+		if !ok {
+			return false, nil
+		}
+		if c, err := resourceversion.CompareResourceVersion(rv, want); err != nil || c < 0 {
+			return false, err
+		}
+	}
+	for k, rv := range s.seen {
+		if _, listed := snap.Items[k]; listed {
+			continue
+		}
+		ns, _, _ := strings.Cut(k, "/")
+		since, ok := snap.Namespaces[ns]
+		if !ok {
+			continue // not a namespace the lists read
+		}
+		if c, err := resourceversion.CompareResourceVersion(rv, since); err != nil || c <= 0 {
 			return false, err
 		}
 	}

@@ -72,7 +72,13 @@ func Rules(m *spec.Module) []spec.Rule {
 		add(m.Namespace, v1alpha1.GroupVersion.Group, "stores", nil, why+": created on first write", "create")
 		for _, l := range m.Listers {
 			gvk := l.GVK
-			add("", gvk.Group, Resource(gvk), nil, fmt.Sprintf("a Lister of %s keeps every object of the kind in a read cache", gvk.Kind), read...)
+			why := fmt.Sprintf("a Lister of %s keeps every object of the kind in a read cache", gvk.Kind)
+			if len(l.Select.Namespaces) > 0 {
+				why = fmt.Sprintf("a Lister of %s keeps the objects of the kind in its namespaces in a read cache", gvk.Kind)
+			}
+			for _, ns := range orAll(l.Select.Namespaces) {
+				add(ns, gvk.Group, Resource(gvk), nil, why, read...)
+			}
 		}
 		for _, r := range m.Rules {
 			if r.Role != "" && r.Role != role {
@@ -163,7 +169,7 @@ func Rules(m *spec.Module) []spec.Rule {
 		users = append(users, spec.Lister{GVK: w.GVK, Select: spec.Selection{Namespaces: w.Select.Namespaces, Name: w.Select.Name}})
 	}
 	for _, l := range m.Listers {
-		users = append(users, spec.Lister{GVK: l.GVK})
+		users = append(users, spec.Lister{GVK: l.GVK, Select: spec.Selection{Namespaces: l.Select.Namespaces}})
 	}
 	informerName := map[schema.GroupVersionKind]string{}
 	for _, a := range watcher.Agree(users) {

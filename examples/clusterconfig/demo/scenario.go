@@ -334,7 +334,7 @@ func (d *demo) exempted(ctx context.Context) (string, error) {
 		"metadata": map[string]any{"name": "debug-tools", "namespace": exemptionNS},
 		"spec": map[string]any{"exemptions": []any{map[string]any{
 			"title":    "debug tools",
-			"matcher":  map[string]any{"namespace": demoNS, "name": "^debug-"},
+			"matcher":  map[string]any{"namespace": demoNS, "name": "^debug-.*"},
 			"policies": []any{"DisallowPrivileged"},
 		}}},
 	}}
