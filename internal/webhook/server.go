@@ -133,7 +133,17 @@ func Serve(ctx context.Context, opts Options) error {
 	})
 	limits := opts.Limits.withDefaults()
 	lim := newLimited(opts.Handler, limits)
-	mux.Handle("/", lim)
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stopping.Load() {
+			// Each connection still used while the server stops is closed
+			// by its client after this answer, in order, rather than by
+			// the drain while idle: the API server does not retry a review
+			// it sent down a keep-alive connection the server was closing
+			// just then (it sees EOF), and would apply the failure policy.
+			w.Header().Set("Connection", "close")
+		}
+		lim.ServeHTTP(w, r)
+	}))
 
 	srv := &http.Server{
 		Handler: mux,

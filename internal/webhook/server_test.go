@@ -113,8 +113,17 @@ func TestGracefulStop(t *testing.T) {
 		}
 		return nil
 	})
-	if code, body, err := get(c, base+"/mutate/x"); err != nil || code != 200 || body != "admitted" {
-		t.Fatalf("a request during the shutdown delay: %d %q %v", code, body, err)
+	// A review during the delay is answered, and its connection closed
+	// after the answer (Connection: close) rather than left idle for the
+	// drain to close under a client that may be sending on it.
+	resp, err := c.Get(base + "/mutate/x")
+	if err != nil {
+		t.Fatalf("a request during the shutdown delay: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "admitted" || !resp.Close {
+		t.Fatalf("a request during the shutdown delay: %d %q, Connection: close %v; want 200 \"admitted\" and the connection closed after it", resp.StatusCode, body, resp.Close)
 	}
 	if err := <-inflight; err != nil {
 		t.Fatalf("the request in flight at stop: %v", err)
