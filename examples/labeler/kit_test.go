@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -32,7 +31,7 @@ func TestLabelerAsShipped(t *testing.T) {
 
 	// Its ServiceAccount may renew its version's admission Lease, which
 	// tells an older version (a rollback) whether this one still runs.
-	lease := registration.LeaseName(m.Name, "0.0.0")
+	lease := m.Name + "-admission-v0.0.0" // <module>-admission-v<version>
 	vigiltest.Eventually(t, 10*time.Second, func() error {
 		l, err := env.Clientset.CoordinationV1().Leases(m.Namespace).Get(t.Context(), lease, metav1.GetOptions{})
 		if err != nil {

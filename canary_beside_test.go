@@ -1,4 +1,4 @@
-package main
+package vigil_test
 
 import (
 	"context"
@@ -31,7 +31,7 @@ import (
 // validation, and the refused answer keeps the token it echoed.
 func TestAnotherModuleEnforcesBesideTheLabelersChecks(t *testing.T) {
 	ctx := t.Context()
-	env.InstallModule(t, vigiltest.ModuleOptions{}) // its checks are in force; its webhooks are not registered
+	env.InstallModule(t, vigiltest.ModuleOptions{Dir: "./examples/labeler"}) // its checks are in force; its webhooks are not registered
 	home, apps := env.Namespace(t), env.Namespace(t)
 	name := "beside-" + home[len(home)-6:]
 
