@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/internal/cmdutil"
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // A capability's Require is checked by the API server itself, from the
@@ -130,11 +131,19 @@ func TestRequireIsCheckedByTheAPIServer(t *testing.T) {
 	if err := c.Create(ctx, cm(optedOut, "bare", nil)); err != nil {
 		t.Errorf("in a namespace opted out of the capability: %v, want it to pass", err)
 	}
+	// The Warn capability's check is a policy of its own, which the API
+	// server loads in its own time: dry runs until it warns, within 10 s.
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		if err := c.Create(ctx, cm(loose, "no-team", nil), client.DryRunAll); err != nil {
+			t.Fatalf("in the Warn capability's namespace: %v, want it to pass with a warning", err)
+		}
+		if !strings.Contains(seen.String(), "a ConfigMap needs a team label") {
+			return fmt.Errorf("warnings %q: want the Warn capability's check as a warning", seen)
+		}
+		return nil
+	})
 	if err := c.Create(ctx, cm(loose, "no-team", nil)); err != nil {
 		t.Fatalf("in the Warn capability's namespace: %v, want it to pass with a warning", err)
-	}
-	if !strings.Contains(seen.String(), "a ConfigMap needs a team label") {
-		t.Errorf("warnings %q: want the Warn capability's check as a warning", seen)
 	}
 }
 
