@@ -344,12 +344,16 @@ func TestWaitForDelete(t *testing.T) {
 	one := goWait(t, kc, nil, "cm/doomed", "--for=delete", "-n", ns, "--timeout=40s")
 	set := goWait(t, kc, nil, "cm", "-l", "app=doomed", "--for=delete", "-n", ns, "--timeout=40s")
 	stillRunning(t, 200*time.Millisecond, one, set)
-	for _, name := range []string{"doomed", "set-1"} {
-		if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	expect(t, receive(t, one), cmdutil.ExitOK, "configmap/doomed condition met\n")
+	// The set's waiter, started with the first, has listed its objects by
+	// now, as the first has seen its object go: a deletion before its list
+	// would leave set-1 out of what it waits for, as kubectl does.
+	if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), "set-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	stillRunning(t, 100*time.Millisecond, set) // set-2 is still there
 	if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), "set-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
