@@ -11,7 +11,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,29 +23,15 @@ import (
 const floodConns = 600
 
 // violationLoop creates ConfigMaps labelled violate in ns, which the
-// module's policy must deny, about every 50 ms until stop, counting the
-// tries and those admitted.
+// module's policy must deny, through the soaks' create loop until stop,
+// counting the tries and those admitted.
 func violationLoop(ctx context.Context, ns string, tries, admitted *atomic.Int64) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("violate-", i), Labels: map[string]string{"violate": "yes"}}}
-			tries.Add(1)
-			if err := env.Client.Create(ctx, c); err == nil {
-				admitted.Add(1)
-			}
-			time.Sleep(50 * time.Millisecond) // paces the load
+	return createLoop(ctx, ns, "violate", map[string]string{"violate": "yes"}, func(_ *corev1.ConfigMap, err error, _, _ time.Time) {
+		tries.Add(1)
+		if err == nil {
+			admitted.Add(1)
 		}
-	}()
-	return func() { close(done); wg.Wait() }
+	})
 }
 
 // ignoreWindow reads the module's two configurations every 10 ms until

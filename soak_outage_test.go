@@ -97,7 +97,7 @@ func soakOutage(tb testing.TB, optIn bool, outage, bound time.Duration) outageRe
 	var results []result
 	var stops []func()
 	for _, ns := range []string{apps, home} {
-		stops = append(stops, createLoop(ctx, ns, "o", func(c *corev1.ConfigMap, err error, began, ended time.Time) {
+		stops = append(stops, createLoop(ctx, ns, "o", nil, func(c *corev1.ConfigMap, err error, began, ended time.Time) {
 			mu.Lock()
 			results = append(results, result{began: began, ended: ended, ns: ns, err: err, mutated: c.Labels["soaked"] == "yes"})
 			mu.Unlock()

@@ -166,7 +166,7 @@ func BenchmarkSoakRegistration(b *testing.B) {
 	var creates, rejected, unmutated atomic.Int64
 	var registeredAt atomic.Int64 // unix nanos of the first enforcement
 	var firstErr atomic.Value
-	stopClient := createLoop(ctx, apps, "soak", func(c *corev1.ConfigMap, err error, began, _ time.Time) {
+	stopClient := createLoop(ctx, apps, "soak", nil, func(c *corev1.ConfigMap, err error, began, _ time.Time) {
 		if err != nil {
 			rejected.Add(1)
 			firstErr.CompareAndSwap(nil, err)
@@ -382,11 +382,11 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 	})
 }
 
-// createLoop creates ConfigMaps prefix-0, prefix-1, … in ns, about 20 ms
+// createLoop creates ConfigMaps prefix-0, prefix-1, … in ns, labelled labels, about 20 ms
 // apart, and hands each create's object (as stored, when it was admitted),
 // error and timing to seen, until the returned stop is called; stop waits
 // for the loop to end. The soaks count different things from the same load.
-func createLoop(ctx context.Context, ns, prefix string, seen func(c *corev1.ConfigMap, err error, began, ended time.Time)) (stop func()) {
+func createLoop(ctx context.Context, ns, prefix string, labels map[string]string, seen func(c *corev1.ConfigMap, err error, began, ended time.Time)) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -398,7 +398,7 @@ func createLoop(ctx context.Context, ns, prefix string, seen func(c *corev1.Conf
 				return
 			default:
 			}
-			c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint(prefix, "-", i)}}
+			c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint(prefix, "-", i), Labels: labels}}
 			began := time.Now()
 			err := env.Client.Create(ctx, c)
 			seen(c, err, began, time.Now())

@@ -170,7 +170,7 @@ func soakUpgrade(b *testing.B, how string, flood bool) upgradeResult {
 		stopWatch = ignoreWindow(ctx, name, &res.ignoreWindow)
 		stopViolations = violationLoop(ctx, apps, &violationTries, &violations)
 	}
-	stopClient := createLoop(ctx, apps, "up", func(c *corev1.ConfigMap, err error, _, _ time.Time) {
+	stopClient := createLoop(ctx, apps, "up", nil, func(c *corev1.ConfigMap, err error, _, _ time.Time) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
