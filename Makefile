@@ -4,11 +4,12 @@ SHELL := bash
 
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
+GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test demo control-plane vet staticcheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh bench-ship bench-first-module
+.PHONY: test demo control-plane vet staticcheck tidy vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh bench-ship bench-first-module
 
-## test: build the control plane if needed, then vet, staticcheck and every test under the race detector
+## test: build the control plane if needed, then vet, staticcheck, the go.mod tidiness check, govulncheck and every test under the race detector
 test:
 	@start=$$(date +%s); \
 	echo "==> control plane (built from the Go module proxy on first use, then cached)"; \
@@ -16,6 +17,19 @@ test:
 	echo "    $$assets ($$(( $$(date +%s) - start ))s)"; \
 	echo "==> go vet"; go vet ./...; \
 	echo "==> staticcheck"; go run $(STATICCHECK) ./...; \
+	echo "==> go mod tidy -diff (go.mod and go.sum must be as go mod tidy leaves them)"; \
+	if ! go mod tidy -diff; then \
+		echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit the change shown above" >&2; exit 1; \
+	fi; \
+	echo "==> govulncheck ($(GOVULNCHECK); database golang.org/x/vulndb from the Go module proxy, converted on first use, then cached)"; \
+	if db="$$(hack/vulndb.sh)"; then \
+		echo "    $$db ($$(( $$(date +%s) - start ))s)"; dbflag="-db=file://$$db"; \
+	else \
+		echo "    the local vulnerability database could not be built (above): falling back to https://vuln.go.dev" >&2; dbflag=""; \
+	fi; \
+	if ! go run $(GOVULNCHECK) $$dbflag ./...; then \
+		echo "govulncheck: the code calls a vulnerable symbol (above): move the module, or the Go toolchain, to the version 'Fixed in' names" >&2; exit 1; \
+	fi; \
 	echo "==> go test -race ($$(( $$(date +%s) - start ))s of setup)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -race $(GO_TEST_FLAGS) ./...; \
 	echo "==> fuzz the AdmissionReview decoder briefly (new inputs kept unminimized: minimizing one can outlast the 10s and fail the run)"; \
@@ -30,6 +44,14 @@ vet:
 
 staticcheck:
 	go run $(STATICCHECK) ./...
+
+## tidy: fail if go mod tidy would change go.mod or go.sum
+tidy:
+	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit the change shown above" >&2; exit 1; }
+
+## vulncheck: govulncheck against the local copy of the Go vulnerability database (hack/vulndb.sh)
+vulncheck:
+	@go run $(GOVULNCHECK) -db "file://$$(hack/vulndb.sh)" ./...
 
 ## unit: the tests that need no control plane
 unit:
