@@ -119,7 +119,7 @@ func TestRequiredTimeout(t *testing.T) {
 	g.Timeout = 200 * time.Millisecond
 	other := blockUntil("other", never, nil)
 	_, err := gaterun.RunPhase(t.Context(), 2, []spec.Gate{g, other}, o)
-	if !errors.Is(err, gaterun.ErrTimedOut) {
+	if !errors.Is(err, spec.ErrTimedOut) {
 		t.Fatalf("err = %v, want ErrTimedOut", err)
 	}
 	if !strings.Contains(err.Error(), "last seen: not yet") {
