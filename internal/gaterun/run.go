@@ -33,8 +33,8 @@ type EventSink interface {
 	Event(warning bool, reason, message string)
 }
 
-// Options configure RunPhase.
-type Options struct {
+// PhaseOptions configure RunPhase: what Run gives it, or a test.
+type PhaseOptions struct {
 	Log logr.Logger
 	// Interval between progress lines of a waiting gate; 5s when zero.
 	Interval time.Duration
@@ -55,7 +55,7 @@ type Options struct {
 
 // run waits for one gate and runs its callback; it returns the result to
 // hand off. seen is told what the wait last saw.
-func (o *Options) run(ctx context.Context, g *spec.Gate, seen Seen) (any, error) {
+func (o *PhaseOptions) run(ctx context.Context, g *spec.Gate, seen Seen) (any, error) {
 	ctx = o.context(ctx)
 	// A Sample gate marks its callback itself (progress.CallbackRunning).
 	if g.Sample != nil {
@@ -75,7 +75,7 @@ func (o *Options) run(ctx context.Context, g *spec.Gate, seen Seen) (any, error)
 	return g.Finish(ctx, objs, o.Store)
 }
 
-func (o *Options) context(ctx context.Context) context.Context {
+func (o *PhaseOptions) context(ctx context.Context) context.Context {
 	if o.Context == nil {
 		return ctx
 	}
@@ -97,7 +97,7 @@ type Outcome struct {
 
 // RunPhase runs the gates of one phase and returns when all required ones are
 // done or one has failed. The error wraps spec.ErrTimedOut when a gate timed out.
-func RunPhase(ctx context.Context, phase int, gates []spec.Gate, opts Options) ([]Outcome, error) {
+func RunPhase(ctx context.Context, phase int, gates []spec.Gate, opts PhaseOptions) ([]Outcome, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = 5 * time.Second
 	}
@@ -166,7 +166,7 @@ func canceled(ctx context.Context, outcomes []Outcome) error {
 		ErrCanceled, strings.Join(names, ", "), why)
 }
 
-func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log logr.Logger) Outcome {
+func runGate(ctx context.Context, phase int, g *spec.Gate, opts *PhaseOptions, log logr.Logger) Outcome {
 	began := time.Now()
 	gctx := ctx
 	if g.Timeout > 0 {
@@ -223,7 +223,7 @@ func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log lo
 
 // timedOut finishes a gate whose time ran out: with its fallback, skipped when
 // optional, or as the phase's failure.
-func timedOut(ctx context.Context, g *spec.Gate, opts *Options, st *state) Outcome {
+func timedOut(ctx context.Context, g *spec.Gate, opts *PhaseOptions, st *state) Outcome {
 	switch {
 	case g.OnTimeout != nil:
 		result, err := g.OnTimeout(opts.context(ctx), opts.Store)

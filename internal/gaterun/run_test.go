@@ -38,9 +38,9 @@ func (e *events) reasons() string {
 	return strings.Join(e.all, ",")
 }
 
-func opts(t *testing.T) (gaterun.Options, *events) {
+func opts(t *testing.T) (gaterun.PhaseOptions, *events) {
 	ev := &events{}
-	return gaterun.Options{
+	return gaterun.PhaseOptions{
 		Log:            logr.Discard(),
 		Interval:       50 * time.Millisecond,
 		HandoffDir:     t.TempDir(),
