@@ -69,7 +69,10 @@ type Options struct {
 // set before main runs.
 var processStart = time.Now()
 
-// Run serves the module's admission until ctx ends.
+// Run runs a module's admission role, `<module> admission`: it serves the
+// module's mutations and validations over HTTPS until ctx ends, and, with
+// o.Register, fills the module's webhook configurations once ready. It logs
+// to logr.FromContext(ctx).
 func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error {
 	log := logr.FromContextOrDiscard(ctx).WithValues("module", m.Name)
 	marks := &startup{init: time.Since(processStart)}
@@ -82,6 +85,48 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		return err
 	}
 	go logNotReady(ctx, log, r.ready, o.NotReadyLogInterval)
+	serve := serveOptions(m, o, r, log)
+	caBundle := func() []byte {
+		path := o.CAFile
+		if path == "" {
+			path = filepath.Join(o.CertDir, "ca.crt")
+		}
+		data, _ := os.ReadFile(path)
+		return data
+	}
+	if o.CertSecret != "" {
+		mgr, err := manageCertificate(ctx, cfg, m, o, log)
+		if err != nil {
+			return err
+		}
+		serve.GetCertificate = mgr.GetCertificate
+		caBundle = mgr.CABundle
+	}
+	listening := make(chan struct{})
+	serve.Listening = func(addr string) {
+		marks.listening = time.Since(processStart)
+		close(listening)
+		go marks.logWhenReady(ctx, log, r.ready)
+		if o.Listening != nil {
+			o.Listening(addr)
+		}
+	}
+	if o.Bootstrap {
+		if err := bootstrapConfigurations(ctx, cfg, m); err != nil {
+			return err
+		}
+	}
+	if o.Register {
+		if err := register(ctx, cfg, m, o, log, r, &serve, caBundle, listening); err != nil {
+			return err
+		}
+	}
+	return webhook.Serve(ctx, serve)
+}
+
+// serveOptions are the server's: the role's handler, readiness and metrics,
+// with the limits that refuse at once what exceeds them.
+func serveOptions(m *spec.Module, o Options, r *role, log logr.Logger) webhook.Options {
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "vigil", Subsystem: "admission", Name: "refused_total",
 		Help:        "Requests and connections the server's limits refused at once, so that the API server applied the failure policy: in_flight, reading, body_budget, too_large, body_timeout, bad_body; connections, per_source (closed at accept), evicted_idle (an idle one closed for a new one), silent (no request in time); metrics_<reason> for the metrics port's connections.",
@@ -105,74 +150,58 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		Refused:      func(reason string) { refused.WithLabelValues(reason).Inc() },
 	}
 	serve.MetricsLimits = webhook.Limits{Refused: func(reason string) { refused.WithLabelValues("metrics_" + reason).Inc() }}
-	caBundle := func() []byte {
-		path := o.CAFile
-		if path == "" {
-			path = filepath.Join(o.CertDir, "ca.crt")
-		}
-		data, _ := os.ReadFile(path)
-		return data
+	return serve
+}
+
+// manageCertificate keeps the CA and serving certificate in o.CertSecret:
+// created once, shared by the replicas, renewed before expiry.
+func manageCertificate(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options, log logr.Logger) (*certs.SecretManager, error) {
+	hosts := o.CertHosts
+	if len(hosts) == 0 {
+		svc := m.Name + "." + m.Namespace + ".svc"
+		hosts = []string{svc, svc + ".cluster.local", "127.0.0.1"}
 	}
-	if o.CertSecret != "" {
-		hosts := o.CertHosts
-		if len(hosts) == 0 {
-			svc := m.Name + "." + m.Namespace + ".svc"
-			hosts = []string{svc, svc + ".cluster.local", "127.0.0.1"}
-		}
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return err
-		}
-		mgr := certs.NewSecretManager(cs, certs.SecretOptions{Namespace: m.Namespace, Name: o.CertSecret, Hosts: hosts, Log: log})
-		if err := mgr.Ensure(ctx); err != nil {
-			return err
-		}
-		go mgr.Run(ctx, time.Minute)
-		serve.GetCertificate = mgr.GetCertificate
-		caBundle = mgr.CABundle
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
-	listening := make(chan struct{})
-	serve.Listening = func(addr string) {
-		marks.listening = time.Since(processStart)
-		close(listening)
-		go marks.logWhenReady(ctx, log, r.ready)
-		if o.Listening != nil {
-			o.Listening(addr)
-		}
+	mgr := certs.NewSecretManager(cs, certs.SecretOptions{Namespace: m.Namespace, Name: o.CertSecret, Hosts: hosts, Log: log})
+	if err := mgr.Ensure(ctx); err != nil {
+		return nil, err
 	}
-	if o.Bootstrap {
-		if err := bootstrapConfigurations(ctx, cfg, m); err != nil {
-			return err
-		}
+	go mgr.Run(ctx, time.Minute)
+	return mgr, nil
+}
+
+// register fills the module's webhook configurations once the role is
+// listening and ready, and then keeps them true.
+func register(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options, log logr.Logger, r *role, serve *webhook.Options, caBundle func() []byte, listening <-chan struct{}) error {
+	reg, err := newRegistrar(cfg, m, true, log, clientConfig(m, o.WebhookURL), caBundle)
+	if err != nil {
+		return err
 	}
-	if o.Register {
-		reg, err := newRegistrar(cfg, m, true, log, clientConfig(m, o.WebhookURL), caBundle)
-		if err != nil {
-			return err
+	reg.SetLease(cmp.Or(o.LeaseDuration, registration.DefaultLeaseDuration), cmp.Or(os.Getenv("POD_NAME"), m.Name+"@"+m.Version))
+	// Set before serving: the handler reads it.
+	r.newer.read = reg.Newer
+	problems := &registrationProblems{log: log, sink: podevents.For(cfg, m.Name, -1), notify: r.registrationProblem, metrics: newRegistrationMetrics(r.registry, m.Name)}
+	serve.ReadyDetail = problems.detail
+	reg.OnStuck(problems.stuck)
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-listening:
 		}
-		reg.SetLease(cmp.Or(o.LeaseDuration, registration.DefaultLeaseDuration), cmp.Or(os.Getenv("POD_NAME"), m.Name+"@"+m.Version))
-		// Set before serving: the handler reads it.
-		r.newer.read = reg.Newer
-		problems := &registrationProblems{log: log, sink: podevents.For(cfg, m.Name, -1), notify: r.registrationProblem, metrics: newRegistrationMetrics(r.registry, m.Name)}
-		serve.ReadyDetail = problems.detail
-		reg.OnStuck(problems.stuck)
-		go func() {
-			select {
-			case <-ctx.Done():
-				return
-			case <-listening:
-			}
-			go reg.Heartbeat(ctx, r.ready)
-			if err := reg.InjectCABundle(ctx); err != nil {
-				log.Error(err, "fail-closed webhook configurations: put the serving CA in")
-			}
-			// The audit of what got in before is the watcher's: see
-			// internal/audit.
-			registerWhenReady(ctx, log, listening, r.ready, reg, problems)
-			watchRegistration(ctx, log, reg, problems, o.CheckInterval)
-		}()
-	}
-	return webhook.Serve(ctx, serve)
+		go reg.Heartbeat(ctx, r.ready)
+		if err := reg.InjectCABundle(ctx); err != nil {
+			log.Error(err, "fail-closed webhook configurations: put the serving CA in")
+		}
+		// The audit of what got in before is the watcher's: see
+		// internal/audit.
+		registerWhenReady(ctx, log, listening, r.ready, reg, problems)
+		watchRegistration(ctx, log, reg, problems, o.CheckInterval)
+	}()
+	return nil
 }
 
 // role is the admission role's state: its handler, metrics and readiness.

@@ -11,12 +11,13 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Exit codes of vigil binaries.
@@ -76,7 +77,7 @@ func ExitCode(errOut io.Writer, err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, gaterun.ErrTimedOut):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, spec.ErrTimedOut):
 		fmt.Fprintf(errOut, "vigil: timed out: %v\n", err)
 		return ExitTimedOut
 	default:
@@ -97,6 +98,24 @@ func Reported(err error) error {
 type reported struct{ error }
 
 func (r reported) Unwrap() error { return r.error }
+
+// KubeFlags are the flags that say which cluster a command talks to,
+// declared once for every command that needs one.
+type KubeFlags struct {
+	Kubeconfig string
+	Context    string
+}
+
+// AddFlags declares --kubeconfig and --context.
+func (k *KubeFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&k.Kubeconfig, "kubeconfig", "", "kubeconfig file; in a pod, its ServiceAccount is used")
+	fs.StringVar(&k.Context, "context", "", "kubeconfig context")
+}
+
+// ToRESTConfig loads the config the flags name (see LoadConfig).
+func (k *KubeFlags) ToRESTConfig() (*rest.Config, error) {
+	return LoadConfig(k.Kubeconfig, k.Context)
+}
 
 // LoadConfig loads a client config the way kubectl does (flag, KUBECONFIG,
 // ~/.kube/config), falling back to the pod's ServiceAccount, with client-side

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 func TestExitCodeMapsOutcomes(t *testing.T) {
@@ -22,6 +25,7 @@ func TestExitCodeMapsOutcomes(t *testing.T) {
 		{errors.New("boom"), ExitFailed},
 		{fmt.Errorf("wait for crd: %w", context.DeadlineExceeded), ExitTimedOut},
 		{context.Canceled, ExitFailed},
+		{fmt.Errorf("gate crd: %w after 1s", spec.ErrTimedOut), ExitTimedOut},
 	} {
 		var b bytes.Buffer
 		if got := ExitCode(&b, tc.err); got != tc.want {
@@ -74,5 +78,34 @@ func TestExitCodeDoesNotRepeatReportedErrors(t *testing.T) {
 	}
 	if got := ExitCode(&b, Reported(errors.New("boom"))); got != ExitFailed || b.Len() != 0 {
 		t.Errorf("ExitCode(reported failure) = %d and printed %q; want %d and nothing", got, b.String(), ExitFailed)
+	}
+}
+
+// The kubeconfig flags are declared once, with their names and defaults,
+// and what they hold is what the config is loaded from.
+func TestKubeFlagsDeclareKubeconfigAndContext(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // not in a pod
+	var k KubeFlags
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	k.AddFlags(fs)
+	for _, name := range []string{"kubeconfig", "context"} {
+		f := fs.Lookup(name)
+		if f == nil {
+			t.Fatalf("--%s is not declared", name)
+		}
+		if f.DefValue != "" {
+			t.Errorf("--%s defaults to %q, want empty", name, f.DefValue)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := fs.Parse([]string{"--kubeconfig", missing, "--context", "kind"}); err != nil {
+		t.Fatal(err)
+	}
+	if k.Kubeconfig != missing || k.Context != "kind" {
+		t.Fatalf("flags hold %q and %q", k.Kubeconfig, k.Context)
+	}
+	_, err := k.ToRESTConfig()
+	if err == nil || !strings.Contains(err.Error(), "the kubeconfig "+missing+" (from --kubeconfig) does not exist") {
+		t.Errorf("ToRESTConfig with a missing --kubeconfig: %v", err)
 	}
 }

@@ -1,5 +1,6 @@
 // Package gaterun runs one phase of a module's startup gates, as its init
-// container does: every gate of the phase at once, each until it is done, and
+// container does (Run, the role's entry; RunPhase, the phase's gates as
+// given): every gate of the phase at once, each until it is done, and
 // the phase until every required gate is. It runs the phase's spec.Gate
 // values: an object gate through internal/waitfor and then its callback, a
 // Sample gate by sampling, both with the lazily connected Store.

@@ -33,8 +33,8 @@ type EventSink interface {
 	Event(warning bool, reason, message string)
 }
 
-// Options configure RunPhase.
-type Options struct {
+// PhaseOptions configure RunPhase: what Run gives it, or a test.
+type PhaseOptions struct {
 	Log logr.Logger
 	// Interval between progress lines of a waiting gate; 5s when zero.
 	Interval time.Duration
@@ -55,7 +55,7 @@ type Options struct {
 
 // run waits for one gate and runs its callback; it returns the result to
 // hand off. seen is told what the wait last saw.
-func (o *Options) run(ctx context.Context, g *spec.Gate, seen Seen) (any, error) {
+func (o *PhaseOptions) run(ctx context.Context, g *spec.Gate, seen Seen) (any, error) {
 	ctx = o.context(ctx)
 	// A Sample gate marks its callback itself (progress.CallbackRunning).
 	if g.Sample != nil {
@@ -75,15 +75,12 @@ func (o *Options) run(ctx context.Context, g *spec.Gate, seen Seen) (any, error)
 	return g.Finish(ctx, objs, o.Store)
 }
 
-func (o *Options) context(ctx context.Context) context.Context {
+func (o *PhaseOptions) context(ctx context.Context) context.Context {
 	if o.Context == nil {
 		return ctx
 	}
 	return o.Context(ctx)
 }
-
-// ErrTimedOut ends a phase whose required gate ran out of time.
-var ErrTimedOut = errors.New("timed out")
 
 // ErrCanceled ends a phase stopped (SIGTERM, a canceled context) before its
 // required gates were done: nothing of theirs was handed off, so the phase
@@ -99,8 +96,8 @@ type Outcome struct {
 }
 
 // RunPhase runs the gates of one phase and returns when all required ones are
-// done or one has failed. The error wraps ErrTimedOut when a gate timed out.
-func RunPhase(ctx context.Context, phase int, gates []spec.Gate, opts Options) ([]Outcome, error) {
+// done or one has failed. The error wraps spec.ErrTimedOut when a gate timed out.
+func RunPhase(ctx context.Context, phase int, gates []spec.Gate, opts PhaseOptions) ([]Outcome, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = 5 * time.Second
 	}
@@ -169,12 +166,12 @@ func canceled(ctx context.Context, outcomes []Outcome) error {
 		ErrCanceled, strings.Join(names, ", "), why)
 }
 
-func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log logr.Logger) Outcome {
+func runGate(ctx context.Context, phase int, g *spec.Gate, opts *PhaseOptions, log logr.Logger) Outcome {
 	began := time.Now()
 	gctx := ctx
 	if g.Timeout > 0 {
 		var cancel context.CancelFunc
-		gctx, cancel = context.WithTimeoutCause(ctx, g.Timeout, fmt.Errorf("%w after %s", ErrTimedOut, g.Timeout))
+		gctx, cancel = context.WithTimeoutCause(ctx, g.Timeout, fmt.Errorf("%w after %s", spec.ErrTimedOut, g.Timeout))
 		defer cancel()
 	}
 	st := &state{log: log, events: opts.Events, gate: g, phase: phase, began: began}
@@ -207,7 +204,7 @@ func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log lo
 		}
 		if gctx.Err() != nil {
 			cause := context.Cause(gctx)
-			if !errors.Is(cause, ErrTimedOut) {
+			if !errors.Is(cause, spec.ErrTimedOut) {
 				// Another gate of the phase failed, or the process stops.
 				st.set("Canceled", fmt.Sprintf("gate %s stopped before it was done (last seen: %s)", g.Name, st.lastSeen()), true)
 				return st.end("canceled", nil)
@@ -226,7 +223,7 @@ func runGate(ctx context.Context, phase int, g *spec.Gate, opts *Options, log lo
 
 // timedOut finishes a gate whose time ran out: with its fallback, skipped when
 // optional, or as the phase's failure.
-func timedOut(ctx context.Context, g *spec.Gate, opts *Options, st *state) Outcome {
+func timedOut(ctx context.Context, g *spec.Gate, opts *PhaseOptions, st *state) Outcome {
 	switch {
 	case g.OnTimeout != nil:
 		result, err := g.OnTimeout(opts.context(ctx), opts.Store)
@@ -246,7 +243,7 @@ func timedOut(ctx context.Context, g *spec.Gate, opts *Options, st *state) Outco
 		st.set("TimedOut", fmt.Sprintf("optional gate %s timed out after %s (last seen: %s); skipped", g.Name, g.Timeout, st.lastSeen()), true)
 		return st.end("skipped", nil)
 	default:
-		err := fmt.Errorf("%w after %s waiting for %s (last seen: %s)", ErrTimedOut, g.Timeout, g.WaitsFor, st.lastSeen())
+		err := fmt.Errorf("%w after %s waiting for %s (last seen: %s)", spec.ErrTimedOut, g.Timeout, g.WaitsFor, st.lastSeen())
 		st.set("TimedOut", fmt.Sprintf("gate %s %v", g.Name, err), true)
 		return st.end("timed out", err)
 	}
@@ -407,7 +404,7 @@ func summarize(phase int, outcomes []Outcome, took time.Duration, err error) str
 	verdict := "done"
 	if err != nil {
 		verdict = "failed"
-		if errors.Is(err, ErrTimedOut) {
+		if errors.Is(err, spec.ErrTimedOut) {
 			verdict = "timed out"
 		}
 		if errors.Is(err, ErrCanceled) {

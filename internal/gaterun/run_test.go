@@ -38,9 +38,9 @@ func (e *events) reasons() string {
 	return strings.Join(e.all, ",")
 }
 
-func opts(t *testing.T) (gaterun.Options, *events) {
+func opts(t *testing.T) (gaterun.PhaseOptions, *events) {
 	ev := &events{}
-	return gaterun.Options{
+	return gaterun.PhaseOptions{
 		Log:            logr.Discard(),
 		Interval:       50 * time.Millisecond,
 		HandoffDir:     t.TempDir(),
@@ -119,7 +119,7 @@ func TestRequiredTimeout(t *testing.T) {
 	g.Timeout = 200 * time.Millisecond
 	other := blockUntil("other", never, nil)
 	_, err := gaterun.RunPhase(t.Context(), 2, []spec.Gate{g, other}, o)
-	if !errors.Is(err, gaterun.ErrTimedOut) {
+	if !errors.Is(err, spec.ErrTimedOut) {
 		t.Fatalf("err = %v, want ErrTimedOut", err)
 	}
 	if !strings.Contains(err.Error(), "last seen: not yet") {

@@ -1,9 +1,11 @@
 // Package modcli is a module binary's command line, what vigil.Run gives
 // every module: `gate --phase N`, `admission`, `watcher`, `unregister`,
-// `manifests` and `plan`. Each command reads the module's resolved definition
-// (internal/spec) and hands it to its role (internal/gaterun,
-// internal/admissionrole, internal/watcher) or tool (internal/manifests,
-// internal/deadlock).
+// `chart`, `manifests` and `plan`, one file each. Every command has the shape
+// of kubectl's: its flags fill a Flags value (AddFlags), ToOptions checks
+// them and turns them into Options, and Options.Run runs the module's role
+// (gaterun.Run, admissionrole.Run, watcher.Run — each Run(ctx, cfg, module,
+// Options)) or tool (internal/manifests, internal/chart, internal/deadlock).
+// The kubeconfig flags are declared once, by cmdutil.KubeFlags.
 //
 // It shares nothing with the vigil CLI (internal/cli) but internal/cmdutil,
 // so that a module's image carries no control-plane builder, no `vigil dev`

@@ -1,16 +1,18 @@
 package modcli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/vigilkit/vigil/internal/deadlock"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -318,66 +320,70 @@ func WritePlanJSON(out io.Writer, m *spec.Module) error {
 	return enc.Encode(m)
 }
 
-// ManifestsOptions are the options of `<module> manifests`.
-type ManifestsOptions struct {
-	Image         string
-	Namespace     string
-	Replicas      int32
-	Dir           string
-	CABundleFile  string
-	AllowDeadlock bool
-	With          []string
-	// NetworkPolicy ships the admission pods' NetworkPolicy.
-	NetworkPolicy bool
+func planCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "plan",
+		Short: "Print the module's phases, init containers, webhooks, RBAC, and any startup deadlock",
+		Long: `Print what the module will do: its gate phases and the init containers that
+run them, its capabilities and how their webhooks are registered, its watcher,
+the RBAC its manifests derive (each rule with why), and a deadlock analysis: a
+gate waiting for an object one of the module's own fail-closed webhooks must
+admit, a phase waiting for what only a later phase creates, or — with --with,
+given other modules' ` + "`plan -o json`" + ` — modules whose gates wait on each other.
+A deadlock makes plan exit 1 with the cycle spelled out.`,
+	}
 }
 
-// Run renders the module's objects.
-func (o *ManifestsOptions) Run(m *spec.Module, out io.Writer) error {
-	opts := manifests.Options{Image: o.Image, Namespace: o.Namespace, Replicas: o.Replicas, NoNetworkPolicy: !o.NetworkPolicy}
-	if o.CABundleFile != "" {
-		data, err := os.ReadFile(o.CABundleFile)
-		if err != nil {
-			return fmt.Errorf("--ca-bundle: %w", err)
-		}
-		opts.CABundle = data
-	}
-	if o.Replicas < 1 {
-		return fmt.Errorf("--replicas %d: expected 1 or more (2 keeps the webhooks up through a node's loss)", o.Replicas)
-	}
-	others, err := readOtherModules(o.With)
+// PlanFlags are the flags of `<module> plan`.
+type PlanFlags struct {
+	Output string
+	With   []string
+}
+
+// NewPlanFlags returns the flags.
+func NewPlanFlags() *PlanFlags { return &PlanFlags{} }
+
+// AddFlags declares the flags.
+func (f *PlanFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.Output, "output", "o", "text", "text, or json for tools (vigil dev) and for another module's --with")
+	fs.StringSliceVar(&f.With, "with", nil, "other modules' `plan -o json` files: find deadlocks across the modules")
+}
+
+// ToOptions reads the other modules and checks the output format.
+func (f *PlanFlags) ToOptions(m *spec.Module, out io.Writer) (*PlanOptions, error) {
+	others, err := readOtherModules(f.With)
 	if err != nil {
+		return nil, err
+	}
+	o := &PlanOptions{Module: m, Out: out, Others: others}
+	switch f.Output {
+	case "", "text":
+	case "json":
+		o.JSON = true
+	default:
+		return nil, fmt.Errorf("-o %q: expected text or json", f.Output)
+	}
+	return o, nil
+}
+
+// PlanOptions are a printing of the module's plan.
+type PlanOptions struct {
+	Module *spec.Module
+	Out    io.Writer
+	// Others are the modules the deadlock analysis spans besides this one.
+	Others []deadlock.Module
+	// JSON prints the resolved definition for tools instead of words.
+	JSON bool
+}
+
+// Run prints the plan; in words, it ends with the deadlock analysis and
+// returns ErrDeadlock when it found any.
+func (o *PlanOptions) Run(context.Context) error {
+	if o.JSON {
+		return WritePlanJSON(o.Out, o.Module)
+	}
+	if err := WritePlan(o.Out, o.Module); err != nil {
 		return err
 	}
-	if cycles := findDeadlocks(m, others); len(cycles) > 0 && !o.AllowDeadlock {
-		var b strings.Builder
-		_ = writeDeadlocks(&b, cycles, others)
-		return fmt.Errorf("%w: refusing to print manifests that would never become ready (--allow-deadlock prints them anyway):%s", ErrDeadlock, strings.TrimRight(b.String(), "\n"))
-	}
-	objs, err := manifests.Render(m, opts)
-	if err != nil {
-		return err
-	}
-	if o.Dir == "" {
-		data, err := manifests.YAML(objs)
-		if err != nil {
-			return err
-		}
-		_, err = out.Write(data)
-		return err
-	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return err
-	}
-	for i, obj := range objs {
-		data, err := manifests.YAML(objs[i : i+1])
-		if err != nil {
-			return err
-		}
-		path := filepath.Join(o.Dir, manifests.FileName(i, obj))
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintln(out, path)
-	}
-	return nil
+	return writeDeadlocks(o.Out, findDeadlocks(o.Module, o.Others), o.Others)
 }

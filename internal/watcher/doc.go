@@ -8,8 +8,8 @@
 // bindings get a de-duplicating, rate-limited work queue each; Watch bindings
 // see every event in order. Exactly one replica — the holder of the module's
 // leader-election Lease — runs bindings and schedules; the others keep their
-// informers warm to take over at once. RunModule runs the role from the
-// module's resolved definition (internal/spec); with capabilities that
-// declared an outage bound, its leader also runs the watch for outages of the
-// admission replicas (Options.Outages, registration.WatchOutages).
+// informers warm to take over at once. Run runs the role from the module's
+// resolved definition (internal/spec); with capabilities that declared an
+// outage bound, its leader also runs the watch for outages of the admission
+// replicas (registration.WatchOutages).
 package watcher

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
-
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -17,12 +17,14 @@ import (
 	"github.com/vigilkit/vigil/store"
 )
 
-// RunModule runs a module's watcher role, `<module> watcher`: its Watch,
-// Reconcile and Finalize bindings and its schedules, on the replica that holds
-// the lease. o gives the leader election, spacing and addresses; the rest
-// comes from the module. Handlers get the Store lazily: a module whose
-// handlers never use it needs neither its CRD nor its RBAC.
-func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error {
+// Run runs a module's watcher role, `<module> watcher`: its Watch, Reconcile
+// and Finalize bindings and its schedules, on the replica that holds the
+// lease, until ctx ends or the replica loses the lease (an error). opts gives
+// the leader election, spacing and addresses; the rest comes from the module.
+// Handlers get the Store lazily: a module whose handlers never use it needs
+// neither its CRD nor its RBAC. It logs to logr.FromContext(ctx).
+func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, opts Options) error {
+	o := runOptions{Options: opts, Log: logr.FromContextOrDiscard(ctx).WithValues("module", m.Name)}
 	st := store.NewLazy(ctx, cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: o.Log})
 	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st, Scope: func(capability string) store.Store { return st.Scope(capability) }}
 	o.Module, o.Namespace, o.Scheme = m.Name, m.Namespace, m.Scheme
@@ -70,5 +72,5 @@ func RunModule(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options)
 		}
 		o.Outages = func(ctx context.Context) error { return r.WatchOutages(ctx, interval) }
 	}
-	return Run(ctx, cfg, o)
+	return run(ctx, cfg, o)
 }

@@ -24,7 +24,7 @@ import (
 
 // addBinding adds a binding's controller (Reconcile, Finalize) or event
 // handler (Watch) to the manager; both run on the active replica only.
-func addBinding(mgr manager.Manager, b *spec.Watch, o Options, m *metrics) error {
+func addBinding(mgr manager.Manager, b *spec.Watch, o runOptions, m *metrics) error {
 	if b.Role == spec.RoleWatch {
 		return mgr.Add(&watchRunner{b: b, cache: mgr.GetCache(), o: o, metrics: m})
 	}
@@ -51,7 +51,7 @@ type reconciler struct {
 	b       *spec.Watch
 	reader  client.Reader
 	writer  client.Client
-	o       Options
+	o       runOptions
 	metrics *metrics
 	spacing *spacing
 }
@@ -144,7 +144,7 @@ func (r *reconciler) result(err error) (reconcile.Result, error) {
 type watchRunner struct {
 	b       *spec.Watch
 	cache   cache.Cache
-	o       Options
+	o       runOptions
 	metrics *metrics
 }
 

@@ -30,18 +30,8 @@ import (
 	"github.com/vigilkit/vigil/internal/events"
 )
 
-// Options configure a watcher.
+// Options are the options of `<module> watcher`, filled from its flags.
 type Options struct {
-	// Module names the leader-election Lease (<module>-watcher) and the
-	// metrics.
-	Module string
-	// Namespace holds the Lease.
-	Namespace string
-	Scheme    *runtime.Scheme
-	Bindings  []spec.Watch
-	Schedules []spec.Schedule
-	// Listers are the types the module's listers read.
-	Listers []spec.Lister
 	// LeaderElection makes one replica active at a time; off, every replica
 	// is.
 	LeaderElection bool
@@ -52,31 +42,50 @@ type Options struct {
 	// ReconcileSpacing is the least time between the starts of two
 	// reconciles of one object: DefaultSpacing when zero.
 	ReconcileSpacing time.Duration
+	// AuditInterval is how often the audit runs on the active replica, once
+	// the webhooks enforce: DefaultAuditInterval when zero.
+	AuditInterval time.Duration
 	// MetricsAddr serves /metrics; ProbeAddr serves /healthz and /readyz.
 	// Empty disables either.
 	MetricsAddr, ProbeAddr string
+	// OutageCheckInterval is how often the watch for outages of the
+	// admission replicas checks: 2s when zero.
+	OutageCheckInterval time.Duration
+}
+
+// runOptions are what the manager runs: the Options, and what Run derives
+// from the module.
+type runOptions struct {
+	Options
+	// Module names the leader-election Lease (<module>-watcher) and the
+	// metrics.
+	Module string
+	// Namespace holds the Lease.
+	Namespace string
+	Scheme    *runtime.Scheme
+	Bindings  []spec.Watch
+	Schedules []spec.Schedule
+	// Listers are the types the module's listers read.
+	Listers []spec.Lister
 	// Context gives a handler of the capability its context (the Store).
 	Context func(ctx context.Context, capability string) context.Context
 	// Cache is told the shared cache once it is made, for listers.
 	Cache func(cache.Cache)
 	// Audit, when set, runs on the active replica once the webhooks enforce
-	// and then every AuditInterval (DefaultAuditInterval when zero).
-	Audit         Auditor
-	AuditInterval time.Duration
+	// and then every AuditInterval.
+	Audit Auditor
 	// Outages, when set, runs on the active replica only: the watch for
 	// outages of the admission replicas (registration.WatchOutages).
 	Outages func(ctx context.Context) error
-	// OutageCheckInterval is how often Outages checks: 2s when zero.
-	OutageCheckInterval time.Duration
-	Log                 logr.Logger
+	Log     logr.Logger
 }
 
 // LeaseName is the leader-election Lease of a module's watchers.
 func LeaseName(module string) string { return module + "-watcher" }
 
-// Run runs the watcher until ctx ends, or until the replica loses its lease
+// run runs the watcher until ctx ends, or until the replica loses its lease
 // (an error: the process must restart, as it may no longer act).
-func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 	if o.Context == nil {
 		o.Context = func(ctx context.Context, _ string) context.Context { return ctx }
 	}
@@ -90,33 +99,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return err
 	}
 	metrics := registerMetrics()
-	mopts := manager.Options{
-		Scheme: o.Scheme,
-		Logger: releaseIsNoError(ctx, o.Log),
-		Cache: cache.Options{
-			ByObject:                 byObject,
-			DefaultTransform:         cache.TransformStripManagedFields(),
-			DefaultWatchErrorHandler: watchErrorHandler(o.Module, metrics),
-			NewInformer:              newInformer(o.Module, metrics),
-		},
-		LeaderElection:                o.LeaderElection,
-		LeaderElectionID:              LeaseName(o.Module),
-		LeaderElectionNamespace:       o.Namespace,
-		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserver.Options{BindAddress: orDisabled(o.MetricsAddr)},
-		HealthProbeBindAddress:        o.ProbeAddr,
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(true), RecoverPanic: ptr.To(true)},
-		GracefulShutdownTimeout:       ptr.To(30 * time.Second),
-	}
-	if o.LeaseDuration > 0 {
-		mopts.LeaseDuration = &o.LeaseDuration
-	}
-	if o.RenewDeadline > 0 {
-		mopts.RenewDeadline = &o.RenewDeadline
-	}
-	if o.RetryPeriod > 0 {
-		mopts.RetryPeriod = &o.RetryPeriod
-	}
+	mopts := managerOptions(ctx, o, byObject, metrics)
 	mgr, err := manager.New(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("watcher: %w", err)
@@ -188,6 +171,39 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	return nil
 }
 
+// managerOptions are the manager's options: the shared cache, leader
+// election on the module's Lease, metrics and probes.
+func managerOptions(ctx context.Context, o runOptions, byObject map[client.Object]cache.ByObject, metrics *metrics) manager.Options {
+	mopts := manager.Options{
+		Scheme: o.Scheme,
+		Logger: releaseIsNoError(ctx, o.Log),
+		Cache: cache.Options{
+			ByObject:                 byObject,
+			DefaultTransform:         cache.TransformStripManagedFields(),
+			DefaultWatchErrorHandler: watchErrorHandler(o.Module, metrics),
+			NewInformer:              newInformer(o.Module, metrics),
+		},
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              LeaseName(o.Module),
+		LeaderElectionNamespace:       o.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: orDisabled(o.MetricsAddr)},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(true), RecoverPanic: ptr.To(true)},
+		GracefulShutdownTimeout:       ptr.To(30 * time.Second),
+	}
+	if o.LeaseDuration > 0 {
+		mopts.LeaseDuration = &o.LeaseDuration
+	}
+	if o.RenewDeadline > 0 {
+		mopts.RenewDeadline = &o.RenewDeadline
+	}
+	if o.RetryPeriod > 0 {
+		mopts.RetryPeriod = &o.RetryPeriod
+	}
+	return mopts
+}
+
 // WarmUp starts the informers of every agreed type and waits for them to
 // sync. A type the API server does not serve yet (its CRD is missing) is
 // retried with back-off, saying so.
@@ -254,7 +270,7 @@ func orDisabled(addr string) string {
 }
 
 // handlerContext is the context a handler of b runs with.
-func handlerContext(ctx context.Context, o Options, b *spec.Watch, obj client.Object) context.Context {
+func handlerContext(ctx context.Context, o runOptions, b *spec.Watch, obj client.Object) context.Context {
 	log := o.Log.WithValues("binding", b.ID(), "kind", b.GVK.Kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
 	return logr.NewContext(o.Context(ctx, b.Capability), log)
 }
