@@ -189,9 +189,8 @@ type role struct {
 // start connects the module's Store and listers and builds the handler of
 // its bindings.
 func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir string, log logr.Logger, marks *startup) (*role, error) {
-	if m.Hooks.HandoffDir != nil {
-		m.Hooks.HandoffDir(handoffDir)
-	}
+	// GateResult, in the module's handlers, reads this folder.
+	callctx.SetHandoffDir(m.Name, handoffDir)
 	st, err := store.New(cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: log})
 	if err != nil {
 		return nil, err
@@ -202,6 +201,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	marks.store = time.Since(processStart)
 	marks.storeSynced = st.Synced
 	listersSynced := func() bool { return true }
+	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st}
 	if len(m.Listers) > 0 {
 		c, synced, err := watcher.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log)
 		if err != nil {
@@ -211,9 +211,8 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		if err != nil {
 			return nil, fmt.Errorf("admission's listers: %w", err)
 		}
-		if m.Hooks.UseCache != nil {
-			m.Hooks.UseCache(c, barriers)
-		}
+		// The module's listers read them from their handlers' context.
+		calls.SetCache(c, barriers)
 		listersSynced = synced
 	}
 	marks.listersSynced = listersSynced
@@ -236,7 +235,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		}
 		return st.Scope(capability)
 	}
-	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st, Scope: scope}
+	calls.Scope = scope
 	r.handler = admit.NewHandler(m.Bindings, admit.Options{
 		Module: m.Name,
 		// Handlers log as the role does (logr.FromContext), as the
