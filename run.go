@@ -7,7 +7,7 @@ import (
 	"syscall"
 
 	"github.com/vigilkit/vigil/internal/callctx"
-	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/handoff"
 	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/scheme"
 )
@@ -55,5 +55,5 @@ func GateResult[T any](m *Module, name string) (result T, found bool, err error)
 	if dir == "" {
 		dir = DefaultHandoffDir
 	}
-	return gaterun.Result[T](dir, name)
+	return handoff.Result[T](dir, name)
 }

@@ -20,8 +20,8 @@ import (
 	"github.com/vigilkit/vigil/internal/callctx"
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/events"
-	"github.com/vigilkit/vigil/internal/gaterun"
 	"github.com/vigilkit/vigil/internal/gcpace"
+	"github.com/vigilkit/vigil/internal/handoff"
 	"github.com/vigilkit/vigil/internal/podevents"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -259,7 +259,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	r.ready = func() error {
 		var missing []string
 		for _, g := range gateNames {
-			if _, err := os.Stat(gaterun.HandoffPath(handoffDir, g)); err != nil {
+			if _, err := os.Stat(handoff.Path(handoffDir, g)); err != nil {
 				missing = append(missing, g)
 			}
 		}
