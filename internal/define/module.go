@@ -223,13 +223,13 @@ func (m *Module) AddCheck(c spec.Check) {
 
 // AddWatch records a watch binding, named as AddBinding names, with the
 // finalizer it owns.
-func (m *Module) AddWatch(w spec.Watch, finalizer func(module, capability, name string) string) {
+func (m *Module) AddWatch(w spec.Watch) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if w.Name == "" {
 		w.Name = fmt.Sprintf("%s-%s-%d", strings.ToLower(w.GVK.Kind), w.Role, len(m.watches))
 	}
-	w.Finalizer = finalizer(m.Name, w.Capability, w.Name)
+	w.Finalizer = spec.Finalizer(m.Name, w.Capability, w.Name)
 	m.watches = append(m.watches, w)
 }
 

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/watcher"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 
 	"github.com/vigilkit/vigil/internal/chart"
@@ -109,7 +108,7 @@ func DeleteState(ctx context.Context, cfg *rest.Config, m *spec.Module) error {
 	}
 	objs := []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: manifests.CertSecret(m.Name)}},
-		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: watcher.LeaseName(m.Name)}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: spec.WatcherLeaseName(m.Name)}},
 	}
 	st := &unstructured.Unstructured{}
 	st.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Store"))

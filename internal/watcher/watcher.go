@@ -71,9 +71,6 @@ type Options struct {
 	Log                 logr.Logger
 }
 
-// LeaseName is the leader-election Lease of a module's watchers.
-func LeaseName(module string) string { return module + "-watcher" }
-
 // Run runs the watcher until ctx ends, or until the replica loses its lease
 // (an error: the process must restart, as it may no longer act).
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
@@ -84,7 +81,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	for _, b := range o.Bindings {
 		users = append(users, spec.Lister{GVK: b.GVK, New: b.New, Select: b.Select})
 	}
-	agreed := Agree(users)
+	agreed := spec.Agree(users)
 	byObject, err := ByObject(agreed)
 	if err != nil {
 		return err
@@ -100,7 +97,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			NewInformer:              newInformer(o.Module, metrics),
 		},
 		LeaderElection:                o.LeaderElection,
-		LeaderElectionID:              LeaseName(o.Module),
+		LeaderElectionID:              spec.WatcherLeaseName(o.Module),
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: orDisabled(o.MetricsAddr)},
@@ -181,7 +178,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		case <-mgr.Elected():
 			// Start returns once the leader elector has stopped: the Lease is
 			// released (LeaderElectionReleaseOnCancel).
-			o.Log.Info("leader lease released: the replica stops", "lease", o.Namespace+"/"+LeaseName(o.Module))
+			o.Log.Info("leader lease released: the replica stops", "lease", o.Namespace+"/"+spec.WatcherLeaseName(o.Module))
 		default:
 		}
 	}
@@ -191,7 +188,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 // WarmUp starts the informers of every agreed type and waits for them to
 // sync. A type the API server does not serve yet (its CRD is missing) is
 // retried with back-off, saying so.
-func WarmUp(ctx context.Context, c cache.Cache, agreed []Agreed, log logr.Logger) error {
+func WarmUp(ctx context.Context, c cache.Cache, agreed []spec.Agreed, log logr.Logger) error {
 	var informers []cache.Informer
 	for _, a := range agreed {
 		backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
@@ -263,7 +260,7 @@ func handlerContext(ctx context.Context, o Options, b *spec.Watch, obj client.Ob
 // (for the admission role's listers) and returns it with a function that
 // reports whether every type has synced.
 func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []spec.Lister, log logr.Logger) (cache.Cache, func() bool, error) {
-	agreed := Agree(users)
+	agreed := spec.Agree(users)
 	byObject, err := ByObject(agreed)
 	if err != nil {
 		return nil, nil, err
