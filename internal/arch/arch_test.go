@@ -46,8 +46,6 @@ var vocabulary = []string{"admission", "gate", "store", "store/v1alpha1", "prove
 var entryPoints = map[string]string{
 	// Run hands the resolved spec to the module command line.
 	". -> internal/modcli": "vigil.Run is the module's entry point: it hands the spec to the command line, which runs a role",
-	// The kit runs a module as its pods would, as vigil dev does.
-	"vigiltest -> internal/dev": "the testing kit runs a module's containers as vigil dev does",
 }
 
 // layer is each package's layer and the vigil packages it may import, by
@@ -64,7 +62,7 @@ var layers = map[string]struct {
 	"store":          {public, []string{"store/v1alpha1", "internal/warming"}},
 	"store/v1alpha1": {public, nil},
 	"provenance":     {public, nil},
-	"vigiltest":      {public, []string{"store/v1alpha1", "internal/certs", "internal/controlplane", "internal/spec", "internal/dev"}},
+	"vigiltest":      {public, []string{"store/v1alpha1", "internal/certs", "internal/controlplane", "internal/spec"}},
 
 	// Declarations, and what they resolve to.
 	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme"}},
@@ -73,7 +71,7 @@ var layers = map[string]struct {
 	// Roles.
 	"internal/gaterun":       {role, []string{"gate", "store", "internal/spec", "internal/waitfor", "internal/events", "internal/handoff", "internal/progress"}},
 	"internal/waitfor":       {role, []string{"gate", "internal/spec"}},
-	"internal/admissionrole": {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/watcher", "internal/webhook", "internal/podevents", "internal/gaterun", "internal/callctx", "internal/certs", "internal/events", "internal/gcpace", "internal/handoff"}},
+	"internal/admissionrole": {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/watcher", "internal/webhook", "internal/podevents", "internal/callctx", "internal/certs", "internal/events", "internal/gcpace", "internal/handoff"}},
 	"internal/admit":         {role, []string{"admission", "store", "internal/spec", "internal/callctx", "internal/events", "internal/fresh"}},
 	"internal/webhook":       {role, []string{"internal/events"}},
 	"internal/registration":  {role, []string{"admission", "provenance", "internal/spec", "internal/admit", "internal/events"}},
