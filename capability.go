@@ -122,7 +122,7 @@ type WhenBuilder[T client.Object] struct {
 	parent      schema.GroupVersionKind
 	subresource string
 
-	// What a watch could select on the server: see watcher.Agree.
+	// What a watch could select on the server: see spec.Agree.
 	inNamespaces []string
 	labels       map[string]*string
 	selName      string
