@@ -19,6 +19,7 @@ import (
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -77,7 +78,7 @@ func TestAnotherModuleEnforcesBesideTheLabelersChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := admit.ValidateBinding(corev1.SchemeGroupVersion.WithKind("Pod"), &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict { return admission.Allow() })
+	b := define.ValidateBinding(corev1.SchemeGroupVersion.WithKind("Pod"), &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict { return admission.Allow() })
 	b.Capability, b.Name, b.Operations, b.Namespaces = "policies", "deny", []admissionv1.Operation{admissionv1.Create}, []string{apps}
 	base := strings.TrimSuffix(srv.URL(""), "/")
 	r := registration.New(env.Clientset, registration.Options{

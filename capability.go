@@ -15,8 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/admit"
-	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -123,7 +122,7 @@ type WhenBuilder[T client.Object] struct {
 	parent      schema.GroupVersionKind
 	subresource string
 
-	// What a watch could select on the server: see watcher.Agree.
+	// What a watch could select on the server: see spec.Agree.
 	inNamespaces []string
 	labels       map[string]*string
 	selName      string
@@ -276,12 +275,12 @@ func (b *WhenBuilder[T]) compile(method, expr string) *regexp.Regexp {
 // Mutate edits matching objects with fn; the module sends the API server the
 // JSON patch of its edits. An error answers by the module's failure policy.
 func (b *WhenBuilder[T]) Mutate(fn func(ctx context.Context, req *Request[T]) error) {
-	b.add(admit.MutateBinding(b.gvk, b.proto, fn), "mutate")
+	b.add(define.MutateBinding(b.gvk, b.proto, fn), "mutate")
 }
 
 // Validate judges matching objects with fn.
 func (b *WhenBuilder[T]) Validate(fn func(ctx context.Context, req *Request[T]) Verdict) {
-	b.add(admit.ValidateBinding(b.gvk, b.proto, fn), "validate")
+	b.add(define.ValidateBinding(b.gvk, b.proto, fn), "validate")
 }
 
 // Require makes the API server itself refuse matching requests for which the
@@ -322,8 +321,8 @@ func (b *WhenBuilder[T]) Require(expression, message string) {
 		Expression: expression, Message: message, Site: callSite(1),
 	}
 	if c.Name != "" {
-		if problems := validation.IsDNS1123Subdomain(registration.CheckName(m.d.Name, c.Capability, c.Name)); len(problems) > 0 {
-			m.recordf(1, "When(%s).Require: the policy's name %q: %s: name the capability or the check otherwise", b.gvk.Kind, registration.CheckName(m.d.Name, c.Capability, c.Name), strings.Join(problems, "; "))
+		if problems := validation.IsDNS1123Subdomain(spec.PolicyName(m.d.Name, c.Capability, c.Name)); len(problems) > 0 {
+			m.recordf(1, "When(%s).Require: the policy's name %q: %s: name the capability or the check otherwise", b.gvk.Kind, spec.PolicyName(m.d.Name, c.Capability, c.Name), strings.Join(problems, "; "))
 		}
 	}
 	m.d.AddCheck(c)

@@ -12,7 +12,6 @@ import (
 	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
-	"github.com/vigilkit/vigil/internal/waitfor"
 )
 
 // Kind names an object kind known only at run time, for WaitFor, When and
@@ -191,21 +190,21 @@ func (b *GateBuilder[T]) Then(cb func(ctx context.Context, obj T, s Store) error
 }
 
 // All turns the gate into one over every selected object.
-func (b *GateBuilder[T]) All() *SetGateBuilder[T] { return b.set(waitfor.All, 0) }
+func (b *GateBuilder[T]) All() *SetGateBuilder[T] { return b.set(spec.WaitAll, 0) }
 
 // Any turns the gate into one over the selected objects that is done when one
 // of them holds (the default of a selector).
-func (b *GateBuilder[T]) Any() *SetGateBuilder[T] { return b.set(waitfor.Any, 0) }
+func (b *GateBuilder[T]) Any() *SetGateBuilder[T] { return b.set(spec.WaitAny, 0) }
 
 // AtLeast turns the gate into one that is done when n selected objects hold.
 func (b *GateBuilder[T]) AtLeast(n int) *SetGateBuilder[T] {
 	if n < 1 {
 		b.m.recordf(1, "gate %s: AtLeast(%d): expected 1 or more", b.g.ID(), n)
 	}
-	return b.set(waitfor.AtLeast, n)
+	return b.set(spec.WaitAtLeast, n)
 }
 
-func (b *GateBuilder[T]) set(mode waitfor.Mode, n int) *SetGateBuilder[T] {
+func (b *GateBuilder[T]) set(mode spec.WaitMode, n int) *SetGateBuilder[T] {
 	if b.g.Wait.Name != "" {
 		b.m.recordf(2, "gate %s: All/Any/AtLeast over the single object named %q: select objects with WithLabel or WithField instead", b.g.ID(), b.g.Wait.Name)
 	}

@@ -6,7 +6,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/callctx"
+	"github.com/vigilkit/vigil/internal/handoff"
 	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/scheme"
 )
@@ -47,12 +48,12 @@ const DefaultHandoffDir = modcli.DefaultHandoffDir
 // DefaultHandoffDir. found is false when the gate has not run in this pod or
 // was skipped.
 func GateResult[T any](m *Module, name string) (result T, found bool, err error) {
-	dir := m.d.HandoffDir() // the running role's --handoff-dir
+	dir := callctx.HandoffDir(m.d.Name) // the running role's --handoff-dir
 	if dir == "" {
 		dir = os.Getenv(EnvHandoffDir)
 	}
 	if dir == "" {
 		dir = DefaultHandoffDir
 	}
-	return gaterun.Result[T](dir, name)
+	return handoff.Result[T](dir, name)
 }

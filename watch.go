@@ -11,7 +11,6 @@ import (
 
 	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/spec"
-	"github.com/vigilkit/vigil/internal/watcher"
 )
 
 // WatchEvent is the kind of change a Watch handler sees: Added, Modified or
@@ -75,7 +74,7 @@ func (b *WhenBuilder[T]) addWatch(role spec.WatchRole, set func(*spec.Watch)) {
 		Site:       b.site,
 		Select: spec.Selection{
 			Namespaces: b.namespaces(),
-			Labels:     watcher.LabelSelector(b.labels),
+			Labels:     spec.LabelSelector(b.labels),
 			Name:       b.selName,
 		},
 	}
@@ -88,7 +87,7 @@ func (b *WhenBuilder[T]) addWatch(role spec.WatchRole, set func(*spec.Watch)) {
 	}
 	set(&wb)
 	wb.Name = b.name
-	m.d.AddWatch(wb, watcher.Finalizer)
+	m.d.AddWatch(wb)
 }
 
 // namespaces are the namespaces a binding is limited to: its own
@@ -102,7 +101,7 @@ func (b *WhenBuilder[T]) namespaces() []string {
 
 // RequeueAfter, returned by a Reconcile or Finalize handler, reconciles the
 // object again after d, without counting as a failure.
-func RequeueAfter(d time.Duration) error { return &watcher.Requeue{After: d} }
+func RequeueAfter(d time.Duration) error { return &spec.Requeue{After: d} }
 
 // Terminal marks a Reconcile or Finalize handler's error as one that retrying
 // cannot fix: it is logged and counted, and the object is not retried until

@@ -20,8 +20,8 @@ import (
 	"github.com/vigilkit/vigil/internal/callctx"
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/events"
-	"github.com/vigilkit/vigil/internal/gaterun"
 	"github.com/vigilkit/vigil/internal/gcpace"
+	"github.com/vigilkit/vigil/internal/handoff"
 	"github.com/vigilkit/vigil/internal/podevents"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -218,9 +218,8 @@ type role struct {
 // start connects the module's Store and listers and builds the handler of
 // its bindings.
 func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir string, log logr.Logger, marks *startup) (*role, error) {
-	if m.Hooks.HandoffDir != nil {
-		m.Hooks.HandoffDir(handoffDir)
-	}
+	// GateResult, in the module's handlers, reads this folder.
+	callctx.SetHandoffDir(m.Name, handoffDir)
 	st, err := store.New(cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: log})
 	if err != nil {
 		return nil, err
@@ -231,6 +230,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	marks.store = time.Since(processStart)
 	marks.storeSynced = st.Synced
 	listersSynced := func() bool { return true }
+	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st}
 	if len(m.Listers) > 0 {
 		c, synced, err := watcher.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log)
 		if err != nil {
@@ -240,9 +240,8 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		if err != nil {
 			return nil, fmt.Errorf("admission's listers: %w", err)
 		}
-		if m.Hooks.UseCache != nil {
-			m.Hooks.UseCache(c, barriers)
-		}
+		// The module's listers read them from their handlers' context.
+		calls.SetCache(c, barriers)
 		listersSynced = synced
 	}
 	marks.listersSynced = listersSynced
@@ -265,7 +264,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		}
 		return st.Scope(capability)
 	}
-	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st, Scope: scope}
+	calls.Scope = scope
 	r.handler = admit.NewHandler(m.Bindings, admit.Options{
 		Module: m.Name,
 		// Handlers log as the role does (logr.FromContext), as the
@@ -289,7 +288,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	r.ready = func() error {
 		var missing []string
 		for _, g := range gateNames {
-			if _, err := os.Stat(gaterun.HandoffPath(handoffDir, g)); err != nil {
+			if _, err := os.Stat(handoff.Path(handoffDir, g)); err != nil {
 				missing = append(missing, g)
 			}
 		}

@@ -31,34 +31,6 @@ import (
 	"github.com/vigilkit/vigil/store"
 )
 
-// Kinds are the kinds the audit lists, each with the namespaces its
-// bindings are limited to (nil for all): those of the validations registered
-// when ready, and of the mutations with an outage bound (spec.Audited).
-// Fail-closed ones enforce from install on, and a subresource's object (a
-// Scale) is no object to list: its parent is audited by the parent's own
-// bindings.
-func Kinds(m *spec.Module) map[schema.GroupVersionKind][]string {
-	kinds := map[schema.GroupVersionKind][]string{}
-	for _, b := range m.Bindings {
-		if !spec.Audited(b) {
-			continue
-		}
-		if have, seen := kinds[b.GVK]; !seen {
-			kinds[b.GVK] = append([]string(nil), b.Namespaces...)
-		} else if len(b.Namespaces) == 0 || len(have) == 0 {
-			kinds[b.GVK] = nil
-		} else {
-			for _, ns := range b.Namespaces {
-				if !slices.Contains(have, ns) {
-					have = append(have, ns)
-				}
-			}
-			kinds[b.GVK] = have
-		}
-	}
-	return kinds
-}
-
 // Finding is an existing object a capability's validations deny, or one
 // its mutations would change that got in while they were failed open.
 type Finding struct {
@@ -254,7 +226,7 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 		}
 		recordEvent(ctx, cs, m.Name, obj, fmt.Sprintf("vigil module %s (version %s), capability %s: %s; %s: %s", m.Name, versionOrNone(m.Version), f.Capability, what, f.Explain(enforced), f.Violation))
 	}
-	for gvk, namespaces := range Kinds(m) {
+	for gvk, namespaces := range m.AuditedKinds() {
 		if !validated(m, gvk) && len(mutWindows) == 0 {
 			continue // only mutations, which no outage has skipped: nothing to list
 		}

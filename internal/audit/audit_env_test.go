@@ -20,6 +20,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/audit"
+	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -81,11 +82,11 @@ func TestAuditReportsWhatPassedWhileFailedOpen(t *testing.T) {
 			return admission.Allow()
 		}
 	}
-	open := admit.ValidateBinding(cm, &corev1.ConfigMap{}, deny("open-bad"))
+	open := define.ValidateBinding(cm, &corev1.ConfigMap{}, deny("open-bad"))
 	open.Capability, open.Name, open.Namespaces, open.FailOpenAfter = "lenient", "lenient-cms", []string{ns}, 5*time.Second
-	strict := admit.ValidateBinding(cm, &corev1.ConfigMap{}, deny("strict-bad"))
+	strict := define.ValidateBinding(cm, &corev1.ConfigMap{}, deny("strict-bad"))
 	strict.Capability, strict.Name, strict.Namespaces = "strict", "strict-cms", []string{ns}
-	tag := admit.MutateBinding(cm, &corev1.ConfigMap{}, func(_ context.Context, req *admission.Request[*corev1.ConfigMap]) error {
+	tag := define.MutateBinding(cm, &corev1.ConfigMap{}, func(_ context.Context, req *admission.Request[*corev1.ConfigMap]) error {
 		if req.Object.Labels["team"] == "" {
 			if req.Object.Labels == nil {
 				req.Object.Labels = map[string]string{}
@@ -149,7 +150,7 @@ func TestAuditReportsWhatPassedWhileFailedOpen(t *testing.T) {
 	}
 
 	dyn := dynamic.NewForConfigOrDie(env.Config)
-	report, err := dyn.Resource(audit.PolicyReports).Namespace(ns).Get(ctx, audit.PolicyReportName(name), metav1.GetOptions{})
+	report, err := dyn.Resource(spec.PolicyReports).Namespace(ns).Get(ctx, spec.PolicyReportName(name), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the audit's PolicyReport in %s: %v", ns, err)
 	}
@@ -189,7 +190,7 @@ func TestAuditReportsWhatPassedWhileFailedOpen(t *testing.T) {
 		if err != nil || len(findings) > 0 {
 			return fmt.Errorf("after the objects were removed: findings %+v, err %v", findings, err)
 		}
-		_, err = dyn.Resource(audit.PolicyReports).Namespace(ns).Get(ctx, audit.PolicyReportName(name), metav1.GetOptions{})
+		_, err = dyn.Resource(spec.PolicyReports).Namespace(ns).Get(ctx, spec.PolicyReportName(name), metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("the PolicyReport of a namespace without findings: %v; want it deleted", err)
 		}

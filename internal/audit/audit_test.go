@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/vigilkit/vigil/internal/audit"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -25,7 +24,7 @@ func TestKindsListEachNamespaceOnce(t *testing.T) {
 		{Capability: "s", Action: spec.Validate, GVK: secret, FailClosed: true},
 	}}
 	want := map[schema.GroupVersionKind][]string{cm: {"apps", "web"}, pod: nil}
-	if got := audit.Kinds(m); !reflect.DeepEqual(got, want) {
+	if got := m.AuditedKinds(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Kinds = %v, want %v", got, want)
 	}
 }

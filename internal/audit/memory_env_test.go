@@ -22,6 +22,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/audit"
+	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -70,7 +71,7 @@ func fillNamespace(tb testing.TB, ns string, n, size, badEvery int) {
 // paddedAuditor audits ConfigMaps in ns: labelled bad is denied.
 func paddedAuditor(ns string, pageSize int64) *audit.Auditor {
 	name := "padded-" + ns[len(ns)-6:]
-	b := admit.ValidateBinding(corev1.SchemeGroupVersion.WithKind("ConfigMap"), &corev1.ConfigMap{},
+	b := define.ValidateBinding(corev1.SchemeGroupVersion.WithKind("ConfigMap"), &corev1.ConfigMap{},
 		func(_ context.Context, req *admission.Request[*corev1.ConfigMap]) admission.Verdict {
 			if req.HasLabel("bad") {
 				return admission.Deny("label bad is not allowed")

@@ -10,24 +10,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// PolicyReports are written, when the cluster serves them, in the format of
-// the Kubernetes Policy working group (wgpolicyk8s.io/v1alpha2), which
-// Kyverno, policy-reporter and others read: one PolicyReport per namespace
-// with findings, one ClusterPolicyReport for cluster-scoped objects, each
-// named PolicyReportName(module) and labelled ModuleLabel=module. A run
-// replaces the last run's reports and deletes those of namespaces without
-// findings now.
-var (
-	PolicyReports        = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
-	ClusterPolicyReports = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "clusterpolicyreports"}
-)
+// PolicyReports (spec.PolicyReports, spec.ClusterPolicyReports) are labelled
+// ModuleLabel=module. A run replaces the last run's reports and deletes those
+// of namespaces without findings now.
 
 // ModuleLabel labels a module's PolicyReports with its name.
 const ModuleLabel = "vigil.dev/module"
@@ -35,9 +26,6 @@ const ModuleLabel = "vigil.dev/module"
 // MaxResults bounds the results of one PolicyReport, which is one object of
 // at most 1.5 MiB; Summary counts all.
 const MaxResults = 500
-
-// PolicyReportName names a module's PolicyReports.
-func PolicyReportName(module string) string { return "vigil-" + module }
 
 // writePolicyReports keeps the findings as PolicyReports, if the cluster
 // serves them; a cluster without the CRDs has the findings in the Store and
@@ -48,7 +36,7 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 		return
 	}
 	served := map[string]bool{}
-	if list, err := cs.Discovery().ServerResourcesForGroupVersion(PolicyReports.GroupVersion().String()); err == nil {
+	if list, err := cs.Discovery().ServerResourcesForGroupVersion(spec.PolicyReports.GroupVersion().String()); err == nil {
 		for _, r := range list.APIResources {
 			served[r.Name] = true
 		}
@@ -56,7 +44,7 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 		a.Log.Info("audit: cannot tell whether the cluster serves PolicyReports; findings are kept in the Store only", "err", err.Error())
 		return
 	}
-	if !served[PolicyReports.Resource] && !served[ClusterPolicyReports.Resource] {
+	if !served[spec.PolicyReports.Resource] && !served[spec.ClusterPolicyReports.Resource] {
 		return
 	}
 	dyn, err := dynamic.NewForConfig(a.Config)
@@ -67,11 +55,11 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 	for _, f := range findings {
 		byNS[f.Namespace] = append(byNS[f.Namespace], f)
 	}
-	name := PolicyReportName(a.Module.Name)
+	name := spec.PolicyReportName(a.Module.Name)
 	for ns, fs := range byNS {
-		res, kind := PolicyReports, "PolicyReport"
+		res, kind := spec.PolicyReports, "PolicyReport"
 		if ns == "" {
-			res, kind = ClusterPolicyReports, "ClusterPolicyReport"
+			res, kind = spec.ClusterPolicyReports, "ClusterPolicyReport"
 		}
 		if !served[res.Resource] {
 			continue
@@ -84,7 +72,7 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 	// are found by name (a metadata.name field selector, which RBAC narrows
 	// to resourceNames: the watcher may not list other tools' reports) and
 	// read as metadata only, a page at a time.
-	if served[PolicyReports.Resource] {
+	if served[spec.PolicyReports.Resource] {
 		mc, err := metadata.NewForConfig(a.Config)
 		if err != nil {
 			return
@@ -93,8 +81,8 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 			FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
 			LabelSelector: ModuleLabel + "=" + a.Module.Name,
 		}
-		for _, ns := range ReportNamespaces(a.Module) {
-			c := mc.Resource(PolicyReports).Namespace(ns)
+		for _, ns := range a.Module.ReportNamespaces() {
+			c := mc.Resource(spec.PolicyReports).Namespace(ns)
 			list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
 			err := eachItem(ctx, a.PageSize, sel, list, func(item runtime.Object) error {
 				r, ok := item.(*metav1.PartialObjectMetadata)
@@ -102,7 +90,7 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 					return nil
 				}
 				if _, ok := byNS[r.Namespace]; !ok && r.Name == name {
-					err := dyn.Resource(PolicyReports).Namespace(r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{})
+					err := dyn.Resource(spec.PolicyReports).Namespace(r.Namespace).Delete(ctx, r.Name, metav1.DeleteOptions{})
 					if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 						a.Log.Info("audit: delete the module's PolicyReport of a namespace without findings now", "namespace", r.Namespace, "name", r.Name, "err", err.Error())
 					}
@@ -114,32 +102,12 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 			}
 		}
 	}
-	if _, ok := byNS[""]; !ok && served[ClusterPolicyReports.Resource] {
-		err := dyn.Resource(ClusterPolicyReports).Delete(ctx, name, metav1.DeleteOptions{})
+	if _, ok := byNS[""]; !ok && served[spec.ClusterPolicyReports.Resource] {
+		err := dyn.Resource(spec.ClusterPolicyReports).Delete(ctx, name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			a.Log.V(1).Info("audit: delete the module's ClusterPolicyReport", "err", err.Error())
 		}
 	}
-}
-
-// ReportNamespaces are where a module's PolicyReports can be: the audited
-// namespaces, sorted, or all ("") when an audited binding is cluster-wide.
-func ReportNamespaces(m *spec.Module) []string {
-	seen := map[string]bool{}
-	for _, namespaces := range Kinds(m) {
-		if len(namespaces) == 0 {
-			return []string{metav1.NamespaceAll}
-		}
-		for _, ns := range namespaces {
-			seen[ns] = true
-		}
-	}
-	var out []string
-	for ns := range seen {
-		out = append(out, ns)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func (a *Auditor) upsert(ctx context.Context, c dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
@@ -202,7 +170,7 @@ func (a *Auditor) policyReport(kind, ns, name string, findings []Finding) *unstr
 		})
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": PolicyReports.GroupVersion().String(),
+		"apiVersion": spec.PolicyReports.GroupVersion().String(),
 		"kind":       kind,
 		"metadata": map[string]any{
 			"name": name,

@@ -22,6 +22,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/audit"
+	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -90,7 +91,7 @@ func TestWatcherWritesOnlyItsOwnPolicyReport(t *testing.T) {
 	label := "bad-" + ns[len(ns)-6:]
 	// Cluster-wide, as the issue found it: the reports may be in any
 	// namespace, so the rule on them is a ClusterRole's.
-	b := admit.ValidateBinding(corev1.SchemeGroupVersion.WithKind("ConfigMap"), &corev1.ConfigMap{},
+	b := define.ValidateBinding(corev1.SchemeGroupVersion.WithKind("ConfigMap"), &corev1.ConfigMap{},
 		func(_ context.Context, req *admission.Request[*corev1.ConfigMap]) admission.Verdict {
 			if req.HasLabel(label) {
 				return admission.Deny("label " + label + " is not allowed")
@@ -103,13 +104,13 @@ func TestWatcherWritesOnlyItsOwnPolicyReport(t *testing.T) {
 	applyRBAC(t, m)
 
 	other := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": audit.PolicyReports.GroupVersion().String(), "kind": "PolicyReport",
+		"apiVersion": spec.PolicyReports.GroupVersion().String(), "kind": "PolicyReport",
 		"metadata": map[string]any{"name": "kyverno-pol-xyz", "namespace": ns, "labels": map[string]any{"app.kubernetes.io/managed-by": "kyverno"}},
 		"summary":  map[string]any{"pass": int64(3), "fail": int64(0)},
 		"results":  []any{},
 	}}
 	admin := dynamic.NewForConfigOrDie(env.Config)
-	reports := admin.Resource(audit.PolicyReports).Namespace(ns)
+	reports := admin.Resource(spec.PolicyReports).Namespace(ns)
 	if _, err := reports.Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestWatcherWritesOnlyItsOwnPolicyReport(t *testing.T) {
 	log := &forbiddenLog{}
 	a := &audit.Auditor{Module: m, Handler: admit.NewHandler(bindings, admit.Options{Module: name, Timeout: 5 * time.Second}),
 		Config: saConfig, Log: log.logger()}
-	own := audit.PolicyReportName(name)
+	own := spec.PolicyReportName(name)
 	// failures reads the module's report as the admin; -1 when there is none.
 	failures := func() (int64, error) {
 		r, err := reports.Get(ctx, own, metav1.GetOptions{})
@@ -172,7 +173,7 @@ func TestWatcherWritesOnlyItsOwnPolicyReport(t *testing.T) {
 	run("removed once nothing is found", -1)
 
 	// Another tool's report: out of the watcher's reach.
-	watcher := dynamic.NewForConfigOrDie(saConfig).Resource(audit.PolicyReports)
+	watcher := dynamic.NewForConfigOrDie(saConfig).Resource(spec.PolicyReports)
 	forged := other.DeepCopy()
 	forged.Object["summary"] = map[string]any{"pass": int64(0), "fail": int64(99)}
 	for what, try := range map[string]func() error{

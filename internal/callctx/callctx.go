@@ -3,6 +3,7 @@ package callctx
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -25,6 +26,31 @@ type Role struct {
 	once   sync.Once
 	client client.Client
 	err    error
+	cache  atomic.Pointer[cache]
+}
+
+// cache is what the module's listers read in a role that started one.
+type cache struct {
+	reader   client.Reader
+	barriers fresh.Set
+}
+
+// SetCache gives the role's listers its started informer cache and, in the
+// admission role, the barriers that catch it up (nil elsewhere).
+func (r *Role) SetCache(reader client.Reader, barriers fresh.Set) {
+	r.cache.Store(&cache{reader: reader, barriers: barriers})
+}
+
+// Cache is the role's started informer cache and its barriers; a nil reader
+// before the role started one, or in a role that has none.
+func (r *Role) Cache() (client.Reader, fresh.Set) {
+	if r == nil {
+		return nil, nil
+	}
+	if c := r.cache.Load(); c != nil {
+		return c.reader, c.barriers
+	}
+	return nil, nil
 }
 
 // Client is a client of the API server made from Config on first use.
@@ -81,4 +107,20 @@ func WithReads(ctx context.Context, r *fresh.Reads) context.Context {
 func Reads(ctx context.Context) *fresh.Reads {
 	r, _ := ctx.Value(readsKey{}).(*fresh.Reads)
 	return r
+}
+
+// handoffDirs are the handoff folders of the roles running in this process,
+// by module name.
+var handoffDirs sync.Map
+
+// SetHandoffDir records the folder the running role of a module reads its
+// gates' results in (its --handoff-dir).
+func SetHandoffDir(module, dir string) { handoffDirs.Store(module, dir) }
+
+// HandoffDir is the folder the running role of a module reads its gates'
+// results in; empty when no role of the module runs in this process.
+func HandoffDir(module string) string {
+	dir, _ := handoffDirs.Load(module)
+	s, _ := dir.(string)
+	return s
 }

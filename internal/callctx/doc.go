@@ -5,4 +5,9 @@
 // admission binding runs, it also carries the record of the binding's lister
 // reads (internal/fresh), which the listers write and the admission engine
 // reads.
+//
+// It is also how a role hands the module's declarations what they read at
+// run time, without calling back into them: the informer cache and freshness
+// barriers the listers read (Role.Cache, from the handler's context), and the
+// folder gate results are read from (HandoffDir, by module).
 package callctx

@@ -15,7 +15,6 @@ import (
 
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/spec"
-	"github.com/vigilkit/vigil/internal/watcher"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 )
 
@@ -54,7 +53,7 @@ func UninstallRules(m *spec.Module) (cluster, namespaced []rbacv1.PolicyRule) {
 	// --delete-state: what the module made at run time.
 	namespaced = []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{manifests.CertSecret(m.Name)}, Verbs: []string{"delete"}},
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{watcher.LeaseName(m.Name)}, Verbs: []string{"delete"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{spec.WatcherLeaseName(m.Name)}, Verbs: []string{"delete"}},
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"stores"}, ResourceNames: []string{m.Name}, Verbs: []string{"delete"}},
 	}
 	if m.HasWatcher() {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/spec"
-	"github.com/vigilkit/vigil/internal/waitfor"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -31,7 +30,7 @@ type Gate struct {
 	Optional bool
 
 	// An object gate waits on Wait; a sample gate samples.
-	Wait      waitfor.Spec
+	Wait      spec.Wait
 	labelReqs []labels.Requirement
 	fieldSet  fields.Set
 	Sample    *Sample
@@ -164,7 +163,7 @@ func (g *Gate) Describe() string {
 }
 
 // WaitSpec is the spec the engine runs.
-func (g *Gate) WaitSpec() waitfor.Spec {
+func (g *Gate) WaitSpec() spec.Wait {
 	s := g.Wait
 	if len(g.labelReqs) > 0 {
 		s.Labels = labels.NewSelector().Add(g.labelReqs...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,9 +17,10 @@ import (
 	"github.com/vigilkit/vigil/internal/fresh"
 )
 
-// ListerSource is what a lister reads: the role's cache once started, and
-// its type's freshness barrier in the admission role. Every read is recorded
-// in the reads of the admission binding running, if any.
+// ListerSource is what a lister reads: the cache of the role whose handler
+// reads it, from the handler's context (callctx.Role.Cache), and its type's
+// freshness barrier in the admission role. Every read is recorded in the
+// reads of the admission binding running, if any.
 type ListerSource struct {
 	GVK     schema.GroupVersionKind
 	New     func() client.Object
@@ -29,21 +29,11 @@ type ListerSource struct {
 	// object of another namespace is not found, even where the role's
 	// informer of the type holds it for another user.
 	Namespaces []string
-	Reader     atomic.Pointer[client.Reader]
-	Barrier    atomic.Pointer[fresh.Barrier]
-}
-
-// Use plugs a started cache and its barriers in.
-func (s *ListerSource) Use(r client.Reader, barriers fresh.Set) {
-	s.Reader.Store(&r)
-	if b := barriers.For(s.GVK); b != nil {
-		s.Barrier.Store(b)
-	}
 }
 
 // Get reads one object by key from the cache's index.
 func (s *ListerSource) Get(ctx context.Context, namespace, name string) (client.Object, error) {
-	r, err := s.reader()
+	r, barrier, err := s.reader(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +43,7 @@ func (s *ListerSource) Get(ctx context.Context, namespace, name string) (client.
 	} else {
 		err = r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
 	}
-	callctx.Reads(ctx).Note(s.Barrier.Load(), err == nil)
+	callctx.Reads(ctx).Note(barrier, err == nil)
 	if err != nil {
 		return nil, err
 	}
@@ -62,14 +52,14 @@ func (s *ListerSource) Get(ctx context.Context, namespace, name string) (client.
 
 // List reads the cached objects that match the options.
 func (s *ListerSource) List(ctx context.Context, opts ...client.ListOption) ([]runtime.Object, error) {
-	r, err := s.reader()
+	r, barrier, err := s.reader(ctx)
 	if err != nil {
 		return nil, err
 	}
 	list := s.NewList()
 	err = r.List(ctx, list, opts...)
 	if err != nil {
-		callctx.Reads(ctx).Note(s.Barrier.Load(), false)
+		callctx.Reads(ctx).Note(barrier, false)
 		return nil, err
 	}
 	items, err := meta.ExtractListWithAlloc(list)
@@ -79,7 +69,7 @@ func (s *ListerSource) List(ctx context.Context, opts ...client.ListOption) ([]r
 			return !ok || !s.inScope(m.GetNamespace())
 		})
 	}
-	callctx.Reads(ctx).Note(s.Barrier.Load(), len(items) > 0)
+	callctx.Reads(ctx).Note(barrier, len(items) > 0)
 	return items, err
 }
 
@@ -88,13 +78,15 @@ func (s *ListerSource) inScope(ns string) bool {
 	return len(s.Namespaces) == 0 || slices.Contains(s.Namespaces, ns)
 }
 
-func (s *ListerSource) reader() (client.Reader, error) {
+// reader is the cache the role in ctx started, and the barrier of the
+// lister's type in it (nil without one).
+func (s *ListerSource) reader(ctx context.Context) (client.Reader, *fresh.Barrier, error) {
 	if s.New == nil || s.NewList == nil {
-		return nil, fmt.Errorf("this lister was declared with a mistake: see the module's definition errors")
+		return nil, nil, fmt.Errorf("this lister was declared with a mistake: see the module's definition errors")
 	}
-	r := s.Reader.Load()
+	r, barriers := callctx.RoleOf(ctx).Cache()
 	if r == nil {
-		return nil, fmt.Errorf("lister of %s is not started: listers serve the admission and watcher roles, once started", s.GVK.Kind)
+		return nil, nil, fmt.Errorf("lister of %s is not started: listers serve the admission and watcher roles, once started", s.GVK.Kind)
 	}
-	return *r, nil
+	return r, barriers.For(s.GVK), nil
 }

@@ -7,15 +7,12 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/fresh"
 	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -46,13 +43,9 @@ type Module struct {
 	ruleRoles    map[int]ruleRoles // the pods a rule is for; every kind when absent
 	trusted      []spec.TrustedNamespace
 	provenance   *spec.Provenance
-
-	// handoffDir is the running role's handoff folder, for GateResult.
-	handoffDir atomic.Value
 }
 
-// Lister is a lister as declared: what it reads, and where the role's cache
-// is plugged in.
+// Lister is a lister as declared: what it reads, and how.
 type Lister struct {
 	Spec   spec.Lister
 	Source *ListerSource
@@ -230,13 +223,13 @@ func (m *Module) AddCheck(c spec.Check) {
 
 // AddWatch records a watch binding, named as AddBinding names, with the
 // finalizer it owns.
-func (m *Module) AddWatch(w spec.Watch, finalizer func(module, capability, name string) string) {
+func (m *Module) AddWatch(w spec.Watch) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if w.Name == "" {
 		w.Name = fmt.Sprintf("%s-%s-%d", strings.ToLower(w.GVK.Kind), w.Role, len(m.watches))
 	}
-	w.Finalizer = finalizer(m.Name, w.Capability, w.Name)
+	w.Finalizer = spec.Finalizer(m.Name, w.Capability, w.Name)
 	m.watches = append(m.watches, w)
 }
 
@@ -334,22 +327,6 @@ func (m *Module) AddMount(mt *Mount) {
 	m.mu.Unlock()
 }
 
-// UseCache plugs a started cache, and its freshness barriers when the role
-// has them, into every lister of the module.
-func (m *Module) UseCache(r client.Reader, barriers fresh.Set) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, l := range m.listers {
-		l.Source.Use(r, barriers)
-	}
-}
-
-// HandoffDir is the running role's handoff folder; empty outside a role.
-func (m *Module) HandoffDir() string {
-	dir, _ := m.handoffDir.Load().(string)
-	return dir
-}
-
 // Validate reports every mistake recorded while the module was declared and
 // every one only the whole definition shows, each with the call site that
 // made it.
@@ -430,10 +407,6 @@ func (m *Module) Resolve() *spec.Module {
 		Listers:      []spec.Lister{},
 		Rules:        m.resolveRules(),
 		Scheme:       m.Scheme,
-		Hooks: spec.Hooks{
-			UseCache:   m.UseCache,
-			HandoffDir: func(dir string) { m.handoffDir.Store(dir) },
-		},
 	}
 	var gates []spec.Gate
 	for _, g := range m.gates {

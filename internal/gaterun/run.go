@@ -2,11 +2,9 @@ package gaterun
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/handoff"
 	"github.com/vigilkit/vigil/internal/progress"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/waitfor"
@@ -308,92 +307,10 @@ func (s *state) end(how string, err error) Outcome {
 	return Outcome{Gate: s.gate.Name, State: how, Took: took, Err: err}
 }
 
-// Handoff is the file a gate leaves for the main container.
-type Handoff struct {
-	Gate   string          `json:"gate"`
-	Phase  int             `json:"phase"`
-	State  string          `json:"state"`
-	Result json.RawMessage `json:"result,omitempty"`
-}
-
-// HandoffPath is the file of a gate's result in dir.
-func HandoffPath(dir, gateName string) string {
-	return filepath.Join(dir, "gate-"+gateName+".json")
-}
-
-// writeHandoff writes a gate's result atomically: to a temporary file in the
-// same folder, synced, then renamed over the old one.
+// writeHandoff writes a gate's result for the main container: see
+// internal/handoff.
 func writeHandoff(dir string, g *spec.Gate, state string, result any) error {
-	if dir == "" {
-		return nil
-	}
-	h := Handoff{Gate: g.Name, Phase: g.Phase, State: state}
-	if result != nil {
-		raw, err := json.Marshal(result)
-		if err != nil {
-			return fmt.Errorf("encode the result of gate %s for the handoff: %w", g.Name, err)
-		}
-		h.Result = raw
-	}
-	data, err := json.Marshal(h)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("handoff folder: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".gate-"+g.Name+"-*")
-	if err != nil {
-		return fmt.Errorf("write handoff of gate %s: %w", g.Name, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write handoff of gate %s: %w", g.Name, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), HandoffPath(dir, g.Name)); err != nil {
-		return fmt.Errorf("write handoff of gate %s: %w", g.Name, err)
-	}
-	return nil
-}
-
-// Result reads what the gate of this name handed over in dir, decoded as
-// T; found is false when the gate has not run in this pod or was skipped.
-func Result[T any](dir, name string) (result T, found bool, err error) {
-	h, err := ReadHandoff(dir, name)
-	if errors.Is(err, os.ErrNotExist) {
-		return result, false, nil
-	}
-	if err != nil {
-		return result, false, err
-	}
-	if len(h.Result) == 0 {
-		return result, false, nil
-	}
-	if err := json.Unmarshal(h.Result, &result); err != nil {
-		return result, false, fmt.Errorf("gate %s handed over %s, which does not decode as %T: %w", name, h.Result, result, err)
-	}
-	return result, true, nil
-}
-
-// ReadHandoff reads the handoff a gate left in dir.
-func ReadHandoff(dir, gateName string) (*Handoff, error) {
-	data, err := os.ReadFile(HandoffPath(dir, gateName))
-	if err != nil {
-		return nil, err
-	}
-	h := &Handoff{}
-	if err := json.Unmarshal(data, h); err != nil {
-		return nil, fmt.Errorf("decode handoff of gate %s: %w", gateName, err)
-	}
-	return h, nil
+	return handoff.Write(dir, g.Name, g.Phase, state, result)
 }
 
 // MaxTermination is the most the kubelet keeps of a termination message.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/handoff"
 	"github.com/vigilkit/vigil/internal/progress"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
@@ -90,7 +91,7 @@ func TestPhaseRunsGatesConcurrently(t *testing.T) {
 		if out.State != "done" {
 			t.Errorf("gate %s: %s", out.Gate, out.State)
 		}
-		h, err := gaterun.ReadHandoff(o.HandoffDir, out.Gate)
+		h, err := handoff.Read(o.HandoffDir, out.Gate)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +156,7 @@ func TestOptionalAndFallback(t *testing.T) {
 	if states["optional"] != "skipped" || states["defaults"] != "fallback" {
 		t.Fatalf("states %v", states)
 	}
-	h, err := gaterun.ReadHandoff(o.HandoffDir, "defaults")
+	h, err := handoff.Read(o.HandoffDir, "defaults")
 	if err != nil || h.State != "fallback" || string(h.Result) != `{"from":"file"}` {
 		t.Fatalf("handoff %+v, %v", h, err)
 	}
@@ -203,7 +204,7 @@ func TestRerunAndSummaryLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h, err := gaterun.ReadHandoff(o.HandoffDir, "g")
+	h, err := handoff.Read(o.HandoffDir, "g")
 	if err != nil || string(h.Result) != `"second"` {
 		t.Fatalf("handoff after rerun %+v, %v", h, err)
 	}

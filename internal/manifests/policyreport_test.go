@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/vigilkit/vigil/internal/audit"
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // The watcher's rights on PolicyReports name its own report, vigil-<module>,
@@ -13,10 +13,10 @@ import (
 // tries them against the API server.)
 func TestWatcherPolicyReportRightsNameItsOwn(t *testing.T) {
 	m := sample()
-	own := audit.PolicyReportName(m.Name)
+	own := spec.PolicyReportName(m.Name)
 	var named, create bool
 	for _, r := range Rules(m) {
-		if r.Role != Watcher || !slices.Contains(r.Resources, audit.PolicyReports.Resource) {
+		if r.Role != Watcher || !slices.Contains(r.Resources, spec.PolicyReports.Resource) {
 			continue
 		}
 		if len(r.ResourceNames) == 0 {

@@ -11,10 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/vigilkit/vigil/internal/audit"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
-	"github.com/vigilkit/vigil/internal/watcher"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 )
 
@@ -116,7 +114,7 @@ func Rules(m *spec.Module) []spec.Rule {
 			APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"validatingwebhookconfigurations"},
 			Verbs: []string{"get"}, ResourceNames: []string{m.Name},
 		}, Why: "the audit reads since when the webhooks enforce from their registration record"})
-		kinds := audit.Kinds(m)
+		kinds := m.AuditedKinds()
 		for _, b := range m.Bindings { // in the order declared
 			namespaces, ok := kinds[b.GVK]
 			if !ok {
@@ -144,16 +142,16 @@ func Rules(m *spec.Module) []spec.Rule {
 		// be: the API server authorizes it before the object, and so its
 		// name, exists. That is the one right left on other names, and it
 		// creates only: a report another tool has written stays its own.
-		own := []string{audit.PolicyReportName(m.Name)}
-		for _, ns := range audit.ReportNamespaces(m) {
-			add(ns, audit.PolicyReports.Group, audit.PolicyReports.Resource, own, report+": the module's own, "+own[0], "get", "list", "update", "delete")
-			add(ns, audit.PolicyReports.Group, audit.PolicyReports.Resource, nil, report+": created in a namespace with findings (create cannot be narrowed to a name)", "create")
+		own := []string{spec.PolicyReportName(m.Name)}
+		for _, ns := range m.ReportNamespaces() {
+			add(ns, spec.PolicyReports.Group, spec.PolicyReports.Resource, own, report+": the module's own, "+own[0], "get", "list", "update", "delete")
+			add(ns, spec.PolicyReports.Group, spec.PolicyReports.Resource, nil, report+": created in a namespace with findings (create cannot be narrowed to a name)", "create")
 		}
-		add("", audit.ClusterPolicyReports.Group, audit.ClusterPolicyReports.Resource, []string{audit.PolicyReportName(m.Name)}, report+": cluster-scoped objects'", "get", "update", "delete")
-		add("", audit.ClusterPolicyReports.Group, audit.ClusterPolicyReports.Resource, nil, report+": cluster-scoped objects'", "create")
+		add("", spec.ClusterPolicyReports.Group, spec.ClusterPolicyReports.Resource, []string{spec.PolicyReportName(m.Name)}, report+": cluster-scoped objects'", "get", "update", "delete")
+		add("", spec.ClusterPolicyReports.Group, spec.ClusterPolicyReports.Resource, nil, report+": cluster-scoped objects'", "create")
 	}
 	if m.HasWatcher() {
-		lease := watcher.LeaseName(m.Name)
+		lease := spec.WatcherLeaseName(m.Name)
 		add(m.Namespace, "coordination.k8s.io", "leases", []string{lease}, "leader election among the watcher's replicas", "get", "update")
 		add(m.Namespace, "coordination.k8s.io", "leases", nil, "leader election: the first replica creates the Lease", "create")
 		add(m.Namespace, "", "events", nil, "leader election records changes of leader as Events", "create", "patch")
@@ -172,7 +170,7 @@ func Rules(m *spec.Module) []spec.Rule {
 		users = append(users, spec.Lister{GVK: l.GVK, Select: spec.Selection{Namespaces: l.Select.Namespaces}})
 	}
 	informerName := map[schema.GroupVersionKind]string{}
-	for _, a := range watcher.Agree(users) {
+	for _, a := range spec.Agree(users) {
 		informerName[a.GVK] = a.Name
 	}
 	for _, w := range m.Watches {

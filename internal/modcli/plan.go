@@ -16,7 +16,6 @@ import (
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
-	"github.com/vigilkit/vigil/internal/watcher"
 )
 
 // WritePlan prints a module's phases and gates.
@@ -225,7 +224,7 @@ func watching(m *spec.Module) watched {
 	for _, s := range m.Schedules {
 		w.schedules = append(w.schedules, fmt.Sprintf("%s (%s)", s.Name, s.Site))
 	}
-	for _, ag := range watcher.Agree(users) {
+	for _, ag := range spec.Agree(users) {
 		var sel []string
 		if len(ag.Namespaces) > 0 {
 			sel = append(sel, "namespaces "+strings.Join(ag.Namespaces, ","))

@@ -24,7 +24,6 @@ import (
 	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/spec"
-	"github.com/vigilkit/vigil/internal/watcher"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 )
 
@@ -167,7 +166,7 @@ func DeleteState(ctx context.Context, cfg *rest.Config, m *spec.Module) error {
 	}
 	objs := []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: manifests.CertSecret(m.Name)}},
-		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: watcher.LeaseName(m.Name)}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: spec.WatcherLeaseName(m.Name)}},
 	}
 	st := &unstructured.Unstructured{}
 	st.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Store"))

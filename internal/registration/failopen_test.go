@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -41,12 +41,12 @@ func outageModule(t *testing.T, prefix string, bound time.Duration) (r *registra
 	}
 	t.Cleanup(func() { front.Close() })
 	opts = options(t, name, home, apps, m, "https://"+front.Addr())
-	cms := admit.ValidateBinding(corev1.SchemeGroupVersion.WithKind("ConfigMap"), &corev1.ConfigMap{},
+	cms := define.ValidateBinding(corev1.SchemeGroupVersion.WithKind("ConfigMap"), &corev1.ConfigMap{},
 		func(context.Context, *admission.Request[*corev1.ConfigMap]) admission.Verdict {
 			return admission.Deny("no")
 		})
 	cms.Capability, cms.Name, cms.Operations, cms.Namespaces, cms.FailOpenAfter = "open", "cms", []admissionv1.Operation{admissionv1.Create}, []string{apps}, bound
-	pods := admit.ValidateBinding(corev1.SchemeGroupVersion.WithKind("Pod"), &corev1.Pod{},
+	pods := define.ValidateBinding(corev1.SchemeGroupVersion.WithKind("Pod"), &corev1.Pod{},
 		func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict { return admission.Deny("no") })
 	pods.Capability, pods.Name, pods.Operations = "closed", "pods", []admissionv1.Operation{admissionv1.Create}
 	opts.Bindings = []spec.Binding{cms, pods}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -86,7 +87,7 @@ func options(t *testing.T, name, home, apps string, m *module, base string) regi
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := admit.MutateBinding(corev1.SchemeGroupVersion.WithKind("Pod"), &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) error { return nil })
+	b := define.MutateBinding(corev1.SchemeGroupVersion.WithKind("Pod"), &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) error { return nil })
 	b.Capability, b.Name, b.Operations, b.Namespaces = "policies", "label", []admissionv1.Operation{admissionv1.Create}, []string{apps}
 	return registration.Options{
 		Module: name, Namespace: home, Version: "1.0.0", Bindings: []spec.Binding{b},

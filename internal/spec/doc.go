@@ -13,4 +13,12 @@
 // same type; the functions a role runs (callbacks, handlers, the scheme) are
 // not serialized. Fields added to the schema are optional (omitted when
 // empty), so a plan written before them reads the same.
+//
+// It is data: it imports nothing that runs (internal/arch's test holds it to
+// that), only Kubernetes' API types and the vocabulary of admission, gate and
+// store. It owns every name derived from a definition — init containers,
+// finalizers, the watcher's Lease, label selectors, webhook, policy and
+// report names (names.go, webhooknames.go) — so the role that makes an object
+// and the tool that renders its RBAC read the same name. Roles read a Module;
+// they hand nothing back to it.
 package spec

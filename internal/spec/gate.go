@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/vigilkit/vigil/internal/waitfor"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -29,7 +28,7 @@ type Gate struct {
 	Creates []Object `json:"creates,omitempty"`
 
 	// Wait is what the engine watches for; for an object gate.
-	Wait waitfor.Spec `json:"-"`
+	Wait Wait `json:"-"`
 	// Finish turns what the wait found into the gate's result, running the
 	// author's callback; for an object gate.
 	Finish func(ctx context.Context, objs []*unstructured.Unstructured, s store.Store) (any, error) `json:"-"`

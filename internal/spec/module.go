@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/fresh"
 )
 
 // SchemaVersion names the schema of a Module as `plan -o json` writes it.
@@ -61,17 +59,6 @@ type Module struct {
 
 	// Scheme resolves the module's Go types.
 	Scheme *runtime.Scheme `json:"-"`
-	// Hooks hand a role's runtime back to the facade.
-	Hooks Hooks `json:"-"`
-}
-
-// Hooks are what a running role hands back to what the author declared.
-type Hooks struct {
-	// UseCache gives the module's listers the role's informer cache and, in
-	// the admission role, the barriers that catch it up (nil elsewhere).
-	UseCache func(client.Reader, fresh.Set)
-	// HandoffDir tells GateResult where the role reads gate results.
-	HandoffDir func(dir string)
 }
 
 // Phase is one phase of gates: one init container.

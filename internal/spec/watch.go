@@ -2,6 +2,7 @@ package spec
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"time"
 
@@ -110,3 +111,9 @@ func NewObjectFunc(proto client.Object, gvk schema.GroupVersionKind) func() clie
 	t := reflect.TypeOf(proto).Elem()
 	return func() client.Object { return reflect.New(t).Interface().(client.Object) }
 }
+
+// Requeue is the error a Reconcile handler returns to be called again for
+// the object after a while, without counting as a failure (RequeueAfter).
+type Requeue struct{ After time.Duration }
+
+func (r *Requeue) Error() string { return fmt.Sprintf("requeue after %s", r.After) }

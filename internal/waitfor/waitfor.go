@@ -17,9 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -27,76 +25,22 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/spec"
 )
+
+// Spec is what to wait for: the gate's wait as the resolved definition
+// holds it (spec.Wait), which the engine runs.
+type Spec = spec.Wait
 
 // Mode says how many of the selected objects must satisfy the condition.
-type Mode int
+type Mode = spec.WaitMode
 
+// The modes of spec.WaitMode.
 const (
-	// Any: at least one selected object satisfies it (the default).
-	Any Mode = iota
-	// All: every selected object satisfies it, and there is at least one
-	// (unless the condition holds for no object at all, as Deleted does).
-	All
-	// AtLeast: at least N selected objects satisfy it.
-	AtLeast
+	Any     = spec.WaitAny
+	All     = spec.WaitAll
+	AtLeast = spec.WaitAtLeast
 )
-
-// Spec is what to wait for.
-type Spec struct {
-	GVK schema.GroupVersionKind
-	// Namespace to look in; empty for cluster-scoped kinds or all namespaces.
-	Namespace string
-	// Name of the one object to wait for; empty to select by labels and fields.
-	Name   string
-	Labels labels.Selector
-	Fields fields.Selector
-	Cond   gate.Cond
-	Mode   Mode
-	N      int
-}
-
-// Describe says in words what s waits for, as logs and plans show it.
-func (s Spec) Describe() string {
-	var b strings.Builder
-	b.WriteString(s.GVK.Kind)
-	if s.GVK.Group != "" {
-		b.WriteString("." + s.GVK.Group)
-	}
-	switch {
-	case s.Name != "" && s.Namespace != "":
-		fmt.Fprintf(&b, " %s/%s", s.Namespace, s.Name)
-	case s.Name != "":
-		fmt.Fprintf(&b, " %s", s.Name)
-	default:
-		sel := []string{}
-		if s.Labels != nil && !s.Labels.Empty() {
-			sel = append(sel, "labels "+s.Labels.String())
-		}
-		if s.Fields != nil && !s.Fields.Empty() {
-			sel = append(sel, "fields "+s.Fields.String())
-		}
-		if s.Namespace != "" {
-			sel = append(sel, "in "+s.Namespace)
-		}
-		switch s.Mode {
-		case All:
-			b.WriteString(" (all")
-		case AtLeast:
-			fmt.Fprintf(&b, " (at least %d", s.N)
-		default:
-			b.WriteString(" (any")
-		}
-		for _, x := range sel {
-			b.WriteString(", " + x)
-		}
-		b.WriteString(")")
-	}
-	if s.Cond != nil {
-		b.WriteString(": " + s.Cond.String())
-	}
-	return b.String()
-}
 
 // States of a wait, as Progress reports them.
 const (

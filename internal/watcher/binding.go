@@ -2,7 +2,6 @@ package watcher
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,15 +51,9 @@ func matches(b *spec.Watch, obj client.Object) bool {
 	return true
 }
 
-// Requeue asks for an object to be reconciled again after a while, without
-// counting as a failure.
-type Requeue struct{ After time.Duration }
-
-func (r *Requeue) Error() string { return fmt.Sprintf("requeue after %s", r.After) }
-
 // RequeueAfter returns whether err asks for a requeue, and when.
 func RequeueAfter(err error) (time.Duration, bool) {
-	var r *Requeue
+	var r *spec.Requeue
 	if errors.As(err, &r) {
 		return r.After, true
 	}

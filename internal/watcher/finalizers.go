@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/vigilkit/vigil/internal/spec"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,18 +14,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// FinalizerPrefix begins every finalizer a module's Finalize bindings own.
-func FinalizerPrefix(module string) string { return module + ".vigil.dev/" }
-
-// Finalizer is the finalizer of a module's Finalize binding.
-func Finalizer(module, capability, binding string) string {
-	name := capability + "." + binding
-	if len(name) > 63 {
-		name = name[:63]
-	}
-	return FinalizerPrefix(module) + strings.TrimRight(name, ".-_")
-}
 
 // Finalized is a kind some Finalize binding adds finalizers to.
 type Finalized struct {
@@ -37,7 +26,7 @@ type Finalized struct {
 // kinds, so that nothing is left stuck in deletion once the module is gone.
 // It returns how many objects it changed.
 func RemoveFinalizers(ctx context.Context, c client.Client, module string, kinds []Finalized) (int, error) {
-	prefix := FinalizerPrefix(module)
+	prefix := spec.FinalizerPrefix(module)
 	changed := 0
 	for _, k := range kinds {
 		namespaces := k.Namespaces

@@ -21,7 +21,7 @@ func Barriers(cfg *rest.Config, scheme *runtime.Scheme, c cache.Cache, listers [
 		return nil, err
 	}
 	set := fresh.Set{}
-	for _, a := range Agree(listers) {
+	for _, a := range spec.Agree(listers) {
 		set[a.GVK] = fresh.ForCache(api, c, a.GVK, a.New, fresh.Selection{Namespaces: a.Namespaces, Labels: a.Labels, Name: a.Name}, within)
 	}
 	return set, nil

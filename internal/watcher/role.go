@@ -32,9 +32,8 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, opts Options) er
 	o.Context = func(ctx context.Context, capability string) context.Context {
 		return callctx.With(ctx, calls, calls.ScopeOf(capability))
 	}
-	if use := m.Hooks.UseCache; use != nil {
-		o.Cache = func(c cache.Cache) { use(c, nil) }
-	}
+	// The module's listers read the cache from their handlers' context.
+	o.Cache = func(c cache.Cache) { calls.SetCache(c, nil) }
 	if m.Audited() {
 		// The audit judges existing objects with the module's validations,
 		// as the admission role would, their Store refusing writes.

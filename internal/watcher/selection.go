@@ -1,72 +1,16 @@
 package watcher
 
 import (
-	"slices"
-	"sort"
-	"strings"
-
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// Agreed is the server-side selection of one type's informer: only what
-// every user agrees on.
-type Agreed struct {
-	GVK        schema.GroupVersionKind
-	New        func() client.Object
-	Namespaces []string
-	Labels     string
-	Name       string
-}
-
-// Agree computes, per type, the selection every user of it agrees on: the
-// union of their namespaces if each is limited to some, their label selector
-// if it is the same for all, the name if all name the same object. What is
-// not agreed on is filtered in process by each binding.
-func Agree(users []spec.Lister) []Agreed {
-	byGVK := map[schema.GroupVersionKind][]spec.Lister{}
-	var order []schema.GroupVersionKind
-	for _, u := range users {
-		if _, ok := byGVK[u.GVK]; !ok {
-			order = append(order, u.GVK)
-		}
-		byGVK[u.GVK] = append(byGVK[u.GVK], u)
-	}
-	sort.Slice(order, func(i, j int) bool { return order[i].String() < order[j].String() })
-	out := make([]Agreed, 0, len(order))
-	for _, gvk := range order {
-		us := byGVK[gvk]
-		a := Agreed{GVK: gvk, New: us[0].New, Labels: us[0].Select.Labels, Name: us[0].Select.Name}
-		allLimited := true
-		var namespaces []string
-		for _, u := range us {
-			if len(u.Select.Namespaces) == 0 {
-				allLimited = false
-			}
-			namespaces = append(namespaces, u.Select.Namespaces...)
-			if u.Select.Labels != a.Labels {
-				a.Labels = ""
-			}
-			if u.Select.Name != a.Name {
-				a.Name = ""
-			}
-		}
-		if allLimited {
-			slices.Sort(namespaces)
-			a.Namespaces = slices.Compact(namespaces)
-		}
-		out = append(out, a)
-	}
-	return out
-}
-
 // ByObject turns agreed selections into the cache's per-type options.
-func ByObject(agreed []Agreed) (map[client.Object]cache.ByObject, error) {
+func ByObject(agreed []spec.Agreed) (map[client.Object]cache.ByObject, error) {
 	out := map[client.Object]cache.ByObject{}
 	for _, a := range agreed {
 		var by cache.ByObject
@@ -89,19 +33,4 @@ func ByObject(agreed []Agreed) (map[client.Object]cache.ByObject, error) {
 		out[a.New()] = by
 	}
 	return out, nil
-}
-
-// LabelSelector is the canonical text of label requirements: key=value, or
-// key alone for "has the label", sorted.
-func LabelSelector(reqs map[string]*string) string {
-	parts := make([]string, 0, len(reqs))
-	for k, v := range reqs {
-		if v == nil {
-			parts = append(parts, k)
-		} else {
-			parts = append(parts, k+"="+*v)
-		}
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
 }

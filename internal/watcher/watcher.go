@@ -80,9 +80,6 @@ type runOptions struct {
 	Log     logr.Logger
 }
 
-// LeaseName is the leader-election Lease of a module's watchers.
-func LeaseName(module string) string { return module + "-watcher" }
-
 // run runs the watcher until ctx ends, or until the replica loses its lease
 // (an error: the process must restart, as it may no longer act).
 func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
@@ -93,7 +90,7 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 	for _, b := range o.Bindings {
 		users = append(users, spec.Lister{GVK: b.GVK, New: b.New, Select: b.Select})
 	}
-	agreed := Agree(users)
+	agreed := spec.Agree(users)
 	byObject, err := ByObject(agreed)
 	if err != nil {
 		return err
@@ -164,7 +161,7 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 		case <-mgr.Elected():
 			// Start returns once the leader elector has stopped: the Lease is
 			// released (LeaderElectionReleaseOnCancel).
-			o.Log.Info("leader lease released: the replica stops", "lease", o.Namespace+"/"+LeaseName(o.Module))
+			o.Log.Info("leader lease released: the replica stops", "lease", o.Namespace+"/"+spec.WatcherLeaseName(o.Module))
 		default:
 		}
 	}
@@ -184,7 +181,7 @@ func managerOptions(ctx context.Context, o runOptions, byObject map[client.Objec
 			NewInformer:              newInformer(o.Module, metrics),
 		},
 		LeaderElection:                o.LeaderElection,
-		LeaderElectionID:              LeaseName(o.Module),
+		LeaderElectionID:              spec.WatcherLeaseName(o.Module),
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: orDisabled(o.MetricsAddr)},
@@ -207,7 +204,7 @@ func managerOptions(ctx context.Context, o runOptions, byObject map[client.Objec
 // WarmUp starts the informers of every agreed type and waits for them to
 // sync. A type the API server does not serve yet (its CRD is missing) is
 // retried with back-off, saying so.
-func WarmUp(ctx context.Context, c cache.Cache, agreed []Agreed, log logr.Logger) error {
+func WarmUp(ctx context.Context, c cache.Cache, agreed []spec.Agreed, log logr.Logger) error {
 	var informers []cache.Informer
 	for _, a := range agreed {
 		backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
@@ -279,7 +276,7 @@ func handlerContext(ctx context.Context, o runOptions, b *spec.Watch, obj client
 // (for the admission role's listers) and returns it with a function that
 // reports whether every type has synced.
 func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []spec.Lister, log logr.Logger) (cache.Cache, func() bool, error) {
-	agreed := Agree(users)
+	agreed := spec.Agree(users)
 	byObject, err := ByObject(agreed)
 	if err != nil {
 		return nil, nil, err
