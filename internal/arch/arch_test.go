@@ -69,7 +69,7 @@ var layers = map[string]struct {
 	"internal/spec":   {spec, []string{"admission", "gate", "store"}},
 
 	// Roles.
-	"internal/gaterun":       {role, []string{"gate", "store", "internal/spec", "internal/waitfor", "internal/events", "internal/handoff", "internal/progress"}},
+	"internal/gaterun":       {role, []string{"gate", "store", "internal/spec", "internal/waitfor", "internal/events", "internal/handoff", "internal/progress", "internal/callctx", "internal/podevents"}},
 	"internal/waitfor":       {role, []string{"gate", "internal/spec"}},
 	"internal/admissionrole": {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/watcher", "internal/webhook", "internal/podevents", "internal/callctx", "internal/certs", "internal/events", "internal/gcpace", "internal/handoff"}},
 	"internal/admit":         {role, []string{"admission", "store", "internal/spec", "internal/callctx", "internal/events", "internal/fresh"}},
@@ -84,7 +84,7 @@ var layers = map[string]struct {
 	"internal/chart":     {tool, []string{"admission", "store/v1alpha1", "internal/spec", "internal/manifests", "internal/registration"}},
 	"internal/deadlock":  {tool, []string{"internal/spec", "internal/registration"}},
 	"internal/modcli":    {tool, []string{"store", "store/v1alpha1", "provenance", "internal/spec", "internal/admissionrole", "internal/gaterun", "internal/watcher", "internal/registration", "internal/waitfor", "internal/podevents", "internal/manifests", "internal/chart", "internal/deadlock", "internal/cmdutil", "internal/callctx"}},
-	"internal/cmdutil":   {tool, nil},
+	"internal/cmdutil":   {tool, []string{"internal/spec"}},
 	"internal/dev":       {tool, []string{"internal/spec", "internal/registration", "internal/certs", "internal/controlplane", "internal/events"}},
 	"internal/cli":       {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/dev", "internal/image", "internal/progress", "internal/waitfor"}},
 
@@ -104,6 +104,7 @@ var layers = map[string]struct {
 
 	// Commands and examples, which use the public API (and a demo, vigil dev).
 	"cmd/vigil":                    {entry, []string{"internal/cli"}},
+	"hack/vulndb":                  {entry, nil},
 	"examples/clusterconfig":       {entry, []string{".", "admission", "gate", "store"}},
 	"examples/clusterconfig/demo":  {entry, []string{"internal/dev"}},
 	"examples/labeler":             {entry, []string{".", "admission"}},
