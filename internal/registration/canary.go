@@ -2,6 +2,8 @@ package registration
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,13 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/events"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-
-	"github.com/vigilkit/vigil/internal/admit"
-	"github.com/vigilkit/vigil/internal/events"
 )
 
 // StuckAfter is how long the canary may go without reaching the module
@@ -142,4 +143,27 @@ func (r *Registrar) reached(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	return false, err
+}
+
+// CanaryLabel marks the canary ConfigMap a module dry-runs to prove the API
+// server reaches it.
+const CanaryLabel = "vigil.dev/canary"
+
+// CanaryName names a module's canary webhook.
+func CanaryName(module string) string { return "canary." + module + ".vigil.dev" }
+
+// IsCanary reports whether a webhook is a module's canary.
+func IsCanary(name string) bool { return strings.HasPrefix(name, "canary.") }
+
+// warningFunc adapts a function to client-go's warning handler.
+type warningFunc func(text string)
+
+func (f warningFunc) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	f(text)
+}
+
+func randomToken() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
