@@ -13,10 +13,12 @@ import (
 
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/events"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 )
 
 // StuckAfter is how long the canary may go without reaching the module
@@ -99,16 +101,16 @@ func (r *Registrar) canaryProblem(err error) error {
 // noteProblem records a problem in the Record of each configuration this
 // version wrote, compare-and-swap, once; the write that enforces clears it.
 func (r *Registrar) noteProblem(ctx context.Context, problem string) {
-	for _, kind := range kinds {
-		rv, rec, err := r.get(ctx, kind)
+	for _, k := range kinds {
+		rv, rec, err := r.get(ctx, k)
 		if err != nil || rec.Problem != "" || (rec.Version != r.opts.Version && rec.Version != r.over) {
 			continue
 		}
 		rec.Problem, rec.ProblemSince = problem, time.Now().UTC().Format(time.RFC3339)
 		ann, _ := json.Marshal(rec)
 		body := map[string]any{"metadata": map[string]any{"resourceVersion": rv, "annotations": map[string]any{Annotation: string(ann)}}}
-		if err := r.patch(ctx, kind, body); err != nil && !apierrors.IsConflict(err) {
-			r.opts.Log.Error(err, "record the registration's problem", "kind", kind)
+		if err := r.patch(ctx, k, body); err != nil && !apierrors.IsConflict(err) {
+			r.opts.Log.Error(err, "record the registration's problem", "kind", k.String())
 		}
 	}
 }
@@ -166,4 +168,28 @@ func randomToken() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// The canary: one labelled ConfigMap in the module's own namespace, never
+// anything else, and never blocking. It is a mutating webhook (that
+// mutates nothing) because the API server calls every mutating webhook
+// before any ValidatingAdmissionPolicy or validating webhook: a policy
+// that refuses the ConfigMap cannot keep the canary from the module, and
+// the warning it echoes stays on the refused answer (see reached).
+func (r *Registrar) canaryHook(caBundle []byte) admissionregistrationv1.MutatingWebhook {
+	cc := r.opts.ClientConfig(admit.CanaryPath(r.opts.Module))
+	cc.CABundle = caBundle
+	return admissionregistrationv1.MutatingWebhook{
+		Name: CanaryName(r.opts.Module), ClientConfig: cc, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+		MatchPolicy: ptr.To(admissionregistrationv1.Exact),
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+		}},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: r.opts.Namespace}},
+		ObjectSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{CanaryLabel: r.opts.Module}},
+		FailurePolicy:     ptr.To(admissionregistrationv1.Ignore),
+		SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+		TimeoutSeconds: ptr.To[int32](5),
+	}
 }

@@ -8,18 +8,15 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-var kinds = []string{"mutating", "validating"}
-
 // records reads both configurations' annotations.
 func (r *Registrar) records(ctx context.Context) ([2]Record, error) {
 	var out [2]Record
-	for i, kind := range kinds {
-		_, rec, err := r.get(ctx, kind)
+	for i, k := range kinds {
+		_, rec, err := r.get(ctx, k)
 		if err != nil {
 			return out, err
 		}
@@ -28,71 +25,50 @@ func (r *Registrar) records(ctx context.Context) ([2]Record, error) {
 	return out, nil
 }
 
-func (r *Registrar) get(ctx context.Context, kind string) (string, Record, error) {
-	rv, rec, _, err := r.read(ctx, kind)
+func (r *Registrar) get(ctx context.Context, k kind) (string, Record, error) {
+	rv, rec, _, err := r.read(ctx, k)
 	return rv, rec, err
 }
 
 // read gets one configuration: its resourceVersion, its Record and its
 // webhooks as Sync compares them.
-func (r *Registrar) read(ctx context.Context, kind string) (string, Record, []hookView, error) {
-	var m metav1.Object
-	var views []hookView
-	var err error
-	if kind == "mutating" {
-		var c *admissionregistrationv1.MutatingWebhookConfiguration
-		if c, err = r.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{}); err == nil {
-			m, views = c, mutatingViews(c.Webhooks)
-		}
-	} else {
-		var c *admissionregistrationv1.ValidatingWebhookConfiguration
-		if c, err = r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{}); err == nil {
-			m, views = c, validatingViews(c.Webhooks)
-		}
-	}
+func (r *Registrar) read(ctx context.Context, k kind) (string, Record, []hookView, error) {
+	m, ws, err := k.get(ctx, r.c, r.opts.Module)
 	if apierrors.IsNotFound(err) {
-		return "", Record{}, nil, fmt.Errorf("%w: %s webhook configuration %q: apply the module's manifests, which ship it empty", ErrMissing, kind, r.opts.Module)
+		return "", Record{}, nil, fmt.Errorf("%w: %s webhook configuration %q: apply the module's manifests, which ship it empty", ErrMissing, k, r.opts.Module)
 	}
 	if err != nil {
-		return "", Record{}, nil, r.explain("get", kind, err)
+		return "", Record{}, nil, r.explain("get", k, err)
 	}
-	var rec Record
-	if raw := m.GetAnnotations()[Annotation]; raw != "" {
-		_ = json.Unmarshal([]byte(raw), &rec)
-	}
-	return m.GetResourceVersion(), rec, views, nil
+	return m.GetResourceVersion(), recordOf(m), ws.views(), nil
 }
 
 // write patches both configurations, each with a resourceVersion
 // precondition, unless a newer version of the module wrote them.
 func (r *Registrar) write(ctx context.Context, h *hooks, policy admissionregistrationv1.FailurePolicyType, state string) error {
-	webhooks := map[string]any{}
-	for _, kind := range kinds {
-		webhooks[kind] = h.withPolicy(kind, policy, state == StateEnforced)
-	}
-	return r.writeEach(ctx, webhooks, h.hash, state)
+	return r.writeEach(ctx, func(k kind) webhooks { return h.withPolicy(k, policy, state == StateEnforced) }, h.hash, state)
 }
 
 // writeEach patches each configuration with its webhooks, as write does.
-func (r *Registrar) writeEach(ctx context.Context, webhooks map[string]any, hash, state string) error {
-	for _, kind := range kinds {
-		if err := r.writeOne(ctx, kind, webhooks[kind], hash, state); err != nil {
+func (r *Registrar) writeEach(ctx context.Context, webhooksOf func(kind) webhooks, hash, state string) error {
+	for _, k := range kinds {
+		if err := r.writeOne(ctx, k, webhooksOf(k), hash, state); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (r *Registrar) writeOne(ctx context.Context, kind string, webhooks any, hash, state string) error {
+func (r *Registrar) writeOne(ctx context.Context, k kind, webhooks webhooks, hash, state string) error {
 	backoff := wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 10, Cap: time.Second}
 	for {
-		rv, rec, err := r.get(ctx, kind)
+		rv, rec, err := r.get(ctx, k)
 		if err != nil {
 			return err
 		}
 		if newer(rec.Version, r.opts.Version) && rec.Version != r.over {
-			r.opts.Log.Info("a newer module version registered the webhooks; leaving them", "kind", kind, "theirs", rec.Version, "ours", r.opts.Version)
-			return fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, kind, rec.Version, r.opts.Version)
+			r.opts.Log.Info("a newer module version registered the webhooks; leaving them", "kind", k.String(), "theirs", rec.Version, "ours", r.opts.Version)
+			return fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, k, rec.Version, r.opts.Version)
 		}
 		next := Record{Version: r.opts.Version, Hash: hash, Generation: rec.Generation + 1, State: state, Outages: rec.Outages}
 		if rec.Version == next.Version && rec.Hash == hash {
@@ -103,7 +79,7 @@ func (r *Registrar) writeOne(ctx context.Context, kind string, webhooks any, has
 			// the outage window closes, for the audit to report.
 			next.Outages = closeOutage(next.Outages, Outage{From: rec.FailedOpenSince, To: time.Now().UTC().Format(time.RFC3339), Webhooks: rec.FailedOpen})
 		}
-		if state == "enforced" && next.Enforced == "" {
+		if state == StateEnforced && next.Enforced == "" {
 			next.Enforced = time.Now().UTC().Format(time.RFC3339)
 		}
 		ann, _ := json.Marshal(next)
@@ -111,7 +87,7 @@ func (r *Registrar) writeOne(ctx context.Context, kind string, webhooks any, has
 			"metadata": map[string]any{"resourceVersion": rv, "annotations": map[string]any{Annotation: string(ann)}},
 			"webhooks": webhooks,
 		}
-		err = r.patch(ctx, kind, body)
+		err = r.patch(ctx, k, body)
 		if apierrors.IsConflict(err) && backoff.Steps > 1 {
 			time.Sleep(backoff.Step())
 			continue // someone else wrote: read again and decide again
@@ -120,25 +96,21 @@ func (r *Registrar) writeOne(ctx context.Context, kind string, webhooks any, has
 	}
 }
 
-func (r *Registrar) patch(ctx context.Context, kind string, body map[string]any) error {
+func (r *Registrar) patch(ctx context.Context, k kind, body map[string]any) error {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	if kind == "mutating" {
-		_, err = r.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, r.opts.Module, types.MergePatchType, data, metav1.PatchOptions{FieldManager: "vigil"})
-	} else {
-		_, err = r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Patch(ctx, r.opts.Module, types.MergePatchType, data, metav1.PatchOptions{FieldManager: "vigil"})
-	}
+	err = k.patch(ctx, r.c, r.opts.Module, types.MergePatchType, data)
 	if err != nil && !apierrors.IsConflict(err) {
-		return r.explain("patch", kind, err)
+		return r.explain("patch", k, err)
 	}
 	return err
 }
 
-func (r *Registrar) explain(verb, kind string, err error) error {
+func (r *Registrar) explain(verb string, k kind, err error) error {
 	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("%s the %s webhook configuration %q: %w: the module needs the rule {apiGroups: [admissionregistration.k8s.io], resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations], verbs: [get, patch], resourceNames: [%s]}", verb, kind, r.opts.Module, err, r.opts.Module)
+		return fmt.Errorf("%s the %s webhook configuration %q: %w: the module needs the rule {apiGroups: [admissionregistration.k8s.io], resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations], verbs: [get, patch], resourceNames: [%s]}", verb, k, r.opts.Module, err, r.opts.Module)
 	}
-	return fmt.Errorf("%s the %s webhook configuration %q: %w", verb, kind, r.opts.Module, err)
+	return fmt.Errorf("%s the %s webhook configuration %q: %w", verb, k, r.opts.Module, err)
 }

@@ -9,8 +9,6 @@ import (
 	"sort"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
@@ -22,28 +20,14 @@ import (
 // withPolicy returns the webhooks of one configuration as written with the
 // failure policy given — enforcing, each capability's own where it has
 // one; the canary is always Ignore.
-func (h *hooks) withPolicy(kind string, policy admissionregistrationv1.FailurePolicyType, enforcing bool) any {
-	of := func(name string) *admissionregistrationv1.FailurePolicyType {
+func (h *hooks) withPolicy(k kind, policy admissionregistrationv1.FailurePolicyType, enforcing bool) webhooks {
+	ws := k.of(h).clone()
+	setPolicies(ws, func(name string) *admissionregistrationv1.FailurePolicyType {
 		if p, ok := h.policies[name]; ok && enforcing {
 			return ptr.To(p)
 		}
 		return ptr.To(policy)
-	}
-	if kind == "mutating" {
-		ws := slices.Clone(h.mutating)
-		for i := range ws {
-			if !IsCanary(ws[i].Name) {
-				ws[i].FailurePolicy = of(ws[i].Name)
-			}
-		}
-		return ws
-	}
-	ws := slices.Clone(h.validating)
-	for i := range ws {
-		if !IsCanary(ws[i].Name) {
-			ws[i].FailurePolicy = of(ws[i].Name)
-		}
-	}
+	})
 	return ws
 }
 
@@ -62,52 +46,40 @@ func (h *hooks) withPolicy(kind string, policy admissionregistrationv1.FailurePo
 //
 // Webhooks the watcher failed open (failedOpen) stay Ignore until the proof:
 // no replica was known to serve them.
-func (h *hooks) proving(kind string, enforce admissionregistrationv1.FailurePolicyType, actual []hookView, failedOpen []string) any {
+func (h *hooks) proving(k kind, enforce admissionregistrationv1.FailurePolicyType, actual []hookView, failedOpen []string) webhooks {
 	old := map[string]hookView{}
 	for _, a := range actual {
 		if !IsCanary(a.name) {
 			old[a.name] = a
 		}
 	}
-	keep := func(name string, cc *admissionregistrationv1.WebhookClientConfig, fp **admissionregistrationv1.FailurePolicyType) {
-		if IsCanary(name) {
-			return
+	ws := h.withPolicy(k, enforce, true)
+	for i := range ws.Len() {
+		w := ws.at(i)
+		if IsCanary(w.name) {
+			continue
 		}
-		a, ok := old[name]
+		a, ok := old[w.name]
 		switch {
-		case ok && slices.Contains(failedOpen, name) && a.failurePolicy == admissionregistrationv1.Ignore:
-			*cc, *fp = *a.clientConfig.DeepCopy(), ptr.To(admissionregistrationv1.Ignore)
+		case ok && slices.Contains(failedOpen, w.name) && a.failurePolicy == admissionregistrationv1.Ignore:
+			*w.clientConfig, *w.failurePolicy = *a.clientConfig.DeepCopy(), ptr.To(admissionregistrationv1.Ignore)
 		case ok:
-			*cc = *a.clientConfig.DeepCopy()
+			*w.clientConfig = *a.clientConfig.DeepCopy()
 		case len(old) > 0:
-			*fp = ptr.To(admissionregistrationv1.Ignore)
+			*w.failurePolicy = ptr.To(admissionregistrationv1.Ignore)
 		}
-	}
-	if kind == "mutating" {
-		ws := slices.Clone(h.withPolicy(kind, enforce, true).([]admissionregistrationv1.MutatingWebhook))
-		for i := range ws {
-			keep(ws[i].Name, &ws[i].ClientConfig, &ws[i].FailurePolicy)
-		}
-		return ws
-	}
-	ws := slices.Clone(h.withPolicy(kind, enforce, true).([]admissionregistrationv1.ValidatingWebhook))
-	for i := range ws {
-		keep(ws[i].Name, &ws[i].ClientConfig, &ws[i].FailurePolicy)
 	}
 	return ws
 }
 
 // views are the webhooks of one configuration as Sync compares them.
-func (h *hooks) views(kind string, policy admissionregistrationv1.FailurePolicyType, enforcing bool) []hookView {
-	if kind == "mutating" {
-		return mutatingViews(h.withPolicy(kind, policy, enforcing).([]admissionregistrationv1.MutatingWebhook))
-	}
-	return validatingViews(h.withPolicy(kind, policy, enforcing).([]admissionregistrationv1.ValidatingWebhook))
+func (h *hooks) views(k kind, policy admissionregistrationv1.FailurePolicyType, enforcing bool) []hookView {
+	return h.withPolicy(k, policy, enforcing).views()
 }
 
 type hooks struct {
-	mutating   []admissionregistrationv1.MutatingWebhook
-	validating []admissionregistrationv1.ValidatingWebhook
+	mutating   mutatingHooks
+	validating validatingHooks
 	// policies are the enforced failure policies of the webhooks whose
 	// capability overrides the module's.
 	policies map[string]admissionregistrationv1.FailurePolicyType
@@ -118,15 +90,19 @@ type hooks struct {
 // capability and action, plus the canary.
 func (r *Registrar) build() (*hooks, error) { return r.hooksFor(false) }
 
-func (r *Registrar) hooksFor(static bool) (*hooks, error) {
-	type group struct {
-		capability string
-		action     spec.Action
-		namespaces []string
-		optOut     string
-		rules      map[schema.GroupVersionResource][]admissionregistrationv1.OperationType
-	}
-	groups := map[string]*group{}
+// hookGroup is the bindings of one capability and action: one webhook.
+type hookGroup struct {
+	capability string
+	action     spec.Action
+	namespaces []string
+	optOut     string
+	rules      map[schema.GroupVersionResource][]admissionregistrationv1.OperationType
+}
+
+// groups are the bindings, fail-closed (static) or registered when ready,
+// by capability and action, and their keys, sorted.
+func (r *Registrar) groups(static bool) (map[string]*hookGroup, []string, error) {
+	groups := map[string]*hookGroup{}
 	var order []string
 	for _, b := range r.opts.Bindings {
 		if b.FailClosed != static {
@@ -135,14 +111,14 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		key := b.Capability + "/" + b.Action.String()
 		g, ok := groups[key]
 		if !ok {
-			g = &group{capability: b.Capability, action: b.Action, namespaces: b.Namespaces, optOut: b.OptOut, rules: map[schema.GroupVersionResource][]admissionregistrationv1.OperationType{}}
+			g = &hookGroup{capability: b.Capability, action: b.Action, namespaces: b.Namespaces, optOut: b.OptOut, rules: map[schema.GroupVersionResource][]admissionregistrationv1.OperationType{}}
 			groups[key] = g
 			order = append(order, key)
 		}
 		kind := b.ResourceKind()
 		m, err := r.opts.Mapper.RESTMapping(kind.GroupKind(), kind.Version)
 		if err != nil {
-			return nil, fmt.Errorf("register binding %s: resource of %s: %w", b.ID(), kind, err)
+			return nil, nil, fmt.Errorf("register binding %s: resource of %s: %w", b.ID(), kind, err)
 		}
 		res := m.Resource
 		if b.Subresource != "" {
@@ -156,6 +132,14 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		}
 	}
 	sort.Strings(order)
+	return groups, order, nil
+}
+
+func (r *Registrar) hooksFor(static bool) (*hooks, error) {
+	groups, order, err := r.groups(static)
+	if err != nil {
+		return nil, err
+	}
 	h := &hooks{}
 	caBundle := r.opts.CABundle()
 	for _, key := range order {
@@ -196,27 +180,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 	if static {
 		return h, nil
 	}
-	// The canary: one labelled ConfigMap in the module's own namespace, never
-	// anything else, and never blocking. It is a mutating webhook (that
-	// mutates nothing) because the API server calls every mutating webhook
-	// before any ValidatingAdmissionPolicy or validating webhook: a policy
-	// that refuses the ConfigMap cannot keep the canary from the module, and
-	// the warning it echoes stays on the refused answer (see reached).
-	cc := r.opts.ClientConfig(admit.CanaryPath(r.opts.Module))
-	cc.CABundle = caBundle
-	h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
-		Name: CanaryName(r.opts.Module), ClientConfig: cc, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
-		MatchPolicy: ptr.To(admissionregistrationv1.Exact),
-		Rules: []admissionregistrationv1.RuleWithOperations{{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
-		}},
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: r.opts.Namespace}},
-		ObjectSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{CanaryLabel: r.opts.Module}},
-		FailurePolicy:     ptr.To(admissionregistrationv1.Ignore),
-		SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
-		TimeoutSeconds: ptr.To[int32](5),
-	})
+	h.mutating = append(h.mutating, r.canaryHook(caBundle))
 	sum := sha256.New()
 	_ = json.NewEncoder(sum).Encode(struct {
 		M []admissionregistrationv1.MutatingWebhook

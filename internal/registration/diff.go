@@ -58,28 +58,6 @@ func viewOf(name string, cc admissionregistrationv1.WebhookClientConfig, rules [
 	return v
 }
 
-func mutatingViews(ws []admissionregistrationv1.MutatingWebhook) []hookView {
-	var out []hookView
-	for _, w := range ws {
-		rp := w.ReinvocationPolicy
-		if rp == nil {
-			rp = ptr.To(admissionregistrationv1.NeverReinvocationPolicy)
-		}
-		out = append(out, viewOf(w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.MatchPolicy, w.NamespaceSelector, w.ObjectSelector,
-			w.SideEffects, w.TimeoutSeconds, w.AdmissionReviewVersions, rp, w.MatchConditions))
-	}
-	return out
-}
-
-func validatingViews(ws []admissionregistrationv1.ValidatingWebhook) []hookView {
-	var out []hookView
-	for _, w := range ws {
-		out = append(out, viewOf(w.Name, w.ClientConfig, w.Rules, w.FailurePolicy, w.MatchPolicy, w.NamespaceSelector, w.ObjectSelector,
-			w.SideEffects, w.TimeoutSeconds, w.AdmissionReviewVersions, nil, w.MatchConditions))
-	}
-	return out
-}
-
 // diffHooks says in words how the actual webhooks differ from those wanted,
 // and whether reachability is in question: a wanted webhook's client
 // configuration (URL, Service or caBundle) is not as wanted.

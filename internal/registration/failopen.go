@@ -10,7 +10,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -72,10 +71,10 @@ func failedOpen(wanted, actual []hookView, names []string) []hookView {
 func (r *Registrar) FailOpen(ctx context.Context, names []string) ([]string, error) {
 	allowed := r.failOpenBounds()
 	var changed []string
-	for _, kind := range kinds {
+	for _, k := range kinds {
 		backoff := wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 10, Cap: time.Second}
 		for {
-			done, err := r.failOpenOne(ctx, kind, names, allowed)
+			done, err := r.failOpenOne(ctx, k, names, allowed)
 			if apierrors.IsConflict(err) && backoff.Steps > 1 {
 				time.Sleep(backoff.Step())
 				continue // the registrar wrote meanwhile: read again and decide again
@@ -90,40 +89,21 @@ func (r *Registrar) FailOpen(ctx context.Context, names []string) ([]string, err
 	return changed, nil
 }
 
-func (r *Registrar) failOpenOne(ctx context.Context, kind string, names []string, allowed map[string]time.Duration) ([]string, error) {
-	var m metav1.Object
-	var webhooks any
+func (r *Registrar) failOpenOne(ctx context.Context, k kind, names []string, allowed map[string]time.Duration) ([]string, error) {
+	m, webhooks, err := k.get(ctx, r.c, r.opts.Module)
+	if err != nil {
+		return nil, r.explain("get", k, err)
+	}
 	var changed []string
-	flip := func(name string, fp **admissionregistrationv1.FailurePolicyType) {
-		if _, ok := allowed[name]; !ok || !slices.Contains(names, name) || ptr.Deref(*fp, admissionregistrationv1.Fail) == admissionregistrationv1.Ignore {
-			return
+	for i := range webhooks.Len() {
+		w := webhooks.at(i)
+		if _, ok := allowed[w.name]; !ok || !slices.Contains(names, w.name) || ptr.Deref(*w.failurePolicy, admissionregistrationv1.Fail) == admissionregistrationv1.Ignore {
+			continue
 		}
-		*fp = ptr.To(admissionregistrationv1.Ignore)
-		changed = append(changed, name)
+		*w.failurePolicy = ptr.To(admissionregistrationv1.Ignore)
+		changed = append(changed, w.name)
 	}
-	if kind == "mutating" {
-		c, err := r.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{})
-		if err != nil {
-			return nil, r.explain("get", kind, err)
-		}
-		for i := range c.Webhooks {
-			flip(c.Webhooks[i].Name, &c.Webhooks[i].FailurePolicy)
-		}
-		m, webhooks = c, c.Webhooks
-	} else {
-		c, err := r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{})
-		if err != nil {
-			return nil, r.explain("get", kind, err)
-		}
-		for i := range c.Webhooks {
-			flip(c.Webhooks[i].Name, &c.Webhooks[i].FailurePolicy)
-		}
-		m, webhooks = c, c.Webhooks
-	}
-	var rec Record
-	if raw := m.GetAnnotations()[Annotation]; raw != "" {
-		_ = json.Unmarshal([]byte(raw), &rec)
-	}
+	rec := recordOf(m)
 	if len(changed) == 0 || newer(rec.Version, r.opts.Version) || (rec.State != StateEnforced && rec.State != StateFailedOpen) {
 		return nil, nil
 	}
@@ -142,7 +122,7 @@ func (r *Registrar) failOpenOne(ctx context.Context, kind string, names []string
 		"metadata": map[string]any{"resourceVersion": m.GetResourceVersion(), "annotations": map[string]any{Annotation: string(ann)}},
 		"webhooks": webhooks,
 	}
-	if err := r.patch(ctx, kind, body); err != nil {
+	if err := r.patch(ctx, k, body); err != nil {
 		return nil, err
 	}
 	return changed, nil

@@ -147,8 +147,8 @@ func (r *Registrar) versionRuns(ctx context.Context, version string) (bool, time
 // takeOver decides, for a configuration a newer version wrote, whether
 // this version stands aside (ErrNewer: a replica of it runs, or this
 // version does not take over) or registers over it (sets r.over).
-func (r *Registrar) takeOver(ctx context.Context, kind, theirs string) error {
-	aside := fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, kind, theirs, r.opts.Version)
+func (r *Registrar) takeOver(ctx context.Context, k kind, theirs string) error {
+	aside := fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, k, theirs, r.opts.Version)
 	if r.opts.LeaseDuration <= 0 || theirs == r.over {
 		if theirs == r.over {
 			return nil

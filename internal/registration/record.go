@@ -103,17 +103,17 @@ func (r Record) EnforcedAt() time.Time {
 // configuration: what registered it, and since when it enforces. A
 // configuration without one gives a zero Record.
 func ReadRecord(ctx context.Context, c kubernetes.Interface, module string) (Record, error) {
-	cfg, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, module, metav1.GetOptions{})
-	if err != nil {
-		return Record{}, err
-	}
-	return recordOf(cfg), nil
+	return readRecord(ctx, c, validatingKind{}, module)
 }
 
 // ReadMutatingRecord reads the Record of the module's mutating webhook
 // configuration, whose outage windows say when its mutations did not run.
 func ReadMutatingRecord(ctx context.Context, c kubernetes.Interface, module string) (Record, error) {
-	cfg, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, module, metav1.GetOptions{})
+	return readRecord(ctx, c, mutatingKind{}, module)
+}
+
+func readRecord(ctx context.Context, c kubernetes.Interface, k kind, module string) (Record, error) {
+	cfg, _, err := k.get(ctx, c, module)
 	if err != nil {
 		return Record{}, err
 	}

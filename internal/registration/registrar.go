@@ -125,9 +125,9 @@ func (r *Registrar) Newer(ctx context.Context) (string, error) {
 
 // Unregister empties the configurations, for uninstall.
 func (r *Registrar) Unregister(ctx context.Context) error {
-	for _, kind := range kinds {
+	for _, k := range kinds {
 		body := map[string]any{"metadata": map[string]any{"annotations": map[string]any{Annotation: nil}}, "webhooks": []any{}}
-		if err := r.patch(ctx, kind, body); err != nil && !apierrors.IsNotFound(err) {
+		if err := r.patch(ctx, k, body); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}

@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
@@ -23,14 +23,11 @@ func (r *Registrar) Static() (*admissionregistrationv1.MutatingWebhookConfigurat
 		return nil, nil, err
 	}
 	mut, val := Bootstrap(StaticName(r.opts.Module))
-	for _, w := range h.mutating {
-		w.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
-		mut.Webhooks = append(mut.Webhooks, w)
-	}
-	for _, w := range h.validating {
-		w.FailurePolicy = ptr.To(admissionregistrationv1.Fail)
-		val.Webhooks = append(val.Webhooks, w)
-	}
+	fail := func(string) *admissionregistrationv1.FailurePolicyType { return ptr.To(admissionregistrationv1.Fail) }
+	mws, vws := slices.Clone(h.mutating), slices.Clone(h.validating)
+	setPolicies(mws, fail)
+	setPolicies(vws, fail)
+	mut.Webhooks, val.Webhooks = mws, vws
 	return mut, val, nil
 }
 
@@ -61,29 +58,18 @@ func (r *Registrar) InjectCABundle(ctx context.Context) error {
 		return nil // nothing to fill, and no right to look: see StaticRule
 	}
 	name := StaticName(r.opts.Module)
-	type hook struct {
-		name string
-		ca   []byte
-	}
-	var sets [2][]hook
-	if mut, err := r.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{}); err == nil {
-		for _, w := range mut.Webhooks {
-			sets[0] = append(sets[0], hook{w.Name, w.ClientConfig.CABundle})
+	for _, k := range kinds {
+		_, ws, err := k.get(ctx, r.c, name)
+		if apierrors.IsNotFound(err) {
+			continue
 		}
-	} else if !apierrors.IsNotFound(err) {
-		return err
-	}
-	if val, err := r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{}); err == nil {
-		for _, w := range val.Webhooks {
-			sets[1] = append(sets[1], hook{w.Name, w.ClientConfig.CABundle})
+		if err != nil {
+			return err
 		}
-	} else if !apierrors.IsNotFound(err) {
-		return err
-	}
-	for i, hooks := range sets {
 		var ops []map[string]any
-		for j, h := range hooks {
-			if bytes.Equal(h.ca, ca) {
+		for j := range ws.Len() {
+			h := ws.at(j)
+			if bytes.Equal(h.clientConfig.CABundle, ca) {
 				continue
 			}
 			// The test pins the index to the webhook's name, so a concurrent
@@ -99,12 +85,7 @@ func (r *Registrar) InjectCABundle(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if i == 0 {
-			_, err = r.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, name, types.JSONPatchType, data, metav1.PatchOptions{FieldManager: "vigil"})
-		} else {
-			_, err = r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Patch(ctx, name, types.JSONPatchType, data, metav1.PatchOptions{FieldManager: "vigil"})
-		}
-		if err != nil {
+		if err := k.patch(ctx, r.c, name, types.JSONPatchType, data); err != nil {
 			return fmt.Errorf("put the serving CA into %s: %w", name, err)
 		}
 	}

@@ -69,14 +69,14 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 	known := r.enforced.Load()
 	var actuals [2][]hookView
 	var failedOpenNow [2][]string // webhooks failed open during an outage, not proven to serve yet
-	for i, kind := range kinds {
-		_, rec, actual, err := r.read(ctx, kind)
+	for i, k := range kinds {
+		_, rec, actual, err := r.read(ctx, k)
 		if err != nil {
 			return nil, false, err
 		}
 		actuals[i] = actual
 		if newer(rec.Version, r.opts.Version) {
-			if err := r.takeOver(ctx, kind, rec.Version); err != nil {
+			if err := r.takeOver(ctx, k, rec.Version); err != nil {
 				return nil, false, err
 			}
 		}
@@ -88,7 +88,7 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 			failedOpenNow[i] = rec.FailedOpen
 		}
 		ours := rec.Version == r.opts.Version && rec.Hash == h.hash
-		wanted := h.views(kind, enforce, true)
+		wanted := h.views(k, enforce, true)
 		switch {
 		case ours && rec.State == StateFailedOpen:
 			// Failed open during an outage: the capabilities with a bound
@@ -97,12 +97,12 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 			wanted = failedOpen(wanted, actual, r.failOpenNames())
 			verify = true
 		case !ours || rec.State != StateEnforced:
-			wanted = h.views(kind, admissionregistrationv1.Ignore, false)
+			wanted = h.views(k, admissionregistrationv1.Ignore, false)
 			probe = true
 		}
 		diffs, reach := diffHooks(wanted, actual)
 		probe = probe || reach
-		where := fmt.Sprintf("%s webhook configuration %q", kind, r.opts.Module)
+		where := fmt.Sprintf("%s webhook configuration %q", k, r.opts.Module)
 		switch {
 		case rec.IsZero():
 			// No record: as the manifests ship it, or emptied or re-created
@@ -123,43 +123,52 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 	if len(drift) > 0 && r.onDrift != nil {
 		r.onDrift(drift)
 	}
+	wrote, err := r.repair(ctx, h, enforce, known, probe, verify, actuals, failedOpenNow)
+	return drift, wrote, err
+}
+
+// repair writes what sync found wanting, by the registration protocol: it
+// proves reachability with the canary first when it is in question (probe;
+// verify after an outage), keeping the webhooks enforced when the module
+// enforced them before (known), then enforces. It says whether it wrote.
+func (r *Registrar) repair(ctx context.Context, h *hooks, enforce admissionregistrationv1.FailurePolicyType, known, probe, verify bool, actuals [2][]hookView, failedOpenNow [2][]string) (bool, error) {
 	if probe && known {
 		// Enforced before: the webhooks stay enforced, on the client
 		// configuration they have, while the new one is proven on the
 		// canary alone, which admits nothing; then one write per
 		// configuration switches them.
-		webhooks := map[string]any{}
-		for i, kind := range kinds {
-			webhooks[kind] = h.proving(kind, enforce, actuals[i], failedOpenNow[i])
+		proving := map[kind]webhooks{}
+		for i, k := range kinds {
+			proving[k] = h.proving(k, enforce, actuals[i], failedOpenNow[i])
 		}
-		if err := r.writeEach(ctx, webhooks, h.hash, StateProving); err != nil {
-			return drift, true, err
+		if err := r.writeEach(ctx, func(k kind) webhooks { return proving[k] }, h.hash, StateProving); err != nil {
+			return true, err
 		}
 		events.Info(r.opts.Log, events.WebhooksProving, "webhooks stay enforced; proving their new client configuration on the canary")
 		if err := r.probe(ctx); err != nil {
-			return drift, true, err
+			return true, err
 		}
 	} else if probe {
 		// A first install: nothing was enforced, so nothing is weakened.
 		if err := r.write(ctx, h, admissionregistrationv1.Ignore, StateProbing); err != nil {
-			return drift, true, err
+			return true, err
 		}
 		events.Info(r.opts.Log, events.WebhooksRegistered, "webhooks registered with failurePolicy Ignore; probing reachability")
 		if err := r.probe(ctx); err != nil {
-			return drift, true, err
+			return true, err
 		}
 	} else if verify {
 		if err := r.probe(ctx); err != nil {
-			return drift, false, err
+			return false, err
 		}
 		events.Info(r.opts.Log, events.WebhooksReEnforced, "a replica serves again after an outage: enforcing the webhooks that failed open")
 	}
 	if err := r.write(ctx, h, enforce, StateEnforced); err != nil {
-		return drift, true, err
+		return true, err
 	}
 	r.enforced.Store(true)
 	events.Info(r.opts.Log, events.WebhooksEnforced, "webhooks enforced", "failurePolicy", string(enforce))
-	return drift, true, nil
+	return true, nil
 }
 
 // Emptied is Sync's word for a configuration without webhooks or a Record:
