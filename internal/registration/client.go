@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 )
 
 // records reads both configurations' annotations.
@@ -60,8 +61,8 @@ func (r *Registrar) writeEach(ctx context.Context, webhooksOf func(kind) webhook
 }
 
 func (r *Registrar) writeOne(ctx context.Context, k kind, webhooks webhooks, hash, state string) error {
-	backoff := wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 10, Cap: time.Second}
-	for {
+	// On a conflict someone else wrote: read again and decide again.
+	return retry.RetryOnConflict(conflictBackoff, func() error {
 		rv, rec, err := r.get(ctx, k)
 		if err != nil {
 			return err
@@ -87,14 +88,13 @@ func (r *Registrar) writeOne(ctx context.Context, k kind, webhooks webhooks, has
 			"metadata": map[string]any{"resourceVersion": rv, "annotations": map[string]any{Annotation: string(ann)}},
 			"webhooks": webhooks,
 		}
-		err = r.patch(ctx, k, body)
-		if apierrors.IsConflict(err) && backoff.Steps > 1 {
-			time.Sleep(backoff.Step())
-			continue // someone else wrote: read again and decide again
-		}
-		return err
-	}
+		return r.patch(ctx, k, body)
+	})
 }
+
+// conflictBackoff paces the retries of a write that lost a
+// compare-and-swap to another writer.
+var conflictBackoff = wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 10, Cap: time.Second}
 
 func (r *Registrar) patch(ctx context.Context, k kind, body map[string]any) error {
 	data, err := json.Marshal(body)

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/events"
@@ -72,19 +71,18 @@ func (r *Registrar) FailOpen(ctx context.Context, names []string) ([]string, err
 	allowed := r.failOpenBounds()
 	var changed []string
 	for _, k := range kinds {
-		backoff := wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 10, Cap: time.Second}
-		for {
-			done, err := r.failOpenOne(ctx, k, names, allowed)
-			if apierrors.IsConflict(err) && backoff.Steps > 1 {
-				time.Sleep(backoff.Step())
-				continue // the registrar wrote meanwhile: read again and decide again
-			}
-			if err != nil {
-				return changed, err
-			}
-			changed = append(changed, done...)
-			break
+		var done []string
+		// On a conflict the registrar wrote meanwhile: read again and
+		// decide again.
+		err := retry.RetryOnConflict(conflictBackoff, func() error {
+			var err error
+			done, err = r.failOpenOne(ctx, k, names, allowed)
+			return err
+		})
+		if err != nil {
+			return changed, err
 		}
+		changed = append(changed, done...)
 	}
 	return changed, nil
 }
