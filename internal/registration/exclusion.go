@@ -80,7 +80,7 @@ func VerifyExclusions(mapper meta.RESTMapper, m *spec.Module) error {
 // has an opt-out label, out of namespaces labelled with it; a capability
 // limited to namespaces gets only those.
 func (r *Registrar) namespaceSelector(only []string, optOut string) *metav1.LabelSelector {
-	return namespaceSelector(ExcludedNamespaces(r.opts.Namespace, r.opts.ExcludeNamespaces...), only, optOut)
+	return namespaceSelector(ExcludedNamespaces(r.opts.Namespace), only, optOut)
 }
 
 func namespaceSelector(excluded, only []string, optOut string) *metav1.LabelSelector {
@@ -113,10 +113,9 @@ func objectSelector(optOut string) *metav1.LabelSelector {
 
 // ExcludedNamespaces are the namespaces no webhook of a module running in
 // namespace own ever matches, sorted: its own, kube-system and
-// kube-node-lease (the Kubernetes admission webhook good practices), and
-// extra.
-func ExcludedNamespaces(own string, extra ...string) []string {
-	out := append([]string{own, metav1.NamespaceSystem, corev1.NamespaceNodeLease}, extra...)
+// kube-node-lease (the Kubernetes admission webhook good practices).
+func ExcludedNamespaces(own string) []string {
+	out := []string{own, metav1.NamespaceSystem, corev1.NamespaceNodeLease}
 	slices.Sort(out)
 	return slices.Compact(out)
 }

@@ -135,12 +135,6 @@ func closeOutage(outages []Outage, o Outage) []Outage {
 	return outages
 }
 
-// Serving dry-runs the canary once and reports whether the API server
-// reached an admission replica through the module's configuration. An error
-// means the question went unanswered (the API server, or the right to the
-// dry run, is missing), not that no replica serves.
-func (r *Registrar) Serving(ctx context.Context) (bool, error) { return r.reached(ctx) }
-
 // WatchOutages runs, on the watcher's leader, while the module has
 // capabilities with an outage bound: every interval, while its
 // configurations enforce, it asks by the canary whether the API server

@@ -28,8 +28,6 @@ type Options struct {
 	// Gated objects are excluded from every webhook by match conditions
 	// (spec.Module.Exclusions).
 	Gated []spec.Exclusion
-	// ExcludeNamespaces besides those ExcludedNamespaces always names.
-	ExcludeNamespaces []string
 	// ClientConfig says how the API server reaches the module for a path; the
 	// caBundle is filled in from CABundle.
 	ClientConfig func(path string) admissionregistrationv1.WebhookClientConfig
@@ -96,13 +94,6 @@ func New(c kubernetes.Interface, opts Options) *Registrar {
 		opts.FailurePolicy = admission.Fail
 	}
 	return &Registrar{c: c, opts: opts}
-}
-
-// Check reports whether both configurations still exist: an admin may have
-// deleted one (ErrMissing). It recreates nothing.
-func (r *Registrar) Check(ctx context.Context) error {
-	_, err := r.records(ctx)
-	return err
 }
 
 // Newer returns the version that wrote the configurations when it is newer
