@@ -16,7 +16,6 @@ import (
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
-	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -322,8 +321,8 @@ func (b *WhenBuilder[T]) Require(expression, message string) {
 		Expression: expression, Message: message, Site: callSite(1),
 	}
 	if c.Name != "" {
-		if problems := validation.IsDNS1123Subdomain(registration.CheckName(m.d.Name, c.Capability, c.Name)); len(problems) > 0 {
-			m.recordf(1, "When(%s).Require: the policy's name %q: %s: name the capability or the check otherwise", b.gvk.Kind, registration.CheckName(m.d.Name, c.Capability, c.Name), strings.Join(problems, "; "))
+		if problems := validation.IsDNS1123Subdomain(spec.CheckName(m.d.Name, c.Capability, c.Name)); len(problems) > 0 {
+			m.recordf(1, "When(%s).Require: the policy's name %q: %s: name the capability or the check otherwise", b.gvk.Kind, spec.CheckName(m.d.Name, c.Capability, c.Name), strings.Join(problems, "; "))
 		}
 	}
 	m.d.AddCheck(c)

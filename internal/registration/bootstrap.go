@@ -1,6 +1,7 @@
 package registration
 
 import (
+	"github.com/vigilkit/vigil/internal/spec"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +28,7 @@ func Rule(module string) rbacv1.PolicyRule {
 		APIGroups:     []string{admissionregistrationv1.GroupName},
 		Resources:     []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
 		Verbs:         []string{"get", "patch"},
-		ResourceNames: []string{module},
+		ResourceNames: []string{spec.ConfigurationName(module)},
 	}
 }
 

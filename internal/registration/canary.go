@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/spec"
+
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/events"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -86,7 +88,7 @@ func isRBAC(err error) bool {
 
 // canaryProblem says why a dry run of the canary did not reach the module.
 func (r *Registrar) canaryProblem(err error) error {
-	what := fmt.Sprintf("the canary (a dry-run create of ConfigMap %s/%s-canary labelled %s=%s)", r.opts.Namespace, r.opts.Module, CanaryLabel, r.opts.Module)
+	what := fmt.Sprintf("the canary (a dry-run create of ConfigMap %s/%s labelled %s=%s)", r.opts.Namespace, spec.CanaryConfigMapName(r.opts.Module), CanaryLabel, r.opts.Module)
 	var status apierrors.APIStatus
 	switch {
 	case err == nil:
@@ -124,7 +126,7 @@ func (r *Registrar) noteProblem(ctx context.Context, problem string) {
 func (r *Registrar) reached(ctx context.Context) (bool, error) {
 	token := randomToken()
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: r.opts.Module + "-canary", Labels: map[string]string{CanaryLabel: r.opts.Module}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: spec.CanaryConfigMapName(r.opts.Module), Labels: map[string]string{CanaryLabel: r.opts.Module}},
 		Data:       map[string]string{"token": token},
 	}
 	var warned atomic.Bool
@@ -151,12 +153,6 @@ func (r *Registrar) reached(ctx context.Context) (bool, error) {
 // server reaches it.
 const CanaryLabel = "vigil.dev/canary"
 
-// CanaryName names a module's canary webhook.
-func CanaryName(module string) string { return "canary." + module + ".vigil.dev" }
-
-// IsCanary reports whether a webhook is a module's canary.
-func IsCanary(name string) bool { return strings.HasPrefix(name, "canary.") }
-
 // warningFunc adapts a function to client-go's warning handler.
 type warningFunc func(text string)
 
@@ -180,7 +176,7 @@ func (r *Registrar) canaryHook(caBundle []byte) admissionregistrationv1.Mutating
 	cc := r.opts.ClientConfig(admit.CanaryPath(r.opts.Module))
 	cc.CABundle = caBundle
 	return admissionregistrationv1.MutatingWebhook{
-		Name: CanaryName(r.opts.Module), ClientConfig: cc, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+		Name: spec.CanaryName(r.opts.Module), ClientConfig: cc, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
 		MatchPolicy: ptr.To(admissionregistrationv1.Exact),
 		Rules: []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},

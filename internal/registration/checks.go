@@ -8,11 +8,6 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// CheckName names the policy and the binding of a capability's check.
-func CheckName(module, capability, check string) string {
-	return spec.PolicyName(module, capability, check)
-}
-
 // Checks are the module's checks (spec.Check) as the API server evaluates
 // them: each a ValidatingAdmissionPolicy and its binding, in declaration
 // order, as the module's manifests ship them. A check matches what its
@@ -36,7 +31,7 @@ func Checks(m *spec.Module) []Guard {
 		case spec.Audit:
 			action = admissionregistrationv1.Audit
 		}
-		out = append(out, newGuard(m.Name, CheckName(m.Name, c.Capability, c.Name), action, admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		out = append(out, newGuard(m.Name, spec.CheckName(m.Name, c.Capability, c.Name), action, admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				NamespaceSelector: namespaceSelector(ExcludedNamespaces(m.Namespace), c.Namespaces, c.OptOut),
 				ObjectSelector:    objectSelector(c.OptOut),

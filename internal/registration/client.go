@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/spec"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,7 +36,7 @@ func (r *Registrar) get(ctx context.Context, k kind) (string, Record, error) {
 // read gets one configuration: its resourceVersion, its Record and its
 // webhooks as Sync compares them.
 func (r *Registrar) read(ctx context.Context, k kind) (string, Record, []hookView, error) {
-	m, ws, err := k.get(ctx, r.c, r.opts.Module)
+	m, ws, err := k.get(ctx, r.c, spec.ConfigurationName(r.opts.Module))
 	if apierrors.IsNotFound(err) {
 		return "", Record{}, nil, fmt.Errorf("%w: %s webhook configuration %q: apply the module's manifests, which ship it empty", ErrMissing, k, r.opts.Module)
 	}
@@ -101,7 +103,7 @@ func (r *Registrar) patch(ctx context.Context, k kind, body map[string]any) erro
 	if err != nil {
 		return err
 	}
-	err = k.patch(ctx, r.c, r.opts.Module, types.MergePatchType, data)
+	err = k.patch(ctx, r.c, spec.ConfigurationName(r.opts.Module), types.MergePatchType, data)
 	if err != nil && !apierrors.IsConflict(err) {
 		return r.explain("patch", k, err)
 	}

@@ -49,14 +49,14 @@ func (h *hooks) withPolicy(k kind, policy admissionregistrationv1.FailurePolicyT
 func (h *hooks) proving(k kind, enforce admissionregistrationv1.FailurePolicyType, actual []hookView, failedOpen []string) webhooks {
 	old := map[string]hookView{}
 	for _, a := range actual {
-		if !IsCanary(a.name) {
+		if !spec.IsCanary(a.name) {
 			old[a.name] = a
 		}
 	}
 	ws := h.withPolicy(k, enforce, true)
 	for i := range ws.Len() {
 		w := ws.at(i)
-		if IsCanary(w.name) {
+		if spec.IsCanary(w.name) {
 			continue
 		}
 		a, ok := old[w.name]
@@ -149,7 +149,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		path := admit.CapabilityPath(g.action, r.opts.Module, g.capability)
 		cc := r.opts.ClientConfig(path)
 		cc.CABundle = caBundle
-		name := WebhookName(r.opts.Module, g.capability, g.action)
+		name := spec.WebhookName(r.opts.Module, g.capability, g.action)
 		if p, ok := r.opts.Policies[g.capability]; ok && !static {
 			if h.policies == nil {
 				h.policies = map[string]admissionregistrationv1.FailurePolicyType{}

@@ -3,7 +3,6 @@ package registration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -16,11 +15,6 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// WebhookName names the webhook of a module's capability and action.
-func WebhookName(module, capability string, action spec.Action) string {
-	return fmt.Sprintf("%s.%s.%s.vigil.dev", capability, action, module)
-}
-
 // failOpenBounds are the webhooks of the capabilities that declared an
 // outage bound (spec.FailOpen), with their bounds. Fail-closed capabilities
 // never have one (a definition mistake), and are skipped regardless.
@@ -28,7 +22,7 @@ func (r *Registrar) failOpenBounds() map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for _, b := range r.opts.Bindings {
 		if b.FailOpenAfter > 0 && !b.FailClosed {
-			out[WebhookName(r.opts.Module, b.Capability, b.Action)] = b.FailOpenAfter
+			out[spec.WebhookName(r.opts.Module, b.Capability, b.Action)] = b.FailOpenAfter
 		}
 	}
 	return out
@@ -88,7 +82,7 @@ func (r *Registrar) FailOpen(ctx context.Context, names []string) ([]string, err
 }
 
 func (r *Registrar) failOpenOne(ctx context.Context, k kind, names []string, allowed map[string]time.Duration) ([]string, error) {
-	m, webhooks, err := k.get(ctx, r.c, r.opts.Module)
+	m, webhooks, err := k.get(ctx, r.c, spec.ConfigurationName(r.opts.Module))
 	if err != nil {
 		return nil, r.explain("get", k, err)
 	}

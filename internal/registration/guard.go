@@ -27,12 +27,6 @@ type Guard struct {
 	Binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 }
 
-// GuardName names the policy and the binding guarding a capability's opt-out
-// label.
-func GuardName(module, capability string) string {
-	return spec.PolicyName(module, capability, spec.OptOutGuard)
-}
-
 // Guards are the guards of a module's capabilities that have an opt-out
 // label, in the capabilities' order, as the module's manifests ship them.
 func Guards(m *spec.Module) []Guard {
@@ -46,7 +40,7 @@ func Guards(m *spec.Module) []Guard {
 }
 
 func guard(module string, c spec.Capability) Guard {
-	name := GuardName(module, c.Name)
+	name := spec.GuardName(module, c.Name)
 	key := fmt.Sprintf("%q", c.OptOut.Label)
 	// label is `="value"` when obj carries the label, "" when it does not:
 	// absent and empty differ.
@@ -184,7 +178,7 @@ func Exclusions(m *spec.Module, c spec.Capability) []string {
 	}
 	if o := c.OptOut; o != nil {
 		out = append(out, fmt.Sprintf("namespaces and objects labelled %s=%s, and every object in such a namespace (namespaceSelector, objectSelector); only %s may set, change or remove the label (ValidatingAdmissionPolicy %s)",
-			o.Label, spec.OptOutValue, strings.Join(o.Allowed, ", "), GuardName(m.Name, c.Name)))
+			o.Label, spec.OptOutValue, strings.Join(o.Allowed, ", "), spec.GuardName(m.Name, c.Name)))
 	}
 	return out
 }

@@ -3,6 +3,8 @@ package registration
 import (
 	"context"
 
+	"github.com/vigilkit/vigil/internal/spec"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -142,7 +144,7 @@ func (ws validatingHooks) views() []hookView {
 // name.
 func setPolicies(ws webhooks, of func(name string) *admissionregistrationv1.FailurePolicyType) {
 	for i := range ws.Len() {
-		if ref := ws.at(i); !IsCanary(ref.name) {
+		if ref := ws.at(i); !spec.IsCanary(ref.name) {
 			*ref.failurePolicy = of(ref.name)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/spec"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -103,13 +105,13 @@ func (r Record) EnforcedAt() time.Time {
 // configuration: what registered it, and since when it enforces. A
 // configuration without one gives a zero Record.
 func ReadRecord(ctx context.Context, c kubernetes.Interface, module string) (Record, error) {
-	return readRecord(ctx, c, validatingKind{}, module)
+	return readRecord(ctx, c, validatingKind{}, spec.ConfigurationName(module))
 }
 
 // ReadMutatingRecord reads the Record of the module's mutating webhook
 // configuration, whose outage windows say when its mutations did not run.
 func ReadMutatingRecord(ctx context.Context, c kubernetes.Interface, module string) (Record, error) {
-	return readRecord(ctx, c, mutatingKind{}, module)
+	return readRecord(ctx, c, mutatingKind{}, spec.ConfigurationName(module))
 }
 
 func readRecord(ctx context.Context, c kubernetes.Interface, k kind, module string) (Record, error) {

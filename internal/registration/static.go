@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/vigilkit/vigil/internal/spec"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,7 +24,7 @@ func (r *Registrar) Static() (*admissionregistrationv1.MutatingWebhookConfigurat
 	if err != nil {
 		return nil, nil, err
 	}
-	mut, val := Bootstrap(StaticName(r.opts.Module))
+	mut, val := Bootstrap(spec.StaticName(r.opts.Module))
 	fail := func(string) *admissionregistrationv1.FailurePolicyType { return ptr.To(admissionregistrationv1.Fail) }
 	mws, vws := slices.Clone(h.mutating), slices.Clone(h.validating)
 	setPolicies(mws, fail)
@@ -31,16 +33,12 @@ func (r *Registrar) Static() (*admissionregistrationv1.MutatingWebhookConfigurat
 	return mut, val, nil
 }
 
-// StaticName names the configurations of a module's fail-closed
-// capabilities.
-func StaticName(module string) string { return module + "-fail-closed" }
-
 // StaticRule is the RBAC rule a module with fail-closed capabilities needs to
 // keep the caBundle of their configurations current: get and patch on exactly
 // those two.
 func StaticRule(module string) rbacv1.PolicyRule {
 	r := Rule(module)
-	r.ResourceNames = []string{StaticName(module)}
+	r.ResourceNames = []string{spec.StaticName(module)}
 	return r
 }
 
@@ -57,7 +55,7 @@ func (r *Registrar) InjectCABundle(ctx context.Context) error {
 	if !failClosed || len(ca) == 0 {
 		return nil // nothing to fill, and no right to look: see StaticRule
 	}
-	name := StaticName(r.opts.Module)
+	name := spec.StaticName(r.opts.Module)
 	for _, k := range kinds {
 		_, ws, err := k.get(ctx, r.c, name)
 		if apierrors.IsNotFound(err) {
