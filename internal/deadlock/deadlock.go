@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -414,7 +413,10 @@ func mustPass(m *Module, o spec.Object) string {
 }
 
 // admits says whether creating o must pass module n's fail-closed webhook h,
-// as package registration installs it (namespaceSelector, matchConditions).
+// as package registration installs it: its rules, then the module's
+// exclusion policy (spec.ExclusionPolicy), which the webhook's selectors and
+// match conditions render. What the analysis cannot know of o — its labels,
+// its namespace's, the namespace itself — it takes as matching.
 func admits(n *Module, h *Webhook, o spec.Object) bool {
 	if o.Kind == "" || !slices.ContainsFunc(h.Operations, func(op string) bool { return strings.EqualFold(op, "CREATE") || op == "*" }) {
 		return false
@@ -422,31 +424,29 @@ func admits(n *Module, h *Webhook, o spec.Object) bool {
 	if (h.Group != o.Group && h.Group != "*") || (h.Kind != o.Kind && h.Kind != "*") {
 		return false
 	}
-	if registration.IsPlumbing(o.Group, o.Kind) {
-		return false // cluster plumbing, kept away by a match condition
-	}
-	// The namespace selector looks at the object's namespace, or at the
-	// Namespace itself; cluster-scoped objects pass it. Unknown: it may match.
-	ns := o.Namespace
-	if o.Group == "" && o.Kind == "Namespace" {
-		ns = o.Name
-	}
-	if ns != "" {
-		if slices.Contains(registration.ExcludedNamespaces(n.Namespace), ns) {
-			return false
-		}
-		if len(h.Namespaces) > 0 && !slices.Contains(h.Namespaces, ns) {
-			return false
-		}
-	}
-	// The objects n's gates wait for are excluded, each exactly, as
-	// spec.Module.Exclusions has them.
+	return n.exclusion().For(h.Namespaces, "").Admits(request(o))
+}
+
+// exclusion is n's exclusion policy: the objects its gates wait for, each
+// exactly, as spec.Module.Exclusions has them.
+func (n *Module) exclusion() spec.ExclusionPolicy {
+	var objects []spec.Exclusion
 	for _, gt := range n.Gates {
-		if e, ok := spec.ExclusionOf(gt.Waits); ok && e.Covers(o) {
-			return false
+		if e, ok := spec.ExclusionOf(gt.Waits); ok && !slices.ContainsFunc(objects, e.Same) {
+			objects = append(objects, e)
 		}
 	}
-	return true
+	return spec.NewExclusionPolicy(n.Namespace, objects)
+}
+
+// request is the admission request creating o makes: a Namespace's names
+// itself as its namespace.
+func request(o spec.Object) spec.AdmissionRequest {
+	r := spec.AdmissionRequest{Group: o.Group, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
+	if o.Group == "" && o.Kind == "Namespace" {
+		r.Namespace = o.Name
+	}
+	return r
 }
 
 // live says which nodes finish: the least fixpoint of the rule in graph.

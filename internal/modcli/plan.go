@@ -12,7 +12,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/vigilkit/vigil/internal/manifests"
-	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
 )
@@ -275,7 +274,7 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 				ck.Name, what, ops, ck.Site, ck.Expression, spec.CheckName(m.Name, c.Name, ck.Name))
 		}
 		fmt.Fprintln(out, "    never sent to its webhooks, so these pass unchecked even while it enforces:")
-		for _, e := range registration.Exclusions(m, c) {
+		for _, e := range m.ExclusionPolicy().Of(m.Name, c).Lines() {
 			fmt.Fprintf(out, "      %s\n", e)
 		}
 	}

@@ -160,8 +160,8 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 			}
 		}
 		rules := rulesOf(g.rules)
-		selector, objects := r.namespaceSelector(g.namespaces, g.optOut), objectSelector(g.optOut)
-		conds := r.matchConditions()
+		excluded := r.exclusion().For(g.namespaces, g.optOut)
+		selector, objects, conds := excluded.NamespaceSelector(), excluded.ObjectSelector(), excluded.MatchConditions()
 		if g.action == spec.Mutate {
 			h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
 				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,

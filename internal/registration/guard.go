@@ -3,7 +3,6 @@ package registration
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -152,33 +151,4 @@ func EnsurePolicies(ctx context.Context, c kubernetes.Interface, m *spec.Module)
 		}
 	}
 	return nil
-}
-
-// Exclusions are what a capability's webhooks never see, in words, for
-// `plan`: what passes unchecked even while the module enforces.
-func Exclusions(m *spec.Module, c spec.Capability) []string {
-	out := []string{
-		"objects in namespaces " + strings.Join(ExcludedNamespaces(m.Namespace), ", ") + ", and those Namespaces themselves (namespaceSelector)",
-	}
-	var plumbing []string
-	for _, gk := range Plumbing {
-		if gk.Group == "" {
-			plumbing = append(plumbing, gk.Kind+"s")
-		} else {
-			plumbing = append(plumbing, gk.Kind+"s ("+gk.Group+")")
-		}
-	}
-	out = append(out, strings.Join(plumbing, ", ")+": cluster plumbing (matchCondition)")
-	for _, e := range m.Exclusions() {
-		line := fmt.Sprintf("%s: gate %s (%s) waits for it, so exactly this one object (matchCondition)", e, e.Gate, e.Site)
-		if e.Namespace != "" && slices.Contains(ExcludedNamespaces(m.Namespace), e.Namespace) {
-			line += "; its namespace is excluded anyway"
-		}
-		out = append(out, line)
-	}
-	if o := c.OptOut; o != nil {
-		out = append(out, fmt.Sprintf("namespaces and objects labelled %s=%s, and every object in such a namespace (namespaceSelector, objectSelector); only %s may set, change or remove the label (ValidatingAdmissionPolicy %s)",
-			o.Label, spec.OptOutValue, strings.Join(o.Allowed, ", "), spec.GuardName(m.Name, c.Name)))
-	}
-	return out
 }
