@@ -347,7 +347,7 @@ func (p ExclusionPolicy) Lines() []string {
 
 // AdmissionRequest is a request as the exclusion policy sees it.
 type AdmissionRequest struct {
-	Group, Kind string
+	Group, Version, Kind string
 	// Namespace is the request's: the object's namespace, or a Namespace's
 	// own name; empty for any other cluster-scoped object.
 	Namespace string
