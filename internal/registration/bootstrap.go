@@ -1,10 +1,11 @@
 package registration
 
 import (
-	"github.com/vigilkit/vigil/internal/spec"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // Bootstrap returns the module's two webhook configurations as its manifests

@@ -13,14 +13,15 @@ import (
 
 	"github.com/vigilkit/vigil/internal/spec"
 
-	"github.com/vigilkit/vigil/internal/admit"
-	"github.com/vigilkit/vigil/internal/events"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+
+	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/events"
 )
 
 // StuckAfter is how long the canary may go without reaching the module

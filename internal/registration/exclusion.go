@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/vigilkit/vigil/internal/spec"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // GatedObjects are the objects the module's webhooks and checks exclude
