@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/spec"
+
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -20,7 +22,6 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/cmdutil"
-	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -72,7 +73,7 @@ func deleteChecks(t *testing.T, module string, names ...[2]string) {
 	t.Cleanup(func() {
 		api := env.Clientset.AdmissionregistrationV1()
 		for _, n := range names {
-			name := registration.CheckName(module, n[0], n[1])
+			name := spec.CheckName(module, n[0], n[1])
 			_ = api.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 			_ = api.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
 		}

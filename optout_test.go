@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/spec"
+
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +19,6 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/cmdutil"
-	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -37,8 +38,8 @@ func TestNoSilentOptOut(t *testing.T) {
 	bootstrapConfigs(t, name)
 	t.Cleanup(func() {
 		api := env.Clientset.AdmissionregistrationV1()
-		_ = api.ValidatingAdmissionPolicyBindings().Delete(context.Background(), registration.GuardName(name, "quota"), metav1.DeleteOptions{})
-		_ = api.ValidatingAdmissionPolicies().Delete(context.Background(), registration.GuardName(name, "quota"), metav1.DeleteOptions{})
+		_ = api.ValidatingAdmissionPolicyBindings().Delete(context.Background(), spec.GuardName(name, "quota"), metav1.DeleteOptions{})
+		_ = api.ValidatingAdmissionPolicies().Delete(context.Background(), spec.GuardName(name, "quota"), metav1.DeleteOptions{})
 	})
 
 	m := vigil.NewModule(name, vigil.Options{Namespace: home})

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/spec"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -65,10 +67,10 @@ func ignoreWindow(ctx context.Context, module string, total *time.Duration) (sto
 			_ = json.Unmarshal([]byte(mut.Annotations[registration.Annotation]), &rec)
 			enforced = enforced || rec.State == registration.StateEnforced
 			for _, w := range mut.Webhooks {
-				ignored = ignored || (!registration.IsCanary(w.Name) && ptr.Deref(w.FailurePolicy, admissionregistrationv1.Fail) == admissionregistrationv1.Ignore)
+				ignored = ignored || (!spec.IsCanary(w.Name) && ptr.Deref(w.FailurePolicy, admissionregistrationv1.Fail) == admissionregistrationv1.Ignore)
 			}
 			for _, w := range val.Webhooks {
-				ignored = ignored || (!registration.IsCanary(w.Name) && ptr.Deref(w.FailurePolicy, admissionregistrationv1.Fail) == admissionregistrationv1.Ignore)
+				ignored = ignored || (!spec.IsCanary(w.Name) && ptr.Deref(w.FailurePolicy, admissionregistrationv1.Fail) == admissionregistrationv1.Ignore)
 			}
 			if enforced && ignored {
 				*total += now.Sub(last)

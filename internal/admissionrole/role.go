@@ -45,7 +45,7 @@ type Options struct {
 	// (repairs drift, reports a deleted one); CheckInterval (2s) when zero.
 	CheckInterval time.Duration
 	// LeaseDuration of this version's admission Lease, which tells an older
-	// version whether this one still runs (registration.LeaseName);
+	// version whether this one still runs (spec.LeaseName);
 	// registration.DefaultLeaseDuration when zero.
 	LeaseDuration time.Duration
 	HandoffDir    string

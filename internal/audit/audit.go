@@ -205,7 +205,7 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 		if action == spec.Mutate {
 			windows = mutWindows
 		}
-		hook := registration.WebhookName(m.Name, capability, action)
+		hook := spec.WebhookName(m.Name, capability, action)
 		for _, w := range windows {
 			if w.Covers(hook, t) {
 				return w.From + "/" + w.To
@@ -380,7 +380,7 @@ func (a *Auditor) keep(ctx context.Context, findings []Finding, rec, mutRec regi
 			if b.Action == spec.Mutate {
 				windows = mutRec.Windows()
 			}
-			hook := registration.WebhookName(a.Module.Name, b.Capability, b.Action)
+			hook := spec.WebhookName(a.Module.Name, b.Capability, b.Action)
 			for _, w := range windows {
 				if slices.Contains(w.Webhooks, hook) && !slices.ContainsFunc(r.Outages, func(o registration.Outage) bool { return o.From == w.From }) {
 					r.Outages = append(r.Outages, w)

@@ -101,8 +101,8 @@ func TestAuditReportsWhatPassedWhileFailedOpen(t *testing.T) {
 
 	now := time.Now().UTC()
 	enforced := now.Add(-time.Hour).Format(time.RFC3339)
-	lenientHook := registration.WebhookName(name, "lenient", spec.Validate)
-	tagHook := registration.WebhookName(name, "tagging", spec.Mutate)
+	lenientHook := spec.WebhookName(name, "lenient", spec.Validate)
+	tagHook := spec.WebhookName(name, "tagging", spec.Mutate)
 	window := registration.Outage{From: now.Add(-10 * time.Second).Format(time.RFC3339), To: now.Add(time.Hour).Format(time.RFC3339), Webhooks: []string{lenientHook}}
 	configurations(t, name,
 		registration.Record{Version: "1.2.0", State: registration.StateFailedOpen, Enforced: enforced, FailedOpenSince: window.From, FailedOpen: []string{tagHook}},

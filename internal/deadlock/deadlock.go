@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -190,6 +189,16 @@ func build(in []Module) *graph {
 	slices.SortStableFunc(mods, func(a, b *mod) int { return cmp.Compare(a.m.Name, b.m.Name) })
 
 	g := &graph{}
+	gates := g.layout(mods)
+	g.addModules(mods)
+	g.addNeeds(mods, gates)
+	g.addWaits(mods, gates)
+	return g
+}
+
+// layout adds each module's nodes, in their reporting order, and returns
+// the gates.
+func (g *graph) layout(mods []*mod) []*gateRef {
 	var gates []*gateRef
 	for _, md := range mods {
 		md.pods = g.add()
@@ -217,7 +226,13 @@ func build(in []Module) *graph {
 			}
 		}
 	}
+	return gates
+}
 
+// addModules adds each module's own edges: its pods need the other
+// modules' fail-closed webhooks they must pass, its phases run in order, and
+// it serves after the last.
+func (g *graph) addModules(mods []*mod) {
 	for _, md := range mods {
 		name := md.m.Name
 		// Its pods are created by the Deployment and ReplicaSet controllers in
@@ -264,11 +279,13 @@ func build(in []Module) *graph {
 			g.and(md.serving, md.phaseNode[last], fmt.Sprintf("%s serves only after its phase %d finished", name, last))
 		}
 	}
+}
 
-	// A container cannot start before the objects it needs exist: a phase
-	// neither finishes nor runs its callbacks, the admission container does
-	// not serve. A needed object exists once one of its creators ran, and it
-	// passed every fail-closed webhook.
+// addNeeds: a container cannot start before the objects it needs exist: a phase
+// neither finishes nor runs its callbacks, the admission container does
+// not serve. A needed object exists once one of its creators ran, and it
+// passed every fail-closed webhook.
+func (g *graph) addNeeds(mods []*mod, gates []*gateRef) {
 	for _, md := range mods {
 		for _, n := range md.m.Needs {
 			need := md.needNode[n.Object]
@@ -295,9 +312,11 @@ func build(in []Module) *graph {
 			}
 		}
 	}
+}
 
-	// A gate's wait needs one of the object's creators and every fail-closed
-	// webhook the object must pass.
+// addWaits: a gate's wait needs one of the object's creators and every fail-closed
+// webhook the object must pass.
+func (g *graph) addWaits(mods []*mod, gates []*gateRef) {
 	for _, r := range gates {
 		o := r.g.Waits
 		if o.Kind == "" {
@@ -311,7 +330,6 @@ func build(in []Module) *graph {
 			}
 		}
 	}
-	return g
 }
 
 // addCreators makes node v, which needs object o, finish once one of o's
@@ -396,57 +414,6 @@ func creates(c, wait spec.Object) bool {
 	return c.Group == wait.Group && c.Kind == wait.Kind &&
 		(c.Name == "" || wait.Name == "" || c.Name == wait.Name) &&
 		(c.Namespace == "" || wait.Namespace == "" || c.Namespace == wait.Namespace)
-}
-
-// mustPass says why object o is admitted only once module m serves: the
-// fail-closed webhooks of m it must pass on CREATE; "" when there are none.
-func mustPass(m *Module, o spec.Object) string {
-	var hooks []string
-	for _, h := range m.FailClosed {
-		if admits(m, &h, o) {
-			hooks = append(hooks, fmt.Sprintf("webhook %s%s on CREATE", h.Name, at(h.Site)))
-		}
-	}
-	if len(hooks) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%s is admitted only once %s serves: it must pass %s's fail-closed %s", describe(o), m.Name, m.Name, strings.Join(hooks, " and "))
-}
-
-// admits says whether creating o must pass module n's fail-closed webhook h,
-// as package registration installs it (namespaceSelector, matchConditions).
-func admits(n *Module, h *Webhook, o spec.Object) bool {
-	if o.Kind == "" || !slices.ContainsFunc(h.Operations, func(op string) bool { return strings.EqualFold(op, "CREATE") || op == "*" }) {
-		return false
-	}
-	if (h.Group != o.Group && h.Group != "*") || (h.Kind != o.Kind && h.Kind != "*") {
-		return false
-	}
-	if registration.IsPlumbing(o.Group, o.Kind) {
-		return false // cluster plumbing, kept away by a match condition
-	}
-	// The namespace selector looks at the object's namespace, or at the
-	// Namespace itself; cluster-scoped objects pass it. Unknown: it may match.
-	ns := o.Namespace
-	if o.Group == "" && o.Kind == "Namespace" {
-		ns = o.Name
-	}
-	if ns != "" {
-		if slices.Contains(registration.ExcludedNamespaces(n.Namespace), ns) {
-			return false
-		}
-		if len(h.Namespaces) > 0 && !slices.Contains(h.Namespaces, ns) {
-			return false
-		}
-	}
-	// The objects n's gates wait for are excluded, each exactly, as
-	// spec.Module.Exclusions has them.
-	for _, gt := range n.Gates {
-		if e, ok := spec.ExclusionOf(gt.Waits); ok && e.Covers(o) {
-			return false
-		}
-	}
-	return true
 }
 
 // live says which nodes finish: the least fixpoint of the rule in graph.

@@ -32,8 +32,8 @@
 // A wait for an object is held up by its creators only when every declared
 // creator is itself blocked: one creator that can finish is enough. An object
 // nobody declares to create is external. Webhook matching follows what
-// package registration installs, read from it (ExcludedNamespaces,
-// IsPlumbing): a module's webhooks never match objects in its own namespace,
+// package registration installs: the module's exclusion policy
+// (spec.ExclusionPolicy), evaluated by its Admits: a module's webhooks never match objects in its own namespace,
 // kube-system or kube-node-lease, nor Nodes, Leases and
 // CertificateSigningRequests, nor the objects its own gates wait for as
 // spec.Module.Exclusions names them (by kind, namespace and name; a name in

@@ -14,7 +14,6 @@ import (
 
 	"github.com/vigilkit/vigil/internal/deadlock"
 	"github.com/vigilkit/vigil/internal/manifests"
-	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -273,10 +272,10 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 		for _, ck := range m.ChecksOf(c.Name) {
 			what, ops := target(ck.GVK.Kind, ck.Subresource, ck.Resource(), ck.Operations)
 			fmt.Fprintf(out, "    %s require %s %s (%s): %s — checked by the API server itself (ValidatingAdmissionPolicy %s), from install on, whether the module runs or not\n",
-				ck.Name, what, ops, ck.Site, ck.Expression, registration.CheckName(m.Name, c.Name, ck.Name))
+				ck.Name, what, ops, ck.Site, ck.Expression, spec.CheckName(m.Name, c.Name, ck.Name))
 		}
 		fmt.Fprintln(out, "    never sent to its webhooks, so these pass unchecked even while it enforces:")
-		for _, e := range registration.Exclusions(m, c) {
+		for _, e := range m.ExclusionPolicy().Of(m.Name, c).Lines() {
 			fmt.Fprintf(out, "      %s\n", e)
 		}
 	}

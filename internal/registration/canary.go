@@ -2,6 +2,8 @@ package registration
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,10 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/spec"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/events"
@@ -83,7 +89,7 @@ func isRBAC(err error) bool {
 
 // canaryProblem says why a dry run of the canary did not reach the module.
 func (r *Registrar) canaryProblem(err error) error {
-	what := fmt.Sprintf("the canary (a dry-run create of ConfigMap %s/%s-canary labelled %s=%s)", r.opts.Namespace, r.opts.Module, CanaryLabel, r.opts.Module)
+	what := fmt.Sprintf("the canary (a dry-run create of ConfigMap %s/%s labelled %s=%s)", r.opts.Namespace, spec.CanaryConfigMapName(r.opts.Module), CanaryLabel, r.opts.Module)
 	var status apierrors.APIStatus
 	switch {
 	case err == nil:
@@ -98,16 +104,16 @@ func (r *Registrar) canaryProblem(err error) error {
 // noteProblem records a problem in the Record of each configuration this
 // version wrote, compare-and-swap, once; the write that enforces clears it.
 func (r *Registrar) noteProblem(ctx context.Context, problem string) {
-	for _, kind := range kinds {
-		rv, rec, err := r.get(ctx, kind)
+	for _, k := range kinds {
+		rv, rec, err := r.get(ctx, k)
 		if err != nil || rec.Problem != "" || (rec.Version != r.opts.Version && rec.Version != r.over) {
 			continue
 		}
 		rec.Problem, rec.ProblemSince = problem, time.Now().UTC().Format(time.RFC3339)
 		ann, _ := json.Marshal(rec)
 		body := map[string]any{"metadata": map[string]any{"resourceVersion": rv, "annotations": map[string]any{Annotation: string(ann)}}}
-		if err := r.patch(ctx, kind, body); err != nil && !apierrors.IsConflict(err) {
-			r.opts.Log.Error(err, "record the registration's problem", "kind", kind)
+		if err := r.patch(ctx, k, body); err != nil && !apierrors.IsConflict(err) {
+			r.opts.Log.Error(err, "record the registration's problem", "kind", k.String())
 		}
 	}
 }
@@ -121,7 +127,7 @@ func (r *Registrar) noteProblem(ctx context.Context, problem string) {
 func (r *Registrar) reached(ctx context.Context) (bool, error) {
 	token := randomToken()
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: r.opts.Module + "-canary", Labels: map[string]string{CanaryLabel: r.opts.Module}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: spec.CanaryConfigMapName(r.opts.Module), Labels: map[string]string{CanaryLabel: r.opts.Module}},
 		Data:       map[string]string{"token": token},
 	}
 	var warned atomic.Bool
@@ -142,4 +148,45 @@ func (r *Registrar) reached(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	return false, err
+}
+
+// CanaryLabel marks the canary ConfigMap a module dry-runs to prove the API
+// server reaches it.
+const CanaryLabel = "vigil.dev/canary"
+
+// warningFunc adapts a function to client-go's warning handler.
+type warningFunc func(text string)
+
+func (f warningFunc) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	f(text)
+}
+
+func randomToken() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// The canary: one labelled ConfigMap in the module's own namespace, never
+// anything else, and never blocking. It is a mutating webhook (that
+// mutates nothing) because the API server calls every mutating webhook
+// before any ValidatingAdmissionPolicy or validating webhook: a policy
+// that refuses the ConfigMap cannot keep the canary from the module, and
+// the warning it echoes stays on the refused answer (see reached).
+func (r *Registrar) canaryHook(caBundle []byte) admissionregistrationv1.MutatingWebhook {
+	cc := r.opts.ClientConfig(admit.CanaryPath(r.opts.Module))
+	cc.CABundle = caBundle
+	return admissionregistrationv1.MutatingWebhook{
+		Name: spec.CanaryName(r.opts.Module), ClientConfig: cc, ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+		MatchPolicy: ptr.To(admissionregistrationv1.Exact),
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+		}},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: r.opts.Namespace}},
+		ObjectSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{CanaryLabel: r.opts.Module}},
+		FailurePolicy:     ptr.To(admissionregistrationv1.Ignore),
+		SideEffects:       ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+		TimeoutSeconds: ptr.To[int32](5),
+	}
 }

@@ -8,21 +8,16 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// CheckName names the policy and the binding of a capability's check.
-func CheckName(module, capability, check string) string {
-	return spec.PolicyName(module, capability, check)
-}
-
 // Checks are the module's checks (spec.Check) as the API server evaluates
 // them: each a ValidatingAdmissionPolicy and its binding, in declaration
 // order, as the module's manifests ship them. A check matches what its
-// webhook would — the capability's namespaces and none of ExcludedNamespaces,
+// webhook would — the capability's namespaces and none of spec.ExcludedNamespaces,
 // no object or namespace opted out, no cluster plumbing, none of the objects
 // the module's gates wait for — and its binding's actions follow the
 // capability's mode.
 func Checks(m *spec.Module) []Guard {
 	var out []Guard
-	gated := GatedObjects(m)
+	excluded := m.ExclusionPolicy()
 	for _, c := range m.Checks {
 		kind := c.ResourceKind()
 		ops := make([]admissionregistrationv1.OperationType, len(c.Operations))
@@ -36,10 +31,10 @@ func Checks(m *spec.Module) []Guard {
 		case spec.Audit:
 			action = admissionregistrationv1.Audit
 		}
-		out = append(out, newGuard(m.Name, CheckName(m.Name, c.Capability, c.Name), action, admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		out = append(out, newGuard(m.Name, spec.CheckName(m.Name, c.Capability, c.Name), action, admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: namespaceSelector(ExcludedNamespaces(m.Namespace), c.Namespaces, c.OptOut),
-				ObjectSelector:    objectSelector(c.OptOut),
+				NamespaceSelector: excluded.For(c.Namespaces, c.OptOut).NamespaceSelector(),
+				ObjectSelector:    excluded.For(c.Namespaces, c.OptOut).ObjectSelector(),
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 						Operations: ops,
@@ -48,7 +43,7 @@ func Checks(m *spec.Module) []Guard {
 				}},
 				MatchPolicy: ptr.To(admissionregistrationv1.Exact),
 			},
-			MatchConditions: matchConditions(gated),
+			MatchConditions: excluded.MatchConditions(),
 			Validations: []admissionregistrationv1.Validation{{
 				Expression: c.Expression,
 				Message:    c.Message,

@@ -12,10 +12,11 @@
 // An admission replica whose readiness passes registers in three steps:
 //
 //  1. it fills the configurations from its bindings with failurePolicy
-//     Ignore: rules de-duplicated, namespaces excluded (ExcludedNamespaces:
-//     the module's own, kube-system and kube-node-lease, and configured
-//     ones), match conditions that keep Nodes, Leases and CSRs away
-//     (Plumbing) and exclude exactly the objects the module's gates wait for
+//     Ignore: rules de-duplicated, and the module's exclusion policy
+//     (spec.ExclusionPolicy) rendered: namespaces excluded (the module's
+//     own, kube-system and kube-node-lease), match conditions that keep
+//     Nodes, Leases and CSRs away (spec.Plumbing) and exclude exactly the
+//     objects the module's gates wait for
 //     (GatedObjects: spec.Module.Exclusions, each one object by kind,
 //     namespace and name, or cluster-scoped; VerifyExclusions asks the API
 //     server the scope of the kinds the definition cannot place), and the

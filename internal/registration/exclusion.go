@@ -2,10 +2,8 @@ package registration
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -15,31 +13,6 @@ import (
 // GatedObjects are the objects the module's webhooks and checks exclude
 // (Options.Gated): spec.Module.Exclusions.
 func GatedObjects(m *spec.Module) []spec.Exclusion { return m.Exclusions() }
-
-// exclusionCondition is the match condition not-gated-objects, which keeps
-// exactly the excluded objects away: each by kind, name and namespace, or,
-// cluster-scoped, outside every namespace (a kind of unknown scope too, so
-// that an object of that kind and name in a namespace is never excluded).
-// A cluster-scoped kind the definition knows carries no namespace term: a
-// Namespace's own requests may name it as their namespace.
-func exclusionCondition(excluded []spec.Exclusion) (admissionregistrationv1.MatchCondition, bool) {
-	var terms []string
-	for _, e := range excluded {
-		t := fmt.Sprintf(`(request.kind.group == %q && request.kind.kind == %q && request.name == %q`, e.Group, e.Kind, e.Name)
-		switch {
-		case e.Namespace != "":
-			t += fmt.Sprintf(` && request.namespace == %q`, e.Namespace)
-		case e.Scope != spec.ClusterScoped:
-			t += ` && request.namespace == ""`
-		}
-		terms = append(terms, t+")")
-	}
-	if len(terms) == 0 {
-		return admissionregistrationv1.MatchCondition{}, false
-	}
-	slices.Sort(terms)
-	return admissionregistrationv1.MatchCondition{Name: "not-gated-objects", Expression: "!(" + strings.Join(terms, " || ") + ")"}, true
-}
 
 // VerifyExclusions asks mapper the scope of each kind the definition could
 // not tell (spec.Exclusion.Unverified) that one of the module's webhooks or
@@ -72,4 +45,10 @@ func VerifyExclusions(mapper meta.RESTMapper, m *spec.Module) error {
 		return fmt.Errorf("gated objects: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// exclusion is the module's exclusion policy (spec.ExclusionPolicy), before
+// any capability's namespaces or opt-out label.
+func (r *Registrar) exclusion() spec.ExclusionPolicy {
+	return spec.NewExclusionPolicy(r.opts.Namespace, r.opts.Gated)
 }

@@ -3,25 +3,17 @@ package registration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sort"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/events"
 	"github.com/vigilkit/vigil/internal/spec"
 )
-
-// WebhookName names the webhook of a module's capability and action.
-func WebhookName(module, capability string, action spec.Action) string {
-	return fmt.Sprintf("%s.%s.%s.vigil.dev", capability, action, module)
-}
 
 // failOpenBounds are the webhooks of the capabilities that declared an
 // outage bound (spec.FailOpen), with their bounds. Fail-closed capabilities
@@ -30,7 +22,7 @@ func (r *Registrar) failOpenBounds() map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for _, b := range r.opts.Bindings {
 		if b.FailOpenAfter > 0 && !b.FailClosed {
-			out[WebhookName(r.opts.Module, b.Capability, b.Action)] = b.FailOpenAfter
+			out[spec.WebhookName(r.opts.Module, b.Capability, b.Action)] = b.FailOpenAfter
 		}
 	}
 	return out
@@ -72,58 +64,38 @@ func failedOpen(wanted, actual []hookView, names []string) []hookView {
 func (r *Registrar) FailOpen(ctx context.Context, names []string) ([]string, error) {
 	allowed := r.failOpenBounds()
 	var changed []string
-	for _, kind := range kinds {
-		backoff := wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 10, Cap: time.Second}
-		for {
-			done, err := r.failOpenOne(ctx, kind, names, allowed)
-			if apierrors.IsConflict(err) && backoff.Steps > 1 {
-				time.Sleep(backoff.Step())
-				continue // the registrar wrote meanwhile: read again and decide again
-			}
-			if err != nil {
-				return changed, err
-			}
-			changed = append(changed, done...)
-			break
+	for _, k := range kinds {
+		var done []string
+		// On a conflict the registrar wrote meanwhile: read again and
+		// decide again.
+		err := retry.RetryOnConflict(conflictBackoff, func() error {
+			var err error
+			done, err = r.failOpenOne(ctx, k, names, allowed)
+			return err
+		})
+		if err != nil {
+			return changed, err
 		}
+		changed = append(changed, done...)
 	}
 	return changed, nil
 }
 
-func (r *Registrar) failOpenOne(ctx context.Context, kind string, names []string, allowed map[string]time.Duration) ([]string, error) {
-	var m metav1.Object
-	var webhooks any
+func (r *Registrar) failOpenOne(ctx context.Context, k kind, names []string, allowed map[string]time.Duration) ([]string, error) {
+	m, webhooks, err := k.get(ctx, r.c, spec.ConfigurationName(r.opts.Module))
+	if err != nil {
+		return nil, r.explain("get", k, err)
+	}
 	var changed []string
-	flip := func(name string, fp **admissionregistrationv1.FailurePolicyType) {
-		if _, ok := allowed[name]; !ok || !slices.Contains(names, name) || ptr.Deref(*fp, admissionregistrationv1.Fail) == admissionregistrationv1.Ignore {
-			return
+	for i := range webhooks.Len() {
+		w := webhooks.at(i)
+		if _, ok := allowed[w.name]; !ok || !slices.Contains(names, w.name) || ptr.Deref(*w.failurePolicy, admissionregistrationv1.Fail) == admissionregistrationv1.Ignore {
+			continue
 		}
-		*fp = ptr.To(admissionregistrationv1.Ignore)
-		changed = append(changed, name)
+		*w.failurePolicy = ptr.To(admissionregistrationv1.Ignore)
+		changed = append(changed, w.name)
 	}
-	if kind == "mutating" {
-		c, err := r.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{})
-		if err != nil {
-			return nil, r.explain("get", kind, err)
-		}
-		for i := range c.Webhooks {
-			flip(c.Webhooks[i].Name, &c.Webhooks[i].FailurePolicy)
-		}
-		m, webhooks = c, c.Webhooks
-	} else {
-		c, err := r.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, r.opts.Module, metav1.GetOptions{})
-		if err != nil {
-			return nil, r.explain("get", kind, err)
-		}
-		for i := range c.Webhooks {
-			flip(c.Webhooks[i].Name, &c.Webhooks[i].FailurePolicy)
-		}
-		m, webhooks = c, c.Webhooks
-	}
-	var rec Record
-	if raw := m.GetAnnotations()[Annotation]; raw != "" {
-		_ = json.Unmarshal([]byte(raw), &rec)
-	}
+	rec := recordOf(m)
 	if len(changed) == 0 || newer(rec.Version, r.opts.Version) || (rec.State != StateEnforced && rec.State != StateFailedOpen) {
 		return nil, nil
 	}
@@ -142,7 +114,7 @@ func (r *Registrar) failOpenOne(ctx context.Context, kind string, names []string
 		"metadata": map[string]any{"resourceVersion": m.GetResourceVersion(), "annotations": map[string]any{Annotation: string(ann)}},
 		"webhooks": webhooks,
 	}
-	if err := r.patch(ctx, kind, body); err != nil {
+	if err := r.patch(ctx, k, body); err != nil {
 		return nil, err
 	}
 	return changed, nil
@@ -156,12 +128,6 @@ func closeOutage(outages []Outage, o Outage) []Outage {
 	}
 	return outages
 }
-
-// Serving dry-runs the canary once and reports whether the API server
-// reached an admission replica through the module's configuration. An error
-// means the question went unanswered (the API server, or the right to the
-// dry run, is missing), not that no replica serves.
-func (r *Registrar) Serving(ctx context.Context) (bool, error) { return r.reached(ctx) }
 
 // WatchOutages runs, on the watcher's leader, while the module has
 // capabilities with an outage bound: every interval, while its

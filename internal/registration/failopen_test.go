@@ -125,8 +125,8 @@ func TestFailOpenAfterTheBoundOnly(t *testing.T) {
 	go func() { done <- watch.WatchOutages(wctx, interval) }()
 	t.Cleanup(func() { stop(); <-done })
 
-	openHook := registration.WebhookName(name, "open", spec.Validate)
-	closedHook := registration.WebhookName(name, "closed", spec.Validate)
+	openHook := spec.WebhookName(name, "open", spec.Validate)
+	closedHook := spec.WebhookName(name, "closed", spec.Validate)
 	vigiltest.Consistently(t, time.Second, func() error {
 		if rec, fp := validating(t, name); rec.State != registration.StateEnforced || fp[openHook] != admissionregistrationv1.Fail {
 			return fmt.Errorf("while a replica serves: record %+v, policies %v; want enforced, %s Fail", rec, fp, openHook)

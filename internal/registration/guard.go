@@ -3,7 +3,6 @@ package registration
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -27,12 +26,6 @@ type Guard struct {
 	Binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 }
 
-// GuardName names the policy and the binding guarding a capability's opt-out
-// label.
-func GuardName(module, capability string) string {
-	return spec.PolicyName(module, capability, spec.OptOutGuard)
-}
-
 // Guards are the guards of a module's capabilities that have an opt-out
 // label, in the capabilities' order, as the module's manifests ship them.
 func Guards(m *spec.Module) []Guard {
@@ -46,7 +39,7 @@ func Guards(m *spec.Module) []Guard {
 }
 
 func guard(module string, c spec.Capability) Guard {
-	name := GuardName(module, c.Name)
+	name := spec.GuardName(module, c.Name)
 	key := fmt.Sprintf("%q", c.OptOut.Label)
 	// label is `="value"` when obj carries the label, "" when it does not:
 	// absent and empty differ.
@@ -158,33 +151,4 @@ func EnsurePolicies(ctx context.Context, c kubernetes.Interface, m *spec.Module)
 		}
 	}
 	return nil
-}
-
-// Exclusions are what a capability's webhooks never see, in words, for
-// `plan`: what passes unchecked even while the module enforces.
-func Exclusions(m *spec.Module, c spec.Capability) []string {
-	out := []string{
-		"objects in namespaces " + strings.Join(ExcludedNamespaces(m.Namespace), ", ") + ", and those Namespaces themselves (namespaceSelector)",
-	}
-	var plumbing []string
-	for _, gk := range Plumbing {
-		if gk.Group == "" {
-			plumbing = append(plumbing, gk.Kind+"s")
-		} else {
-			plumbing = append(plumbing, gk.Kind+"s ("+gk.Group+")")
-		}
-	}
-	out = append(out, strings.Join(plumbing, ", ")+": cluster plumbing (matchCondition)")
-	for _, e := range m.Exclusions() {
-		line := fmt.Sprintf("%s: gate %s (%s) waits for it, so exactly this one object (matchCondition)", e, e.Gate, e.Site)
-		if e.Namespace != "" && slices.Contains(ExcludedNamespaces(m.Namespace), e.Namespace) {
-			line += "; its namespace is excluded anyway"
-		}
-		out = append(out, line)
-	}
-	if o := c.OptOut; o != nil {
-		out = append(out, fmt.Sprintf("namespaces and objects labelled %s=%s, and every object in such a namespace (namespaceSelector, objectSelector); only %s may set, change or remove the label (ValidatingAdmissionPolicy %s)",
-			o.Label, spec.OptOutValue, strings.Join(o.Allowed, ", "), GuardName(m.Name, c.Name)))
-	}
-	return out
 }

@@ -3,9 +3,9 @@ package registration
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"strings"
 	"time"
+
+	"github.com/vigilkit/vigil/internal/spec"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -31,15 +31,6 @@ import (
 // replica of the newer one stopped.
 const DefaultLeaseDuration = 15 * time.Second
 
-var unsafeName = regexp.MustCompile(`[^a-z0-9.-]+`)
-
-// LeaseName names the Lease the admission replicas of a module's version
-// renew: <module>-admission-v<version>, the version lowercased and anything
-// a name may not hold turned into "-".
-func LeaseName(module, version string) string {
-	return module + "-admission-v" + strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(version), "-"), "-.")
-}
-
 // LeaseRules are the RBAC rules of the admission role's Lease: get on the
 // Leases of the module's namespace (an older version reads a newer one's,
 // whose name it cannot know in advance; a Lease holds nothing secret),
@@ -52,7 +43,7 @@ func LeaseRules(module, version string) []rbacv1.PolicyRule {
 	g, res := []string{coordinationv1.GroupName}, []string{"leases"}
 	return []rbacv1.PolicyRule{
 		{APIGroups: g, Resources: res, Verbs: []string{"get"}},
-		{APIGroups: g, Resources: res, Verbs: []string{"update"}, ResourceNames: []string{LeaseName(module, version)}},
+		{APIGroups: g, Resources: res, Verbs: []string{"update"}, ResourceNames: []string{spec.LeaseName(module, version)}},
 		{APIGroups: g, Resources: res, Verbs: []string{"create"}},
 	}
 }
@@ -70,7 +61,7 @@ func (r *Registrar) RenewLease(ctx context.Context) error {
 		return nil
 	}
 	leases := r.c.CoordinationV1().Leases(r.opts.Namespace)
-	name := LeaseName(r.opts.Module, r.opts.Version)
+	name := spec.LeaseName(r.opts.Module, r.opts.Version)
 	now := metav1.NewMicroTime(time.Now())
 	secs := ptr.To(int32((r.opts.LeaseDuration + time.Second - 1) / time.Second))
 	holder := r.opts.Holder
@@ -126,7 +117,7 @@ func (r *Registrar) Heartbeat(ctx context.Context, ready func() error) {
 // versionRuns reports whether a replica of the given version renewed its
 // Lease within its duration, and when it lapsed if not.
 func (r *Registrar) versionRuns(ctx context.Context, version string) (bool, time.Time, error) {
-	l, err := r.c.CoordinationV1().Leases(r.opts.Namespace).Get(ctx, LeaseName(r.opts.Module, version), metav1.GetOptions{})
+	l, err := r.c.CoordinationV1().Leases(r.opts.Namespace).Get(ctx, spec.LeaseName(r.opts.Module, version), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, time.Time{}, nil
 	}
@@ -147,8 +138,8 @@ func (r *Registrar) versionRuns(ctx context.Context, version string) (bool, time
 // takeOver decides, for a configuration a newer version wrote, whether
 // this version stands aside (ErrNewer: a replica of it runs, or this
 // version does not take over) or registers over it (sets r.over).
-func (r *Registrar) takeOver(ctx context.Context, kind, theirs string) error {
-	aside := fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, kind, theirs, r.opts.Version)
+func (r *Registrar) takeOver(ctx context.Context, k kind, theirs string) error {
+	aside := fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, k, theirs, r.opts.Version)
 	if r.opts.LeaseDuration <= 0 || theirs == r.over {
 		if theirs == r.over {
 			return nil
@@ -157,10 +148,10 @@ func (r *Registrar) takeOver(ctx context.Context, kind, theirs string) error {
 	}
 	runs, lapsed, err := r.versionRuns(ctx, theirs)
 	if err != nil {
-		return fmt.Errorf("%w; whether it still runs is unknown: read its Lease %s: %v", aside, LeaseName(r.opts.Module, theirs), err)
+		return fmt.Errorf("%w; whether it still runs is unknown: read its Lease %s: %v", aside, spec.LeaseName(r.opts.Module, theirs), err)
 	}
 	if runs {
-		return fmt.Errorf("%w, whose replicas renew their Lease %s", aside, LeaseName(r.opts.Module, theirs))
+		return fmt.Errorf("%w, whose replicas renew their Lease %s", aside, spec.LeaseName(r.opts.Module, theirs))
 	}
 	r.over = theirs
 	when := "never renewed"

@@ -168,7 +168,7 @@ func TestGuardRefusesTheOptOutLabelWhileTheModuleIsDown(t *testing.T) {
 		{Name: "quotas", OptOut: &spec.OptOut{Label: ignore, Allowed: []string{alice, "group:" + admins, sa}}},
 	}}
 	guards := registration.Guards(m)
-	if len(guards) != 1 || guards[0].Policy.Name != registration.GuardName(name, "quotas") || guards[0].Binding.Spec.PolicyName != guards[0].Policy.Name {
+	if len(guards) != 1 || guards[0].Policy.Name != spec.GuardName(name, "quotas") || guards[0].Binding.Spec.PolicyName != guards[0].Policy.Name {
 		t.Fatalf("guards %+v: want one, for quotas", guards)
 	}
 	if err := registration.EnsurePolicies(ctx, env.Clientset, m); err != nil {

@@ -179,7 +179,7 @@ func TestRegisterWithOnlyTheRegistrationRule(t *testing.T) {
 	if rec.State != "enforced" || rec.Version != "1.0.0" || rec.Hash == "" {
 		t.Fatalf("registration record %+v", rec)
 	}
-	if len(cfg.Webhooks) != 2 || *cfg.Webhooks[0].FailurePolicy != admissionregistrationv1.Fail || !registration.IsCanary(cfg.Webhooks[1].Name) {
+	if len(cfg.Webhooks) != 2 || *cfg.Webhooks[0].FailurePolicy != admissionregistrationv1.Fail || !spec.IsCanary(cfg.Webhooks[1].Name) {
 		t.Fatalf("webhooks %+v: want the capability's, enforcing Fail, and the canary", cfg.Webhooks)
 	}
 	w := cfg.Webhooks[0]
@@ -389,7 +389,7 @@ func TestFailClosedStaticWebhooks(t *testing.T) {
 	if err := r.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if cfg, _ := mutating(t, name); len(cfg.Webhooks) != 1 || !registration.IsCanary(cfg.Webhooks[0].Name) {
+	if cfg, _ := mutating(t, name); len(cfg.Webhooks) != 1 || !spec.IsCanary(cfg.Webhooks[0].Name) {
 		t.Fatalf("the dynamic configuration holds %d webhooks, want only the canary: none of a fail-closed capability", len(cfg.Webhooks))
 	}
 }
@@ -422,7 +422,7 @@ func TestInjectCABundleIntoFailClosedConfigurations(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: registration.StaticName(name)}, got); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: spec.StaticName(name)}, got); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range got.Webhooks {
@@ -434,7 +434,7 @@ func TestInjectCABundleIntoFailClosedConfigurations(t *testing.T) {
 	if err := r.InjectCABundle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: registration.StaticName(name)}, got); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: spec.StaticName(name)}, got); err != nil {
 		t.Fatal(err)
 	}
 	if got.ResourceVersion != rv {

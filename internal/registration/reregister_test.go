@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/spec"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,7 +73,7 @@ func TestReRegistrationStaysEnforcedWhileProving(t *testing.T) {
 		}
 		for _, w := range cfg.Webhooks {
 			switch {
-			case registration.IsCanary(w.Name):
+			case spec.IsCanary(w.Name):
 				if !strings.HasPrefix(ptr.Deref(w.ClientConfig.URL, ""), "https://"+front.Addr()) {
 					return fmt.Errorf("canary at %s: want the new client configuration", ptr.Deref(w.ClientConfig.URL, ""))
 				}

@@ -5,6 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Exclusion is one object a module's webhooks and checks never see, because
@@ -158,4 +163,237 @@ func WideGateError(site, gate, kind, name string, by []string) error {
 	}
 	return fmt.Errorf("%s: gate %s waits for the %s named %s in every namespace, and %s %s %ss: excluding it from them would exempt every %s named %s in every namespace, a tenant's too, so it is not excluded and they could stand in the module's way: add .InNamespace(namespace) to the gate, naming the namespace the %s is in",
 		site, gate, kind, name, strings.Join(by, ", "), verb, kind, kind, name, kind)
+}
+
+// ExclusionPolicy is everything a module's webhooks and checks never see,
+// written once: the namespaces the module runs in and the cluster's own
+// (Namespaces), the cluster's plumbing (Plumbing), the objects its gates
+// wait for (Objects), and, for one capability, the namespaces it is limited
+// to (Only) and its opt-out label (OptOut). It renders to the webhooks'
+// namespaceSelector, objectSelector and matchConditions, to the checks'
+// matchConstraints and matchConditions, and to plan's words; Admits
+// evaluates it in Go, as the API server evaluates what it renders, for the
+// deadlock analysis.
+type ExclusionPolicy struct {
+	// Namespaces no webhook or check matches, sorted, nor the Namespaces
+	// themselves.
+	Namespaces []string
+	// Plumbing are the kinds no webhook or check matches.
+	Plumbing []schema.GroupKind
+	// Objects are the objects the module's gates wait for (Exclusions).
+	Objects []Exclusion
+	// Only are the namespaces the capability is limited to; empty for all.
+	Only []string
+	// OptOut is the capability's opt-out label; empty when it has none.
+	OptOut string
+	// Allowed may set, change or remove the opt-out label, which Guard
+	// (a policy name) guards: what plan says of it.
+	Allowed []string
+	Guard   string
+}
+
+// Plumbing are the kinds no webhook or check ever matches, by a match
+// condition: the cluster's own plumbing, which a webhook must never stand in
+// the way of.
+var Plumbing = []schema.GroupKind{
+	{Group: "", Kind: "Node"},
+	{Group: "coordination.k8s.io", Kind: "Lease"},
+	{Group: "certificates.k8s.io", Kind: "CertificateSigningRequest"},
+}
+
+// IsPlumbing reports whether a kind is one of Plumbing.
+func IsPlumbing(group, kind string) bool {
+	return slices.Contains(Plumbing, schema.GroupKind{Group: group, Kind: kind})
+}
+
+// ExcludedNamespaces are the namespaces no webhook or check of a module
+// running in namespace own ever matches, sorted: its own, kube-system and
+// kube-node-lease (the Kubernetes admission webhook good practices).
+func ExcludedNamespaces(own string) []string {
+	out := []string{own, metav1.NamespaceSystem, corev1.NamespaceNodeLease}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// NewExclusionPolicy is the exclusion policy of a module running in
+// namespace whose gates wait for objects: the same for every capability
+// until For or Of narrows it.
+func NewExclusionPolicy(namespace string, objects []Exclusion) ExclusionPolicy {
+	return ExclusionPolicy{Namespaces: ExcludedNamespaces(namespace), Plumbing: slices.Clone(Plumbing), Objects: objects}
+}
+
+// ExclusionPolicy is the module's exclusion policy, before any capability's
+// namespaces or opt-out label.
+func (m *Module) ExclusionPolicy() ExclusionPolicy {
+	return NewExclusionPolicy(m.Namespace, m.Exclusions())
+}
+
+// For is p for a capability limited to namespaces only (empty: all) with
+// opt-out label optOut (empty: none).
+func (p ExclusionPolicy) For(only []string, optOut string) ExclusionPolicy {
+	p.Only, p.OptOut = only, optOut
+	return p
+}
+
+// Of is p for the module's capability c, with what plan says of its
+// opt-out label.
+func (p ExclusionPolicy) Of(module string, c Capability) ExclusionPolicy {
+	p = p.For(c.Namespaces, c.OptOutLabel())
+	if c.OptOut != nil {
+		p.Allowed, p.Guard = c.OptOut.Allowed, GuardName(module, c.Name)
+	}
+	return p
+}
+
+// NamespaceSelector keeps the webhooks and checks out of p.Namespaces and,
+// with an opt-out label, out of namespaces labelled with it; a capability
+// limited to namespaces gets only those.
+func (p ExclusionPolicy) NamespaceSelector() *metav1.LabelSelector {
+	s := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: slices.Clone(p.Namespaces)},
+	}}
+	if p.OptOut != "" {
+		s.MatchExpressions = append(s.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: p.OptOut, Operator: metav1.LabelSelectorOpNotIn, Values: []string{OptOutValue},
+		})
+	}
+	if len(p.Only) > 0 {
+		s.MatchExpressions = append(s.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: slices.Clone(p.Only),
+		})
+	}
+	return s
+}
+
+// ObjectSelector keeps objects labelled with the opt-out label away; nil
+// (every object) without one.
+func (p ExclusionPolicy) ObjectSelector() *metav1.LabelSelector {
+	if p.OptOut == "" {
+		return nil
+	}
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: p.OptOut, Operator: metav1.LabelSelectorOpNotIn, Values: []string{OptOutValue}},
+	}}
+}
+
+// MatchConditions keep the plumbing away (not-cluster-plumbing) and exclude
+// exactly p.Objects (not-gated-objects), so the module's webhooks and checks
+// never stand in its own way.
+func (p ExclusionPolicy) MatchConditions() []admissionregistrationv1.MatchCondition {
+	var plumbing []string
+	for _, gk := range p.Plumbing {
+		plumbing = append(plumbing, fmt.Sprintf(`!(request.kind.group == %q && request.kind.kind == %q)`, gk.Group, gk.Kind))
+	}
+	conds := []admissionregistrationv1.MatchCondition{{Name: "not-cluster-plumbing", Expression: strings.Join(plumbing, " && ")}}
+	if c, ok := p.objectsCondition(); ok {
+		conds = append(conds, c)
+	}
+	return conds
+}
+
+// objectsCondition is the match condition not-gated-objects, which keeps
+// exactly p.Objects away: each by kind, name and namespace, or,
+// cluster-scoped, outside every namespace (a kind of unknown scope too, so
+// that an object of that kind and name in a namespace is never excluded). A
+// cluster-scoped kind the definition knows carries no namespace term: a
+// Namespace's own requests may name it as their namespace.
+func (p ExclusionPolicy) objectsCondition() (admissionregistrationv1.MatchCondition, bool) {
+	var terms []string
+	for _, e := range p.Objects {
+		t := fmt.Sprintf(`(request.kind.group == %q && request.kind.kind == %q && request.name == %q`, e.Group, e.Kind, e.Name)
+		switch {
+		case e.Namespace != "":
+			t += fmt.Sprintf(` && request.namespace == %q`, e.Namespace)
+		case e.Scope != ClusterScoped:
+			t += ` && request.namespace == ""`
+		}
+		terms = append(terms, t+")")
+	}
+	if len(terms) == 0 {
+		return admissionregistrationv1.MatchCondition{}, false
+	}
+	slices.Sort(terms)
+	return admissionregistrationv1.MatchCondition{Name: "not-gated-objects", Expression: "!(" + strings.Join(terms, " || ") + ")"}, true
+}
+
+// Lines are p in words, for plan: what a capability's webhooks never see,
+// which passes unchecked even while the module enforces.
+func (p ExclusionPolicy) Lines() []string {
+	out := []string{
+		"objects in namespaces " + strings.Join(p.Namespaces, ", ") + ", and those Namespaces themselves (namespaceSelector)",
+	}
+	var plumbing []string
+	for _, gk := range p.Plumbing {
+		if gk.Group == "" {
+			plumbing = append(plumbing, gk.Kind+"s")
+		} else {
+			plumbing = append(plumbing, gk.Kind+"s ("+gk.Group+")")
+		}
+	}
+	out = append(out, strings.Join(plumbing, ", ")+": cluster plumbing (matchCondition)")
+	for _, e := range p.Objects {
+		line := fmt.Sprintf("%s: gate %s (%s) waits for it, so exactly this one object (matchCondition)", e, e.Gate, e.Site)
+		if e.Namespace != "" && slices.Contains(p.Namespaces, e.Namespace) {
+			line += "; its namespace is excluded anyway"
+		}
+		out = append(out, line)
+	}
+	if p.OptOut != "" {
+		out = append(out, fmt.Sprintf("namespaces and objects labelled %s=%s, and every object in such a namespace (namespaceSelector, objectSelector); only %s may set, change or remove the label (ValidatingAdmissionPolicy %s)",
+			p.OptOut, OptOutValue, strings.Join(p.Allowed, ", "), p.Guard))
+	}
+	return out
+}
+
+// AdmissionRequest is a request as the exclusion policy sees it.
+type AdmissionRequest struct {
+	Group, Version, Kind string
+	// Namespace is the request's: the object's namespace, or a Namespace's
+	// own name; empty for any other cluster-scoped object.
+	Namespace string
+	Name      string
+	// Labels are the object's; NamespaceLabels its namespace's (a
+	// Namespace's own), besides kubernetes.io/metadata.name, which every
+	// namespace carries.
+	Labels          map[string]string
+	NamespaceLabels map[string]string
+}
+
+// Admits reports whether a webhook or check under p sees the request: what
+// the API server decides from NamespaceSelector, ObjectSelector and
+// MatchConditions.
+func (p ExclusionPolicy) Admits(r AdmissionRequest) bool {
+	if IsPlumbing(r.Group, r.Kind) {
+		return false // not-cluster-plumbing
+	}
+	for _, e := range p.Objects {
+		if e.excludes(r) {
+			return false // not-gated-objects
+		}
+	}
+	if ns := r.Namespace; ns != "" {
+		// The namespace selector looks at the object's namespace, or at the
+		// Namespace itself; other cluster-scoped objects pass it.
+		if slices.Contains(p.Namespaces, ns) || (len(p.Only) > 0 && !slices.Contains(p.Only, ns)) {
+			return false
+		}
+		if p.OptOut != "" && r.NamespaceLabels[p.OptOut] == OptOutValue {
+			return false
+		}
+	}
+	return p.OptOut == "" || r.Labels[p.OptOut] != OptOutValue
+}
+
+// excludes is e's term of not-gated-objects, on r.
+func (e Exclusion) excludes(r AdmissionRequest) bool {
+	if r.Group != e.Group || r.Kind != e.Kind || r.Name != e.Name {
+		return false
+	}
+	switch {
+	case e.Namespace != "":
+		return r.Namespace == e.Namespace
+	case e.Scope != ClusterScoped:
+		return r.Namespace == ""
+	}
+	return true
 }
