@@ -8,8 +8,9 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// Container names a container of the module's pods, for the For of Env,
-// MountSecret and MountConfigMap: Admission, Watcher, or Phase(n).
+// Container names a container of the module's pods, for every For — of
+// Env, MountSecret, MountConfigMap and RBAC: Admission, Watcher, Phase(n),
+// or Gates.
 type Container struct{ c define.Container }
 
 var (
@@ -19,6 +20,9 @@ var (
 	// Watcher is the watcher pod's container, which runs watches, schedules
 	// and the audit.
 	Watcher = Container{define.Container{Role: spec.WatcherContainer}}
+	// Gates is the init container of every gate phase, which run the gates
+	// and their callbacks.
+	Gates = Container{define.Container{Role: define.GatesRole}}
 )
 
 // Phase is the init container of gate phase n (gate-phase-n), which runs
@@ -27,7 +31,7 @@ var (
 func Phase(n int) Container { return Container{define.Container{Phase: n}} }
 
 // String names the container as it is declared: Admission, Watcher,
-// Phase(n).
+// Phase(n), Gates.
 func (c Container) String() string { return c.c.String() }
 
 func containers(cs []Container) []define.Container {
@@ -55,29 +59,33 @@ type EnvBuilder struct {
 //	vigil.Env(m, "LOG_FORMAT").Value("json").For(vigil.Admission, vigil.Watcher)
 //	vigil.Env(m, "API_TOKEN").FromSecret("api", "token").For(vigil.Phase(1))
 func Env(m *Module, name string) *EnvBuilder {
-	e, err := define.NewEnv(name, callSite(1))
-	m.check(1, err)
+	site := define.Caller()
+	e, err := define.NewEnv(name, site)
+	m.d.Check(site, err)
 	m.d.AddEnv(e)
 	return &EnvBuilder{m: m, e: e}
 }
 
 // Value gives the variable a literal value.
 func (b *EnvBuilder) Value(v string) *EnvBuilder {
-	b.m.check(1, b.e.SetValue(v, callSite(1)))
+	site := define.Caller()
+	b.m.d.Check(site, b.e.SetValue(v, site))
 	return b
 }
 
 // FromSecret takes the variable's value from the key of the Secret name in
 // the module's namespace.
 func (b *EnvBuilder) FromSecret(name, key string) *EnvBuilder {
-	b.m.check(1, b.e.SetFrom(spec.SecretKind, name, key, callSite(1)))
+	site := define.Caller()
+	b.m.d.Check(site, b.e.SetFrom(spec.SecretKind, name, key, site))
 	return b
 }
 
 // FromConfigMap takes the variable's value from the key of the ConfigMap
 // name in the module's namespace.
 func (b *EnvBuilder) FromConfigMap(name, key string) *EnvBuilder {
-	b.m.check(1, b.e.SetFrom(spec.ConfigMapKind, name, key, callSite(1)))
+	site := define.Caller()
+	b.m.d.Check(site, b.e.SetFrom(spec.ConfigMapKind, name, key, site))
 	return b
 }
 
@@ -90,7 +98,8 @@ func (b *EnvBuilder) Optional() *EnvBuilder {
 
 // For gives the variable to these containers, and only to them.
 func (b *EnvBuilder) For(cs ...Container) *EnvBuilder {
-	b.m.check(1, b.e.For(callSite(1), containers(cs)))
+	site := define.Caller()
+	b.m.d.Check(site, b.e.For(site, containers(cs)))
 	return b
 }
 
@@ -116,18 +125,18 @@ type MountBuilder struct {
 // `vigil dev` reads the Secret from the cluster it runs against and writes
 // its keys under a folder of the run; File and Path find them there.
 func MountSecret(m *Module, name, path string) *MountBuilder {
-	return mount(m, spec.SecretKind, name, path)
+	return mount(m, spec.SecretKind, name, path, define.Caller())
 }
 
 // MountConfigMap mounts the ConfigMap name of the module's namespace as
 // MountSecret mounts a Secret.
 func MountConfigMap(m *Module, name, path string) *MountBuilder {
-	return mount(m, spec.ConfigMapKind, name, path)
+	return mount(m, spec.ConfigMapKind, name, path, define.Caller())
 }
 
-func mount(m *Module, kind, name, path string) *MountBuilder {
-	mt, err := define.NewMount(kind, name, path, callSite(2))
-	m.check(2, err)
+func mount(m *Module, kind, name, path, site string) *MountBuilder {
+	mt, err := define.NewMount(kind, name, path, site)
+	m.d.Check(site, err)
 	m.d.AddMount(mt)
 	return &MountBuilder{m: m, mt: mt}
 }
@@ -135,7 +144,7 @@ func mount(m *Module, kind, name, path string) *MountBuilder {
 // Keys mounts only these keys, one file each; every key is mounted without
 // it. A required volume whose object lacks one of them does not mount.
 func (b *MountBuilder) Keys(keys ...string) *MountBuilder {
-	b.m.check(1, b.mt.SetKeys(keys))
+	b.m.d.Check(define.Caller(), b.mt.SetKeys(keys))
 	return b
 }
 
@@ -148,7 +157,8 @@ func (b *MountBuilder) Optional() *MountBuilder {
 
 // For mounts the volume in these containers, and only in them.
 func (b *MountBuilder) For(cs ...Container) *MountBuilder {
-	b.m.check(1, b.mt.For(callSite(1), containers(cs)))
+	site := define.Caller()
+	b.m.d.Check(site, b.mt.For(site, containers(cs)))
 	return b
 }
 

@@ -11,12 +11,11 @@ import (
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/scheme"
-	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/waitfor"
 )
 
-// Kind names an object kind known only at run time, for WaitFor, When and
-// NewListerFor; it is handled as unstructured.
+// Kind names an object kind known only at run time, for WaitFor, When, Watch
+// and NewLister; it is handled as unstructured.
 func Kind(group, version, kind string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind})
@@ -35,14 +34,14 @@ type gateOptions[B any] struct {
 // InPhase runs the gate in phase n (0 by default): phases run in ascending
 // order, one init container each.
 func (o gateOptions[B]) InPhase(n int) B {
-	o.m.check(1, o.g.SetPhase(n))
+	o.m.d.Check(define.Caller(), o.g.SetPhase(n))
 	return o.self
 }
 
 // Named names the gate (in logs, Events, the plan and the handoff); by default
 // the name comes from the kind and the object's name.
 func (o gateOptions[B]) Named(name string) B {
-	o.m.check(1, o.g.SetName(name))
+	o.m.d.Check(define.Caller(), o.g.SetName(name))
 	return o.self
 }
 
@@ -50,7 +49,7 @@ func (o gateOptions[B]) Named(name string) B {
 // exit code 124 (the kubelet then restarts the init container with back-off);
 // use it with Optional or OnTimeout.
 func (o gateOptions[B]) Timeout(d time.Duration) B {
-	o.m.check(1, o.g.SetTimeout(d))
+	o.m.d.Check(define.Caller(), o.g.SetTimeout(d))
 	return o.self
 }
 
@@ -64,26 +63,20 @@ func (o gateOptions[B]) Optional() B {
 // for any of the kind), so that `plan` can find a phase waiting for what only
 // a later phase creates.
 func (o gateOptions[B]) Creates(proto client.Object, namespace, name string) B {
-	gvk, err := scheme.GVKOf(o.m.d.Scheme, proto)
-	if err != nil {
-		o.m.recordf(1, "Creates: %v", err)
-		return o.self
-	}
-	o.g.Creates = append(o.g.Creates, spec.ObjectOf(gvk, namespace, name))
+	o.m.d.Check(define.Caller(), o.g.AddCreates(o.m.d.Scheme, proto, namespace, name))
 	return o.self
 }
 
-// outcome sets how the gate is done; skip frames above the caller is the
-// author's call.
-func (o gateOptions[B]) outcome(how string, cond gate.Cond) {
-	o.m.check(2, o.g.SetOutcome(how, callSite(2), cond))
+// outcome sets how the gate is done, declared at site.
+func (o gateOptions[B]) outcome(site, how string, cond gate.Cond) {
+	o.m.d.Check(site, o.g.SetOutcome(how, site, cond))
 }
 
-// callback records that how set the gate's callback; it reports whether it
-// was the first.
-func (o gateOptions[B]) callback(how string) bool {
-	err := o.g.SetCallback(how, callSite(2))
-	o.m.check(2, err)
+// callback records that how, at site, set the gate's callback; it reports
+// whether it was the first.
+func (o gateOptions[B]) callback(site, how string) bool {
+	err := o.g.SetCallback(how, site)
+	o.m.d.Check(site, err)
 	return err == nil
 }
 
@@ -101,16 +94,17 @@ type GateBuilder[T client.Object] struct {
 // does not serve until it holds. proto may be a typed object registered in the
 // module's scheme, or one made by Kind.
 func WaitFor[T client.Object](m *Module, proto T) *GateBuilder[T] {
+	site := define.Caller()
 	g := &define.Gate{}
 	b := &GateBuilder[T]{proto: proto}
 	b.gateOptions = gateOptions[*GateBuilder[T]]{self: b, m: m, g: g}
 	gvk, err := scheme.GVKOf(m.d.Scheme, proto)
 	if err != nil {
-		m.recordf(1, "WaitFor: %v", err)
+		m.d.Recordf(site, "WaitFor: %v", err)
 	}
 	g.Wait.GVK = gvk
 	g.Finish = define.FinishOne(proto, &b.then)
-	m.d.AddGate(g, callSite(1))
+	m.d.AddGate(g, site)
 	return b
 }
 
@@ -123,14 +117,20 @@ func (b *GateBuilder[T]) WithName(name string) *GateBuilder[T] {
 // InNamespace looks in the namespace; by default a namespaced kind is looked
 // for in all of them. A gate looks in one namespace: declare one gate per
 // namespace to wait in several.
-func (b *GateBuilder[T]) InNamespace(namespaces ...string) *GateBuilder[T] {
-	b.m.check(1, b.g.SetNamespaces(namespaces))
+func (b *GateBuilder[T]) InNamespace(namespace string) *GateBuilder[T] {
+	b.m.d.Check(define.Caller(), b.g.SetNamespace(namespace))
 	return b
 }
 
-// WithLabel selects objects that carry the label, with the value when given.
-func (b *GateBuilder[T]) WithLabel(key string, value ...string) *GateBuilder[T] {
-	b.m.check(1, b.g.AddLabel(key, value))
+// WithLabel selects objects that have the label.
+func (b *GateBuilder[T]) WithLabel(key string) *GateBuilder[T] {
+	b.m.d.Check(define.Caller(), b.g.AddLabel("WithLabel", key, nil))
+	return b
+}
+
+// WithLabelValue selects objects with the label set to value.
+func (b *GateBuilder[T]) WithLabelValue(key, value string) *GateBuilder[T] {
+	b.m.d.Check(define.Caller(), b.g.AddLabel("WithLabelValue", key, &value))
 	return b
 }
 
@@ -151,32 +151,33 @@ func (b *GateBuilder[T]) OnTimeout(fn func(ctx context.Context) (T, error)) *Gat
 // ToBeCreated waits until the object exists, then runs cb (which may be nil).
 // A gate has one callback: cb, or Then's.
 func (b *GateBuilder[T]) ToBeCreated(cb func(ctx context.Context, obj T, s Store) error) *GateBuilder[T] {
-	b.outcome("ToBeCreated", gate.Created())
-	if cb != nil && b.callback("ToBeCreated") {
+	site := define.Caller()
+	b.outcome(site, "ToBeCreated", gate.Created())
+	if cb != nil && b.callback(site, "ToBeCreated") {
 		b.then = cb
 	}
 	return b
 }
 
-// ToBeDeleted waits until the object is gone: absent, or replaced by one with
+// ToBeGone waits until the object is gone: absent, or replaced by one with
 // another UID.
-func (b *GateBuilder[T]) ToBeDeleted() *GateBuilder[T] {
-	b.outcome("ToBeDeleted", gate.Deleted())
+func (b *GateBuilder[T]) ToBeGone() *GateBuilder[T] {
+	b.outcome(define.Caller(), "ToBeGone", gate.Deleted())
 	return b
 }
 
 // ToMatch waits until pred holds for the object.
 func (b *GateBuilder[T]) ToMatch(pred func(T) bool) *GateBuilder[T] {
-	b.outcome("ToMatch", define.Predicate(b.proto, pred, callSite(1)))
+	site := define.Caller()
+	b.outcome(site, "ToMatch", define.Predicate(b.proto, pred, site))
 	return b
 }
 
 // ToBe waits until every condition holds for the object.
 func (b *GateBuilder[T]) ToBe(conds ...gate.Cond) *GateBuilder[T] {
-	if len(conds) == 0 {
-		b.m.recordf(1, "gate %s: ToBe(): expected at least one condition, got none", b.g.ID())
-	}
-	b.outcome("ToBe", gate.And(conds...))
+	site := define.Caller()
+	b.m.d.Check(site, b.g.CheckConds(len(conds)))
+	b.outcome(site, "ToBe", gate.And(conds...))
 	return b
 }
 
@@ -184,32 +185,28 @@ func (b *GateBuilder[T]) ToBe(conds ...gate.Cond) *GateBuilder[T] {
 // error is retried with backoff; wrap it in gate.Permanent to fail the phase.
 // A gate has one callback: Then's, or ToBeCreated's.
 func (b *GateBuilder[T]) Then(cb func(ctx context.Context, obj T, s Store) error) *GateBuilder[T] {
-	if b.callback("Then") {
+	if b.callback(define.Caller(), "Then") {
 		b.then = cb
 	}
 	return b
 }
 
 // All turns the gate into one over every selected object.
-func (b *GateBuilder[T]) All() *SetGateBuilder[T] { return b.set(waitfor.All, 0) }
+func (b *GateBuilder[T]) All() *SetGateBuilder[T] { return b.set(define.Caller(), waitfor.All, 0) }
 
 // Any turns the gate into one over the selected objects that is done when one
 // of them holds (the default of a selector).
-func (b *GateBuilder[T]) Any() *SetGateBuilder[T] { return b.set(waitfor.Any, 0) }
+func (b *GateBuilder[T]) Any() *SetGateBuilder[T] { return b.set(define.Caller(), waitfor.Any, 0) }
 
 // AtLeast turns the gate into one that is done when n selected objects hold.
 func (b *GateBuilder[T]) AtLeast(n int) *SetGateBuilder[T] {
-	if n < 1 {
-		b.m.recordf(1, "gate %s: AtLeast(%d): expected 1 or more", b.g.ID(), n)
-	}
-	return b.set(waitfor.AtLeast, n)
+	site := define.Caller()
+	b.m.d.Check(site, b.g.CheckAtLeast(n))
+	return b.set(site, waitfor.AtLeast, n)
 }
 
-func (b *GateBuilder[T]) set(mode waitfor.Mode, n int) *SetGateBuilder[T] {
-	if b.g.Wait.Name != "" {
-		b.m.recordf(2, "gate %s: All/Any/AtLeast over the single object named %q: select objects with WithLabel or WithField instead", b.g.ID(), b.g.Wait.Name)
-	}
-	b.g.Wait.Mode, b.g.Wait.N = mode, n
+func (b *GateBuilder[T]) set(site string, mode waitfor.Mode, n int) *SetGateBuilder[T] {
+	b.m.d.Check(site, b.g.SetMode(mode, n))
 	s := &SetGateBuilder[T]{proto: b.proto}
 	s.gateOptions = gateOptions[*SetGateBuilder[T]]{self: s, m: b.m, g: b.g}
 	b.g.Finish = define.FinishAll(b.proto, &s.then)
@@ -234,38 +231,39 @@ func (b *SetGateBuilder[T]) OnTimeout(fn func(ctx context.Context) ([]T, error))
 // ToBeCreated waits until the selected objects exist, then runs cb (which
 // may be nil). A gate has one callback: cb, or Then's.
 func (b *SetGateBuilder[T]) ToBeCreated(cb func(ctx context.Context, objs []T, s Store) error) *SetGateBuilder[T] {
-	b.outcome("ToBeCreated", gate.Created())
-	if cb != nil && b.callback("ToBeCreated") {
+	site := define.Caller()
+	b.outcome(site, "ToBeCreated", gate.Created())
+	if cb != nil && b.callback(site, "ToBeCreated") {
 		b.then = cb
 	}
 	return b
 }
 
-// ToBeDeleted waits until no selected object is left.
-func (b *SetGateBuilder[T]) ToBeDeleted() *SetGateBuilder[T] {
-	b.outcome("ToBeDeleted", gate.Deleted())
+// ToBeGone waits until no selected object is left.
+func (b *SetGateBuilder[T]) ToBeGone() *SetGateBuilder[T] {
+	b.outcome(define.Caller(), "ToBeGone", gate.Deleted())
 	return b
 }
 
 // ToMatch waits until pred holds for the selected objects.
 func (b *SetGateBuilder[T]) ToMatch(pred func(T) bool) *SetGateBuilder[T] {
-	b.outcome("ToMatch", define.Predicate(b.proto, pred, callSite(1)))
+	site := define.Caller()
+	b.outcome(site, "ToMatch", define.Predicate(b.proto, pred, site))
 	return b
 }
 
 // ToBe waits until every condition holds for the selected objects.
 func (b *SetGateBuilder[T]) ToBe(conds ...gate.Cond) *SetGateBuilder[T] {
-	if len(conds) == 0 {
-		b.m.recordf(1, "gate %s: ToBe(): expected at least one condition, got none", b.g.ID())
-	}
-	b.outcome("ToBe", gate.And(conds...))
+	site := define.Caller()
+	b.m.d.Check(site, b.g.CheckConds(len(conds)))
+	b.outcome(site, "ToBe", gate.And(conds...))
 	return b
 }
 
 // Then runs cb with the objects that hold once the gate is done. A gate has
 // one callback: Then's, or ToBeCreated's.
 func (b *SetGateBuilder[T]) Then(cb func(ctx context.Context, objs []T, s Store) error) *SetGateBuilder[T] {
-	if b.callback("Then") {
+	if b.callback(define.Caller(), "Then") {
 		b.then = cb
 	}
 	return b

@@ -31,7 +31,7 @@ type TrustedNS struct{ t spec.TrustedNamespace }
 // trusted.allowed adds the identity that installs it, such as a CI
 // ServiceAccount. Who may write in the namespace is RBAC's to say.
 func TrustedNamespace(m *Module, name string, allowed ...string) *TrustedNS {
-	t := spec.TrustedNamespace{Name: name, Allowed: slices.Clone(allowed), Site: callSite(1)}
+	t := spec.TrustedNamespace{Name: name, Allowed: slices.Clone(allowed), Site: define.Caller()}
 	m.d.AddTrustedNamespace(t)
 	if len(t.Allowed) == 0 {
 		t.Allowed = spec.DefaultTrusted
@@ -63,11 +63,11 @@ type Provenance struct{ allowed []string }
 // server's own, so the record holds while the module is down. The module's
 // pods may get Namespaces, for Origin.
 func NamespaceProvenance(m *Module, allowed ...string) *Provenance {
-	site := callSite(1)
+	site := define.Caller()
 	m.d.SetProvenance(spec.Provenance{Allowed: slices.Clone(allowed), Site: site})
 	rules, err := define.Rules("Provenance.Origin reads a Namespace's creator", site,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}}, nil)
-	m.check(1, err)
+	m.d.Check(site, err)
 	m.d.AddRules(rules...)
 	if len(allowed) == 0 {
 		allowed = spec.DefaultTrusted

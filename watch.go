@@ -14,28 +14,55 @@ import (
 	"github.com/vigilkit/vigil/internal/watcher"
 )
 
-// WatchEvent is the kind of change a Watch handler sees: Added, Modified or
-// Deleted, named as the Kubernetes watch API names them.
+// WatchEvent is the kind of change an OnEvent handler sees, named as the
+// Kubernetes watch API names them.
 type WatchEvent string
 
-// The events a Watch handler sees. Objects that exist when the watcher starts
-// arrive as Added.
+// The events an OnEvent handler sees. Objects that exist when the watcher
+// starts arrive as EventAdded.
 const (
-	Added    WatchEvent = "ADDED"
-	Modified WatchEvent = "MODIFIED"
-	Deleted  WatchEvent = "DELETED"
+	EventAdded    WatchEvent = "ADDED"
+	EventModified WatchEvent = "MODIFIED"
+	EventDeleted  WatchEvent = "DELETED"
 )
 
-// Watch calls fn with every add, update and delete of matching objects, in
-// order, on the module's active watcher. IsCreated, IsUpdated and IsDeleted
-// narrow the events; without them fn sees all. A panic is recovered, logged
-// with the object named, and the event retried with back-off (up to four
-// tries, 50 ms to 800 ms apart) while the events behind it wait, so that order
-// holds; after the last try it is dropped.
-func (b *WhenBuilder[T]) Watch(fn func(ctx context.Context, obj T, event WatchEvent)) {
-	b.addWatch(spec.RoleWatch, func(wb *spec.Watch) {
-		wb.OnEvent = func(ctx context.Context, obj client.Object, ev spec.Event) { fn(ctx, obj.(T), WatchEvent(ev)) }
-	})
+// WatchBuilder declares what a capability does, on the module's active
+// watcher, with objects of type T: filters, then OnEvent, Reconcile or
+// Finalize. A watch sees objects, not requests: it has no operations and no
+// Subresource.
+type WatchBuilder[T client.Object] struct {
+	filterOptions[*WatchBuilder[T]]
+	wd *define.Binding
+}
+
+// Watch starts a watch binding of the capability to objects of proto's
+// type.
+func Watch[T client.Object](c *Capability, proto T) *WatchBuilder[T] {
+	b := &WatchBuilder[T]{wd: define.NewBinding(c.m.d, c.c, proto, "Watch", define.Caller())}
+	b.filterOptions = filterOptions[*WatchBuilder[T]]{next: b, fd: b.wd}
+	return b
+}
+
+// Named names the binding in messages and metrics; by default it is named
+// after its kind, action and place.
+func (b *WatchBuilder[T]) Named(name string) *WatchBuilder[T] {
+	b.wd.SetName(define.Caller(), name)
+	return b
+}
+
+// OnEvent calls fn with every add, update and delete of matching objects, in
+// order; events narrows what it sees (all when none are named). A panic is
+// recovered, logged with the object named, and the event retried with
+// back-off (up to four tries, 50 ms to 800 ms apart) while the events behind
+// it wait, so that order holds; after the last try it is dropped.
+func (b *WatchBuilder[T]) OnEvent(fn func(ctx context.Context, obj T, event WatchEvent), events ...WatchEvent) {
+	evs := make([]spec.Event, len(events))
+	for i, ev := range events {
+		evs[i] = spec.Event(ev)
+	}
+	b.wd.AddWatch(define.Caller(), spec.RoleWatch, evs, func(w *spec.Watch) {
+		w.OnEvent = func(ctx context.Context, obj client.Object, ev spec.Event) { fn(ctx, obj.(T), WatchEvent(ev)) }
+	}, watcher.LabelSelector, watcher.Finalizer)
 }
 
 // Reconcile calls fn for matching objects from a work queue keyed by object:
@@ -45,12 +72,12 @@ func (b *WhenBuilder[T]) Watch(fn func(ctx context.Context, obj T, event WatchEv
 // of updates costs a few runs, not one each. An error is retried
 // with exponential back-off; RequeueAfter comes back later without counting
 // as a failure; a Terminal error is not retried. A panic is recovered, logged
-// with the object named, and retried like an error. Deleted objects are not
-// reconciled: use Finalize to act on deletion.
-func (b *WhenBuilder[T]) Reconcile(fn func(ctx context.Context, obj T) error) {
-	b.addWatch(spec.RoleReconcile, func(wb *spec.Watch) {
-		wb.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
-	})
+// with the object named, and retried like an error. Objects that are gone
+// are not reconciled: use Finalize to act on deletion.
+func (b *WatchBuilder[T]) Reconcile(fn func(ctx context.Context, obj T) error) {
+	b.wd.AddWatch(define.Caller(), spec.RoleReconcile, nil, func(w *spec.Watch) {
+		w.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
+	}, watcher.LabelSelector, watcher.Finalizer)
 }
 
 // Finalize puts the module's finalizer on every matching object (including
@@ -58,46 +85,10 @@ func (b *WhenBuilder[T]) Reconcile(fn func(ctx context.Context, obj T) error) {
 // calls fn and removes the finalizer only once fn succeeds; until then the
 // object stays. Errors are retried as for Reconcile. `<module> unregister
 // --remove-finalizers` strips these finalizers for uninstall.
-func (b *WhenBuilder[T]) Finalize(fn func(ctx context.Context, obj T) error) {
-	b.addWatch(spec.RoleFinalize, func(wb *spec.Watch) {
-		wb.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
-	})
-}
-
-func (b *WhenBuilder[T]) addWatch(role spec.WatchRole, set func(*spec.Watch)) {
-	m := b.c.m
-	wb := spec.Watch{
-		Capability: b.c.c.Name,
-		Role:       role,
-		GVK:        b.gvk,
-		New:        spec.NewObjectFunc(b.proto, b.gvk),
-		Filters:    b.filters,
-		Site:       b.site,
-		Select: spec.Selection{
-			Namespaces: b.namespaces(),
-			Labels:     watcher.LabelSelector(b.labels),
-			Name:       b.selName,
-		},
-	}
-	wb.Events = define.EventsOf(b.ops)
-	if b.subresource != "" {
-		m.recordf(2, "When(%s).%s on a subresource: watches see objects, not subresource requests; bind the subresource with Mutate or Validate", b.gvk.Kind, role)
-	}
-	if role == spec.RoleFinalize && len(b.ops) > 0 {
-		m.recordf(2, "When(%s).Finalize: IsCreated, IsUpdated and IsDeleted do not apply: a Finalize sees every object that matches its filters", b.gvk.Kind)
-	}
-	set(&wb)
-	wb.Name = b.name
-	m.d.AddWatch(wb, watcher.Finalizer)
-}
-
-// namespaces are the namespaces a binding is limited to: its own
-// InNamespace, else its capability's; none means all.
-func (b *WhenBuilder[T]) namespaces() []string {
-	if len(b.inNamespaces) > 0 {
-		return b.inNamespaces
-	}
-	return b.c.c.Namespaces
+func (b *WatchBuilder[T]) Finalize(fn func(ctx context.Context, obj T) error) {
+	b.wd.AddWatch(define.Caller(), spec.RoleFinalize, nil, func(w *spec.Watch) {
+		w.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
+	}, watcher.LabelSelector, watcher.Finalizer)
 }
 
 // RequeueAfter, returned by a Reconcile or Finalize handler, reconciles the
@@ -150,23 +141,17 @@ func (c CronSchedule) String() string { return c.expr }
 // active. A returned error or panic is logged and counted; the next tick runs
 // as usual. fn finds the module's Store with StoreFrom.
 func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Context) error) {
-	site := callSite(1)
+	site := define.Caller()
+	kind, expr, every, err := "", "", time.Duration(0), error(nil)
 	switch s := when.(type) {
 	case CronSchedule:
-		if s.err != nil {
-			m.recordf(1, "OnSchedule(%q): Cron(%q): expected five fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly: %v", name, s.expr, s.err)
-		}
+		kind, expr, err = "cron", s.expr, s.err
 	case Interval:
-		if s.every <= 0 {
-			m.recordf(1, "OnSchedule(%q): Every(%s): expected a positive interval", name, s.every)
-		}
+		kind, every = "every", s.every
 	case nil:
-		m.recordf(1, "OnSchedule(%q): no schedule: pass Every(d) or Cron(expr)", name)
-		return
+		kind = "none"
 	}
-	if fn == nil {
-		m.recordf(1, "OnSchedule(%q): no function to run", name)
-		return
+	if m.d.CheckSchedule(site, name, kind, expr, err, every, fn) {
+		m.d.AddSchedule(spec.Schedule{Name: name, When: fmt.Sprint(when), Next: when.Next, Run: fn, Site: site})
 	}
-	m.d.AddSchedule(spec.Schedule{Name: name, When: fmt.Sprint(when), Next: when.Next, Run: fn, Site: site})
 }

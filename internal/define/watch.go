@@ -1,0 +1,58 @@
+package define
+
+import (
+	"context"
+	"time"
+
+	"github.com/vigilkit/vigil/internal/spec"
+)
+
+// AddWatch records the declaration as a watch binding of role declared at
+// site (OnEvent, Reconcile, Finalize), seeing events (all when none); labels
+// renders the label selection as the watcher selects, and finalizer names
+// the finalizer a watch owns.
+func (b *Binding) AddWatch(site string, role spec.WatchRole, events []spec.Event, set func(*spec.Watch), labels func(map[string]*string) string, finalizer func(module, capability, name string) string) {
+	w := spec.Watch{
+		Capability: b.Cap.Name,
+		Role:       role,
+		GVK:        b.GVK,
+		New:        spec.NewObjectFunc(b.Proto, b.GVK),
+		Filters:    b.Filters,
+		Site:       b.Site,
+		Events:     events,
+		Select: spec.Selection{
+			Namespaces: b.Namespaces(),
+			Labels:     labels(b.Labels),
+			Name:       b.SelName,
+		},
+	}
+	for _, ev := range events {
+		if ev != spec.Added && ev != spec.Modified && ev != spec.Deleted {
+			b.m.Recordf(site, "Watch(%s).OnEvent: event %q: expected EventAdded, EventModified or EventDeleted", b.GVK.Kind, ev)
+		}
+	}
+	set(&w)
+	w.Name = b.Name
+	b.m.AddWatch(w, finalizer)
+}
+
+// CheckSchedule checks a schedule declared at site by OnSchedule; kind is
+// "cron" (expr its text, err its parse error), "every" (every its
+// interval), "none" for no schedule, or "" for another Schedule. It reports
+// whether the schedule can be recorded.
+func (m *Module) CheckSchedule(site, name, kind, expr string, err error, every time.Duration, fn func(context.Context) error) bool {
+	switch {
+	case kind == "none":
+		m.Recordf(site, "OnSchedule(%q): no schedule: pass Every(d) or Cron(expr)", name)
+		return false
+	case kind == "cron" && err != nil:
+		m.Recordf(site, "OnSchedule(%q): Cron(%q): expected five fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly: %v", name, expr, err)
+	case kind == "every" && every <= 0:
+		m.Recordf(site, "OnSchedule(%q): Every(%s): expected a positive interval", name, every)
+	}
+	if fn == nil {
+		m.Recordf(site, "OnSchedule(%q): no function to run", name)
+		return false
+	}
+	return true
+}
