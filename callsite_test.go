@@ -81,7 +81,7 @@ func TestEveryMistakeNamesTheAuthorsLine(t *testing.T) {
 		{"OnEvent", func(_ *vigil.Module, c *vigil.Capability) int {
 			return at(func() {
 				vigil.Watch(c, cm).OnEvent(func(context.Context, *corev1.ConfigMap, vigil.WatchEvent) {}, "BOGUS")
-			})
+			}) + 1
 		}, `event "BOGUS"`},
 		{"Reconcile twice", func(_ *vigil.Module, c *vigil.Capability) int {
 			vigil.Watch(c, cm).Named("same").Reconcile(none)
@@ -124,7 +124,7 @@ func TestEveryMistakeNamesTheAuthorsLine(t *testing.T) {
 		{"Sample", func(m *vigil.Module, _ *vigil.Capability) int {
 			return at(func() {
 				vigil.Sample(m, func(context.Context) (int, error) { return 1, nil }, vigil.Every(0)).ToMatch(nil)
-			})
+			}) + 1
 		}, "Sample: Every(0s)"},
 		{"SampleTimeout", func(m *vigil.Module, _ *vigil.Capability) int {
 			return at(func() {
@@ -155,7 +155,7 @@ func TestEveryMistakeNamesTheAuthorsLine(t *testing.T) {
 		{"RBAC", func(m *vigil.Module, _ *vigil.Capability) int {
 			return at(func() {
 				m.RBAC("all", rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"pods"}, Verbs: []string{"get"}})
-			})
+			}) + 1
 		}, "is a wildcard"},
 		{"RBAC For", func(m *vigil.Module, _ *vigil.Capability) int { return at(func() { m.RBAC("r", rule).For() }) }, "RBAC(...).For()"},
 		{"Lister InNamespace", func(m *vigil.Module, _ *vigil.Capability) int {
