@@ -80,14 +80,73 @@ func (o gateOptions[B]) callback(site, how string) bool {
 	return err == nil
 }
 
-// GateBuilder declares a gate on one object of type T: one named object, or
-// any one of those a selector picks. InPhase, Named, Timeout, Optional and
-// Creates, which every gate builder has, return the builder they are called
-// on.
-type GateBuilder[T client.Object] struct {
-	gateOptions[*GateBuilder[T]]
+// objectOptions are what both object gate builders have: the outcome (one
+// of ToBeCreated, ToBeGone, ToMatch, ToBe), the one callback (ToBeCreated's
+// or Then's) and OnTimeout. A is what the callback receives: the object for
+// a GateBuilder, the selected objects that hold for a SetGateBuilder.
+type objectOptions[T client.Object, A, B any] struct {
+	gateOptions[B]
 	proto T
-	then  func(ctx context.Context, obj T, s Store) error
+	then  func(ctx context.Context, a A, s Store) error
+}
+
+// OnTimeout finishes the gate with fn's result when the timeout expires: the
+// callback runs with it and it is handed off like a found one.
+func (o *objectOptions[T, A, B]) OnTimeout(fn func(ctx context.Context) (A, error)) B {
+	o.g.Fallback = define.Fallback(fn, &o.then)
+	return o.self
+}
+
+// ToBeCreated waits until the object (or the selected objects) exists, then
+// runs cb (which may be nil). A gate has one callback: cb, or Then's.
+func (o *objectOptions[T, A, B]) ToBeCreated(cb func(ctx context.Context, a A, s Store) error) B {
+	site := define.Caller()
+	o.outcome(site, "ToBeCreated", gate.Created())
+	if cb != nil && o.callback(site, "ToBeCreated") {
+		o.then = cb
+	}
+	return o.self
+}
+
+// ToBeGone waits until the object is gone — absent, or replaced by one with
+// another UID — or, over a selection, until no selected object is left.
+func (o *objectOptions[T, A, B]) ToBeGone() B {
+	o.outcome(define.Caller(), "ToBeGone", gate.Deleted())
+	return o.self
+}
+
+// ToMatch waits until pred holds for the object (or the selected objects).
+func (o *objectOptions[T, A, B]) ToMatch(pred func(T) bool) B {
+	site := define.Caller()
+	o.outcome(site, "ToMatch", define.Predicate(o.proto, pred, site))
+	return o.self
+}
+
+// ToBe waits until every condition holds for the object (or the selected
+// objects).
+func (o *objectOptions[T, A, B]) ToBe(conds ...gate.Cond) B {
+	site := define.Caller()
+	o.m.d.Check(site, o.g.CheckConds(len(conds)))
+	o.outcome(site, "ToBe", gate.And(conds...))
+	return o.self
+}
+
+// Then runs cb once the gate's outcome holds, with the object (or the
+// selected objects that hold). A returned error is retried with backoff;
+// wrap it in gate.Permanent to fail the phase. A gate has one callback:
+// Then's, or ToBeCreated's.
+func (o *objectOptions[T, A, B]) Then(cb func(ctx context.Context, a A, s Store) error) B {
+	if o.callback(define.Caller(), "Then") {
+		o.then = cb
+	}
+	return o.self
+}
+
+// GateBuilder declares a gate on one object of type T: one named object, or
+// any one of those a selector picks. Every option returns the builder it is
+// called on.
+type GateBuilder[T client.Object] struct {
+	objectOptions[T, T, *GateBuilder[T]]
 }
 
 // WaitFor declares a startup gate on objects of proto's type: the module
@@ -96,8 +155,8 @@ type GateBuilder[T client.Object] struct {
 func WaitFor[T client.Object](m *Module, proto T) *GateBuilder[T] {
 	site := define.Caller()
 	g := &define.Gate{}
-	b := &GateBuilder[T]{proto: proto}
-	b.gateOptions = gateOptions[*GateBuilder[T]]{self: b, m: m, g: g}
+	b := &GateBuilder[T]{}
+	b.objectOptions = objectOptions[T, T, *GateBuilder[T]]{gateOptions: gateOptions[*GateBuilder[T]]{self: b, m: m, g: g}, proto: proto}
 	gvk, err := scheme.GVKOf(m.d.Scheme, proto)
 	if err != nil {
 		m.d.Recordf(site, "WaitFor: %v", err)
@@ -141,56 +200,6 @@ func (b *GateBuilder[T]) WithField(key, value string) *GateBuilder[T] {
 	return b
 }
 
-// OnTimeout finishes the gate with fn's object when the timeout expires: the
-// callback runs with it and it is handed off like a found one.
-func (b *GateBuilder[T]) OnTimeout(fn func(ctx context.Context) (T, error)) *GateBuilder[T] {
-	b.g.Fallback = define.Fallback(fn, &b.then)
-	return b
-}
-
-// ToBeCreated waits until the object exists, then runs cb (which may be nil).
-// A gate has one callback: cb, or Then's.
-func (b *GateBuilder[T]) ToBeCreated(cb func(ctx context.Context, obj T, s Store) error) *GateBuilder[T] {
-	site := define.Caller()
-	b.outcome(site, "ToBeCreated", gate.Created())
-	if cb != nil && b.callback(site, "ToBeCreated") {
-		b.then = cb
-	}
-	return b
-}
-
-// ToBeGone waits until the object is gone: absent, or replaced by one with
-// another UID.
-func (b *GateBuilder[T]) ToBeGone() *GateBuilder[T] {
-	b.outcome(define.Caller(), "ToBeGone", gate.Deleted())
-	return b
-}
-
-// ToMatch waits until pred holds for the object.
-func (b *GateBuilder[T]) ToMatch(pred func(T) bool) *GateBuilder[T] {
-	site := define.Caller()
-	b.outcome(site, "ToMatch", define.Predicate(b.proto, pred, site))
-	return b
-}
-
-// ToBe waits until every condition holds for the object.
-func (b *GateBuilder[T]) ToBe(conds ...gate.Cond) *GateBuilder[T] {
-	site := define.Caller()
-	b.m.d.Check(site, b.g.CheckConds(len(conds)))
-	b.outcome(site, "ToBe", gate.And(conds...))
-	return b
-}
-
-// Then runs cb with the object once the gate's outcome holds. A returned
-// error is retried with backoff; wrap it in gate.Permanent to fail the phase.
-// A gate has one callback: Then's, or ToBeCreated's.
-func (b *GateBuilder[T]) Then(cb func(ctx context.Context, obj T, s Store) error) *GateBuilder[T] {
-	if b.callback(define.Caller(), "Then") {
-		b.then = cb
-	}
-	return b
-}
-
 // All turns the gate into one over every selected object.
 func (b *GateBuilder[T]) All() *SetGateBuilder[T] { return b.set(define.Caller(), waitfor.All, 0) }
 
@@ -207,64 +216,15 @@ func (b *GateBuilder[T]) AtLeast(n int) *SetGateBuilder[T] {
 
 func (b *GateBuilder[T]) set(site string, mode waitfor.Mode, n int) *SetGateBuilder[T] {
 	b.m.d.Check(site, b.g.SetMode(mode, n))
-	s := &SetGateBuilder[T]{proto: b.proto}
-	s.gateOptions = gateOptions[*SetGateBuilder[T]]{self: s, m: b.m, g: b.g}
+	s := &SetGateBuilder[T]{}
+	s.objectOptions = objectOptions[T, []T, *SetGateBuilder[T]]{gateOptions: gateOptions[*SetGateBuilder[T]]{self: s, m: b.m, g: b.g}, proto: b.proto}
 	b.g.Finish = define.FinishAll(b.proto, &s.then)
 	return s
 }
 
 // SetGateBuilder declares a gate over the set of objects a selector picks;
-// its callbacks receive the objects that hold. InPhase, Named, Timeout,
-// Optional and Creates return the builder they are called on.
+// its callbacks receive the objects that hold. Every option returns the
+// builder it is called on.
 type SetGateBuilder[T client.Object] struct {
-	gateOptions[*SetGateBuilder[T]]
-	proto T
-	then  func(ctx context.Context, objs []T, s Store) error
-}
-
-// OnTimeout finishes the gate with fn's objects when the timeout expires.
-func (b *SetGateBuilder[T]) OnTimeout(fn func(ctx context.Context) ([]T, error)) *SetGateBuilder[T] {
-	b.g.Fallback = define.Fallback(fn, &b.then)
-	return b
-}
-
-// ToBeCreated waits until the selected objects exist, then runs cb (which
-// may be nil). A gate has one callback: cb, or Then's.
-func (b *SetGateBuilder[T]) ToBeCreated(cb func(ctx context.Context, objs []T, s Store) error) *SetGateBuilder[T] {
-	site := define.Caller()
-	b.outcome(site, "ToBeCreated", gate.Created())
-	if cb != nil && b.callback(site, "ToBeCreated") {
-		b.then = cb
-	}
-	return b
-}
-
-// ToBeGone waits until no selected object is left.
-func (b *SetGateBuilder[T]) ToBeGone() *SetGateBuilder[T] {
-	b.outcome(define.Caller(), "ToBeGone", gate.Deleted())
-	return b
-}
-
-// ToMatch waits until pred holds for the selected objects.
-func (b *SetGateBuilder[T]) ToMatch(pred func(T) bool) *SetGateBuilder[T] {
-	site := define.Caller()
-	b.outcome(site, "ToMatch", define.Predicate(b.proto, pred, site))
-	return b
-}
-
-// ToBe waits until every condition holds for the selected objects.
-func (b *SetGateBuilder[T]) ToBe(conds ...gate.Cond) *SetGateBuilder[T] {
-	site := define.Caller()
-	b.m.d.Check(site, b.g.CheckConds(len(conds)))
-	b.outcome(site, "ToBe", gate.And(conds...))
-	return b
-}
-
-// Then runs cb with the objects that hold once the gate is done. A gate has
-// one callback: Then's, or ToBeCreated's.
-func (b *SetGateBuilder[T]) Then(cb func(ctx context.Context, objs []T, s Store) error) *SetGateBuilder[T] {
-	if b.callback(define.Caller(), "Then") {
-		b.then = cb
-	}
-	return b
+	objectOptions[T, []T, *SetGateBuilder[T]]
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil/internal/define"
-	"github.com/vigilkit/vigil/internal/progress"
 )
 
 // Interval is how often something runs: Sample's sampling, OnSchedule's
@@ -36,21 +35,8 @@ func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Int
 	b := &SampleBuilder[S]{}
 	b.gateOptions = gateOptions[*SampleBuilder[S]]{self: b, m: m, g: g}
 	var err error
-	every.every, err = define.CheckSampleEvery(every.every)
+	g.Sample, err = define.NewSample(every.every, fn, &b.match, &b.then)
 	m.d.Check(site, err)
-	g.Sample = &define.Sample{Every: every.every, SampleTimeout: every.every}
-	g.Sample.Run = func(ctx context.Context, seen func(found bool, what string), s Store) (any, error) {
-		v, err := define.RunSample(ctx, fn, b.match, g.Sample, seen)
-		if err != nil {
-			return nil, err
-		}
-		if b.then != nil {
-			done := progress.CallbackRunning(ctx)
-			err = b.then(ctx, v, s)
-			done()
-		}
-		return v, err
-	}
 	m.d.AddGate(g, site)
 	return b
 }

@@ -2,13 +2,7 @@ package vigil
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
-
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -63,16 +57,7 @@ type Provenance struct{ allowed []string }
 // server's own, so the record holds while the module is down. The module's
 // pods may get Namespaces, for Origin.
 func NamespaceProvenance(m *Module, allowed ...string) *Provenance {
-	site := define.Caller()
-	m.d.SetProvenance(spec.Provenance{Allowed: slices.Clone(allowed), Site: site})
-	rules, err := define.Rules("Provenance.Origin reads a Namespace's creator", site,
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}}, nil)
-	m.d.Check(site, err)
-	m.d.AddRules(rules...)
-	if len(allowed) == 0 {
-		allowed = spec.DefaultTrusted
-	}
-	return &Provenance{allowed: slices.Clone(allowed)}
+	return &Provenance{allowed: m.d.AddProvenance(define.Caller(), allowed)}
 }
 
 // Origin reads who created the namespace, from the API server itself (not a
@@ -80,15 +65,7 @@ func NamespaceProvenance(m *Module, allowed ...string) *Provenance {
 // the path that needs it. It works in the functions vigil calls (see
 // ClientFrom).
 func (p *Provenance) Origin(ctx context.Context, namespace string) (provenance.Origin, error) {
-	c := ClientFrom(ctx)
-	if c == nil {
-		return provenance.Origin{}, errors.New("namespace provenance: no client of the API server here: call Origin from a handler vigil calls")
-	}
-	ns := &corev1.Namespace{}
-	if err := c.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
-		return provenance.Origin{}, fmt.Errorf("get namespace %q for its creator: %w", namespace, err)
-	}
-	return provenance.Of(ns), nil
+	return define.Origin(ctx, ClientFrom(ctx), namespace)
 }
 
 // Allowed are the identities that may change or remove a namespace's

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -113,27 +112,15 @@ func (i Interval) String() string { return "every " + i.every.String() }
 
 // CronSchedule is a schedule in crontab's five fields (minute, hour, day of
 // month, month, day of week) or a descriptor such as @hourly, in UTC.
-type CronSchedule struct {
-	expr  string
-	sched cron.Schedule
-	err   error
-}
+type CronSchedule struct{ c define.Cron }
 
 // Cron is the schedule of a crontab expression, such as "*/5 * * * *".
-func Cron(expr string) CronSchedule {
-	s, err := cron.ParseStandard(expr)
-	return CronSchedule{expr: expr, sched: s, err: err}
-}
+func Cron(expr string) CronSchedule { return CronSchedule{define.ParseCron(expr)} }
 
 // Next is the first time after t the expression names.
-func (c CronSchedule) Next(t time.Time) time.Time {
-	if c.sched == nil {
-		return t.Add(100 * 365 * 24 * time.Hour)
-	}
-	return c.sched.Next(t.UTC())
-}
+func (c CronSchedule) Next(t time.Time) time.Time { return c.c.Next(t) }
 
-func (c CronSchedule) String() string { return c.expr }
+func (c CronSchedule) String() string { return c.c.Expr }
 
 // OnSchedule runs fn on the schedule, on the module's active watcher only.
 // A run is never started while the previous one is still going: the ticks it
@@ -142,16 +129,15 @@ func (c CronSchedule) String() string { return c.expr }
 // as usual. fn finds the module's Store with StoreFrom.
 func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Context) error) {
 	site := define.Caller()
-	kind, expr, every, err := "", "", time.Duration(0), error(nil)
+	var c *define.Cron
+	var every *time.Duration
 	switch s := when.(type) {
 	case CronSchedule:
-		kind, expr, err = "cron", s.expr, s.err
+		c = &s.c
 	case Interval:
-		kind, every = "every", s.every
-	case nil:
-		kind = "none"
+		every = &s.every
 	}
-	if m.d.CheckSchedule(site, name, kind, expr, err, every, fn) {
+	if m.d.CheckSchedule(site, name, when == nil, c, every, fn) {
 		m.d.AddSchedule(spec.Schedule{Name: name, When: fmt.Sprint(when), Next: when.Next, Run: fn, Site: site})
 	}
 }

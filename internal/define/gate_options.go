@@ -1,15 +1,18 @@
 package define
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/progress"
 	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/waitfor"
+	"github.com/vigilkit/vigil/store"
 )
 
 // CheckConds checks ToBe's n conditions.
@@ -49,12 +52,29 @@ func (g *Gate) AddCreates(s *runtime.Scheme, proto client.Object, namespace, nam
 	return nil
 }
 
-// CheckSampleEvery checks Sample's interval, and returns the one to use.
-func CheckSampleEvery(every time.Duration) (time.Duration, error) {
+// NewSample is the sampling of a Sample gate: fn every interval (a second
+// when every is not positive, a mistake) until *match holds, then *then with
+// the matching sample.
+func NewSample[S any](every time.Duration, fn func(context.Context) (S, error), match *func(S) bool, then *func(context.Context, S, store.Store) error) (*Sample, error) {
+	var err error
 	if every <= 0 {
-		return time.Second, fmt.Errorf("Sample: Every(%s): expected a positive interval", every)
+		err = fmt.Errorf("Sample: Every(%s): expected a positive interval", every)
+		every = time.Second
 	}
-	return every, nil
+	smp := &Sample{Every: every, SampleTimeout: every}
+	smp.Run = func(ctx context.Context, seen func(found bool, what string), s store.Store) (any, error) {
+		v, err := RunSample(ctx, fn, *match, smp, seen)
+		if err != nil {
+			return nil, err
+		}
+		if *then != nil {
+			done := progress.CallbackRunning(ctx)
+			err = (*then)(ctx, v, s)
+			done()
+		}
+		return v, err
+	}
+	return smp, err
 }
 
 // SetSampleTimeout bounds each call of a sample gate's function.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -36,19 +38,42 @@ func (b *Binding) AddWatch(site string, role spec.WatchRole, events []spec.Event
 	b.m.AddWatch(w, finalizer)
 }
 
-// CheckSchedule checks a schedule declared at site by OnSchedule; kind is
-// "cron" (expr its text, err its parse error), "every" (every its
-// interval), "none" for no schedule, or "" for another Schedule. It reports
-// whether the schedule can be recorded.
-func (m *Module) CheckSchedule(site, name, kind, expr string, err error, every time.Duration, fn func(context.Context) error) bool {
+// Cron is a crontab schedule as declared: its text, and what parsing it
+// gave.
+type Cron struct {
+	Expr  string
+	sched cron.Schedule
+	err   error
+}
+
+// ParseCron parses a crontab expression; a mistake is OnSchedule's to
+// report.
+func ParseCron(expr string) Cron {
+	s, err := cron.ParseStandard(expr)
+	return Cron{Expr: expr, sched: s, err: err}
+}
+
+// Next is the first time after t the expression names; far away for one
+// that did not parse.
+func (c Cron) Next(t time.Time) time.Time {
+	if c.sched == nil {
+		return t.Add(100 * 365 * 24 * time.Hour)
+	}
+	return c.sched.Next(t.UTC())
+}
+
+// CheckSchedule checks a schedule declared at site by OnSchedule: none when
+// it has no schedule, c a Cron's, every an Every's interval (nil when the
+// schedule is another). It reports whether the schedule can be recorded.
+func (m *Module) CheckSchedule(site, name string, none bool, c *Cron, every *time.Duration, fn func(context.Context) error) bool {
 	switch {
-	case kind == "none":
+	case none:
 		m.Recordf(site, "OnSchedule(%q): no schedule: pass Every(d) or Cron(expr)", name)
 		return false
-	case kind == "cron" && err != nil:
-		m.Recordf(site, "OnSchedule(%q): Cron(%q): expected five fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly: %v", name, expr, err)
-	case kind == "every" && every <= 0:
-		m.Recordf(site, "OnSchedule(%q): Every(%s): expected a positive interval", name, every)
+	case c != nil && c.err != nil:
+		m.Recordf(site, "OnSchedule(%q): Cron(%q): expected five fields (minute hour day-of-month month day-of-week) or a descriptor such as @hourly: %v", name, c.Expr, c.err)
+	case every != nil && *every <= 0:
+		m.Recordf(site, "OnSchedule(%q): Every(%s): expected a positive interval", name, *every)
 	}
 	if fn == nil {
 		m.Recordf(site, "OnSchedule(%q): no function to run", name)
