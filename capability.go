@@ -38,10 +38,8 @@ func InNamespaces(namespaces ...string) CapabilityOption {
 	return func(c *Capability) { c.c.Namespaces = append(c.c.Namespaces, namespaces...) }
 }
 
-// FailClosed makes a capability's webhooks static, with failurePolicy Fail
-// from install on, for policies that must never have an unguarded window. The
-// objects the module's gates wait for are still excluded, so the module
-// cannot lock itself out.
+// FailClosed makes a capability's webhooks static, failurePolicy Fail from
+// install on; the objects the module's gates wait for stay excluded.
 func FailClosed() CapabilityOption {
 	return func(c *Capability) { c.c.FailClosed = true }
 }
@@ -57,36 +55,27 @@ const (
 	ModeAudit   = spec.Audit   // allow it silently, and record it as a finding
 )
 
-// Mode sets what the capability's validations do with a denial, so a new
-// policy can be rolled out in ModeAudit, then ModeWarn, before it is
-// enforced: ModeWarn allows with the denial as a warning; ModeAudit allows
-// and records a finding (a
-// log line with the event audit-finding, and
-// vigil_admission_unenforced_denials_total). Mutations, and the failure
-// policy's answer to a binding that fails, are unaffected. A fail-closed
-// capability enforces.
+// Mode sets what the capability's validations do with a denial: ModeWarn
+// allows with it as a warning, ModeAudit allows and records a finding (the log
+// event audit-finding, vigil_admission_unenforced_denials_total). Mutations
+// and failure-policy answers are unaffected; a fail-closed capability enforces.
 func Mode(mode EnforcementMode) CapabilityOption {
 	return func(c *Capability) { c.c.Mode = mode }
 }
 
-// FailOpenAfter lets the capability's webhooks fail open during an outage:
-// once no admission replica has served for d, the module's watcher (which
-// then runs, leader-elected, in its own Deployment) sets them to
-// failurePolicy Ignore, and the first replica that serves again enforces
-// them once more. Without it an outage fails closed, the safe default: an
-// automatic fail-open hands anyone who can kill the admission pods an off
-// switch. A fail-closed capability cannot have one; `plan` lists it.
+// FailOpenAfter lets the capability's webhooks fail open once no admission
+// replica has served for d: the module's watcher sets them to failurePolicy
+// Ignore until a replica serves again. Without it an outage fails closed. A
+// fail-closed capability cannot have one.
 func FailOpenAfter(d time.Duration) CapabilityOption {
 	site := define.Caller()
 	return func(c *Capability) { c.c.FailOpen = &spec.FailOpen{After: d, Site: site} }
 }
 
 // OptOutLabel lets namespaces and objects labelled key=true opt out of the
-// capability's webhooks. Only the allowed — usernames (a ServiceAccount is
-// system:serviceaccount:<namespace>:<name>) and groups prefixed "group:" —
-// may set, change or remove the label, on any namespace or object: a
-// ValidatingAdmissionPolicy in the module's manifests refuses everyone else,
-// whether the module runs or not. A fail-closed capability cannot have one.
+// capability's webhooks. Only the allowed (usernames, "group:" groups) may set,
+// change or remove the label: a ValidatingAdmissionPolicy refuses everyone
+// else. A fail-closed capability cannot have one.
 func OptOutLabel(key string, allowed ...string) CapabilityOption {
 	site := define.Caller()
 	return func(c *Capability) { c.c.OptOut = &spec.OptOut{Label: key, Allowed: allowed, Site: site} }
@@ -106,9 +95,8 @@ func (m *Module) Capability(name string, opts ...CapabilityOption) *Capability {
 func (c *Capability) Name() string { return c.c.Name }
 
 // AdmissionBuilder declares what a capability admits of objects of type T:
-// operations (IsCreated, ...), filters, then Mutate, Validate or Require. A
-// filter returns a FilteredAdmissionBuilder, which has no Require: the API
-// server evaluates a check alone, so a Go filter cannot narrow it.
+// operations, filters, then Mutate, Validate or Require. A filter returns a
+// FilteredAdmissionBuilder, which has no Require.
 type AdmissionBuilder[T client.Object] struct {
 	admissionOptions[T, *AdmissionBuilder[T]]
 	filterOptions[*FilteredAdmissionBuilder[T]]
@@ -127,11 +115,9 @@ func When[T client.Object](c *Capability, proto T) *AdmissionBuilder[T] {
 	return newAdmission[T](define.NewBinding(c.m.d, c.c, proto, "When", define.Caller()))
 }
 
-// WhenScaled starts a binding to the scale requests of parent's resource —
-// `kubectl scale`, an autoscaler — which carry an autoscaling/v1 Scale, not
-// the parent: WhenScaled(c, &appsv1.Deployment{}).IsUpdated().Validate(...)
-// judges deployments/scale. Bind the parent itself with When as well, or its
-// replicas change around the Validate through plain updates.
+// WhenScaled starts a binding to the scale requests of parent's resource
+// (kubectl scale, autoscalers), which carry an autoscaling/v1 Scale. Bind the
+// parent with When as well, or its replicas change through plain updates.
 func WhenScaled(c *Capability, parent client.Object) *AdmissionBuilder[*autoscalingv1.Scale] {
 	return newAdmission[*autoscalingv1.Scale](define.NewScaleBinding(c.m.d, c.c, parent, define.Caller()))
 }
@@ -146,39 +132,26 @@ func newAdmission[T client.Object](d *define.Binding) *AdmissionBuilder[T] {
 	return b
 }
 
-// Require makes the API server itself refuse matching requests for which the
-// CEL expression is not true, with message as the denial: a
-// ValidatingAdmissionPolicy and its binding in the module's manifests, with
-// no call to the module. So a check of the object alone costs a request no
-// webhook round trip, and holds from install on, whether the module runs or
-// not. The expression sees object, oldObject, request and namespaceObject as
-// a ValidatingAdmissionPolicy does, for example
-//
-//	has(object.metadata.labels) && 'app' in object.metadata.labels
-//
-// The capability's namespaces and opt-out label apply, and its mode:
-// ModeWarn and ModeAudit become the policy binding's Warn and Audit actions
-// (Audit writes to the API server's audit log, not the module's findings).
-// The objects the module's gates wait for are excluded. A check takes no
-// filters (WithLabel and the like; a filtered builder has no Require): write
-// them into the expression. Use Validate for what needs Go, the Store or
-// listers.
+// Require makes the API server refuse matching requests for which the CEL
+// expression is not true, with message as the denial: a
+// ValidatingAdmissionPolicy in the module's manifests, holding whether the
+// module runs or not. The expression sees object, oldObject, request and
+// namespaceObject, e.g. has(object.metadata.labels). The capability's
+// namespaces, opt-out label and mode apply. A filtered builder has no
+// Require: write filters into the expression.
 func (b *AdmissionBuilder[T]) Require(expression, message string) {
 	b.ad.AddCheck(define.Caller(), expression, message, registration.CheckName)
 }
 
-// admissionOptions are what every admission builder has: operations,
-// Subresource, Named, Mutate and Validate. Each option returns the builder
-// it is called on (go doc shows that as B).
+// admissionOptions are what every admission builder has; each option returns
+// the builder it is called on (B).
 type admissionOptions[T client.Object, B any] struct {
 	self B
 	ad   *define.Binding
 }
 
-// Subresource binds to the requests for a subresource of T's resource whose
-// requests carry T itself, such as "ephemeralcontainers" of Pods (kubectl
-// debug) or "status". A binding without it sees the resource's own requests
-// only. For "scale", use WhenScaled.
+// Subresource binds to a subresource whose requests carry T itself, such as
+// "ephemeralcontainers" or "status"; for "scale", use WhenScaled.
 func (o admissionOptions[T, B]) Subresource(name string) B {
 	o.ad.SetSubresource(define.Caller(), name)
 	return o.self
@@ -207,8 +180,8 @@ func (o admissionOptions[T, B]) Named(name string) B {
 	return o.self
 }
 
-// Mutate edits matching objects with fn; the module sends the API server the
-// JSON patch of its edits. An error answers by the module's failure policy.
+// Mutate edits matching objects with fn; the API server gets the JSON patch.
+// An error answers by the module's failure policy.
 func (o admissionOptions[T, B]) Mutate(fn func(ctx context.Context, req *Request[T]) error) {
 	o.ad.AddAdmission(define.Caller(), admit.MutateBinding(o.ad.GVK, o.ad.Proto.(T), fn), "mutate")
 }
@@ -218,8 +191,8 @@ func (o admissionOptions[T, B]) Validate(fn func(ctx context.Context, req *Reque
 	o.ad.AddAdmission(define.Caller(), admit.ValidateBinding(o.ad.GVK, o.ad.Proto.(T), fn), "validate")
 }
 
-// filterOptions are the filters of admission and watch builders, run in Go
-// by the module: each returns F, the builder that follows a filter.
+// filterOptions are the Go filters of admission and watch builders; each
+// returns F, the builder that follows a filter.
 type filterOptions[F any] struct {
 	next F
 	fd   *define.Binding
@@ -258,10 +231,7 @@ func (o filterOptions[F]) WithLabelValue(key, value string) F {
 }
 
 // WithAnnotation runs the binding only for objects that have the annotation.
-func (o filterOptions[F]) WithAnnotation(key string) F {
-	o.fd.WithAnnotation(key, nil)
-	return o.next
-}
+func (o filterOptions[F]) WithAnnotation(key string) F { o.fd.WithAnnotation(key, nil); return o.next }
 
 // WithAnnotationValue runs the binding only for objects with the annotation
 // set to value.

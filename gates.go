@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/gate"
@@ -17,14 +16,11 @@ import (
 // Kind names an object kind known only at run time, for WaitFor, When, Watch
 // and NewLister; it is handled as unstructured.
 func Kind(group, version, kind string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind})
-	return u
+	return define.Kind(group, version, kind)
 }
 
-// gateOptions are the options every gate builder has — GateBuilder,
-// SetGateBuilder and SampleBuilder. Each returns the builder it is called on
-// (go doc shows that as B).
+// gateOptions are the options every gate builder has; each returns the
+// builder it is called on (B).
 type gateOptions[B any] struct {
 	self B
 	m    *Module
@@ -45,23 +41,18 @@ func (o gateOptions[B]) Named(name string) B {
 	return o.self
 }
 
-// Timeout bounds the wait. A required gate that times out ends its phase with
-// exit code 124 (the kubelet then restarts the init container with back-off);
-// use it with Optional or OnTimeout.
+// Timeout bounds the wait: a required gate that times out ends its phase with
+// exit code 124; use it with Optional or OnTimeout.
 func (o gateOptions[B]) Timeout(d time.Duration) B {
 	o.m.d.Check(define.Caller(), o.g.SetTimeout(d))
 	return o.self
 }
 
 // Optional lets the phase finish without this gate when it times out.
-func (o gateOptions[B]) Optional() B {
-	o.g.Optional = true
-	return o.self
-}
+func (o gateOptions[B]) Optional() B { o.g.Optional = true; return o.self }
 
-// Creates declares that the gate's callback creates the object (name empty
-// for any of the kind), so that `plan` can find a phase waiting for what only
-// a later phase creates.
+// Creates declares that the gate's callback creates the object (name empty for
+// any), so `plan` finds a phase waiting for what only a later phase creates.
 func (o gateOptions[B]) Creates(proto client.Object, namespace, name string) B {
 	o.m.d.Check(define.Caller(), o.g.AddCreates(o.m.d.Scheme, proto, namespace, name))
 	return o.self
@@ -72,8 +63,7 @@ func (o gateOptions[B]) outcome(site, how string, cond gate.Cond) {
 	o.m.d.Check(site, o.g.SetOutcome(how, site, cond))
 }
 
-// callback records that how, at site, set the gate's callback; it reports
-// whether it was the first.
+// callback records that how, at site, set the callback; false if one was set.
 func (o gateOptions[B]) callback(site, how string) bool {
 	err := o.g.SetCallback(how, site)
 	o.m.d.Check(site, err)
@@ -168,10 +158,7 @@ func WaitFor[T client.Object](m *Module, proto T) *GateBuilder[T] {
 }
 
 // WithName waits for the object of this name.
-func (b *GateBuilder[T]) WithName(name string) *GateBuilder[T] {
-	b.g.Wait.Name = name
-	return b
-}
+func (b *GateBuilder[T]) WithName(name string) *GateBuilder[T] { b.g.Wait.Name = name; return b }
 
 // InNamespace looks in the namespace; by default a namespaced kind is looked
 // for in all of them. A gate looks in one namespace: declare one gate per

@@ -20,18 +20,11 @@ type Lister[T client.Object] struct {
 }
 
 // NewLister declares a read cache of every object of proto's type, such as
-// NewLister(m, &corev1.Pod{}), or of a kind named at run time:
-// NewLister(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption")) caches
-// unstructured objects. It reads cluster-wide
-// unless scoped with InNamespace, fed by the same shared informer as the
-// module's watches of T. The admission and watcher roles sync it before they report ready, so a handler can read live
-// objects — an admission handler can consult the current Exemptions — without
-// a call to the API server. Declare listers with the module, before Run.
-//
-// An admission decision that a lister's data may have changed — a denial, or
-// an allow after a read found an object, as an Exemption grants — is made
-// again, once, after the listers the binding read have caught up with the API
-// server: a cache that lags the request does not decide it.
+// NewLister(m, &corev1.Pod{}) or NewLister(m, vigil.Kind("uds.dev",
+// "v1alpha1", "Exemption")), fed by the informer the module's watches of the
+// kind share; the admission and watcher roles sync it before they are ready.
+// An admission decision a lister may have changed (a denial, or an allow after
+// a read found an object) is made again once the listers it read caught up.
 func NewLister[T client.Object](m *Module, proto T) *Lister[T] {
 	return listerFor(m, proto, define.Caller())
 }
@@ -52,16 +45,10 @@ func listerFor[T client.Object](m *Module, proto T, site string) *Lister[T] {
 	return c
 }
 
-// InNamespace limits the lister to the objects of these namespaces: its
-// informer lists and watches only them (a cluster-wide watch of the same kind
-// elsewhere in the module widens the informer, never what the lister reads),
-// its RBAC is a Role in each namespace instead of a ClusterRole, and the
-// freshness re-check of an admission decision reads the same namespaces. A
-// read of another namespace finds nothing. Scope a lister to what the
-// decisions that read it need — the namespace only trusted users can write,
-// say — so its memory is bounded by what they write, not by what anyone may
-// create in her own namespace. Call it where the lister is declared, before
-// Run:
+// InNamespace limits the lister to these namespaces: its informer lists and
+// watches only them, its RBAC is a Role in each, its freshness re-check reads
+// them, and a read of another finds nothing. Scope it to what its decisions
+// need, so its memory is bounded by what trusted users write:
 //
 //	exemptions := vigil.NewLister(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption")).
 //		InNamespace("uds-policy-exemptions")

@@ -7,8 +7,7 @@ import (
 	"github.com/vigilkit/vigil/internal/define"
 )
 
-// Interval is how often something runs: Sample's sampling, OnSchedule's
-// schedule.
+// Interval is how often Sample samples or OnSchedule runs.
 type Interval struct {
 	every time.Duration
 }
@@ -16,10 +15,8 @@ type Interval struct {
 // Every is an interval of d.
 func Every(d time.Duration) Interval { return Interval{every: d} }
 
-// SampleBuilder declares a gate that polls a function rather than watching
-// objects: for what is not a Kubernetes object, such as a remote API or a
-// file. InPhase, Named, Timeout, Optional and Creates return the builder they
-// are called on.
+// SampleBuilder declares a gate that polls a function, for what is not a
+// Kubernetes object (a remote API, a file).
 type SampleBuilder[S any] struct {
 	gateOptions[*SampleBuilder[S]]
 	match func(S) bool

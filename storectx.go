@@ -25,23 +25,12 @@ func StoreFrom(ctx context.Context) Store {
 type StoreReader = store.Reader
 
 // ClientFrom returns a client of the API server as the role's process reaches
-// it (its --kubeconfig, or the pod's ServiceAccount), for what the functions
-// vigil calls do beyond vigil: read a remote's state, patch a status, create
-// an object. Reads go to the API server, not a cache (use a Lister for that).
-// Declare what it is used for with RBAC. It is nil when no client can be made
-// from the role's config.
-//
-// ClientFrom, ConfigFrom and StoreFrom read the context of
-// every function vigil calls for a module, in each role:
-//
-//   - gate role: the functions a Sample polls, gate callbacks (ToBeCreated,
-//     Then, ...), and OnTimeout fallbacks;
-//   - admission role: Mutate and Validate handlers;
-//   - watcher role: OnEvent, Reconcile and Finalize handlers, and OnSchedule
-//     functions.
-//
-// Anywhere else — main, a module's definition, a goroutine started with a
-// context of its own — they return nil.
+// it (its --kubeconfig, or the pod's ServiceAccount), for what handlers do
+// beyond vigil; reads are not cached (use a Lister), and RBAC declares what it
+// may do. ClientFrom, ConfigFrom and StoreFrom work in every function vigil
+// calls — Sample functions, gate callbacks and OnTimeout fallbacks; Mutate and
+// Validate; OnEvent, Reconcile, Finalize and OnSchedule — and return nil
+// anywhere else.
 func ClientFrom(ctx context.Context) client.Client {
 	r := callctx.RoleOf(ctx)
 	if r == nil {

@@ -25,10 +25,9 @@ const (
 	EventDeleted  WatchEvent = "DELETED"
 )
 
-// WatchBuilder declares what a capability does, on the module's active
-// watcher, with objects of type T: filters, then OnEvent, Reconcile or
-// Finalize. A watch sees objects, not requests: it has no operations and no
-// Subresource.
+// WatchBuilder declares what a capability does with objects of type T on the
+// active watcher: filters, then OnEvent, Reconcile or Finalize. It has no
+// operations and no Subresource: a watch sees objects, not requests.
 type WatchBuilder[T client.Object] struct {
 	filterOptions[*WatchBuilder[T]]
 	wd *define.Binding
@@ -50,40 +49,29 @@ func (b *WatchBuilder[T]) Named(name string) *WatchBuilder[T] {
 }
 
 // OnEvent calls fn with every add, update and delete of matching objects, in
-// order; events narrows what it sees (all when none are named). A panic is
-// recovered, logged with the object named, and the event retried with
-// back-off (up to four tries, 50 ms to 800 ms apart) while the events behind
-// it wait, so that order holds; after the last try it is dropped.
+// order; events narrows them (all when none). A panic is retried with
+// back-off, up to four tries, while later events wait; then it is dropped.
 func (b *WatchBuilder[T]) OnEvent(fn func(ctx context.Context, obj T, event WatchEvent), events ...WatchEvent) {
-	evs := make([]spec.Event, len(events))
-	for i, ev := range events {
-		evs[i] = spec.Event(ev)
-	}
-	b.wd.AddWatch(define.Caller(), spec.RoleWatch, evs, func(w *spec.Watch) {
+	b.wd.AddWatch(define.Caller(), spec.RoleWatch, define.Events(events), func(w *spec.Watch) {
 		w.OnEvent = func(ctx context.Context, obj client.Object, ev spec.Event) { fn(ctx, obj.(T), WatchEvent(ev)) }
 	}, watcher.LabelSelector, watcher.Finalizer)
 }
 
 // Reconcile calls fn for matching objects from a work queue keyed by object:
-// changes that arrive while an object waits or is being reconciled collapse
-// into one run, which reads the object as it is then, and runs for one object
-// start at least 200 ms apart (the watcher's --reconcile-spacing), so a burst
-// of updates costs a few runs, not one each. An error is retried
-// with exponential back-off; RequeueAfter comes back later without counting
-// as a failure; a Terminal error is not retried. A panic is recovered, logged
-// with the object named, and retried like an error. Objects that are gone
-// are not reconciled: use Finalize to act on deletion.
+// changes collapse into one run, runs for one object start at least 200 ms
+// apart (--reconcile-spacing). Errors and panics are retried with back-off;
+// RequeueAfter comes back later, a Terminal error is not retried. Objects that
+// are gone are not reconciled: use Finalize.
 func (b *WatchBuilder[T]) Reconcile(fn func(ctx context.Context, obj T) error) {
 	b.wd.AddWatch(define.Caller(), spec.RoleReconcile, nil, func(w *spec.Watch) {
 		w.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
 	}, watcher.LabelSelector, watcher.Finalizer)
 }
 
-// Finalize puts the module's finalizer on every matching object (including
-// those that existed before the module started) and, when one is deleted,
-// calls fn and removes the finalizer only once fn succeeds; until then the
-// object stays. Errors are retried as for Reconcile. `<module> unregister
-// --remove-finalizers` strips these finalizers for uninstall.
+// Finalize puts the module's finalizer on every matching object and, when one
+// is deleted, calls fn, removing the finalizer once fn succeeds. Errors are
+// retried as for Reconcile; `<module> unregister --remove-finalizers` strips
+// the finalizers.
 func (b *WatchBuilder[T]) Finalize(fn func(ctx context.Context, obj T) error) {
 	b.wd.AddWatch(define.Caller(), spec.RoleFinalize, nil, func(w *spec.Watch) {
 		w.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
@@ -122,11 +110,10 @@ func (c CronSchedule) Next(t time.Time) time.Time { return c.c.Next(t) }
 
 func (c CronSchedule) String() string { return c.c.Expr }
 
-// OnSchedule runs fn on the schedule, on the module's active watcher only.
-// A run is never started while the previous one is still going: the ticks it
-// outlasts are skipped. Every(d) first runs d after the watcher becomes
-// active. A returned error or panic is logged and counted; the next tick runs
-// as usual. fn finds the module's Store with StoreFrom.
+// OnSchedule runs fn on the schedule, on the module's active watcher; a run
+// never overlaps the previous one (the ticks it outlasts are skipped). Every(d)
+// first runs d after the watcher becomes active. Errors and panics are logged
+// and counted.
 func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Context) error) {
 	site := define.Caller()
 	var c *define.Cron

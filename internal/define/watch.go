@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -80,4 +82,20 @@ func (m *Module) CheckSchedule(site, name string, none bool, c *Cron, every *tim
 		return false
 	}
 	return true
+}
+
+// Events are the watch events an OnEvent names.
+func Events[E ~string](events []E) []spec.Event {
+	var out []spec.Event
+	for _, ev := range events {
+		out = append(out, spec.Event(ev))
+	}
+	return out
+}
+
+// Kind is an unstructured prototype of a kind named at run time.
+func Kind(group, version, kind string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind})
+	return u
 }
