@@ -101,7 +101,7 @@ func (o *objectOptions[T, A, B]) ToBeCreated(cb func(ctx context.Context, a A, s
 // ToBeGone waits until the object is gone — absent, or replaced by one with
 // another UID — or, over a selection, until no selected object is left.
 func (o *objectOptions[T, A, B]) ToBeGone() B {
-	o.outcome(define.Caller(), "ToBeGone", gate.Deleted())
+	o.outcome(define.Caller(), "ToBeGone", gate.Gone())
 	return o.self
 }
 
