@@ -580,7 +580,7 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	})
 	// In Audit mode: what it denies is admitted, and the periodic audit
 	// reports it.
-	trial := m.Capability("trial", vigil.InNamespaces(apps), vigil.Mode(vigil.Audit))
+	trial := m.Capability("trial", vigil.InNamespaces(apps), vigil.Mode(vigil.ModeAudit))
 	vigil.When(trial, &corev1.ConfigMap{}).IsCreated().Named("no-trial-bad").Validate(func(_ context.Context, r *vigil.Request[*corev1.ConfigMap]) vigil.Verdict {
 		if r.HasLabel("trial-bad") {
 			return admission.Deny("label trial-bad is not allowed yet")
@@ -758,7 +758,7 @@ func TestPlanShowsCapabilities(t *testing.T) {
 	vigil.When(strict, &corev1.Pod{}).IsCreated().Named("no-root").Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
 	lenient := m.Capability("lenient", vigil.OptOutLabel("vigil.dev/ignore", "alice", "group:admins"))
 	vigil.When(lenient, &corev1.ConfigMap{}).IsCreatedOrUpdated().Named("label").Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error { return nil })
-	trial := m.Capability("trial", vigil.Mode(vigil.Audit))
+	trial := m.Capability("trial", vigil.Mode(vigil.ModeAudit))
 	vigil.When(trial, &corev1.Pod{}).IsCreated().Named("no-latest").Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
 	out := captureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {

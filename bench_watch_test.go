@@ -24,7 +24,7 @@ import (
 // that only reads it: the watcher's own cost.
 func benchModule(ns string) *vigil.Module {
 	m := vigil.NewModule("bench", vigil.Options{Namespace: ns})
-	vigil.When(m.Capability("all"), &corev1.ConfigMap{}).InNamespace(ns).Named("configmaps").
+	vigil.Watch(m.Capability("all"), &corev1.ConfigMap{}).InNamespace(ns).Named("configmaps").
 		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
 			_ = len(cm.Data)
 			return nil

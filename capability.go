@@ -2,21 +2,14 @@ package vigil
 
 import (
 	"context"
-	"regexp"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/google/cel-go/cel"
 	admissionv1 "k8s.io/api/admission/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/define"
-	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -43,10 +36,8 @@ func InNamespaces(namespaces ...string) CapabilityOption {
 	return func(c *Capability) { c.c.Namespaces = append(c.c.Namespaces, namespaces...) }
 }
 
-// FailClosed makes a capability's webhooks static, with failurePolicy Fail
-// from install on, for policies that must never have an unguarded window. The
-// objects the module's gates wait for are still excluded, so the module
-// cannot lock itself out.
+// FailClosed makes a capability's webhooks static, failurePolicy Fail from
+// install on; the objects the module's gates wait for stay excluded.
 func FailClosed() CapabilityOption {
 	return func(c *Capability) { c.c.FailClosed = true }
 }
@@ -54,311 +45,199 @@ func FailClosed() CapabilityOption {
 // EnforcementMode is what a capability's validations do with a denial.
 type EnforcementMode = spec.Mode
 
-// The enforcement modes, for Mode.
+// The enforcement modes, for Mode. They are named apart from the verdicts
+// admission.Warn and admission.Deny, which a validation returns.
 const (
-	Enforce = spec.Enforce // deny what a validation denies: the default
-	Warn    = spec.Warn    // allow it, with the denial as a warning to the client
-	Audit   = spec.Audit   // allow it silently, and record it as a finding
+	ModeEnforce = spec.Enforce // deny what a validation denies: the default
+	ModeWarn    = spec.Warn    // allow it, with the denial as a warning to the client
+	ModeAudit   = spec.Audit   // allow it silently, and record it as a finding
 )
 
-// Mode sets what the capability's validations do with a denial, so a new
-// policy can be rolled out in Audit, then Warn, before it is enforced: Warn
-// allows with the denial as a warning; Audit allows and records a finding (a
-// log line with the event audit-finding, and
-// vigil_admission_unenforced_denials_total). Mutations, and the failure
-// policy's answer to a binding that fails, are unaffected. A fail-closed
-// capability enforces.
+// Mode sets what the capability's validations do with a denial: ModeWarn
+// allows with it as a warning, ModeAudit allows and records a finding (the log
+// event audit-finding, vigil_admission_unenforced_denials_total). Mutations
+// and failure-policy answers are unaffected; a fail-closed capability enforces.
 func Mode(mode EnforcementMode) CapabilityOption {
 	return func(c *Capability) { c.c.Mode = mode }
 }
 
-// FailOpenAfter lets the capability's webhooks fail open during an outage:
-// once no admission replica has served for d, the module's watcher (which
-// then runs, leader-elected, in its own Deployment) sets them to
-// failurePolicy Ignore, and the first replica that serves again enforces
-// them once more. Without it an outage fails closed, the safe default: an
-// automatic fail-open hands anyone who can kill the admission pods an off
-// switch. A fail-closed capability cannot have one; `plan` lists it.
+// FailOpenAfter lets the capability's webhooks fail open once no admission
+// replica has served for d: the module's watcher sets them to failurePolicy
+// Ignore until a replica serves again. Without it an outage fails closed. A
+// fail-closed capability cannot have one.
 func FailOpenAfter(d time.Duration) CapabilityOption {
-	site := callSite(1)
+	site := define.Caller()
 	return func(c *Capability) { c.c.FailOpen = &spec.FailOpen{After: d, Site: site} }
 }
 
 // OptOutLabel lets namespaces and objects labelled key=true opt out of the
-// capability's webhooks. Only the allowed — usernames (a ServiceAccount is
-// system:serviceaccount:<namespace>:<name>) and groups prefixed "group:" —
-// may set, change or remove the label, on any namespace or object: a
-// ValidatingAdmissionPolicy in the module's manifests refuses everyone else,
-// whether the module runs or not. A fail-closed capability cannot have one.
+// capability's webhooks. Only the allowed (usernames, "group:" groups) may set,
+// change or remove the label: a ValidatingAdmissionPolicy refuses everyone
+// else. A fail-closed capability cannot have one.
 func OptOutLabel(key string, allowed ...string) CapabilityOption {
-	site := callSite(1)
+	site := define.Caller()
 	return func(c *Capability) { c.c.OptOut = &spec.OptOut{Label: key, Allowed: allowed, Site: site} }
 }
 
 // Capability declares a group of bindings.
 func (m *Module) Capability(name string, opts ...CapabilityOption) *Capability {
-	c := &Capability{m: m, c: spec.Capability{Name: name, Site: callSite(1)}}
+	c := &Capability{m: m, c: spec.Capability{Name: name, Site: define.Caller()}}
 	for _, o := range opts {
 		o(c)
 	}
-	m.d.AddCapability(1, c.c)
+	m.d.AddCapability(c.c)
 	return c
 }
 
 // Name is the capability's name.
 func (c *Capability) Name() string { return c.c.Name }
 
-// WhenBuilder declares what a capability does with objects of type T.
-type WhenBuilder[T client.Object] struct {
-	c       *Capability
-	proto   T
-	gvk     schema.GroupVersionKind
-	ops     []admissionv1.Operation
-	filters []spec.Filter
-	name    string
-	site    string
-	// parent and subresource name a subresource's requests: see Subresource
-	// and WhenScaled.
-	parent      schema.GroupVersionKind
-	subresource string
-
-	// What a watch could select on the server: see spec.Agree.
-	inNamespaces []string
-	labels       map[string]*string
-	selName      string
+// AdmissionBuilder declares what a capability admits of objects of type T:
+// operations, filters, then Mutate, Validate or Require. A filter returns a
+// FilteredAdmissionBuilder, which has no Require.
+type AdmissionBuilder[T client.Object] struct {
+	admissionOptions[T, *AdmissionBuilder[T]]
+	filterOptions[*FilteredAdmissionBuilder[T]]
 }
 
-// When starts a binding of the capability to objects of proto's type.
-func When[T client.Object](c *Capability, proto T) *WhenBuilder[T] {
-	b := &WhenBuilder[T]{c: c, proto: proto, site: callSite(1)}
-	gvk, err := scheme.GVKOf(c.m.d.Scheme, proto)
-	if err != nil {
-		c.m.recordf(1, "When: %v", err)
-	}
-	b.gvk = gvk
+// FilteredAdmissionBuilder is an AdmissionBuilder after a filter: it ends
+// with Mutate or Validate.
+type FilteredAdmissionBuilder[T client.Object] struct {
+	admissionOptions[T, *FilteredAdmissionBuilder[T]]
+	filterOptions[*FilteredAdmissionBuilder[T]]
+}
+
+// When starts an admission binding of the capability to objects of proto's
+// type.
+func When[T client.Object](c *Capability, proto T) *AdmissionBuilder[T] {
+	return newAdmission[T](define.NewBinding(c.m.d, c.c, proto, "When", define.Caller()))
+}
+
+// WhenScaled starts a binding to the scale requests of parent's resource
+// (kubectl scale, autoscalers), which carry an autoscaling/v1 Scale. Bind the
+// parent with When as well, or its replicas change through plain updates.
+func WhenScaled(c *Capability, parent client.Object) *AdmissionBuilder[*autoscalingv1.Scale] {
+	return newAdmission[*autoscalingv1.Scale](define.NewScaleBinding(c.m.d, c.c, parent, define.Caller()))
+}
+
+func newAdmission[T client.Object](d *define.Binding) *AdmissionBuilder[T] {
+	b := &AdmissionBuilder[T]{}
+	f := &FilteredAdmissionBuilder[T]{}
+	b.admissionOptions = admissionOptions[T, *AdmissionBuilder[T]]{self: b, ad: d}
+	f.admissionOptions = admissionOptions[T, *FilteredAdmissionBuilder[T]]{self: f, ad: d}
+	b.filterOptions = filterOptions[*FilteredAdmissionBuilder[T]]{next: f, fd: d}
+	f.filterOptions = b.filterOptions
 	return b
 }
 
-// WhenScaled starts a binding to the scale requests of parent's resource —
-// `kubectl scale`, an autoscaler — which carry an autoscaling/v1 Scale, not
-// the parent: WhenScaled(c, &appsv1.Deployment{}).IsUpdated().Validate(...)
-// judges deployments/scale. Bind the parent itself with When as well, or its
-// replicas change around the Validate through plain updates.
-func WhenScaled(c *Capability, parent client.Object) *WhenBuilder[*autoscalingv1.Scale] {
-	b := &WhenBuilder[*autoscalingv1.Scale]{c: c, proto: &autoscalingv1.Scale{}, site: callSite(1), subresource: "scale"}
-	var err error
-	if b.gvk, err = scheme.GVKOf(c.m.d.Scheme, b.proto); err != nil {
-		c.m.recordf(1, "WhenScaled: %v", err)
-	}
-	if b.parent, err = scheme.GVKOf(c.m.d.Scheme, parent); err != nil {
-		c.m.recordf(1, "WhenScaled: %v", err)
-	}
-	return b
+// Require makes the API server refuse matching requests for which the CEL
+// expression is not true, with message as the denial: a
+// ValidatingAdmissionPolicy in the module's manifests, holding whether the
+// module runs or not. The expression sees object, oldObject, request and
+// namespaceObject, e.g. has(object.metadata.labels). The capability's
+// namespaces, opt-out label and mode apply. A filtered builder has no
+// Require: write filters into the expression.
+func (b *AdmissionBuilder[T]) Require(expression, message string) {
+	b.ad.AddCheck(define.Caller(), expression, message)
 }
 
-// Subresource binds to the requests for a subresource of T's resource whose
-// requests carry T itself, such as "ephemeralcontainers" of Pods (kubectl
-// debug) or "status". A binding without it sees the resource's own requests
-// only. For "scale", use WhenScaled.
-func (b *WhenBuilder[T]) Subresource(name string) *WhenBuilder[T] {
-	if name == "" || name == "scale" || strings.Contains(name, "/") {
-		b.c.m.recordf(1, "Subresource(%q): expected a subresource whose requests carry %s, such as \"ephemeralcontainers\" or \"status\"; for scale use WhenScaled", name, b.gvk.Kind)
-		return b
-	}
-	b.subresource = name
-	return b
+// admissionOptions are what every admission builder has; each option returns
+// the builder it is called on (B).
+type admissionOptions[T client.Object, B any] struct {
+	self B
+	ad   *define.Binding
+}
+
+// Subresource binds to a subresource whose requests carry T itself, such as
+// "ephemeralcontainers" or "status"; for "scale", use WhenScaled.
+func (o admissionOptions[T, B]) Subresource(name string) B {
+	o.ad.SetSubresource(define.Caller(), name)
+	return o.self
 }
 
 // IsCreated binds to CREATE requests.
-func (b *WhenBuilder[T]) IsCreated() *WhenBuilder[T] { return b.on(admissionv1.Create) }
+func (o admissionOptions[T, B]) IsCreated() B { o.ad.On(admissionv1.Create); return o.self }
 
 // IsUpdated binds to UPDATE requests.
-func (b *WhenBuilder[T]) IsUpdated() *WhenBuilder[T] { return b.on(admissionv1.Update) }
+func (o admissionOptions[T, B]) IsUpdated() B { o.ad.On(admissionv1.Update); return o.self }
 
 // IsCreatedOrUpdated binds to CREATE and UPDATE requests.
-func (b *WhenBuilder[T]) IsCreatedOrUpdated() *WhenBuilder[T] {
-	return b.on(admissionv1.Create, admissionv1.Update)
+func (o admissionOptions[T, B]) IsCreatedOrUpdated() B {
+	o.ad.On(admissionv1.Create, admissionv1.Update)
+	return o.self
 }
 
 // IsDeleted binds to DELETE requests; the request's Object is the object
 // being deleted.
-func (b *WhenBuilder[T]) IsDeleted() *WhenBuilder[T] { return b.on(admissionv1.Delete) }
+func (o admissionOptions[T, B]) IsDeleted() B { o.ad.On(admissionv1.Delete); return o.self }
 
-func (b *WhenBuilder[T]) on(ops ...admissionv1.Operation) *WhenBuilder[T] {
-	b.ops = append(b.ops, ops...)
-	return b
+// Named names the binding in messages and metrics; by default it is named
+// after its kind, action and place.
+func (o admissionOptions[T, B]) Named(name string) B {
+	o.ad.SetName(define.Caller(), name)
+	return o.self
+}
+
+// Mutate edits matching objects with fn; the API server gets the JSON patch.
+// An error answers by the module's failure policy.
+func (o admissionOptions[T, B]) Mutate(fn func(ctx context.Context, req *Request[T]) error) {
+	o.ad.AddAdmission(define.Caller(), define.MutateBinding(o.ad.GVK, o.ad.Proto.(T), fn), "mutate")
+}
+
+// Validate judges matching objects with fn.
+func (o admissionOptions[T, B]) Validate(fn func(ctx context.Context, req *Request[T]) Verdict) {
+	o.ad.AddAdmission(define.Caller(), define.ValidateBinding(o.ad.GVK, o.ad.Proto.(T), fn), "validate")
+}
+
+// filterOptions are the Go filters of admission and watch builders; each
+// returns F, the builder that follows a filter.
+type filterOptions[F any] struct {
+	next F
+	fd   *define.Binding
 }
 
 // InNamespace runs the binding only for objects in these namespaces.
-func (b *WhenBuilder[T]) InNamespace(namespaces ...string) *WhenBuilder[T] {
-	b.filters = append(b.filters, spec.InNamespace(namespaces...))
-	b.inNamespaces = append(b.inNamespaces, namespaces...)
-	return b
+func (o filterOptions[F]) InNamespace(namespaces ...string) F {
+	o.fd.InNamespace(namespaces)
+	return o.next
 }
 
 // InNamespaceRegex runs the binding only in namespaces matching the regular
 // expression.
-func (b *WhenBuilder[T]) InNamespaceRegex(expr string) *WhenBuilder[T] {
-	if re := b.compile("InNamespaceRegex", expr); re != nil {
-		b.filters = append(b.filters, spec.InNamespaceRegex(re))
-	}
-	return b
+func (o filterOptions[F]) InNamespaceRegex(expr string) F {
+	o.fd.InNamespaceRegex(define.Caller(), expr)
+	return o.next
 }
 
 // WithName runs the binding only for the object of this name.
-func (b *WhenBuilder[T]) WithName(name string) *WhenBuilder[T] {
-	b.filters = append(b.filters, spec.WithName(name))
-	b.selName = name
-	return b
-}
+func (o filterOptions[F]) WithName(name string) F { o.fd.WithName(name); return o.next }
 
 // WithNameRegex runs the binding only for objects whose name matches.
-func (b *WhenBuilder[T]) WithNameRegex(expr string) *WhenBuilder[T] {
-	if re := b.compile("WithNameRegex", expr); re != nil {
-		b.filters = append(b.filters, spec.WithNameRegex(re))
-	}
-	return b
+func (o filterOptions[F]) WithNameRegex(expr string) F {
+	o.fd.WithNameRegex(define.Caller(), expr)
+	return o.next
 }
 
-// WithLabel runs the binding only for objects with the label (and value).
-func (b *WhenBuilder[T]) WithLabel(key string, value ...string) *WhenBuilder[T] {
-	if len(value) > 1 {
-		b.c.m.recordf(1, "WithLabel(%q): expected one value at most, got %d", key, len(value))
-	}
-	b.filters = append(b.filters, spec.WithLabel(key, value...))
-	if b.labels == nil {
-		b.labels = map[string]*string{}
-	}
-	if len(value) > 0 {
-		b.labels[key] = &value[0]
-	} else {
-		b.labels[key] = nil
-	}
-	return b
+// WithLabel runs the binding only for objects that have the label.
+func (o filterOptions[F]) WithLabel(key string) F { o.fd.WithLabel(key, nil); return o.next }
+
+// WithLabelValue runs the binding only for objects with the label set to
+// value.
+func (o filterOptions[F]) WithLabelValue(key, value string) F {
+	o.fd.WithLabel(key, &value)
+	return o.next
 }
 
-// WithAnnotation runs the binding only for objects with the annotation (and
-// value).
-func (b *WhenBuilder[T]) WithAnnotation(key string, value ...string) *WhenBuilder[T] {
-	if len(value) > 1 {
-		b.c.m.recordf(1, "WithAnnotation(%q): expected one value at most, got %d", key, len(value))
-	}
-	b.filters = append(b.filters, spec.WithAnnotation(key, value...))
-	return b
+// WithAnnotation runs the binding only for objects that have the annotation.
+func (o filterOptions[F]) WithAnnotation(key string) F { o.fd.WithAnnotation(key, nil); return o.next }
+
+// WithAnnotationValue runs the binding only for objects with the annotation
+// set to value.
+func (o filterOptions[F]) WithAnnotationValue(key, value string) F {
+	o.fd.WithAnnotation(key, &value)
+	return o.next
 }
 
-// WithDeletionTimestamp runs the binding only for objects being deleted.
-func (b *WhenBuilder[T]) WithDeletionTimestamp() *WhenBuilder[T] {
-	b.filters = append(b.filters, spec.WithDeletionTimestamp())
-	return b
-}
-
-// Named names the binding in messages and metrics; by default it is named
-// after its kind, action and place.
-func (b *WhenBuilder[T]) Named(name string) *WhenBuilder[T] {
-	if problems := validation.IsDNS1123Label(name); len(problems) > 0 {
-		b.c.m.recordf(1, "binding name %q: %s", name, strings.Join(problems, "; "))
-	}
-	b.name = name
-	return b
-}
-
-func (b *WhenBuilder[T]) compile(method, expr string) *regexp.Regexp {
-	re, err := regexp.Compile(expr)
-	if err != nil {
-		b.c.m.recordf(2, "%s(%q): expected a Go regular expression: %v", method, expr, err)
-		return nil
-	}
-	return re
-}
-
-// Mutate edits matching objects with fn; the module sends the API server the
-// JSON patch of its edits. An error answers by the module's failure policy.
-func (b *WhenBuilder[T]) Mutate(fn func(ctx context.Context, req *Request[T]) error) {
-	b.add(define.MutateBinding(b.gvk, b.proto, fn), "mutate")
-}
-
-// Validate judges matching objects with fn.
-func (b *WhenBuilder[T]) Validate(fn func(ctx context.Context, req *Request[T]) Verdict) {
-	b.add(define.ValidateBinding(b.gvk, b.proto, fn), "validate")
-}
-
-// Require makes the API server itself refuse matching requests for which the
-// CEL expression is not true, with message as the denial: a
-// ValidatingAdmissionPolicy and its binding in the module's manifests, with
-// no call to the module. So a check of the object alone costs a request no
-// webhook round trip, and holds from install on, whether the module runs or
-// not. The expression sees object, oldObject, request and namespaceObject as
-// a ValidatingAdmissionPolicy does, for example
-//
-//	has(object.metadata.labels) && 'app' in object.metadata.labels
-//
-// The capability's namespaces and opt-out label apply, and its mode: Warn and
-// Audit become the policy binding's Warn and Audit actions (Audit writes to
-// the API server's audit log, not the module's findings). The objects the
-// module's gates wait for are excluded. A check takes no filters (WithLabel
-// and the like): write them into the expression. Use Validate for what needs
-// Go, the Store or listers.
-func (b *WhenBuilder[T]) Require(expression, message string) {
-	m := b.c.m
-	if len(b.ops) == 0 {
-		m.recordf(1, "When(%s).Require: no operation: call IsCreated, IsUpdated, IsCreatedOrUpdated or IsDeleted first", b.gvk.Kind)
-	}
-	if len(b.filters) > 0 {
-		m.recordf(1, "When(%s).Require: a check takes no filters (WithLabel, WithName and the like), the API server evaluates it alone: write the condition into the expression, as in !has(object.metadata.labels) || ...", b.gvk.Kind)
-	}
-	if strings.TrimSpace(expression) == "" {
-		m.recordf(1, "When(%s).Require: expected a CEL expression, got none", b.gvk.Kind)
-	} else if err := checkCEL(expression); err != nil {
-		m.recordf(1, "When(%s).Require(%q): expected a CEL expression: %v", b.gvk.Kind, expression, err)
-	}
-	if strings.TrimSpace(message) == "" || strings.ContainsAny(message, "\r\n") {
-		m.recordf(1, "When(%s).Require: message %q: expected the denial, one line", b.gvk.Kind, message)
-	}
-	c := spec.Check{
-		Capability: b.c.c.Name, Name: b.name, GVK: b.gvk, Operations: b.ops, Namespaces: b.c.c.Namespaces,
-		Parent: b.parent, Subresource: b.subresource, OptOut: b.c.c.OptOutLabel(),
-		Expression: expression, Message: message, Site: callSite(1),
-	}
-	if c.Name != "" {
-		if problems := validation.IsDNS1123Subdomain(spec.PolicyName(m.d.Name, c.Capability, c.Name)); len(problems) > 0 {
-			m.recordf(1, "When(%s).Require: the policy's name %q: %s: name the capability or the check otherwise", b.gvk.Kind, spec.PolicyName(m.d.Name, c.Capability, c.Name), strings.Join(problems, "; "))
-		}
-	}
-	m.d.AddCheck(c)
-}
-
-// parseEnv parses checks' expressions: made once, as making one costs more
-// than parsing a short expression.
-var parseEnv = sync.OnceValues(func() (*cel.Env, error) { return cel.NewEnv() })
-
-// checkCEL reports a CEL expression that does not parse. Its types and
-// functions are the API server's to check when the policy is applied.
-func checkCEL(expression string) error {
-	env, err := parseEnv()
-	if err != nil {
-		return err
-	}
-	if _, iss := env.Parse(expression); iss.Err() != nil {
-		return iss.Err()
-	}
-	return nil
-}
-
-func (b *WhenBuilder[T]) add(binding spec.Binding, action string) {
-	m := b.c.m
-	if len(b.ops) == 0 {
-		m.recordf(2, "When(%s).%s: no operation: call IsCreated, IsUpdated, IsCreatedOrUpdated or IsDeleted first", b.gvk.Kind, strings.ToUpper(action[:1])+action[1:])
-	}
-	binding.Capability = b.c.c.Name
-	binding.Operations = b.ops
-	binding.Namespaces = b.c.c.Namespaces
-	binding.FailClosed = b.c.c.FailClosed
-	binding.OptOut = b.c.c.OptOutLabel()
-	binding.FailOpenAfter = b.c.c.FailOpenAfter()
-	binding.Filters = b.filters
-	binding.Parent, binding.Subresource = b.parent, b.subresource
-	binding.Name = b.name
-	binding.Site = b.site
-	m.d.AddBinding(binding)
-}
+// WhileTerminating runs the binding only for objects being deleted: those
+// with a deletion timestamp, held by a finalizer.
+func (o filterOptions[F]) WhileTerminating() F { o.fd.WhileTerminating(); return o.next }

@@ -1,27 +1,18 @@
 // Package vigil is the API a Kubernetes module is written with: one Go program
-// that admits (mutates and validates), watches, reconciles and schedules, and
-// that holds back its own start until the cluster is ready for it.
-//
-// A module is declared once and run in different roles by its own binary:
+// that admits, watches, reconciles and schedules, and holds back its own start
+// until the cluster is ready for it. Its binary runs in every role:
 //
 //	m := vigil.NewModule("uds-core", vigil.Options{Namespace: "uds-system"})
 //
-// Startup gates (WaitFor, Sample) hold the module back until the cluster is
-// ready for it; each phase runs as an init container (`<module> gate --phase
-// N`). Capabilities group admission bindings (When(...).Mutate/Validate),
-// served by `<module> admission`, which registers its webhook configurations
-// only once it is ready and reachable. The same When chain declares Watch,
-// Reconcile and Finalize bindings, and OnSchedule declares schedules: `<module>
-// watcher` runs them on shared informers, on the one replica that holds the
-// module's Lease. NewLister gives handlers of every role a live read cache. A
-// Store keeps state the module's replicas share; callbacks and handlers find
-// theirs with StoreFrom, and the API server with ClientFrom. Run gives the
-// module's binary these roles, and `plan` prints what the module will do.
+// Gates (WaitFor, Sample) run as init containers, one per phase. Capabilities
+// group admission bindings (When(...).Mutate/Validate/Require), served by
+// `<module> admission`, and watch bindings (Watch(...).OnEvent/Reconcile/
+// Finalize) and schedules (OnSchedule), run by `<module> watcher` on the
+// replica holding the module's Lease. NewLister gives handlers a live read
+// cache, the Store shared state (StoreFrom), ClientFrom the API server.
 //
-// This package is the facade: it holds only the entry points a module author
-// uses. The definition is resolved once (internal/spec) and every role and
-// tool reads that. Declarations never return
-// errors; the first mistake is recorded with the file and line of the call that
-// made it and reported when the module is validated or run, so a module with a
-// bad definition fails at start and says where.
+// This package holds declarations only: their checks are internal/define's,
+// the resolved definition internal/spec's. A declaration never returns an
+// error: a mistake is recorded with the author's file and line and reported by
+// Verify, `plan` and Run, before anything starts.
 package vigil

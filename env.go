@@ -8,8 +8,8 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// Container names a container of the module's pods, for the For of Env,
-// MountSecret and MountConfigMap: Admission, Watcher, or Phase(n).
+// Container names a container of the module's pods, for every For (Env,
+// MountSecret, MountConfigMap, RBAC): Admission, Watcher, Phase(n) or Gates.
 type Container struct{ c define.Container }
 
 var (
@@ -19,15 +19,17 @@ var (
 	// Watcher is the watcher pod's container, which runs watches, schedules
 	// and the audit.
 	Watcher = Container{define.Container{Role: spec.WatcherContainer}}
+	// Gates is the init container of every gate phase, which run the gates
+	// and their callbacks.
+	Gates = Container{define.Container{Role: define.GatesRole}}
 )
 
-// Phase is the init container of gate phase n (gate-phase-n), which runs
-// that phase's gates and their callbacks. A phase no gate runs in is a
-// definition mistake.
+// Phase is the init container of gate phase n (gate-phase-n); a phase no gate
+// runs in is a definition mistake.
 func Phase(n int) Container { return Container{define.Container{Phase: n}} }
 
 // String names the container as it is declared: Admission, Watcher,
-// Phase(n).
+// Phase(n), Gates.
 func (c Container) String() string { return c.c.String() }
 
 func containers(cs []Container) []define.Container {
@@ -45,89 +47,82 @@ type EnvBuilder struct {
 	e *define.Env
 }
 
-// Env declares the environment variable name of the containers For names.
-// Its value is a literal (Value) or a key of a Secret or ConfigMap in the
-// module's namespace (FromSecret, FromConfigMap), which `manifests` renders
-// as a reference and `vigil dev` reads from the cluster it runs against. A
-// required key is a startup dependency of the containers that get it: they
-// do not start until it exists, and `plan` says so.
+// Env declares the environment variable name of the containers For names,
+// with a literal value or a key of a Secret or ConfigMap of the module's
+// namespace (a required key holds the containers until it exists; `vigil dev`
+// reads it from its cluster):
 //
-//	vigil.Env(m, "LOG_FORMAT").Value("json").For(vigil.Admission, vigil.Watcher)
 //	vigil.Env(m, "API_TOKEN").FromSecret("api", "token").For(vigil.Phase(1))
 func Env(m *Module, name string) *EnvBuilder {
-	e, err := define.NewEnv(name, callSite(1))
-	m.check(1, err)
+	site := define.Caller()
+	e, err := define.NewEnv(name, site)
+	m.d.Check(site, err)
 	m.d.AddEnv(e)
 	return &EnvBuilder{m: m, e: e}
 }
 
 // Value gives the variable a literal value.
 func (b *EnvBuilder) Value(v string) *EnvBuilder {
-	b.m.check(1, b.e.SetValue(v, callSite(1)))
+	site := define.Caller()
+	b.m.d.Check(site, b.e.SetValue(v, site))
 	return b
 }
 
 // FromSecret takes the variable's value from the key of the Secret name in
 // the module's namespace.
 func (b *EnvBuilder) FromSecret(name, key string) *EnvBuilder {
-	b.m.check(1, b.e.SetFrom(spec.SecretKind, name, key, callSite(1)))
+	site := define.Caller()
+	b.m.d.Check(site, b.e.SetFrom(spec.SecretKind, name, key, site))
 	return b
 }
 
 // FromConfigMap takes the variable's value from the key of the ConfigMap
 // name in the module's namespace.
 func (b *EnvBuilder) FromConfigMap(name, key string) *EnvBuilder {
-	b.m.check(1, b.e.SetFrom(spec.ConfigMapKind, name, key, callSite(1)))
+	site := define.Caller()
+	b.m.d.Check(site, b.e.SetFrom(spec.ConfigMapKind, name, key, site))
 	return b
 }
 
 // Optional leaves the variable unset when its Secret or ConfigMap, or the
 // key, is missing; without it the containers do not start until it exists.
-func (b *EnvBuilder) Optional() *EnvBuilder {
-	b.e.SetOptional()
-	return b
-}
+func (b *EnvBuilder) Optional() *EnvBuilder { b.e.SetOptional(); return b }
 
 // For gives the variable to these containers, and only to them.
 func (b *EnvBuilder) For(cs ...Container) *EnvBuilder {
-	b.m.check(1, b.e.For(callSite(1), containers(cs)))
+	site := define.Caller()
+	b.m.d.Check(site, b.e.For(site, containers(cs)))
 	return b
 }
 
 // MountBuilder declares a Secret or ConfigMap volume; For names the
-// containers that mount it. Path and File say where the running process
-// finds it.
+// containers that mount it, Path and File where the process finds it.
 type MountBuilder struct {
 	m  *Module
 	mt *define.Mount
 }
 
-// MountSecret mounts the Secret name of the module's namespace, read-only,
-// at path (absolute) in the containers For names: one file per key. It is
-// required unless Optional: the kubelet mounts every volume of a pod before
-// its first container starts, so the whole pod — every gate phase of the
-// admission pod — waits until the Secret exists. `plan` lists it as a
-// startup dependency, and its deadlock analysis finds a Secret that only a
-// gate of that pod would create.
+// MountSecret mounts the Secret name of the module's namespace, read-only, at
+// path in the containers For names, one file per key. Unless Optional, the
+// whole pod waits until it exists, and `plan` lists it as a dependency;
+// `vigil dev` writes its keys under a folder of the run, which Path and File
+// find.
 //
-//	defaults := vigil.MountSecret(m, "uds-defaults", "/etc/uds/defaults").For(vigil.Phase(1), vigil.Admission)
+//	defaults := vigil.MountSecret(m, "uds-defaults", "/etc/uds").For(vigil.Admission)
 //	data, err := os.ReadFile(defaults.File("defaults.yaml"))
-//
-// `vigil dev` reads the Secret from the cluster it runs against and writes
-// its keys under a folder of the run; File and Path find them there.
 func MountSecret(m *Module, name, path string) *MountBuilder {
-	return mount(m, spec.SecretKind, name, path)
+	return mount(m, spec.SecretKind, name, path, define.Caller())
 }
 
 // MountConfigMap mounts the ConfigMap name of the module's namespace as
 // MountSecret mounts a Secret.
 func MountConfigMap(m *Module, name, path string) *MountBuilder {
-	return mount(m, spec.ConfigMapKind, name, path)
+	return mount(m, spec.ConfigMapKind, name, path, define.Caller())
 }
 
-func mount(m *Module, kind, name, path string) *MountBuilder {
-	mt, err := define.NewMount(kind, name, path, callSite(2))
-	m.check(2, err)
+func mount(m *Module, kind, name, path, site string) *MountBuilder {
+	mt, err := define.NewMount(kind, name, path, site)
+	m.d.Check(site, err)
 	m.d.AddMount(mt)
 	return &MountBuilder{m: m, mt: mt}
 }
@@ -135,26 +130,23 @@ func mount(m *Module, kind, name, path string) *MountBuilder {
 // Keys mounts only these keys, one file each; every key is mounted without
 // it. A required volume whose object lacks one of them does not mount.
 func (b *MountBuilder) Keys(keys ...string) *MountBuilder {
-	b.m.check(1, b.mt.SetKeys(keys))
+	b.m.d.Check(define.Caller(), b.mt.SetKeys(keys))
 	return b
 }
 
 // Optional mounts an empty folder when the object is missing, rather than
 // holding the pod until it exists.
-func (b *MountBuilder) Optional() *MountBuilder {
-	b.mt.Optional = true
-	return b
-}
+func (b *MountBuilder) Optional() *MountBuilder { b.mt.Optional = true; return b }
 
 // For mounts the volume in these containers, and only in them.
 func (b *MountBuilder) For(cs ...Container) *MountBuilder {
-	b.m.check(1, b.mt.For(callSite(1), containers(cs)))
+	site := define.Caller()
+	b.m.d.Check(site, b.mt.For(site, containers(cs)))
 	return b
 }
 
-// Path is the folder the running process finds the volume's files in: the
-// mount path in a pod; under `vigil dev`, which materialises the data
-// locally, the same path under the folder VIGIL_MOUNT_ROOT names.
+// Path is the folder the process finds the volume's files in: the mount path,
+// or under `vigil dev` the same path under VIGIL_MOUNT_ROOT.
 func (b *MountBuilder) Path() string {
 	return filepath.FromSlash(spec.Mount{Path: b.mt.Path}.LocalPath(os.Getenv(spec.EnvMountRoot)))
 }

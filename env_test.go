@@ -78,13 +78,13 @@ func TestEnvAndMountMistakesNameTheirCallSite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := gated("configured-system")
 			tc.define(m)
-			err := m.Validate()
+			err := m.Verify()
 			if err == nil {
-				t.Fatal("Validate() = nil, want an error")
+				t.Fatal("Verify() = nil, want an error")
 			}
 			site := fmt.Sprintf("env_test.go:%d: ", tc.line)
 			if !strings.Contains(err.Error(), site) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Validate() = %q, want it to name %q and say %q", err, site, tc.want)
+				t.Fatalf("Verify() = %q, want it to name %q and say %q", err, site, tc.want)
 			}
 		})
 	}
@@ -93,14 +93,14 @@ func TestEnvAndMountMistakesNameTheirCallSite(t *testing.T) {
 	vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithName("first").ToBeCreated(nil)
 	vigil.Env(m, "X").Value("a").For(vigil.Watcher)
 	line := here() - 1
-	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("env_test.go:%d: Env(\"X\"): the module runs none of its containers (watcher)", line)) {
-		t.Fatalf("Validate() = %v, want the watcher it does not run named", err)
+	if err := m.Verify(); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("env_test.go:%d: Env(\"X\"): the module runs none of its containers (watcher)", line)) {
+		t.Fatalf("Verify() = %v, want the watcher it does not run named", err)
 	}
 	// And a valid one.
 	m = gated("configured-system")
 	configure(m)
-	if err := m.Validate(); err != nil {
-		t.Fatalf("Validate() = %v", err)
+	if err := m.Verify(); err != nil {
+		t.Fatalf("Verify() = %v", err)
 	}
 }
 

@@ -37,7 +37,7 @@ func ExampleWaitFor() {
 			}
 			return store.SetJSONAndWait(ctx, s, "clusterConfig", spec)
 		})
-	fmt.Println(m.Validate())
+	fmt.Println(m.Verify())
 	// Output: <nil>
 }
 
@@ -62,7 +62,7 @@ func ExampleSample() {
 		ToMatch(func(status int) bool { return status == http.StatusOK }).
 		Timeout(2 * time.Minute).
 		Optional()
-	fmt.Println(m.Validate())
+	fmt.Println(m.Verify())
 	// Output: <nil>
 }
 
@@ -85,15 +85,15 @@ func ExampleWhen() {
 			}
 			return admission.Allow()
 		})
-	fmt.Println(m.Validate())
+	fmt.Println(m.Verify())
 	// Output: <nil>
 }
 
 // A Reconcile keeps each ConfigMap labelled team=shop in line; it asks to
 // come back in a minute while the ConfigMap is not complete.
-func ExampleWhenBuilder_Reconcile() {
+func ExampleWatchBuilder_Reconcile() {
 	m := vigil.NewModule("shop", vigil.Options{})
-	vigil.When(m.Capability("sync"), &corev1.ConfigMap{}).WithLabel("team", "shop").
+	vigil.Watch(m.Capability("sync"), &corev1.ConfigMap{}).WithLabelValue("team", "shop").
 		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
 			if cm.Data["endpoint"] == "" {
 				return vigil.RequeueAfter(time.Minute)
@@ -107,7 +107,7 @@ func ExampleWhenBuilder_Reconcile() {
 		})
 	m.RBAC("the sync annotates the ConfigMaps it reconciles",
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update"}})
-	fmt.Println(m.Validate())
+	fmt.Println(m.Verify())
 	// Output: <nil>
 }
 
@@ -115,7 +115,7 @@ func ExampleWhenBuilder_Reconcile() {
 // validation consults the current Secrets without calling the API server.
 func ExampleNewLister() {
 	m := vigil.NewModule("uds-core", vigil.Options{})
-	secrets := vigil.NewLister[*corev1.Secret](m)
+	secrets := vigil.NewLister(m, &corev1.Secret{})
 	vigil.When(m.Capability("policies"), &corev1.Pod{}).IsCreated().
 		Validate(func(ctx context.Context, req *vigil.Request[*corev1.Pod]) vigil.Verdict {
 			for _, v := range req.Object.Spec.Volumes {
@@ -128,7 +128,7 @@ func ExampleNewLister() {
 			}
 			return admission.Allow()
 		})
-	fmt.Println(m.Validate())
+	fmt.Println(m.Verify())
 	// Output: <nil>
 }
 
@@ -143,7 +143,7 @@ func ExampleModule_OnSchedule() {
 		_, err := fmt.Fprintln(os.Stderr, "alive")
 		return err
 	})
-	fmt.Println(m.Validate())
+	fmt.Println(m.Verify())
 	// Output: <nil>
 }
 
@@ -159,7 +159,7 @@ func ExampleMountSecret() {
 	vigil.Env(m, "API_TOKEN").FromSecret("api", "token").Optional().For(vigil.Admission)
 	defaults := vigil.MountSecret(m, "uds-core-defaults", "/etc/uds").Keys("defaults.yaml").
 		For(vigil.Phase(1), vigil.Admission)
-	fmt.Println(m.Validate())
+	fmt.Println(m.Verify())
 	fmt.Println(defaults.File("defaults.yaml")) // in a pod
 	// Output:
 	// <nil>

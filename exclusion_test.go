@@ -214,14 +214,14 @@ func TestGateByNameInEveryNamespaceOnAGovernedKindIsAMistake(t *testing.T) {
 			m := vigil.NewModule("wide", vigil.Options{})
 			vigil.WaitFor(m, &corev1.Pod{}).WithName("seed").ToBeCreated(nil)
 			tc.declare(m)
-			err := m.Validate()
+			err := m.Verify()
 			if err == nil {
-				t.Fatal("Validate() = nil, want the gate's mistake")
+				t.Fatal("Verify() = nil, want the gate's mistake")
 			}
 			for _, w := range append(tc.want, "exclusion_test.go:", "gate pod-seed waits for the Pod named seed in every namespace",
 				"would exempt every Pod named seed in every namespace", "add .InNamespace(namespace) to the gate") {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+					t.Errorf("Verify() = %q, want it to contain %q", err, w)
 				}
 			}
 			for _, cmd := range []string{"plan", "manifests"} {
@@ -240,8 +240,8 @@ func TestGateByNameInEveryNamespaceOnAGovernedKindIsAMistake(t *testing.T) {
 	hooks := m.Capability("hooks")
 	vigil.When(hooks, &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(denyPrivileged)
 	vigil.When(hooks, &corev1.Namespace{}).IsCreated().Named("namespaces").Validate(func(context.Context, *vigil.Request[*corev1.Namespace]) vigil.Verdict { return admission.Allow() })
-	if err := m.Validate(); err != nil {
-		t.Errorf("Validate() = %v, want nil", err)
+	if err := m.Verify(); err != nil {
+		t.Errorf("Verify() = %v, want nil", err)
 	}
 	code, plan := runCapture(t, m, "plan")
 	for _, want := range []string{"Pod seed in namespace infra: gate pod-seed", "Namespace infra (cluster-scoped): gate namespace-infra"} {
@@ -303,8 +303,8 @@ func TestGateByNameOnANamespacedCRDKind(t *testing.T) {
 		Validate(func(context.Context, *vigil.Request[*unstructured.Unstructured]) vigil.Verdict {
 			return admission.Allow()
 		})
-	if err := m.Validate(); err != nil {
-		t.Fatalf("Validate() = %v: the definition cannot tell a Widget's scope, want no mistake yet", err)
+	if err := m.Verify(); err != nil {
+		t.Fatalf("Verify() = %v: the definition cannot tell a Widget's scope, want no mistake yet", err)
 	}
 	code, plan := runCapture(t, m, "plan")
 	if code != 0 || !strings.Contains(plan, "Widget seed (cluster-scoped; the admission role refuses to register if Widget is a namespaced kind its webhooks or checks govern): gate seed (exclusion_test.go:") {

@@ -29,13 +29,13 @@ func TestFailOpenAfterMistakes(t *testing.T) {
 			m := vigil.NewModule("mod", vigil.Options{})
 			c := m.Capability("strict", tc.opts...)
 			vigil.When(c, &corev1.Pod{}).IsCreated().Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
-			err := m.Validate()
+			err := m.Verify()
 			if err == nil {
-				t.Fatal("Validate() = nil, want the mistake")
+				t.Fatal("Verify() = nil, want the mistake")
 			}
 			for _, w := range []string{"failopen_test.go:", "capability strict: FailOpenAfter(", tc.want} {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+					t.Errorf("Verify() = %q, want it to contain %q", err, w)
 				}
 			}
 			if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != cmdutil.ExitFailed {
@@ -53,7 +53,7 @@ func TestPlanShowsFailOpenAfter(t *testing.T) {
 	vigil.When(lenient, &corev1.ConfigMap{}).IsCreated().Named("label").Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error { return nil })
 	firm := m.Capability("firm")
 	vigil.When(firm, &corev1.Pod{}).IsCreated().Named("no-root").Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
-	if err := m.Validate(); err != nil {
+	if err := m.Verify(); err != nil {
 		t.Fatal(err)
 	}
 	out := captureStdout(t, func() {

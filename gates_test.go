@@ -60,14 +60,14 @@ func TestDefinitionMistakesNameTheirCallSite(t *testing.T) {
 			vigil.WaitFor(m, &corev1.Secret{}).WithName("b").Named("same").ToBeCreated(nil)
 		}, []string{`gate name "same" is already used by the gate at gates_test.go:`}},
 		{"selector with no outcome", func(m *vigil.Module) {
-			vigil.WaitFor(m, &corev1.ConfigMap{}).WithLabel("app", "x")
+			vigil.WaitFor(m, &corev1.ConfigMap{}).WithLabelValue("app", "x")
 		}, []string{"gates_test.go:", "has no outcome"}},
 		{"established on a ConfigMap", func(m *vigil.Module) {
 			vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").ToBe(gate.Established())
 		}, []string{"gates_test.go:", "Established"}},
 		{"two outcomes", func(m *vigil.Module) {
-			vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").ToBeCreated(nil).ToBeDeleted()
-		}, []string{"gates_test.go:", "ToBeDeleted after ToBeCreated"}},
+			vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").ToBeCreated(nil).ToBeGone()
+		}, []string{"gates_test.go:", "ToBeGone after ToBeCreated"}},
 		{"fallback without timeout", func(m *vigil.Module) {
 			vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").
 				OnTimeout(func(context.Context) (*corev1.ConfigMap, error) { return nil, nil }).ToBeCreated(nil)
@@ -79,13 +79,13 @@ func TestDefinitionMistakesNameTheirCallSite(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := vigil.NewModule("mod", vigil.Options{})
 			tc.define(m)
-			err := m.Validate()
+			err := m.Verify()
 			if err == nil {
-				t.Fatal("Validate() = nil, want the mistake")
+				t.Fatal("Verify() = nil, want the mistake")
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+					t.Errorf("Verify() = %q, want it to contain %q", err, w)
 				}
 			}
 			// The binary refuses to run any role with them.
@@ -101,13 +101,13 @@ func TestDefinitionMistakesNameTheirCallSite(t *testing.T) {
 func TestSampleWithoutOutcomeNamesToMatch(t *testing.T) {
 	m := vigil.NewModule("mod", vigil.Options{})
 	vigil.Sample(m, func(context.Context) (int, error) { return 1, nil }, vigil.Every(time.Second))
-	err := m.Validate()
+	err := m.Verify()
 	if err == nil || !strings.Contains(err.Error(), "gates_test.go:") || !strings.Contains(err.Error(), "has no outcome: end it with ToMatch") {
-		t.Fatalf("Validate() = %v, want the call site and ToMatch", err)
+		t.Fatalf("Verify() = %v, want the call site and ToMatch", err)
 	}
-	for _, other := range []string{"ToBeCreated", "ToBeDeleted", "ToBe "} {
+	for _, other := range []string{"ToBeCreated", "ToBeGone", "ToBe "} {
 		if strings.Contains(err.Error(), other) {
-			t.Errorf("Validate() = %q names %s, which a sample does not have", err, other)
+			t.Errorf("Verify() = %q names %s, which a sample does not have", err, other)
 		}
 	}
 }
@@ -144,7 +144,7 @@ func TestTypedGatesAndGateResult(t *testing.T) {
 			return nil
 		})
 	vigil.WaitFor(m, &corev1.ConfigMap{}).
-		InNamespace(ns).WithLabel("app", "exemption").Named("exemptions").
+		InNamespace(ns).WithLabelValue("app", "exemption").Named("exemptions").
 		AtLeast(2).
 		ToMatch(func(c *corev1.ConfigMap) bool { return c.Data["policy"] == "privileged" }).
 		Then(func(_ context.Context, cms []*corev1.ConfigMap, _ vigil.Store) error {
@@ -270,7 +270,7 @@ func TestGateCallbacksAreMarkedRunning(t *testing.T) {
 }
 
 // The typed Store helpers read every view of the Store an author is handed:
-// the callback's own Store and the Reader of ModuleStoreFrom.
+// the callback's own Store and the Reader of its Module.
 func TestTypedHelpersReadEveryStoreView(t *testing.T) {
 	ctx := t.Context()
 	if err := env.InstallCRDYAML(storeCRD(t)); err != nil {
@@ -290,7 +290,7 @@ func TestTypedHelpersReadEveryStoreView(t *testing.T) {
 			var err error
 			fromOwn, _, err = store.GetJSON[team](vigil.StoreFrom(ctx), "team")
 			errs = append(errs, err)
-			fromModule, _, err = store.GetJSON[team](vigil.ModuleStoreFrom(ctx), "team")
+			fromModule, _, err = store.GetJSON[team](vigil.StoreFrom(ctx).Module(), "team")
 			errs = append(errs, err)
 			return nil
 		})
@@ -298,7 +298,7 @@ func TestTypedHelpersReadEveryStoreView(t *testing.T) {
 		t.Fatalf("gate --phase 0: exit %d", code)
 	}
 	if err := errors.Join(errs...); err != nil || fromOwn.Name != "platform" || fromModule.Name != "platform" {
-		t.Fatalf("GetJSON from StoreFrom = %+v, from ModuleStoreFrom = %+v, err %v; want platform from both", fromOwn, fromModule, err)
+		t.Fatalf("GetJSON from StoreFrom = %+v, from StoreFrom(ctx).Module() = %+v, err %v; want platform from both", fromOwn, fromModule, err)
 	}
 }
 
@@ -311,7 +311,7 @@ func TestFromAccessorsInGateFunctions(t *testing.T) {
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "remote"}, Data: map[string]string{"state": "up"}}); err != nil {
 		t.Fatal(err)
 	}
-	if vigil.ClientFrom(ctx) != nil || vigil.ConfigFrom(ctx) != nil || vigil.StoreFrom(ctx) != nil || vigil.ModuleStoreFrom(ctx) != nil {
+	if vigil.ClientFrom(ctx) != nil || vigil.ConfigFrom(ctx) != nil || vigil.StoreFrom(ctx) != nil {
 		t.Fatal("an accessor returned something outside the functions vigil calls")
 	}
 	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
@@ -326,8 +326,8 @@ func TestFromAccessorsInGateFunctions(t *testing.T) {
 		if vigil.StoreFrom(ctx) == nil {
 			missing = append(missing, "StoreFrom")
 		}
-		if vigil.ModuleStoreFrom(ctx) == nil {
-			missing = append(missing, "ModuleStoreFrom")
+		if s := vigil.StoreFrom(ctx); s != nil && s.Module() == nil {
+			missing = append(missing, "StoreFrom(ctx).Module()")
 		}
 		cm := &corev1.ConfigMap{}
 		if c := vigil.ClientFrom(ctx); c == nil {
@@ -443,7 +443,7 @@ func TestOneCallbackPerGate(t *testing.T) {
 	sampled := func(context.Context, string, vigil.Store) error { return nil }
 
 	single := vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a")
-	set := vigil.WaitFor(m, &corev1.ConfigMap{}).WithLabel("app", "x").Named("set").All()
+	set := vigil.WaitFor(m, &corev1.ConfigMap{}).WithLabelValue("app", "x").Named("set").All()
 	sample := vigil.Sample(m, func(context.Context) (string, error) { return "", nil }, vigil.Every(time.Second))
 	_, _, line, _ := goruntime.Caller(0)
 	single.ToBeCreated(one)
@@ -454,9 +454,9 @@ func TestOneCallbackPerGate(t *testing.T) {
 	sample.Then(sampled)
 	set.InPhase(-1)
 
-	err := m.Validate()
+	err := m.Verify()
 	if err == nil {
-		t.Fatal("Validate() = nil, want the second callbacks refused")
+		t.Fatal("Verify() = nil, want the second callbacks refused")
 	}
 	for _, want := range []string{
 		fmt.Sprintf("gates_test.go:%d: gate configmap-a: Then sets a callback, but ToBeCreated at gates_test.go:%d already set one", line+2, line+1),
@@ -465,23 +465,24 @@ func TestOneCallbackPerGate(t *testing.T) {
 		fmt.Sprintf("gates_test.go:%d: gate set: InPhase(-1)", line+7),
 	} {
 		if !strings.Contains(err.Error(), want) {
-			t.Errorf("Validate() = %q\nwant it to contain %q", err, want)
+			t.Errorf("Verify() = %q\nwant it to contain %q", err, want)
 		}
 	}
 }
 
-// A gate looks in one namespace; InNamespace takes namespaces as every
-// InNamespace does, and more than one is a mistake that says what to do.
+// A gate looks in one namespace: InNamespace takes one (more than one does
+// not compile: see TestInvalidDeclarationsDoNotCompile), and a name that is
+// not a namespace's is a mistake at its call site.
 func TestGateInOneNamespace(t *testing.T) {
 	m := vigil.NewModule("mod", vigil.Options{})
 	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("a").InNamespace("apps").ToBeCreated(nil)
-	if err := m.Validate(); err != nil {
+	if err := m.Verify(); err != nil {
 		t.Fatalf("one namespace: %v", err)
 	}
-	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("b").InNamespace("apps", "web").ToBeCreated(nil)
-	err := m.Validate()
-	if err == nil || !strings.Contains(err.Error(), "gates_test.go:") || !strings.Contains(err.Error(), "declare one gate per namespace") {
-		t.Fatalf("Validate() = %v, want the two namespaces refused at their call site", err)
+	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("b").InNamespace("Apps_Web").ToBeCreated(nil)
+	err := m.Verify()
+	if err == nil || !strings.Contains(err.Error(), "gates_test.go:") || !strings.Contains(err.Error(), `InNamespace("Apps_Web"): not a namespace name`) {
+		t.Fatalf("Verify() = %v, want the name refused at its call site", err)
 	}
 }
 
@@ -490,15 +491,15 @@ func TestSubresourceMistakes(t *testing.T) {
 	m := vigil.NewModule("mod", vigil.Options{})
 	vigil.When(m.Capability("a"), &corev1.Pod{}).Subresource("scale").IsUpdated().
 		Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
-	vigil.When(m.Capability("b"), &corev1.Pod{}).Subresource("ephemeralcontainers").
-		Reconcile(func(context.Context, *corev1.Pod) error { return nil })
-	err := m.Validate()
-	for _, want := range []string{`Subresource("scale"): expected a subresource whose requests carry Pod`, "for scale use WhenScaled", "watches see objects, not subresource requests"} {
+	// A watch with a Subresource does not compile: see
+	// TestInvalidDeclarationsDoNotCompile.
+	err := m.Verify()
+	for _, want := range []string{`Subresource("scale"): expected a subresource whose requests carry Pod`, "for scale use WhenScaled"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Validate() = %v, want it to contain %q", err, want)
+			t.Errorf("Verify() = %v, want it to contain %q", err, want)
 		}
 	}
 	if err != nil && !strings.Contains(err.Error(), "gates_test.go:") {
-		t.Errorf("Validate() = %v, want the call sites", err)
+		t.Errorf("Verify() = %v, want the call sites", err)
 	}
 }

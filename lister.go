@@ -3,10 +3,8 @@ package vigil
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/define"
@@ -21,69 +19,42 @@ type Lister[T client.Object] struct {
 	src *define.ListerSource
 }
 
-// NewLister declares a read cache of every object of type T, cluster-wide
-// unless scoped with InNamespace, fed by the same shared informer as the
-// module's watches of T. The admission and watcher roles sync it before they report ready, so a handler can read live
-// objects — an admission handler can consult the current Exemptions — without
-// a call to the API server. Declare listers with the module, before Run.
-//
-// An admission decision that a lister's data may have changed — a denial, or
-// an allow after a read found an object, as an Exemption grants — is made
-// again, once, after the listers the binding read have caught up with the API
-// server: a cache that lags the request does not decide it.
-func NewLister[T client.Object](m *Module) *Lister[T] {
-	var zero T
-	t := reflect.TypeOf(zero)
-	if t == nil || t.Kind() != reflect.Pointer {
-		m.recordf(1, "NewLister[%T]: expected a pointer to a Go type of a Kubernetes object, such as *corev1.ConfigMap", zero)
-		return &Lister[T]{m: m, src: &define.ListerSource{}}
-	}
-	proto := reflect.New(t.Elem()).Interface().(T)
-	if _, ok := any(proto).(*unstructured.Unstructured); ok {
-		m.recordf(1, "NewLister[*unstructured.Unstructured]: the kind is unknown: use NewListerFor(m, vigil.Kind(group, version, kind))")
-		return &Lister[T]{m: m, src: &define.ListerSource{}}
-	}
-	return listerFor(m, proto, 2)
+// NewLister declares a read cache of every object of proto's type, such as
+// NewLister(m, &corev1.Pod{}) or NewLister(m, vigil.Kind("uds.dev",
+// "v1alpha1", "Exemption")), fed by the informer the module's watches of the
+// kind share; the admission and watcher roles sync it before they are ready.
+// An admission decision a lister may have changed (a denial, or an allow after
+// a read found an object) is made again once the listers it read caught up.
+func NewLister[T client.Object](m *Module, proto T) *Lister[T] {
+	return listerFor(m, proto, define.Caller())
 }
 
-// NewListerFor is NewLister for a kind named at run time: NewListerFor(m,
-// vigil.Kind("uds.dev", "v1alpha1", "Exemption")) caches unstructured objects.
-func NewListerFor[T client.Object](m *Module, proto T) *Lister[T] {
-	return listerFor(m, proto, 2)
-}
-
-func listerFor[T client.Object](m *Module, proto T, skip int) *Lister[T] {
+func listerFor[T client.Object](m *Module, proto T, site string) *Lister[T] {
 	c := &Lister[T]{m: m, src: &define.ListerSource{}}
 	gvk, err := scheme.GVKOf(m.d.Scheme, proto)
 	if err != nil {
-		m.recordf(skip, "Lister: %v", err)
+		m.d.Recordf(site, "Lister: %v", err)
 		return c
 	}
 	c.src.GVK, c.src.New = gvk, spec.NewObjectFunc(proto, gvk)
 	if c.src.NewList, err = define.ListOf(m.d.Scheme, proto, gvk); err != nil {
-		m.recordf(skip, "Lister: %v", err)
+		m.d.Recordf(site, "Lister: %v", err)
 		return c
 	}
-	m.d.AddLister(define.Lister{Spec: spec.Lister{GVK: gvk, New: c.src.New}, Source: c.src, Site: callSite(skip)})
+	m.d.AddLister(define.Lister{Spec: spec.Lister{GVK: gvk, New: c.src.New}, Source: c.src, Site: site})
 	return c
 }
 
-// InNamespace limits the lister to the objects of these namespaces: its
-// informer lists and watches only them (a cluster-wide watch of the same kind
-// elsewhere in the module widens the informer, never what the lister reads),
-// its RBAC is a Role in each namespace instead of a ClusterRole, and the
-// freshness re-check of an admission decision reads the same namespaces. A
-// read of another namespace finds nothing. Scope a lister to what the
-// decisions that read it need — the namespace only trusted users can write,
-// say — so its memory is bounded by what they write, not by what anyone may
-// create in her own namespace. Call it where the lister is declared, before
-// Run:
+// InNamespace limits the lister to these namespaces: its informer lists and
+// watches only them, its RBAC is a Role in each, its freshness re-check reads
+// them, and a read of another finds nothing. Scope it to what its decisions
+// need, so its memory is bounded by what trusted users write:
 //
-//	exemptions := vigil.NewListerFor(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption")).
+//	exemptions := vigil.NewLister(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption")).
 //		InNamespace("uds-policy-exemptions")
 func (c *Lister[T]) InNamespace(namespaces ...string) *Lister[T] {
 	if len(namespaces) == 0 || slices.Contains(namespaces, "") {
-		c.m.recordf(1, "Lister of %s: InNamespace(%q): expected one or more namespace names, none empty", c.src.GVK.Kind, namespaces)
+		c.m.d.Recordf(define.Caller(), "Lister of %s: InNamespace(%q): expected one or more namespace names, none empty", c.src.GVK.Kind, namespaces)
 		return c
 	}
 	ns := slices.Clone(namespaces)

@@ -19,8 +19,8 @@ import (
 // or watch anything else. plan says what its informer selects.
 func TestScopedListerRBACIsARoleInItsNamespaces(t *testing.T) {
 	m := vigil.NewModule("scoped", vigil.Options{Namespace: "scoped-system"})
-	vigil.NewListerFor(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption")).InNamespace("uds-policy-exemptions", "more-exemptions")
-	vigil.NewListerFor(m, vigil.Kind("uds.dev", "v1alpha1", "ClusterConfig"))
+	vigil.NewLister(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption")).InNamespace("uds-policy-exemptions", "more-exemptions")
+	vigil.NewLister(m, vigil.Kind("uds.dev", "v1alpha1", "ClusterConfig"))
 	vigil.When(m.Capability("policies"), &corev1.Pod{}).IsCreated().
 		Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
 	roles := map[string][]rbacv1.PolicyRule{} // "Kind namespace" → rules
@@ -63,8 +63,8 @@ func TestScopedListerRBACIsARoleInItsNamespaces(t *testing.T) {
 // InNamespace with no namespace, or an empty one, is a definition mistake.
 func TestScopedListerNeedsNamespaces(t *testing.T) {
 	m := vigil.NewModule("scoped", vigil.Options{Namespace: "scoped-system"})
-	vigil.NewListerFor(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption")).InNamespace("")
-	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "lister_scope_test.go:") || !strings.Contains(err.Error(), "expected one or more namespace names, none empty") {
-		t.Errorf("Validate() = %v, want the mistake at its call site", err)
+	vigil.NewLister(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption")).InNamespace("")
+	if err := m.Verify(); err == nil || !strings.Contains(err.Error(), "lister_scope_test.go:") || !strings.Contains(err.Error(), "expected one or more namespace names, none empty") {
+		t.Errorf("Verify() = %v, want the mistake at its call site", err)
 	}
 }

@@ -51,12 +51,12 @@ func leastModule(ns, apps string) *vigil.Module {
 		})
 	vigil.Sample(m, func(context.Context) (int, error) { return 1, nil }, vigil.Every(time.Second)).InPhase(1).
 		ToMatch(func(n int) bool { return n == 1 })
-	exemptions := vigil.NewLister[*corev1.Secret](m)
+	exemptions := vigil.NewLister(m, &corev1.Secret{})
 	policy := m.Capability("policy", vigil.InNamespaces(apps))
 	vigil.When(policy, &corev1.ConfigMap{}).IsCreated().Named("label").
 		Mutate(func(ctx context.Context, r *vigil.Request[*corev1.ConfigMap]) error {
 			r.SetLabel("checked", "yes")
-			if team, ok, err := vigil.ModuleStoreFrom(ctx).Get("team"); err == nil && ok { // written by the gate
+			if team, ok, err := vigil.StoreFrom(ctx).Module().Get("team"); err == nil && ok { // written by the gate
 				r.SetLabel("team", team)
 			}
 			return nil
@@ -68,7 +68,7 @@ func leastModule(ns, apps string) *vigil.Module {
 			}
 			return admission.Deny("bad ConfigMap " + r.Name + " has no exemption")
 		})
-	vigil.When(policy, &corev1.ConfigMap{}).WithLabel("sync").Named("sync").
+	vigil.Watch(policy, &corev1.ConfigMap{}).WithLabel("sync").Named("sync").
 		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
 			if cm.Annotations["reconciled"] == "yes" {
 				return nil
@@ -76,7 +76,7 @@ func leastModule(ns, apps string) *vigil.Module {
 			return vigil.ClientFrom(ctx).Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"reconciled":"yes"}}}`)))
 		})
 	m.RBAC("the sync reconcile annotates ConfigMaps", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}, apps)
-	vigil.When(policy, &corev1.ConfigMap{}).WithLabel("guarded").Named("guard").
+	vigil.Watch(policy, &corev1.ConfigMap{}).WithLabel("guarded").Named("guard").
 		Finalize(func(ctx context.Context, cm *corev1.ConfigMap) error { return nil })
 	lenient := m.Capability("lenient", vigil.InNamespaces(apps), vigil.FailOpenAfter(2*time.Second))
 	vigil.When(lenient, &corev1.Service{}).IsCreated().Named("tag").
@@ -666,10 +666,10 @@ func TestRBACRuleForNamedPods(t *testing.T) {
 	vigil.When(policy, &corev1.ConfigMap{}).IsCreated().Named("label").
 		Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error { return nil })
 	m.OnSchedule("tick", vigil.Every(time.Minute), func(context.Context) error { return nil })
-	m.RBAC("the schedule patches ConfigMaps", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}, apps).For(vigil.WatcherPods)
-	m.RBAC("a gate callback creates Secrets", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}}, apps).For(vigil.GatePods)
+	m.RBAC("the schedule patches ConfigMaps", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}, apps).For(vigil.Watcher)
+	m.RBAC("a gate callback creates Secrets", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}}, apps).For(vigil.Gates)
 	m.RBAC("everyone reads Services", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get"}}, apps)
-	if err := m.Validate(); err != nil {
+	if err := m.Verify(); err != nil {
 		t.Fatal(err)
 	}
 	objs := renderManifests(t, m)
@@ -707,15 +707,16 @@ func TestRBACRuleForNamedPods(t *testing.T) {
 	}
 }
 
-// For names kinds of pods vigil knows, at least one.
+// For names containers vigil runs, at least one (an unknown kind of pod no
+// longer compiles: vigil.Container is the one placement type).
 func TestRBACForMistakes(t *testing.T) {
 	m := vigil.NewModule("mistaken", vigil.Options{})
 	rule := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}
 	m.RBAC("a", rule).For()
-	m.RBAC("b", rule).For(vigil.Pods("controller"))
-	err := m.Validate()
-	if err == nil || !strings.Contains(err.Error(), "manifests_test.go:") || !strings.Contains(err.Error(), "For()") || !strings.Contains(err.Error(), `For("controller")`) {
-		t.Fatalf("Validate() = %v, want both mistakes with their call site", err)
+	m.RBAC("b", rule).For(vigil.Phase(-1))
+	err := m.Verify()
+	if err == nil || !strings.Contains(err.Error(), "manifests_test.go:") || !strings.Contains(err.Error(), "For()") || !strings.Contains(err.Error(), `For(Phase(-1)): expected a phase of 0 or more`) {
+		t.Fatalf("Verify() = %v, want both mistakes with their call site", err)
 	}
 }
 

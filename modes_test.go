@@ -34,9 +34,9 @@ func TestModesThroughTheAPIServer(t *testing.T) {
 			return admission.Allow()
 		}
 	}
-	vigil.When(m.Capability("trial", vigil.Mode(vigil.Warn)), &corev1.Pod{}).IsCreated().Named("warned").Validate(deny("warn-me"))
-	vigil.When(m.Capability("audited", vigil.Mode(vigil.Audit)), &corev1.Pod{}).IsCreated().Named("audited").Validate(deny("audit-me"))
-	vigil.When(m.Capability("enforced", vigil.Mode(vigil.Enforce)), &corev1.Pod{}).IsCreated().Named("enforced").Validate(deny("deny-me"))
+	vigil.When(m.Capability("trial", vigil.Mode(vigil.ModeWarn)), &corev1.Pod{}).IsCreated().Named("warned").Validate(deny("warn-me"))
+	vigil.When(m.Capability("audited", vigil.Mode(vigil.ModeAudit)), &corev1.Pod{}).IsCreated().Named("audited").Validate(deny("audit-me"))
+	vigil.When(m.Capability("enforced", vigil.Mode(vigil.ModeEnforce)), &corev1.Pod{}).IsCreated().Named("enforced").Validate(deny("deny-me"))
 	srv := serveAdmission(t, m, "modal", []string{apps})
 
 	warned := &warnings{}

@@ -42,7 +42,7 @@ type Module struct {
 // NewModule starts the definition of the module called name, which must be a
 // DNS-1123 label: it names the module's Kubernetes objects.
 func NewModule(name string, opts Options) *Module {
-	return &Module{d: define.New(1, name, opts.Namespace, opts.Scheme, opts.FailurePolicy, opts.WebhookTimeout, opts.Version)}
+	return &Module{d: define.New(define.Caller(), name, opts.Namespace, opts.Scheme, opts.FailurePolicy, opts.WebhookTimeout, opts.Version)}
 }
 
 // Name is the module's name.
@@ -51,19 +51,7 @@ func (m *Module) Name() string { return m.d.Name }
 // Namespace is the namespace the module runs in.
 func (m *Module) Namespace() string { return m.d.Namespace }
 
-// Validate reports every mistake recorded while the module was declared and
+// Verify reports every mistake recorded while the module was declared and
 // every one only the whole definition shows, each with the call site that
-// made it.
-func (m *Module) Validate() error { return m.d.Validate() }
-
-// recordf records a definition mistake at the caller skip frames above
-// recordf's caller.
-func (m *Module) recordf(skip int, format string, args ...any) {
-	m.d.Recordf(skip+1, format, args...)
-}
-
-// check records err, if any, at the caller skip frames above check's caller.
-func (m *Module) check(skip int, err error) { m.d.Check(skip+1, err) }
-
-// callSite is the file:line of the caller skip frames above callSite's caller.
-func callSite(skip int) string { return define.CallSite(skip + 1) }
+// made it. (Validate is an admission declaration: When(...).Validate(fn).)
+func (m *Module) Verify() error { return m.d.Verify() }

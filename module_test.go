@@ -21,19 +21,19 @@ func TestNewModuleReportsBadDefinitionsWithCallSite(t *testing.T) {
 		{"bad namespace", "uds-core", vigil.Options{Namespace: "Not OK"}, []string{`Options.Namespace "Not OK"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := vigil.NewModule(tc.module, tc.opts).Validate()
+			err := vigil.NewModule(tc.module, tc.opts).Verify()
 			if tc.want == nil {
 				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
+					t.Fatalf("Verify() = %v, want nil", err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatal("Validate() = nil, want an error")
+				t.Fatal("Verify() = nil, want an error")
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+					t.Errorf("Verify() = %q, want it to contain %q", err, w)
 				}
 			}
 		})
@@ -48,7 +48,7 @@ func TestNewModuleDefaultsNamespace(t *testing.T) {
 
 func ExampleNewModule() {
 	m := vigil.NewModule("uds-core", vigil.Options{Namespace: "uds-system"})
-	fmt.Println(m.Name(), m.Namespace(), m.Validate())
+	fmt.Println(m.Name(), m.Namespace(), m.Verify())
 	// Output: uds-core uds-system <nil>
 }
 

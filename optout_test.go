@@ -204,13 +204,13 @@ func TestOptOutLabelMistakes(t *testing.T) {
 			m := vigil.NewModule("mod", vigil.Options{})
 			c := m.Capability("strict", tc.opts()...)
 			vigil.When(c, &corev1.Pod{}).IsCreated().Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
-			err := m.Validate()
+			err := m.Verify()
 			if err == nil {
-				t.Fatal("Validate() = nil, want the mistake")
+				t.Fatal("Verify() = nil, want the mistake")
 			}
 			for _, w := range []string{"optout_test.go:", `capability strict: OptOutLabel(`, tc.want} {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+					t.Errorf("Verify() = %q, want it to contain %q", err, w)
 				}
 			}
 			if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != cmdutil.ExitFailed {
@@ -220,7 +220,7 @@ func TestOptOutLabelMistakes(t *testing.T) {
 	}
 	m := vigil.NewModule("mod", vigil.Options{})
 	m.Capability("lenient", vigil.OptOutLabel("vigil.dev/ignore", "alice", "group:admins", "system:serviceaccount:ops:deployer"))
-	if err := m.Validate(); err != nil {
+	if err := m.Verify(); err != nil {
 		t.Fatalf("a well-formed opt-out label: %v", err)
 	}
 }

@@ -32,7 +32,7 @@ func Execute(ctx context.Context, m *Module, args []string) int {
 		// groups its definition named.
 		scheme.Complete(m.d.Scheme)
 	}
-	return modcli.Execute(ctx, m.d.Resolve(), m.Validate(), args, os.Stdout, os.Stderr)
+	return modcli.Execute(ctx, m.d.Resolve(), m.Verify(), args, os.Stdout, os.Stderr)
 }
 
 // EnvHandoffDir names the folder gates hand their results over in.

@@ -5,11 +5,9 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil/internal/define"
-	"github.com/vigilkit/vigil/internal/progress"
 )
 
-// Interval is how often something runs: Sample's sampling, OnSchedule's
-// schedule.
+// Interval is how often Sample samples or OnSchedule runs.
 type Interval struct {
 	every time.Duration
 }
@@ -17,10 +15,8 @@ type Interval struct {
 // Every is an interval of d.
 func Every(d time.Duration) Interval { return Interval{every: d} }
 
-// SampleBuilder declares a gate that polls a function rather than watching
-// objects: for what is not a Kubernetes object, such as a remote API or a
-// file. InPhase, Named, Timeout, Optional and Creates return the builder they
-// are called on.
+// SampleBuilder declares a gate that polls a function, for what is not a
+// Kubernetes object (a remote API, a file).
 type SampleBuilder[S any] struct {
 	gateOptions[*SampleBuilder[S]]
 	match func(S) bool
@@ -31,40 +27,27 @@ type SampleBuilder[S any] struct {
 // matches: the first sample at once, later ones with jitter, each bounded by
 // the sample timeout (the interval, by default), and errors backed off.
 func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Interval) *SampleBuilder[S] {
+	site := define.Caller()
 	g := &define.Gate{}
 	b := &SampleBuilder[S]{}
 	b.gateOptions = gateOptions[*SampleBuilder[S]]{self: b, m: m, g: g}
-	if every.every <= 0 {
-		m.recordf(1, "Sample: Every(%s): expected a positive interval", every.every)
-		every.every = time.Second
-	}
-	g.Sample = &define.Sample{Every: every.every, SampleTimeout: every.every}
-	g.Sample.Run = func(ctx context.Context, seen func(found bool, what string), s Store) (any, error) {
-		v, err := define.RunSample(ctx, fn, b.match, g.Sample, seen)
-		if err != nil {
-			return nil, err
-		}
-		if b.then != nil {
-			done := progress.CallbackRunning(ctx)
-			err = b.then(ctx, v, s)
-			done()
-		}
-		return v, err
-	}
-	m.d.AddGate(g, callSite(1))
+	var err error
+	g.Sample, err = define.NewSample(every.every, fn, &b.match, &b.then)
+	m.d.Check(site, err)
+	m.d.AddGate(g, site)
 	return b
 }
 
 // ToMatch waits until pred holds for a sample.
 func (b *SampleBuilder[S]) ToMatch(pred func(S) bool) *SampleBuilder[S] {
-	b.outcome("ToMatch", nil)
+	b.outcome(define.Caller(), "ToMatch", nil)
 	b.match = pred
 	return b
 }
 
 // Then runs cb with the matching sample. A gate has one callback.
 func (b *SampleBuilder[S]) Then(cb func(ctx context.Context, sample S, s Store) error) *SampleBuilder[S] {
-	if b.callback("Then") {
+	if b.callback(define.Caller(), "Then") {
 		b.then = cb
 	}
 	return b
@@ -72,11 +55,7 @@ func (b *SampleBuilder[S]) Then(cb func(ctx context.Context, sample S, s Store) 
 
 // SampleTimeout bounds each call of the sampled function.
 func (b *SampleBuilder[S]) SampleTimeout(d time.Duration) *SampleBuilder[S] {
-	if d <= 0 {
-		b.m.recordf(1, "gate %s: SampleTimeout(%s): expected a positive duration", b.g.ID(), d)
-		return b
-	}
-	b.g.Sample.SampleTimeout = d
+	b.m.d.Check(define.Caller(), b.g.SetSampleTimeout(d))
 	return b
 }
 

@@ -139,7 +139,7 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped b
 
 	rec := &verdicts{first: map[string]bool{}, ended: map[string]time.Time{}}
 	m := vigil.NewModule(name, vigil.Options{Namespace: home})
-	exemptions := vigil.NewListerFor(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption"))
+	exemptions := vigil.NewLister(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption"))
 	var opts []client.ListOption
 	if scoped {
 		exemptions.InNamespace(exns)

@@ -11,47 +11,26 @@ import (
 )
 
 // StoreFrom returns the Store a gate callback or handler was called with, in
-// every role: its capability's scope for an admission, Watch, Reconcile or
+// every role: its capability's scope for an admission, OnEvent, Reconcile or
 // Finalize handler, the module-wide scope for gate callbacks, Sample
-// functions and schedules. A dry-run admission request gets a Store that
+// functions and schedules. A handler reads the module-wide scope, where gate
+// callbacks keep what they found, with StoreFrom(ctx).Module(). A dry-run admission request gets a Store that
 // refuses writes. It returns nil outside the functions vigil calls (see
 // ClientFrom).
 func StoreFrom(ctx context.Context) Store {
 	return callctx.Store(ctx)
 }
 
-// StoreReader reads a Store.
+// StoreReader reads a Store: what a Store's Module returns.
 type StoreReader = store.Reader
 
-// ModuleStoreFrom returns the module-wide scope of the Store — where gate
-// callbacks keep what they found — for reading from a handler of any role,
-// whose own Store is its capability's scope. It returns nil outside the
-// functions vigil calls (see ClientFrom).
-func ModuleStoreFrom(ctx context.Context) StoreReader {
-	if r := callctx.RoleOf(ctx); r != nil && r.Module != nil {
-		return r.Module
-	}
-	return nil
-}
-
 // ClientFrom returns a client of the API server as the role's process reaches
-// it (its --kubeconfig, or the pod's ServiceAccount), for what the functions
-// vigil calls do beyond vigil: read a remote's state, patch a status, create
-// an object. Reads go to the API server, not a cache (use a Lister for that).
-// Declare what it is used for with RBAC. It is nil when no client can be made
-// from the role's config.
-//
-// ClientFrom, ConfigFrom, StoreFrom and ModuleStoreFrom read the context of
-// every function vigil calls for a module, in each role:
-//
-//   - gate role: the functions a Sample polls, gate callbacks (ToBeCreated,
-//     Then, ...), and OnTimeout fallbacks;
-//   - admission role: Mutate and Validate handlers;
-//   - watcher role: Watch, Reconcile and Finalize handlers, and OnSchedule
-//     functions.
-//
-// Anywhere else — main, a module's definition, a goroutine started with a
-// context of its own — they return nil.
+// it (its --kubeconfig, or the pod's ServiceAccount), for what handlers do
+// beyond vigil; reads are not cached (use a Lister), and RBAC declares what it
+// may do. ClientFrom, ConfigFrom and StoreFrom work in every function vigil
+// calls — Sample functions, gate callbacks and OnTimeout fallbacks; Mutate and
+// Validate; OnEvent, Reconcile, Finalize and OnSchedule — and return nil
+// anywhere else.
 func ClientFrom(ctx context.Context) client.Client {
 	r := callctx.RoleOf(ctx)
 	if r == nil {

@@ -2,13 +2,7 @@ package vigil
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
-
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -19,19 +13,13 @@ import (
 // TrustedNamespace.
 type TrustedNS struct{ t spec.TrustedNamespace }
 
-// TrustedNamespace declares a namespace whose contents the module trusts —
-// the one namespace whose Exemptions count, say — so that no one else can
-// take it: the module's manifests and chart create it, labelled as the
-// module's, and ship a ValidatingAdmissionPolicy (failurePolicy Fail, held by
-// the API server whether the module runs or not) that refuses creating and
-// deleting it, and changing its labels or annotations, to everyone but the
-// allowed: usernames (a ServiceAccount is
-// system:serviceaccount:<namespace>:<name>) and groups prefixed "group:";
-// group:system:masters when none is named. The chart's value
-// trusted.allowed adds the identity that installs it, such as a CI
-// ServiceAccount. Who may write in the namespace is RBAC's to say.
+// TrustedNamespace declares a namespace whose contents the module trusts: the
+// manifests create it, labelled as the module's, with a
+// ValidatingAdmissionPolicy that lets only the allowed (usernames, "group:"
+// groups; group:system:masters by default, plus the chart's trusted.allowed)
+// create, delete or relabel it.
 func TrustedNamespace(m *Module, name string, allowed ...string) *TrustedNS {
-	t := spec.TrustedNamespace{Name: name, Allowed: slices.Clone(allowed), Site: callSite(1)}
+	t := spec.TrustedNamespace{Name: name, Allowed: slices.Clone(allowed), Site: define.Caller()}
 	m.d.AddTrustedNamespace(t)
 	if len(t.Allowed) == 0 {
 		t.Allowed = spec.DefaultTrusted
@@ -50,29 +38,13 @@ func (t *TrustedNS) Allowed() []string { return slices.Clone(t.t.Allowed) }
 // with NamespaceProvenance.
 type Provenance struct{ allowed []string }
 
-// NamespaceProvenance makes the module's install record who creates each
-// Namespace, for decisions that must not trust a namespace someone created
-// to claim what was written for it (an Exemption for namespace monitoring,
-// installed before the monitoring stack): a MutatingAdmissionPolicy
-// (admissionregistration.k8s.io/v1, Kubernetes 1.36 and later) stamps the
-// annotations provenance.CreatedBy and provenance.CreatedByGroups with the
-// creator's username and groups on every Namespace's CREATE, over whatever
-// the creator wrote, and a ValidatingAdmissionPolicy refuses changing or
-// removing them to everyone but the allowed (as for TrustedNamespace;
-// group:system:masters by default). Both fail closed and are the API
-// server's own, so the record holds while the module is down. The module's
-// pods may get Namespaces, for Origin.
+// NamespaceProvenance makes the install record who creates each Namespace: a
+// MutatingAdmissionPolicy (Kubernetes 1.36+) stamps provenance.CreatedBy and
+// provenance.CreatedByGroups on every CREATE, and a ValidatingAdmissionPolicy
+// lets only the allowed (as for TrustedNamespace) change them. Both are the API
+// server's own and fail closed. The module's pods may get Namespaces.
 func NamespaceProvenance(m *Module, allowed ...string) *Provenance {
-	site := callSite(1)
-	m.d.SetProvenance(spec.Provenance{Allowed: slices.Clone(allowed), Site: site})
-	rules, err := define.Rules("Provenance.Origin reads a Namespace's creator", site,
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}}, nil)
-	m.check(1, err)
-	m.d.AddRules(rules...)
-	if len(allowed) == 0 {
-		allowed = spec.DefaultTrusted
-	}
-	return &Provenance{allowed: slices.Clone(allowed)}
+	return &Provenance{allowed: m.d.AddProvenance(define.Caller(), allowed)}
 }
 
 // Origin reads who created the namespace, from the API server itself (not a
@@ -80,15 +52,7 @@ func NamespaceProvenance(m *Module, allowed ...string) *Provenance {
 // the path that needs it. It works in the functions vigil calls (see
 // ClientFrom).
 func (p *Provenance) Origin(ctx context.Context, namespace string) (provenance.Origin, error) {
-	c := ClientFrom(ctx)
-	if c == nil {
-		return provenance.Origin{}, errors.New("namespace provenance: no client of the API server here: call Origin from a handler vigil calls")
-	}
-	ns := &corev1.Namespace{}
-	if err := c.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
-		return provenance.Origin{}, fmt.Errorf("get namespace %q for its creator: %w", namespace, err)
-	}
-	return provenance.Of(ns), nil
+	return define.Origin(ctx, ClientFrom(ctx), namespace)
 }
 
 // Allowed are the identities that may change or remove a namespace's

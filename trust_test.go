@@ -31,13 +31,13 @@ func TestTrustMistakes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := vigil.NewModule("mod", vigil.Options{Namespace: "mod-system"})
 			tc.declare(m)
-			err := m.Validate()
+			err := m.Verify()
 			if err == nil {
-				t.Fatal("Validate() = nil, want the mistake")
+				t.Fatal("Verify() = nil, want the mistake")
 			}
 			for _, w := range []string{"trust_test.go:", tc.want} {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+					t.Errorf("Verify() = %q, want it to contain %q", err, w)
 				}
 			}
 		})
@@ -45,7 +45,7 @@ func TestTrustMistakes(t *testing.T) {
 	m := vigil.NewModule("mod", vigil.Options{Namespace: "mod-system"})
 	ex := vigil.TrustedNamespace(m, "mod-exemptions")
 	p := vigil.NamespaceProvenance(m, "system:serviceaccount:ci:deployer", "group:platform")
-	if err := m.Validate(); err != nil {
+	if err := m.Verify(); err != nil {
 		t.Fatalf("well-formed declarations: %v", err)
 	}
 	if ex.Name() != "mod-exemptions" || strings.Join(ex.Allowed(), ",") != "group:system:masters" || len(p.Allowed()) != 2 {

@@ -59,7 +59,7 @@ func leaderModule(ns string, cfg *rest.Config) *vigil.Module {
 	}
 	m := vigil.NewModule("leader", vigil.Options{Namespace: ns})
 	pid := fmt.Sprint(os.Getpid())
-	vigil.When(m.Capability("work"), &corev1.ConfigMap{}).InNamespace(ns).WithLabel("work").
+	vigil.Watch(m.Capability("work"), &corev1.ConfigMap{}).InNamespace(ns).WithLabel("work").
 		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
 			lock := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lock-" + cm.Name}, Data: map[string]string{"pid": pid}}
 			if err := c.Create(ctx, lock); apierrors.IsAlreadyExists(err) {

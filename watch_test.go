@@ -119,12 +119,11 @@ func TestWatchSeesCreateUpdateDeleteInOrder(t *testing.T) {
 	m := vigil.NewModule("watch-order", vigil.Options{Namespace: ns})
 	var mu sync.Mutex
 	var seen []string
-	vigil.When(m.Capability("watch"), &corev1.ConfigMap{}).InNamespace(ns).WithName("target").
-		Watch(func(ctx context.Context, cm *corev1.ConfigMap, ev vigil.WatchEvent) {
-			mu.Lock()
-			defer mu.Unlock()
-			seen = append(seen, fmt.Sprintf("%s v=%s", ev, cm.Data["v"]))
-		})
+	vigil.Watch(m.Capability("watch"), &corev1.ConfigMap{}).InNamespace(ns).WithName("target").OnEvent(func(ctx context.Context, cm *corev1.ConfigMap, ev vigil.WatchEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, fmt.Sprintf("%s v=%s", ev, cm.Data["v"]))
+	})
 	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 
 	createConfigMap(t, c, ns, "other", nil) // filtered out by name
@@ -157,7 +156,7 @@ func TestReconcileCollapsesBurst(t *testing.T) {
 	m := vigil.NewModule("reconcile-burst", vigil.Options{Namespace: ns})
 	var runs, running, overlaps atomic.Int32
 	var last atomic.Value
-	vigil.When(m.Capability("burst"), &corev1.ConfigMap{}).InNamespace(ns).
+	vigil.Watch(m.Capability("burst"), &corev1.ConfigMap{}).InNamespace(ns).
 		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
 			if running.Add(1) > 1 {
 				overlaps.Add(1)
@@ -235,7 +234,7 @@ func TestReconcileRetriesRequeuesAndRecovers(t *testing.T) {
 	m := vigil.NewModule("reconcile-retry", vigil.Options{Namespace: ns})
 	var mu sync.Mutex
 	attempts := map[string][]time.Time{}
-	vigil.When(m.Capability("retry"), &corev1.ConfigMap{}).InNamespace(ns).
+	vigil.Watch(m.Capability("retry"), &corev1.ConfigMap{}).InNamespace(ns).
 		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
 			mu.Lock()
 			attempts[cm.Name] = append(attempts[cm.Name], time.Now())
@@ -316,7 +315,7 @@ func TestFinalizeHoldsDeletionUntilHandlerSucceeds(t *testing.T) {
 	m := vigil.NewModule(module, vigil.Options{Namespace: ns})
 	var allow atomic.Bool
 	var calls atomic.Int32
-	vigil.When(m.Capability("cleanup"), &corev1.ConfigMap{}).InNamespace(ns).WithLabel("cleanup").Named("configmaps").
+	vigil.Watch(m.Capability("cleanup"), &corev1.ConfigMap{}).InNamespace(ns).WithLabel("cleanup").Named("configmaps").
 		Finalize(func(ctx context.Context, cm *corev1.ConfigMap) error {
 			calls.Add(1)
 			if !allow.Load() {
@@ -455,19 +454,20 @@ func TestOnScheduleRunsOnTimeWithoutOverlap(t *testing.T) {
 func TestWatchDefinitionMistakes(t *testing.T) {
 	m := vigil.NewModule("mistakes", vigil.Options{})
 	c := m.Capability("c")
-	vigil.When(c, &corev1.ConfigMap{}).IsCreated().Finalize(func(context.Context, *corev1.ConfigMap) error { return nil })
+	// A Finalize after IsCreated does not compile: see
+	// TestInvalidDeclarationsDoNotCompile.
 	m.OnSchedule("bad-cron", vigil.Cron("every five minutes"), func(context.Context) error { return nil })
 	m.OnSchedule("zero", vigil.Every(0), func(context.Context) error { return nil })
 	m.OnSchedule("twice", vigil.Cron("*/5 * * * *"), func(context.Context) error { return nil })
 	m.OnSchedule("twice", vigil.Every(time.Minute), func(context.Context) error { return nil })
-	vigil.When(c, &corev1.ConfigMap{}).Named("same").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
-	vigil.When(c, &corev1.ConfigMap{}).Named("same").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
-	err := m.Validate()
+	vigil.Watch(c, &corev1.ConfigMap{}).Named("same").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
+	vigil.Watch(c, &corev1.ConfigMap{}).Named("same").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
+	err := m.Verify()
 	if err == nil {
 		t.Fatal("no mistakes reported")
 	}
 	for _, want := range []string{
-		"watch_test.go:", "Finalize: IsCreated, IsUpdated and IsDeleted do not apply",
+		"watch_test.go:",
 		`Cron("every five minutes"): expected five fields`,
 		`Every(0s): expected a positive interval`,
 		`schedule "twice" is already declared at watch_test.go:`,
@@ -505,19 +505,18 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 	reconciled := map[string]string{} // name → data v last reconciled
 	lastEvent := map[string]vigil.WatchEvent{}
 	cap := m.Capability("state")
-	vigil.When(cap, &corev1.ConfigMap{}).InNamespace(ns).WithLabel("tracked").
+	vigil.Watch(cap, &corev1.ConfigMap{}).InNamespace(ns).WithLabel("tracked").
 		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
 			mu.Lock()
 			reconciled[cm.Name] = cm.Data["v"]
 			mu.Unlock()
 			return nil
 		})
-	vigil.When(cap, &corev1.ConfigMap{}).InNamespace(ns).WithLabel("tracked").
-		Watch(func(ctx context.Context, cm *corev1.ConfigMap, ev vigil.WatchEvent) {
-			mu.Lock()
-			lastEvent[cm.Name] = ev
-			mu.Unlock()
-		})
+	vigil.Watch(cap, &corev1.ConfigMap{}).InNamespace(ns).WithLabel("tracked").OnEvent(func(ctx context.Context, cm *corev1.ConfigMap, ev vigil.WatchEvent) {
+		mu.Lock()
+		lastEvent[cm.Name] = ev
+		mu.Unlock()
+	})
 	metrics := vigiltest.FreeAddr(t)
 	runWatcher(t, m, vigiltest.WriteKubeConfig(t, proxy.Config()), "--leader-elect=false", "--metrics-addr", metrics)
 
@@ -541,7 +540,7 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for name, v := range want {
-			if reconciled[name] != v || lastEvent[name] == vigil.Deleted {
+			if reconciled[name] != v || lastEvent[name] == vigil.EventDeleted {
 				return false
 			}
 		}
@@ -578,7 +577,7 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 	eventually(t, 30*time.Second, "the final state reconciled after the outage", settled)
 	mu.Lock()
 	for i := range 3 {
-		if ev := lastEvent[fmt.Sprint("cm-", i)]; ev != vigil.Deleted {
+		if ev := lastEvent[fmt.Sprint("cm-", i)]; ev != vigil.EventDeleted {
 			t.Errorf("cm-%d was deleted during the outage; the watch's last event for it is %q", i, ev)
 		}
 	}
@@ -630,7 +629,7 @@ func TestListerServesAdmissionAndWatcherLive(t *testing.T) {
 	ns := env.Namespace(t)
 	c := newClient(t)
 	m := vigil.NewModule("lister", vigil.Options{Namespace: ns})
-	secrets := vigil.NewLister[*corev1.Secret](m)
+	secrets := vigil.NewLister(m, &corev1.Secret{})
 	if _, err := secrets.List(t.Context()); err == nil || !strings.Contains(err.Error(), "lister of Secret is not started") {
 		t.Fatalf("a lister before start: got %v, want an error saying it is not started", err)
 	}
@@ -645,7 +644,7 @@ func TestListerServesAdmissionAndWatcherLive(t *testing.T) {
 			return admission.Deny("no exemption for " + r.Name)
 		})
 	var mirrored atomic.Int32
-	vigil.When(policy, &corev1.ConfigMap{}).InNamespace(ns).WithLabel("mirror").
+	vigil.Watch(policy, &corev1.ConfigMap{}).InNamespace(ns).WithLabel("mirror").
 		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
 			list, err := secrets.List(ctx, client.InNamespace(ns), client.MatchingLabels{"team": "shop"})
 			if err != nil {
@@ -691,10 +690,10 @@ func TestListerServesAdmissionAndWatcherLive(t *testing.T) {
 func TestPlanShowsWatcher(t *testing.T) {
 	m := vigil.NewModule("planned", vigil.Options{})
 	apps := m.Capability("apps", vigil.InNamespaces("shop", "web"))
-	vigil.When(apps, &corev1.ConfigMap{}).Named("sync").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
-	vigil.When(apps, &corev1.ConfigMap{}).Named("cleanup").Finalize(func(context.Context, *corev1.ConfigMap) error { return nil })
-	vigil.When(m.Capability("audit"), &corev1.Pod{}).WithLabel("team", "shop").Watch(func(context.Context, *corev1.Pod, vigil.WatchEvent) {})
-	vigil.NewLister[*corev1.Secret](m)
+	vigil.Watch(apps, &corev1.ConfigMap{}).Named("sync").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
+	vigil.Watch(apps, &corev1.ConfigMap{}).Named("cleanup").Finalize(func(context.Context, *corev1.ConfigMap) error { return nil })
+	vigil.Watch(m.Capability("audit"), &corev1.Pod{}).WithLabelValue("team", "shop").OnEvent(func(context.Context, *corev1.Pod, vigil.WatchEvent) {})
+	vigil.NewLister(m, &corev1.Secret{})
 	m.OnSchedule("nightly", vigil.Cron("0 3 * * *"), func(context.Context) error { return nil })
 	out := captureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
@@ -723,7 +722,7 @@ func TestPlanJSON(t *testing.T) {
 	m := vigil.NewModule("planned", vigil.Options{})
 	_, _, line, _ := goruntime.Caller(0)
 	vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithName("settings").InPhase(1).ToBeCreated(nil)
-	vigil.When(m.Capability("apps"), &corev1.ConfigMap{}).Named("sync").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
+	vigil.Watch(m.Capability("apps"), &corev1.ConfigMap{}).Named("sync").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
 	out := captureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan", "-o", "json"}); code != 0 {
 			t.Errorf("plan -o json exit %d", code)
@@ -759,16 +758,15 @@ func TestWatchPanicIsRetriedInOrder(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	panics := 0
-	vigil.When(m.Capability("watch"), &corev1.ConfigMap{}).InNamespace(ns).WithName("target").
-		Watch(func(ctx context.Context, cm *corev1.ConfigMap, ev vigil.WatchEvent) {
-			mu.Lock()
-			defer mu.Unlock()
-			seen = append(seen, string(ev))
-			if ev == vigil.Modified && panics < 2 {
-				panics++
-				panic("handler bug")
-			}
-		})
+	vigil.Watch(m.Capability("watch"), &corev1.ConfigMap{}).InNamespace(ns).WithName("target").OnEvent(func(ctx context.Context, cm *corev1.ConfigMap, ev vigil.WatchEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, string(ev))
+		if ev == vigil.EventModified && panics < 2 {
+			panics++
+			panic("handler bug")
+		}
+	})
 	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 	cm := createConfigMap(t, c, ns, "target", map[string]string{"v": "1"})
 	cm.Data["v"] = "2"

@@ -34,7 +34,7 @@ type Validator interface {
 }
 
 // Stateful is implemented by conditions that keep state while one wait runs
-// (Deleted remembers UIDs). The engine calls Fresh once per wait and uses the
+// (Gone remembers UIDs). The engine calls Fresh once per wait and uses the
 // returned Cond for that wait only.
 type Stateful interface {
 	Fresh() Cond
@@ -77,15 +77,15 @@ func (created) Check(obj *unstructured.Unstructured) (bool, string) {
 
 func (created) String() string { return "created" }
 
-// Deleted is satisfied when the object is gone. It compares UIDs rather than
+// Gone is satisfied when the object is gone. It compares UIDs rather than
 // only looking for absence, because a wait can miss the gap between a delete
 // and a recreate: an object seen with a UID other than the one first seen
 // under the same namespace/name is a new object, so the original is deleted.
 // The first sighting of an object only records its UID.
 //
-// Deleted is [Stateful]: the engine takes a Fresh copy per wait, so UIDs seen
+// Gone is [Stateful]: the engine takes a Fresh copy per wait, so UIDs seen
 // in one wait never leak into another. It is safe for concurrent use.
-func Deleted() Cond { return &deleted{} }
+func Gone() Cond { return &deleted{} }
 
 type deleted struct {
 	mu   sync.Mutex
@@ -128,7 +128,7 @@ type allOf []Cond
 
 func (a allOf) Check(obj *unstructured.Unstructured) (bool, string) {
 	// Every child is checked, even after one fails, so that stateful
-	// children such as Deleted see every version of the object.
+	// children such as Gone see every version of the object.
 	ok, failed, whys := true, "", []string{}
 	for _, c := range a {
 		cok, why := check(c, obj)
@@ -203,7 +203,7 @@ func (o anyOf) Validate(gvk schema.GroupVersionKind) error {
 func (o anyOf) Fresh() Cond { return anyOf(freshAll(o)) }
 
 // Not is satisfied when c is not. Not(Created()) waits for absence without
-// the UID bookkeeping of Deleted, so it does not notice a recreated object.
+// the UID bookkeeping of Gone, so it does not notice a recreated object.
 func Not(c Cond) Cond { return negation{c} }
 
 type negation struct{ c Cond }

@@ -32,13 +32,13 @@ func TestCreated(t *testing.T) {
 	}
 }
 
-func TestDeleted(t *testing.T) {
+func TestGone(t *testing.T) {
 	terminating := withUID("a")
 	terminating.Object["metadata"].(map[string]any)["deletionTimestamp"] = "2026-01-02T03:04:05Z"
 	other := u("v1", "ConfigMap", "other", map[string]any{"metadata": map[string]any{"namespace": "ns", "uid": "z"}})
 
 	// Each step feeds one object to the same condition, in order, because
-	// what Deleted answers depends on what it saw before.
+	// what Gone answers depends on what it saw before.
 	steps := []struct {
 		name    string
 		obj     *unstructured.Unstructured
@@ -54,7 +54,7 @@ func TestDeleted(t *testing.T) {
 		{"recreated with new uid", withUID("b"), true, "recreated: uid b replaced a"},
 		{"first uid again is still the original", withUID("a"), false, "still exists (uid a)"},
 	}
-	d := Deleted()
+	d := Gone()
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
 			ok, why := d.Check(s.obj)
@@ -68,11 +68,11 @@ func TestDeleted(t *testing.T) {
 	}
 }
 
-func TestDeletedFreshIsIndependent(t *testing.T) {
-	proto := Deleted()
+func TestGoneFreshIsIndependent(t *testing.T) {
+	proto := Gone()
 	st, ok := proto.(Stateful)
 	if !ok {
-		t.Fatal("Deleted() does not implement Stateful")
+		t.Fatal("Gone() does not implement Stateful")
 	}
 	w1, w2 := st.Fresh(), st.Fresh()
 	if ok, _ := w1.Check(withUID("a")); ok {
@@ -92,14 +92,14 @@ func TestDeletedFreshIsIndependent(t *testing.T) {
 	}
 }
 
-// Goroutines sharing one Deleted must agree on each name's first UID: exactly
+// Goroutines sharing one Gone must agree on each name's first UID: exactly
 // one of them records it, every check with that UID says the object still
 // exists, and every check with another UID says it was recreated from that
 // one. A check-then-record that is not atomic lets two goroutines both take
 // their UID as the first, and the answers then name two originals.
-func TestDeletedConcurrent(t *testing.T) {
+func TestGoneConcurrent(t *testing.T) {
 	const goroutines, names, rounds = 8, 10, 100
-	d := Deleted()
+	d := Gone()
 	type answer struct {
 		name, uid string
 		ok        bool
@@ -188,8 +188,8 @@ func TestCombinatorStrings(t *testing.T) {
 		want string
 	}{
 		{And(Created(), Condition("Ready", "True")), "created and condition Ready=True"},
-		{Or(Created(), Deleted()), "created or deleted"},
-		{And(Created(), Or(Ready(), Not(Deleted()))), "created and (ready or not (deleted))"},
+		{Or(Created(), Gone()), "created or deleted"},
+		{And(Created(), Or(Ready(), Not(Gone()))), "created and (ready or not (deleted))"},
 		{Not(And(Created(), Ready())), "not (created and ready)"},
 		{And(), "always"},
 		{Or(), "never"},
@@ -253,7 +253,7 @@ func TestCombinatorFresh(t *testing.T) {
 		{"not", func(c Cond) Cond { return Not(Not(c)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			proto := tc.cond(Deleted())
+			proto := tc.cond(Gone())
 			st, ok := proto.(Stateful)
 			if !ok {
 				t.Fatalf("%T does not implement Stateful", proto)
@@ -264,16 +264,16 @@ func TestCombinatorFresh(t *testing.T) {
 				t.Errorf("wait 1: recreation not seen through %s: %q", proto, why)
 			}
 			if ok, why := w2.Check(withUID("b")); ok {
-				t.Errorf("wait 2: uid b seen as recreated (%q): Fresh did not reach the Deleted child", why)
+				t.Errorf("wait 2: uid b seen as recreated (%q): Fresh did not reach the Gone child", why)
 			}
 		})
 	}
 }
 
 // TestAndChecksEveryChild guards the reason And does not short-circuit: a
-// Deleted behind a failing condition must still record the first UID.
+// Gone behind a failing condition must still record the first UID.
 func TestAndChecksEveryChild(t *testing.T) {
-	c := And(Condition("Gone", "True"), Deleted()).(Stateful).Fresh()
+	c := And(Condition("Gone", "True"), Gone()).(Stateful).Fresh()
 	c.Check(withUID("a"))
 	gone := withUID("b")
 	gone.Object["status"] = map[string]any{"conditions": conds("Gone", "True", "")}

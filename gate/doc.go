@@ -28,7 +28,7 @@
 // The built-in conditions are:
 //
 //   - [Created]: the object exists.
-//   - [Deleted]: the object is gone, or was replaced by one with a new UID.
+//   - [Gone]: the object is gone, or was replaced by one with a new UID.
 //   - [Established]: a CustomResourceDefinition is Established and its names
 //     are accepted, so its kind is served.
 //   - [Ready]: kstatus computes Current for the object, the readiness rules

@@ -90,7 +90,7 @@ func ExampleEstablished() {
 	// gate.Established: expected a CustomResourceDefinition, got apps/v1 Deployment: Established applies only to CRDs; use gate.Ready() or gate.Condition("Available", "True")
 }
 
-func ExampleDeleted() {
+func ExampleGone() {
 	cm := func(uid string) *unstructured.Unstructured {
 		o := &unstructured.Unstructured{}
 		o.SetAPIVersion("v1")
@@ -101,7 +101,7 @@ func ExampleDeleted() {
 		return o
 	}
 	// The engine takes a fresh copy per wait, so UIDs never carry over.
-	d := gate.Deleted().(gate.Stateful).Fresh()
+	d := gate.Gone().(gate.Stateful).Fresh()
 	fmt.Println(d.Check(cm("uid-1")))
 	fmt.Println(d.Check(cm("uid-1")))
 	fmt.Println(d.Check(cm("uid-2")))

@@ -132,6 +132,9 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	return s, nil
 }
 
+// Module is the module-wide scope: the client itself.
+func (s *Client) Module() Reader { return s }
+
 // Scope returns the store of one capability: its keys are its own, stored as
 // "<capability>/<key>".
 func (s *Client) Scope(capability string) Store {
@@ -344,6 +347,9 @@ type scope struct {
 	prefix string
 	err    error
 }
+
+// Module is the module-wide scope of the scope's client.
+func (sc scope) Module() Reader { return sc.c }
 
 var _ Store = scope{}
 

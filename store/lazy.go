@@ -34,6 +34,9 @@ func NewLazy(ctx context.Context, cfg *rest.Config, opts Options) *Lazy {
 	return &Lazy{lazyConn: &lazyConn{ctx: ctx, cfg: cfg, opts: opts}}
 }
 
+// Module is the lazy module-wide Store.
+func (l *Lazy) Module() Reader { return &Lazy{lazyConn: l.lazyConn} }
+
 // Scope is the lazy Store of one capability.
 func (l *Lazy) Scope(capability string) *Lazy {
 	return &Lazy{lazyConn: l.lazyConn, scope: capability}

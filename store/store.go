@@ -33,6 +33,10 @@ type Store interface {
 	// WaitForSync waits until the local copy holds the state as of the first
 	// list from the API server.
 	WaitForSync(ctx context.Context) error
+	// Module reads the module-wide scope, where gate callbacks keep what they
+	// found, from a handler whose own Store is its capability's scope; a
+	// module-wide Store reads itself.
+	Module() Reader
 }
 
 // Reader reads a Store.
@@ -56,7 +60,7 @@ type Change struct {
 }
 
 // GetJSON decodes a key's value as JSON into a T. It reads every view of a
-// Store: a Store, and the Reader vigil.ModuleStoreFrom returns.
+// Store: a Store, and the Reader its Module returns.
 func GetJSON[T any](s Reader, key string) (v T, found bool, err error) {
 	raw, found, err := s.Get(key)
 	if err != nil || !found {

@@ -195,14 +195,14 @@ func newModule(s settings) *vigil.Module {
 	// write there, so the cache is bounded by what they write. When the
 	// ClusterConfig allows all namespaces, the others are read page by page
 	// from the API server (matchAllNamespaces), never cached.
-	exemptions := vigil.NewListerFor(m, vigil.Kind(group, version, "Exemption")).InNamespace(s.exemptionsNamespace)
+	exemptions := vigil.NewLister(m, vigil.Kind(group, version, "Exemption")).InNamespace(s.exemptionsNamespace)
 	m.RBAC("when the ClusterConfig allows Exemptions from all namespaces, admission reads them page by page", rbacv1.PolicyRule{
 		APIGroups: []string{group}, Resources: []string{"exemptions"}, Verbs: []string{"list"},
-	}).For(vigil.AdmissionPods)
+	}).For(vigil.Admission)
 	// The ClusterConfig itself, for the settings a decision depends on:
 	// read as fresh as the request, so an edit or a deletion applies to the
 	// next one, with or without the watcher.
-	clusterConfigs := vigil.NewListerFor(m, vigil.Kind(group, version, "ClusterConfig"))
+	clusterConfigs := vigil.NewLister(m, vigil.Kind(group, version, "ClusterConfig"))
 	trusted := declareTrust(m, s)
 	policies := m.Capability("policies")
 
@@ -297,7 +297,7 @@ func newModule(s settings) *vigil.Module {
 	m.RBAC("the clusterconfig-status reconcile patches the ClusterConfig's status", rbacv1.PolicyRule{
 		APIGroups: []string{group}, Resources: []string{"clusterconfigs/status"}, Verbs: []string{"patch"}, ResourceNames: []string{"initial"},
 	})
-	vigil.When(policies, vigil.Kind(group, version, "ClusterConfig")).WithName("initial").Named("clusterconfig-status").
+	vigil.Watch(policies, vigil.Kind(group, version, "ClusterConfig")).WithName("initial").Named("clusterconfig-status").
 		Reconcile(func(ctx context.Context, cc *unstructured.Unstructured) error {
 			spec, err := s.effective(cc)
 			if err != nil {

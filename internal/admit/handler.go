@@ -965,6 +965,7 @@ func (noStore) SetAndWait(context.Context, string, string) error { return errNoS
 func (noStore) RemoveAndWait(context.Context, string) error      { return errNoStore }
 func (noStore) Subscribe(func(store.Change)) (func(), error)     { return func() {}, errNoStore }
 func (noStore) WaitForSync(context.Context) error                { return nil }
+func (noStore) Module() store.Reader                             { return noStore{} }
 
 func bindingCapability(b *spec.Binding) string {
 	if b == nil {

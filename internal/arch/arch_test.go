@@ -65,7 +65,7 @@ var layers = map[string]struct {
 	"vigiltest":      {public, []string{"store/v1alpha1", "internal/certs", "internal/controlplane", "internal/spec"}},
 
 	// Declarations, and what they resolve to.
-	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme"}},
+	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme", "internal/progress", "provenance"}},
 	"internal/spec":   {spec, []string{"admission", "gate", "store"}},
 
 	// Roles.

@@ -1,7 +1,7 @@
 // Package callctx is what a gate callback or a handler finds in its context,
 // in every role: the Store of its capability, the module-wide Store, and the
 // API server as the role's process reaches it. Roles put it there; the facade's
-// StoreFrom, ModuleStoreFrom, ClientFrom and ConfigFrom read it. While an
+// StoreFrom, ClientFrom and ConfigFrom read it. While an
 // admission binding runs, it also carries the record of the binding's lister
 // reads (internal/fresh), which the listers write and the admission engine
 // reads.

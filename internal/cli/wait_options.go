@@ -125,7 +125,7 @@ func parseOneWaitFor(v string) (gate.Cond, error) {
 	case lower == "create":
 		return gate.Created(), nil
 	case lower == "delete":
-		return gate.Deleted(), nil
+		return gate.Gone(), nil
 	case lower == "established":
 		return gate.Established(), nil
 	case lower == "ready":

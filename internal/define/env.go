@@ -12,15 +12,19 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// Container is a container an Env or a Mount is given to: a role's main
-// container (Role "admission" or "watcher"), or a gate phase's init
-// container (Role "").
+// Container is a container an Env, a Mount or an RBAC rule is given to: a
+// role's main container (Role "admission" or "watcher"), a gate phase's
+// init container (Role ""), or every gate phase's (Role GatesRole).
 type Container struct {
 	Role  string
 	Phase int
 }
 
-// Name is the container's name in the module's pods.
+// GatesRole is the Role of the Container that stands for every gate phase.
+const GatesRole = "gates"
+
+// Name is the container's name in the module's pods; "gates" for every
+// gate phase.
 func (c Container) Name() string {
 	if c.Role != "" {
 		return c.Role
@@ -34,8 +38,36 @@ func (c Container) String() string {
 		return "Admission"
 	case spec.WatcherContainer:
 		return "Watcher"
+	case GatesRole:
+		return "Gates"
 	}
 	return fmt.Sprintf("Phase(%d)", c.Phase)
+}
+
+// expand replaces Gates by the init container of every phase a gate runs
+// in, once each.
+func expand(cs []Container, gates []*Gate) []Container {
+	var out []Container
+	add := func(c Container) {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	for _, c := range cs {
+		if c.Role != GatesRole {
+			add(c)
+			continue
+		}
+		phases := []int{}
+		for _, g := range gates {
+			phases = append(phases, g.Phase)
+		}
+		slices.Sort(phases)
+		for _, p := range slices.Compact(phases) {
+			add(Container{Phase: p})
+		}
+	}
+	return out
 }
 
 // targets are the containers a declaration names with For.
@@ -55,8 +87,8 @@ func (t *targets) setFor(what, site string, cs []Container) error {
 	}
 	for _, c := range cs {
 		switch {
-		case c.Role != "" && c.Role != spec.AdmissionContainer && c.Role != spec.WatcherContainer:
-			return fmt.Errorf("%s: For: container role %q: expected vigil.Admission, vigil.Watcher or vigil.Phase(n)", what, c.Role)
+		case c.Role != "" && c.Role != spec.AdmissionContainer && c.Role != spec.WatcherContainer && c.Role != GatesRole:
+			return fmt.Errorf("%s: For: container role %q: expected vigil.Admission, vigil.Watcher, vigil.Gates or vigil.Phase(n)", what, c.Role)
 		case c.Role == "" && c.Phase < 0:
 			return fmt.Errorf("%s: For(%s): expected a phase of 0 or more", what, c)
 		}
@@ -222,6 +254,9 @@ func validateConfig(envs []*Env, mounts []*Mount, gates []*Gate) []error {
 			errs = append(errs, fmt.Errorf("%s: %s names no container: end it with For(vigil.Admission, vigil.Watcher, vigil.Phase(n)...)", site, what))
 		}
 		for _, c := range t.containers {
+			if c.Role == GatesRole && len(gates) == 0 {
+				errs = append(errs, fmt.Errorf("%s: %s: For(Gates): the module has no gates, so there is no gate phase", t.forSite, what))
+			}
 			if c.Role == "" && !phases[c.Phase] {
 				have := make([]string, 0, len(phases))
 				for _, g := range gates {
@@ -247,7 +282,7 @@ func validateConfig(envs []*Env, mounts []*Mount, gates []*Gate) []error {
 		if e.optional && e.from == nil && e.how != "" {
 			errs = append(errs, fmt.Errorf("%s: %s is Optional, but its value is a literal: only a key of a Secret or ConfigMap can be missing; drop Optional", e.Site, e.what()))
 		}
-		for _, c := range e.containers {
+		for _, c := range expand(e.containers, gates) {
 			k := [2]string{c.Name(), e.Name}
 			if other, ok := envAt[k]; ok {
 				errs = append(errs, fmt.Errorf("%s: %s is already given to container %s by the declaration at %s: declare each variable of a container once", e.Site, e.what(), c.Name(), other))
@@ -260,7 +295,7 @@ func validateConfig(envs []*Env, mounts []*Mount, gates []*Gate) []error {
 	mountsAt := map[string][]at{} // container → its mounts
 	for _, mt := range mounts {
 		checkTargets(mt.Site, mt.what(), mt.targets)
-		for _, c := range mt.containers {
+		for _, c := range expand(mt.containers, gates) {
 			for _, o := range mountsAt[c.Name()] {
 				if nested(o.path, mt.Path) {
 					errs = append(errs, fmt.Errorf("%s: %s overlaps, in container %s, the mount at %s declared at %s: give each volume a folder of its own", mt.Site, mt.what(), c.Name(), o.path, o.site))
@@ -306,10 +341,10 @@ func unrun(m *spec.Module) []error {
 // resolveConfig turns the declarations into the spec's variables and
 // volumes, each volume named after its object (with its place among the
 // volumes when that name is taken or too long).
-func resolveConfig(envs []*Env, mounts []*Mount) ([]spec.Env, []spec.Mount) {
+func resolveConfig(envs []*Env, mounts []*Mount, gates []*Gate) ([]spec.Env, []spec.Mount) {
 	var outEnv []spec.Env
 	for _, e := range envs {
-		se := spec.Env{Name: e.Name, Value: e.value, Containers: containerNames(e.containers), Site: e.Site}
+		se := spec.Env{Name: e.Name, Value: e.value, Containers: containerNames(expand(e.containers, gates)), Site: e.Site}
 		if e.from != nil {
 			from := *e.from
 			from.Optional = e.optional
@@ -327,7 +362,7 @@ func resolveConfig(envs []*Env, mounts []*Mount) ([]spec.Env, []spec.Mount) {
 		used[vol] = true
 		outMounts = append(outMounts, spec.Mount{
 			Volume: vol, Kind: mt.Kind, Name: mt.Name, Path: mt.Path, Keys: mt.Keys, Optional: mt.Optional,
-			Containers: containerNames(mt.containers), Site: mt.Site,
+			Containers: containerNames(expand(mt.containers, gates)), Site: mt.Site,
 		})
 	}
 	return outEnv, outMounts

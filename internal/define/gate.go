@@ -114,12 +114,8 @@ func (g *Gate) SetTimeout(d time.Duration) error {
 	return nil
 }
 
-// SetNamespaces looks in the namespace.
-func (g *Gate) SetNamespaces(namespaces []string) error {
-	if len(namespaces) != 1 {
-		return fmt.Errorf("gate %s: InNamespace(%s): a gate looks in one namespace, or in all when InNamespace is left out: declare one gate per namespace", g.ID(), strings.Join(namespaces, ", "))
-	}
-	ns := namespaces[0]
+// SetNamespace looks in the namespace.
+func (g *Gate) SetNamespace(ns string) error {
 	if problems := validation.IsDNS1123Label(ns); len(problems) > 0 {
 		return fmt.Errorf("gate %s: InNamespace(%q): not a namespace name: %s", g.ID(), ns, strings.Join(problems, "; "))
 	}
@@ -127,20 +123,18 @@ func (g *Gate) SetNamespaces(namespaces []string) error {
 	return nil
 }
 
-// AddLabel selects objects that carry the label, with the value when given.
-func (g *Gate) AddLabel(key string, value []string) error {
+// AddLabel selects objects that have the label, with the value when value
+// is not nil; method names the declaration, WithLabel or WithLabelValue.
+func (g *Gate) AddLabel(method, key string, value *string) error {
 	var req *labels.Requirement
 	var err error
-	switch len(value) {
-	case 0:
+	if value == nil {
 		req, err = labels.NewRequirement(key, selection.Exists, nil)
-	case 1:
-		req, err = labels.NewRequirement(key, selection.Equals, value)
-	default:
-		err = fmt.Errorf("expected one value at most, got %d", len(value))
+	} else {
+		req, err = labels.NewRequirement(key, selection.Equals, []string{*value})
 	}
 	if err != nil {
-		return fmt.Errorf("gate %s: WithLabel(%q): %v", g.ID(), key, err)
+		return fmt.Errorf("gate %s: %s(%q): %v", g.ID(), method, key, err)
 	}
 	g.labelReqs = append(g.labelReqs, *req)
 	return nil
@@ -221,7 +215,7 @@ func Validate(gates []*Gate) []error {
 	byName := map[string]*Gate{}
 	for _, g := range gates {
 		if g.outcome == "" {
-			ends := "ToBeCreated, ToMatch, ToBeDeleted or ToBe"
+			ends := "ToBeCreated, ToMatch, ToBeGone or ToBe"
 			if g.Sample != nil {
 				ends = "ToMatch(func(sample) bool)" // a sample has no other outcome
 			}

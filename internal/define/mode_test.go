@@ -10,9 +10,11 @@ import (
 
 func modeModule(t *testing.T, caps ...spec.Capability) *define.Module {
 	t.Helper()
-	m := define.New(0, "mod", "", nil, "", 0, "1.0.0")
+	site := define.Caller() // the test's line, as a facade entry passes its caller's
+	m := define.New(site, "mod", "", nil, "", 0, "1.0.0")
 	for _, c := range caps {
-		m.AddCapability(0, c)
+		c.Site = site
+		m.AddCapability(c)
 		m.AddBinding(spec.Binding{Capability: c.Name, Name: c.Name + "-check", Action: spec.Validate})
 	}
 	return m
@@ -25,7 +27,7 @@ func TestModesResolveIntoCapabilitiesAndBindings(t *testing.T) {
 		spec.Capability{Name: "audited", Mode: spec.Audit},
 		spec.Capability{Name: "strict", FailClosed: true, Mode: spec.Enforce},
 	)
-	if err := m.Validate(); err != nil {
+	if err := m.Verify(); err != nil {
 		t.Fatal(err)
 	}
 	r := m.Resolve()
@@ -52,9 +54,9 @@ func TestModeMistakes(t *testing.T) {
 	}{
 		{spec.Capability{Name: "strict", FailClosed: true, Mode: spec.Warn}, "capability strict: a fail-closed capability enforces: it cannot run in Warn mode"},
 		{spec.Capability{Name: "strict", FailClosed: true, Mode: spec.Audit}, "capability strict: a fail-closed capability enforces: it cannot run in Audit mode"},
-		{spec.Capability{Name: "odd", Mode: "dryrun"}, `capability odd: Mode("dryrun"): expected Enforce, Warn or Audit`},
+		{spec.Capability{Name: "odd", Mode: "dryrun"}, `capability odd: Mode("dryrun"): expected ModeEnforce, ModeWarn or ModeAudit`},
 	} {
-		err := modeModule(t, tc.c).Validate()
+		err := modeModule(t, tc.c).Verify()
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "mode_test.go:") {
 			t.Errorf("%+v: error %v, want %q at its call site", tc.c, err, tc.want)
 		}

@@ -53,22 +53,21 @@ type Lister struct {
 }
 
 // New starts a module's definition, checking its options; mistakes are
-// recorded at the call site skip frames above New's caller.
-func New(skip int, name, namespace string, s *runtime.Scheme, policy admission.FailurePolicy, timeout time.Duration, version string) *Module {
+// recorded at site, NewModule's call.
+func New(site string, name, namespace string, s *runtime.Scheme, policy admission.FailurePolicy, timeout time.Duration, version string) *Module {
 	m := &Module{Name: name, Namespace: namespace, Scheme: s, Policy: policy, Timeout: timeout, Version: version}
-	skip++
 	switch m.Policy {
 	case "":
 		m.Policy = admission.Fail
 	case admission.Fail, admission.Ignore:
 	default:
-		m.Recordf(skip, "Options.FailurePolicy %q: expected Fail or Ignore", m.Policy)
+		m.Recordf(site, "Options.FailurePolicy %q: expected Fail or Ignore", m.Policy)
 	}
 	if m.Timeout == 0 {
 		m.Timeout = 10 * time.Second
 	}
 	if m.Timeout < 3*time.Second || m.Timeout > 30*time.Second {
-		m.Recordf(skip, "Options.WebhookTimeout %s: expected 3s to 30s (the API server allows 1s to 30s, and bindings get 2s less)", m.Timeout)
+		m.Recordf(site, "Options.WebhookTimeout %s: expected 3s to 30s (the API server allows 1s to 30s, and bindings get 2s less)", m.Timeout)
 	}
 	if m.Namespace == "" {
 		m.Namespace = DefaultNamespace
@@ -77,28 +76,35 @@ func New(skip int, name, namespace string, s *runtime.Scheme, policy admission.F
 		m.Scheme = scheme.New()
 	}
 	if problems := validation.IsDNS1123Label(name); len(problems) > 0 {
-		m.Recordf(skip, "module name %q is not a valid DNS-1123 label (%s): use lower-case letters, digits and '-', like \"uds-core\"", name, strings.Join(problems, "; "))
+		m.Recordf(site, "module name %q is not a valid DNS-1123 label (%s): use lower-case letters, digits and '-', like \"uds-core\"", name, strings.Join(problems, "; "))
 	}
 	if problems := validation.IsDNS1123Label(m.Namespace); len(problems) > 0 {
-		m.Recordf(skip, "Options.Namespace %q is not a valid namespace name (%s)", m.Namespace, strings.Join(problems, "; "))
+		m.Recordf(site, "Options.Namespace %q is not a valid namespace name (%s)", m.Namespace, strings.Join(problems, "; "))
 	}
 	return m
 }
 
-// CallSite is the file:line of the caller skip frames above CallSite's
-// caller.
-func CallSite(skip int) string {
-	if _, file, line, ok := goruntime.Caller(skip + 1); ok {
+// callerSkip is the number of frames between runtime.Caller in Caller and
+// the author's call: Caller's own and the exported function's that calls it.
+// It is the one stack-skip count of vigil.
+const callerSkip = 2
+
+// Caller is the file:line of the call of the exported function that calls
+// it. Every public entry of the facade calls it once, directly, and passes
+// the site down, so a helper layer between the entry and the check cannot
+// shift it.
+func Caller() string {
+	if _, file, line, ok := goruntime.Caller(callerSkip); ok {
 		return fmt.Sprintf("%s:%d", filepath.Base(file), line)
 	}
 	return ""
 }
 
-// Recordf records a definition mistake, prefixed with the file and line of
-// the caller skip frames above Recordf's caller.
-func (m *Module) Recordf(skip int, format string, args ...any) {
+// Recordf records a definition mistake, prefixed with site, the file and
+// line of the author's call that made it.
+func (m *Module) Recordf(site, format string, args ...any) {
 	err := fmt.Errorf(format, args...)
-	if site := CallSite(skip + 1); site != "" {
+	if site != "" {
 		err = fmt.Errorf("%s: %w", site, err)
 	}
 	m.mu.Lock()
@@ -106,11 +112,10 @@ func (m *Module) Recordf(skip int, format string, args ...any) {
 	m.mu.Unlock()
 }
 
-// Check records err, if any, as Recordf would at the caller skip frames
-// above Check's caller.
-func (m *Module) Check(skip int, err error) {
+// Check records err, if any, as Recordf would at site.
+func (m *Module) Check(site string, err error) {
 	if err != nil {
-		m.Recordf(skip+1, "%v", err)
+		m.Recordf(site, "%v", err)
 	}
 }
 
@@ -124,25 +129,25 @@ func (m *Module) AddGate(g *Gate, site string) {
 }
 
 // AddCapability records a capability, checking its name, its namespaces and
-// its opt-out label; mistakes are recorded at the caller skip frames above
-// AddCapability's caller, an opt-out's at OptOutLabel's call.
-func (m *Module) AddCapability(skip int, c spec.Capability) {
-	skip++
+// its opt-out label; mistakes are recorded at c.Site, an opt-out's at
+// OptOutLabel's call.
+func (m *Module) AddCapability(c spec.Capability) {
+	site := c.Site
 	if problems := validation.IsDNS1123Label(c.Name); len(problems) > 0 {
-		m.Recordf(skip, "capability name %q: %s", c.Name, strings.Join(problems, "; "))
+		m.Recordf(site, "capability name %q: %s", c.Name, strings.Join(problems, "; "))
 	}
 	for _, ns := range c.Namespaces {
 		if problems := validation.IsDNS1123Label(ns); len(problems) > 0 {
-			m.Recordf(skip, "capability %s: InNamespaces(%q): not a namespace name: %s", c.Name, ns, strings.Join(problems, "; "))
+			m.Recordf(site, "capability %s: InNamespaces(%q): not a namespace name: %s", c.Name, ns, strings.Join(problems, "; "))
 		}
 	}
 	switch {
 	case c.Mode == "":
 		c.Mode = spec.Enforce
 	case !c.Mode.Valid():
-		m.Recordf(skip, "capability %s: Mode(%q): expected Enforce, Warn or Audit", c.Name, c.Mode)
+		m.Recordf(site, "capability %s: Mode(%q): expected ModeEnforce, ModeWarn or ModeAudit", c.Name, c.Mode)
 	case c.FailClosed && c.Mode != spec.Enforce:
-		m.Recordf(skip, "capability %s: a fail-closed capability enforces: it cannot run in %s mode; drop FailClosed to roll it out in %s, or the mode", c.Name, c.Mode, c.Mode)
+		m.Recordf(site, "capability %s: a fail-closed capability enforces: it cannot run in %s mode; drop FailClosed to roll it out in %s, or the mode", c.Name, c.Mode, c.Mode)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -327,10 +332,10 @@ func (m *Module) AddMount(mt *Mount) {
 	m.mu.Unlock()
 }
 
-// Validate reports every mistake recorded while the module was declared and
+// Verify reports every mistake recorded while the module was declared and
 // every one only the whole definition shows, each with the call site that
 // made it.
-func (m *Module) Validate() error {
+func (m *Module) Verify() error {
 	errs := m.validate()
 	resolved := m.Resolve()
 	errs = append(errs, unrun(resolved)...)
@@ -415,7 +420,7 @@ func (m *Module) Resolve() *spec.Module {
 	out.Phases = spec.GroupPhases(gates)
 	out.TrustedNamespaces = append([]spec.TrustedNamespace(nil), m.trusted...)
 	out.Provenance = m.provenance
-	out.Env, out.Mounts = resolveConfig(m.envs, m.mounts)
+	out.Env, out.Mounts = resolveConfig(m.envs, m.mounts, m.gates)
 	for _, l := range m.listers {
 		out.Listers = append(out.Listers, l.Spec)
 	}

@@ -2,6 +2,7 @@ package define
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -37,4 +38,33 @@ func Rules(why, site string, rule rbacv1.PolicyRule, namespaces []string) ([]spe
 		out = append(out, spec.Rule{Namespace: ns, PolicyRule: rule, Why: fmt.Sprintf("%s (declared at %s)", why, site)})
 	}
 	return out, nil
+}
+
+// RulesFor gives the n rules from first, declared by an RBAC whose For was
+// called at site, only to the ServiceAccounts of the pods that run cs: the
+// admission pod's for Admission, Gates and Phase(n) (the gate phases run in
+// it), the watcher's for Watcher.
+func (m *Module) RulesFor(site string, first, n int, cs []Container) {
+	if len(cs) == 0 {
+		m.Recordf(site, "RBAC(...).For(): expected the containers the rule is for: vigil.Admission, vigil.Watcher, vigil.Gates or vigil.Phase(n)")
+		return
+	}
+	var roles, names []string
+	for _, c := range cs {
+		names = append(names, c.Name())
+		role := spec.AdmissionContainer
+		switch {
+		case c.Role == spec.WatcherContainer:
+			role = spec.WatcherContainer
+		case c.Role == "" && c.Phase < 0:
+			m.Recordf(site, "RBAC(...).For(%s): expected a phase of 0 or more", c)
+			continue
+		}
+		if !slices.Contains(roles, role) {
+			roles = append(roles, role)
+		}
+	}
+	if len(roles) > 0 {
+		m.SetRuleRoles(first, n, roles, "for the "+strings.Join(names, ", ")+" pods")
+	}
 }

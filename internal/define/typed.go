@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/gate"
-	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -143,23 +141,6 @@ func ListOf(s *runtime.Scheme, proto client.Object, gvk schema.GroupVersionKind)
 		o, _ := s.New(listGVK)
 		return o.(client.ObjectList)
 	}, nil
-}
-
-// EventsOf are the watch events that admission operations name: CREATE is
-// Added, UPDATE Modified, DELETE Deleted.
-func EventsOf(ops []admissionv1.Operation) []spec.Event {
-	var out []spec.Event
-	for _, op := range ops {
-		switch op {
-		case admissionv1.Create:
-			out = append(out, spec.Added)
-		case admissionv1.Update:
-			out = append(out, spec.Modified)
-		case admissionv1.Delete:
-			out = append(out, spec.Deleted)
-		}
-	}
-	return out
 }
 
 // FinishOne is the Finish of a gate on one object: the object converted to T,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vigilkit/vigil/internal/callctx"
 	"github.com/vigilkit/vigil/internal/gaterun"
+	"github.com/vigilkit/vigil/internal/handoff"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
 )
@@ -56,12 +57,12 @@ func TestRunRunsOnePhaseOfTheModule(t *testing.T) {
 		t.Errorf("ran %v, want the gates of phase 1 only", ran)
 	}
 	for _, name := range []string{"second", "third"} {
-		got, found, err := gaterun.Result[string](dir, name)
+		got, found, err := handoff.Result[string](dir, name)
 		if err != nil || !found || got != name+" done" {
 			t.Errorf("handoff of %s: %q, %v, %v", name, got, found, err)
 		}
 	}
-	if _, err := os.Stat(gaterun.HandoffPath(dir, "first")); err == nil {
+	if _, err := os.Stat(handoff.Path(dir, "first")); err == nil {
 		t.Error("the gate of phase 0 handed a result off")
 	}
 	summary, err := os.ReadFile(termination)

@@ -165,7 +165,7 @@ func TestDeletedByUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newWaiter(t, env.Config)
-	ch := waitAsync(ctx, w, waitfor.Spec{GVK: configMapGVK, Namespace: ns, Name: "doomed", Cond: gate.Deleted()}, nil)
+	ch := waitAsync(ctx, w, waitfor.Spec{GVK: configMapGVK, Namespace: ns, Name: "doomed", Cond: gate.Gone()}, nil)
 	notWithin(t, ch, 300*time.Millisecond)
 	if err := env.Client.Delete(ctx, cm(ns, "doomed", nil, nil)); err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ func newModule() *vigil.Module {
 	// The namespace whose ConfigMaps' names are reserved: a ConfigMap of
 	// the same name elsewhere is refused by the "cached" validation.
 	reserved := os.Getenv("LISTERBENCH_RESERVED_NAMESPACE")
-	configMaps := vigil.NewLister[*corev1.ConfigMap](m)
+	configMaps := vigil.NewLister(m, &corev1.ConfigMap{})
 
 	vigil.When(m.Capability("plain"), &corev1.ConfigMap{}).IsCreated().Named("needs-app").
 		Validate(func(_ context.Context, r *vigil.Request[*corev1.ConfigMap]) vigil.Verdict {

@@ -37,7 +37,7 @@ func newModule() *vigil.Module {
 			}
 			return admission.Allow()
 		})
-	vigil.When(cms, &corev1.ConfigMap{}).InNamespace(AppNamespace).Reconcile(
+	vigil.Watch(cms, &corev1.ConfigMap{}).InNamespace(AppNamespace).Reconcile(
 		func(ctx context.Context, cm *corev1.ConfigMap) error {
 			if cm.Annotations["reconciled"] == "true" {
 				return nil

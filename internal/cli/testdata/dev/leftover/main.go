@@ -33,7 +33,6 @@ func main() {
 			}
 			return admission.Allow()
 		})
-	vigil.When(c, &corev1.ConfigMap{}).InNamespace(ns).
-		Watch(func(context.Context, *corev1.ConfigMap, vigil.WatchEvent) {})
+	vigil.Watch(c, &corev1.ConfigMap{}).InNamespace(ns).OnEvent(func(context.Context, *corev1.ConfigMap, vigil.WatchEvent) {})
 	vigil.Run(m)
 }
