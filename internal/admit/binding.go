@@ -2,7 +2,6 @@ package admit
 
 import (
 	"context"
-	"errors"
 	"reflect"
 	"slices"
 
@@ -12,12 +11,7 @@ import (
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/spec"
-	"github.com/vigilkit/vigil/store"
 )
-
-// ErrDryRun refuses a Store write made while admitting a dry-run request:
-// the webhooks declare no side effects.
-var ErrDryRun = errors.New("store writes are refused while admitting a dry-run request: the webhook declares sideEffects None; check req.DryRun before writing")
 
 // MutateBinding makes a binding that runs fn on objects of proto's type.
 func MutateBinding[T client.Object](gvk schema.GroupVersionKind, proto T, fn func(ctx context.Context, req *admission.Request[T]) error) spec.Binding {
@@ -95,18 +89,3 @@ func matches(b *spec.Binding, req *admissionv1.AdmissionRequest, meta func() spe
 	}
 	return true
 }
-
-// dryRunStore refuses writes: see ErrDryRun.
-type dryRunStore struct{ store.Store }
-
-func (dryRunStore) Set(context.Context, string, string) error { return ErrDryRun }
-func (dryRunStore) Update(context.Context, string, func(string, bool) (string, error)) error {
-	return ErrDryRun
-}
-func (dryRunStore) Remove(context.Context, string) error              { return ErrDryRun }
-func (dryRunStore) SetAndWait(context.Context, string, string) error  { return ErrDryRun }
-func (dryRunStore) RemoveAndWait(context.Context, string) error       { return ErrDryRun }
-func (d dryRunStore) Subscribe(fn func(store.Change)) (func(), error) { return d.Store.Subscribe(fn) }
-func (d dryRunStore) WaitForSync(ctx context.Context) error           { return d.Store.WaitForSync(ctx) }
-func (d dryRunStore) Get(key string) (string, bool, error)            { return d.Store.Get(key) }
-func (d dryRunStore) Keys() ([]string, error)                         { return d.Store.Keys() }

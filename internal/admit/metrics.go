@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -101,4 +102,30 @@ func (m *Metrics) unenforcedDenial(b *spec.Binding) {
 func (m *Metrics) recheck(b *spec.Binding, outcome string, wait time.Duration) {
 	m.rechecks.WithLabelValues(b.Capability, b.Name, outcome).Inc()
 	m.fresh.Observe(wait.Seconds())
+}
+
+func (h *Handler) observe(b *spec.Binding, verdict string, d time.Duration) {
+	if h.opts.Metrics == nil || b == nil {
+		return
+	}
+	h.opts.Metrics.observe(b, verdict, d)
+}
+
+func (h *Handler) recheck(b *spec.Binding, outcome string, wait time.Duration) {
+	if h.opts.Metrics != nil {
+		h.opts.Metrics.recheck(b, outcome, wait)
+	}
+}
+
+func verdictLabel(v admission.Verdict, err error) string {
+	switch {
+	case err != nil:
+		return "error"
+	case !v.Allowed():
+		return "denied"
+	case len(v.Warnings()) > 0:
+		return "warned"
+	default:
+		return "allowed"
+	}
 }
