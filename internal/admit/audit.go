@@ -29,7 +29,7 @@ func (h *Handler) AuditMutations(ctx context.Context, req *admissionv1.Admission
 			continue
 		}
 		seen[b.Capability] = true
-		resp := h.review(ctx, spec.Mutate, b.Capability, req, true)
+		resp := h.auditReview(ctx, spec.Mutate, b.Capability, req, true)
 		if resp.Allowed && len(resp.Patch) > 0 {
 			out = append(out, Skipped{Capability: b.Capability, Patch: resp.Patch})
 		}
@@ -57,7 +57,7 @@ func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) 
 			continue
 		}
 		seen[b.Capability] = true
-		resp := h.review(ctx, spec.Validate, b.Capability, req, true)
+		resp := h.auditReview(ctx, spec.Validate, b.Capability, req, true)
 		if !resp.Allowed && resp.Result != nil {
 			out = append(out, Denial{Capability: b.Capability, Message: resp.Result.Message})
 		}
@@ -65,10 +65,10 @@ func (h *Handler) Audit(ctx context.Context, req *admissionv1.AdmissionRequest) 
 	return out
 }
 
-// review runs the bindings for one request, outside a webhook call (the
-// audit's), under the handler's deadline: the answer comes by then, while
-// a binding that ignores its context goes on.
-func (h *Handler) review(ctx context.Context, action spec.Action, capability string, req *admissionv1.AdmissionRequest, enforce bool) *admissionv1.AdmissionResponse {
+// auditReview reviews one request (reviewRun.review) outside a webhook call,
+// for the audit, under the handler's deadline: the answer comes by then,
+// while a binding that ignores its context goes on.
+func (h *Handler) auditReview(ctx context.Context, action spec.Action, capability string, req *admissionv1.AdmissionRequest, enforce bool) *admissionv1.AdmissionResponse {
 	rv, run := h.prepare(action, capability, req, enforce)
 	if len(run) == 0 {
 		return &admissionv1.AdmissionResponse{Allowed: true}
@@ -76,7 +76,7 @@ func (h *Handler) review(ctx context.Context, action spec.Action, capability str
 	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 	defer cancel()
 	done := make(chan *admissionv1.AdmissionResponse, 1)
-	go func() { done <- rv.run(ctx, action, run) }()
+	go func() { done <- rv.review(ctx, action, run) }()
 	select {
 	case resp := <-done:
 		return resp

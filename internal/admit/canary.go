@@ -11,8 +11,18 @@ import (
 // when another replica answered.
 func CanaryWarning(token string) string { return "vigil-canary " + token }
 
-// canary returns the token of a canary ConfigMap.
-func (h *Handler) canary(req *admissionv1.AdmissionRequest) string {
+// canary answers the registration's canary: allowed, with its token echoed
+// back as a warning to whoever sent it, whichever replica answers.
+func (h *Handler) canary(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	resp := &admissionv1.AdmissionResponse{Allowed: true}
+	if token := canaryToken(req); token != "" {
+		resp.Warnings = []string{CanaryWarning(token)}
+	}
+	return resp
+}
+
+// canaryToken returns the token of a canary ConfigMap.
+func canaryToken(req *admissionv1.AdmissionRequest) string {
 	var cm struct {
 		Data map[string]string `json:"data"`
 	}

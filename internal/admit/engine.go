@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -104,6 +104,7 @@ func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 // prepare finds the bindings to run for one request: those served on the
 // path of capability (see servedOn) whose kind, operation and filters match.
 // enforce judges every validation as if its capability were in Enforce mode.
+// It returns no bindings when none runs.
 func (h *Handler) prepare(action spec.Action, capability string, req *admissionv1.AdmissionRequest, enforce bool) (*reviewRun, []*spec.Binding) {
 	bindings := h.mutate
 	if action == spec.Validate {
@@ -122,14 +123,78 @@ func (h *Handler) prepare(action spec.Action, capability string, req *admissionv
 	return &reviewRun{h: h, req: req, dryRun: req.DryRun != nil && *req.DryRun, enforce: enforce}, run
 }
 
-// reviewRun is one request's run through its bindings.
+// reviewRun is one request's run through its bindings. It is allocated for
+// each request: keep it small (the bindings are review's argument).
 type reviewRun struct {
 	h      *Handler
 	req    *admissionv1.AdmissionRequest
 	dryRun bool
 	// enforce judges every validation as Enforce mode would: see Handler.Audit.
 	enforce bool
+	// current is the binding running, for an answer given at the deadline.
 	current atomic.Pointer[spec.Binding]
+}
+
+// review is the engine's one review function, through which every request
+// is answered, the webhook's (ServeHTTP) and the audit's alike: it applies
+// the request's bindings (prepare's, all of action) in the order they were
+// declared, each seeing the
+// object as those before it left it, and passes each one's outcome through
+// the stages — a recheck on fresh data (recheck.go), its metrics
+// (metrics.go), the failure policy when it failed (failure.go), its
+// capability's mode when a validation denied (mode.go). The first failure or
+// enforced denial answers the request; otherwise it is allowed, with the
+// warnings gathered and, for mutations, the patch they add up to.
+func (rv *reviewRun) review(ctx context.Context, action spec.Action, bindings []*spec.Binding) *admissionv1.AdmissionResponse {
+	objs := &objects{req: rv.req}
+	defer objs.release()
+	var warnings []string
+	for _, b := range bindings {
+		rv.current.Store(b)
+		obj, old, err := objs.decode(b)
+		var v admission.Verdict
+		if err == nil {
+			began := time.Now()
+			v, err = rv.apply(ctx, b, objs, obj, old)
+			rv.h.observe(b, verdictLabel(b.Action, v, err), time.Since(began))
+		}
+		if err != nil {
+			// A failed mutation may have left half its edits: none are sent.
+			resp := rv.h.failed(b, err)
+			resp.Warnings = append(warnings, resp.Warnings...)
+			return resp
+		}
+		warnings = append(warnings, v.Warnings()...)
+		switch effectOf(b.Mode, rv.enforce, v.Allowed()) {
+		case effectDeny:
+			return denial(v, warnings)
+		case effectWarn, effectRecord:
+			warnings = rv.unenforced(b, v, warnings)
+		}
+	}
+	if action == spec.Validate {
+		return &admissionv1.AdmissionResponse{Allowed: true, Warnings: warnings}
+	}
+	patch, err := objs.patch()
+	if err != nil {
+		return rv.h.failed(rv.current.Load(), err)
+	}
+	resp := &admissionv1.AdmissionResponse{Allowed: true}
+	if len(patch) > 0 {
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = patch, &pt
+	}
+	return resp
+}
+
+// apply runs binding b on the request's objects: a mutation edits obj and
+// answers an allow, a validation answers its verdict. Either runs once more
+// on fresh data when the recheck stage says its outcome rests on a cache.
+func (rv *reviewRun) apply(ctx context.Context, b *spec.Binding, objs *objects, obj, old client.Object) (admission.Verdict, error) {
+	if b.Action == spec.Mutate {
+		return admission.Verdict{}, rv.mutateOne(ctx, b, objs, obj, old)
+	}
+	return rv.validateOne(ctx, b, obj, old)
 }
 
 // input is what binding b's typed request is made of, besides its objects,
@@ -143,73 +208,4 @@ func (rv *reviewRun) input(ctx context.Context, b *spec.Binding) (context.Contex
 		ctx = rv.h.opts.Context(ctx, st)
 	}
 	return ctx, &spec.Call{Raw: rv.req, Store: st}
-}
-
-func (rv *reviewRun) run(ctx context.Context, action spec.Action, bindings []*spec.Binding) *admissionv1.AdmissionResponse {
-	objs := &objects{req: rv.req}
-	if action == spec.Mutate {
-		defer func() {
-			if objs.orig != nil {
-				objs.orig.release()
-			}
-		}()
-		return rv.mutate(ctx, bindings, objs)
-	}
-	var warnings []string
-	for _, b := range bindings {
-		rv.current.Store(b)
-		obj, old, err := objs.decode(b)
-		var v admission.Verdict
-		if err == nil {
-			began := time.Now()
-			v, err = rv.validate(ctx, b, obj, old)
-			rv.h.observe(b, verdictLabel(v, err), time.Since(began))
-		}
-		if err != nil {
-			resp := rv.h.failed(b, err)
-			resp.Warnings = append(warnings, resp.Warnings...)
-			return resp
-		}
-		warnings = append(warnings, v.Warnings()...)
-		if !v.Allowed() && !rv.enforce && (b.Mode == spec.Warn || b.Mode == spec.Audit) {
-			warnings = rv.unenforced(b, v, warnings)
-			continue
-		}
-		if !v.Allowed() {
-			return &admissionv1.AdmissionResponse{Allowed: false, Warnings: warnings, Result: &metav1.Status{
-				Status: metav1.StatusFailure, Code: v.Code(), Message: v.Message(), Reason: reasonFor(v.Code()),
-			}}
-		}
-	}
-	return &admissionv1.AdmissionResponse{Allowed: true, Warnings: warnings}
-}
-
-func (rv *reviewRun) mutate(ctx context.Context, bindings []*spec.Binding, objs *objects) *admissionv1.AdmissionResponse {
-	for _, b := range bindings {
-		rv.current.Store(b)
-		obj, old, err := objs.decode(b)
-		if err == nil {
-			began := time.Now()
-			err = rv.mutateOne(ctx, b, objs, obj, old)
-			label := "mutated"
-			if err != nil {
-				label = "error"
-			}
-			rv.h.observe(b, label, time.Since(began))
-		}
-		if err != nil {
-			// A failed mutation may have left half its edits: none are sent.
-			return rv.h.failed(b, err)
-		}
-	}
-	patch, err := objs.patch()
-	if err != nil {
-		return rv.h.failed(rv.current.Load(), err)
-	}
-	resp := &admissionv1.AdmissionResponse{Allowed: true}
-	if len(patch) > 0 {
-		pt := admissionv1.PatchTypeJSONPatch
-		resp.Patch, resp.PatchType = patch, &pt
-	}
-	return resp
 }

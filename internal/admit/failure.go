@@ -13,7 +13,8 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// timedOut answers for a run whose binding did not finish in time.
+// timedOut answers, by the failure policy, for a run whose binding did not
+// finish in time, and counts it.
 func (h *Handler) timedOut(rv *reviewRun) *admissionv1.AdmissionResponse {
 	b := rv.current.Load()
 	h.observe(b, "timeout", h.opts.Timeout)
@@ -38,30 +39,49 @@ func firstFrames(stack []byte, lines int) string {
 	return strings.Join(parts, "\n")
 }
 
-// failed answers for a binding that failed, by the failure policy.
+// failed answers for a binding that failed, by the failure policy of its
+// capability, and logs the failure whole (a panic's stack with it).
 func (h *Handler) failed(b *spec.Binding, err error) *admissionv1.AdmissionResponse {
-	id := "unknown"
-	if b != nil {
-		id = fmt.Sprintf("capability %q binding %q", b.Capability, b.Name)
+	id, policy := bindingID(b), h.policyFor(b)
+	h.opts.Log.Error(err, "admission binding failed", "binding", id, "failurePolicy", string(policy))
+	return failureAnswer(h.opts.Module, policy, id, err)
+}
+
+// policyFor is the failure policy that answers for binding b: its
+// capability's (Options.Policies), else the module's.
+func (h *Handler) policyFor(b *spec.Binding) admission.FailurePolicy {
+	if p, ok := h.opts.Policies[bindingCapability(b)]; ok {
+		return p
 	}
+	return h.opts.FailurePolicy
+}
+
+// failureAnswer is policy's answer to the failure err of the binding id
+// names (bindingID), in module: Ignore allows with a warning, Fail denies;
+// either message names the capability and binding and says what failed, up
+// to the first line — a panic's stack goes to the log, not to the client.
+func failureAnswer(module string, policy admission.FailurePolicy, id string, err error) *admissionv1.AdmissionResponse {
 	msg := err.Error()
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i] // the stack goes to the log, not to the client
+		msg = msg[:i]
 	}
-	policy := h.opts.FailurePolicy
-	if p, ok := h.opts.Policies[bindingCapability(b)]; ok {
-		policy = p
-	}
-	h.opts.Log.Error(err, "admission binding failed", "binding", id, "failurePolicy", string(policy))
 	if policy == admission.Ignore {
 		return &admissionv1.AdmissionResponse{Allowed: true, Warnings: []string{
-			fmt.Sprintf("vigil module %s: %s failed and was skipped (failurePolicy Ignore): %s", h.opts.Module, id, msg),
+			fmt.Sprintf("vigil module %s: %s failed and was skipped (failurePolicy Ignore): %s", module, id, msg),
 		}}
 	}
 	return &admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Reason: metav1.StatusReasonInternalError,
-		Message: fmt.Sprintf("vigil module %s: %s failed (failurePolicy Fail): %s", h.opts.Module, id, msg),
+		Message: fmt.Sprintf("vigil module %s: %s failed (failurePolicy Fail): %s", module, id, msg),
 	}}
+}
+
+// bindingID names a binding in failure messages.
+func bindingID(b *spec.Binding) string {
+	if b == nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("capability %q binding %q", b.Capability, b.Name)
 }
 
 func bindingCapability(b *spec.Binding) string {

@@ -153,6 +153,14 @@ func (o *original) onlyMetadataChanged(cur client.Object) bool {
 	return err == nil && bytes.Equal(data, o.proto)
 }
 
+// release gives back what the objects hold in pools, once the request is
+// answered.
+func (o *objects) release() {
+	if o.orig != nil {
+		o.orig.release()
+	}
+}
+
 // release gives back the buffer of the original's encoding, once the patch
 // is made.
 func (o *original) release() {

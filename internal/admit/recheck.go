@@ -13,9 +13,9 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-// validate runs a validation, and once more on fresh data when its verdict
-// rests on what the listers it read hold: see Options.Recheck.
-func (rv *reviewRun) validate(ctx context.Context, b *spec.Binding, obj, old client.Object) (admission.Verdict, error) {
+// validateOne runs a validation, and once more on fresh data when its
+// verdict rests on what the listers it read hold: see Options.Recheck.
+func (rv *reviewRun) validateOne(ctx context.Context, b *spec.Binding, obj, old client.Object) (admission.Verdict, error) {
 	once := func() (admission.Verdict, *fresh.Reads, error) {
 		reads := rv.reads()
 		v, err := call(func() (admission.Verdict, error) {

@@ -39,7 +39,7 @@ func (h *Handler) Lingering() int { return int(h.lingering.Load()) }
 // path's bindings is for — is answered by the failure policy, or allowed
 // while a newer version of the module is registered (see Options.Newer).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	review, status, err := h.decode(w, r)
+	review, status, err := h.read(w, r)
 	if err != nil {
 		h.opts.Log.Info("admission request refused", "path", r.URL.Path, "status", status, "err", err.Error())
 		http.Error(w, err.Error(), status)
@@ -51,11 +51,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case a.reason != "":
 		resp = h.unattributed(r.Context(), r.URL.Path, req, a)
 	case a.canary:
-		resp = &admissionv1.AdmissionResponse{Allowed: true}
-		if token := h.canary(req); token != "" {
-			// Echoed to whoever sent the canary, whichever replica answers.
-			resp.Warnings = []string{CanaryWarning(token)}
-		}
+		resp = h.canary(req)
 	default:
 		if rv, run := h.prepare(a.action, a.capability, req, false); len(run) > 0 {
 			h.serveRun(w, r, rv, a.action, run)
@@ -66,7 +62,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.answer(w, req.UID, resp, false)
 }
 
-// serveRun runs a request's bindings on the request's own goroutine — no
+// serveRun reviews a request (reviewRun.review) on the request's own goroutine — no
 // handoff to another, which cost a thread's wakeup per request — and
 // answers with what they decide. Should they outlast the deadline, a timer
 // answers instead, by the failure policy, while they go on: the answer
@@ -93,7 +89,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, rv *reviewRun
 			h.answer(w, uid, h.timedOut(rv), true)
 		}
 	})
-	resp := rv.run(ctx, action, run)
+	resp := rv.review(ctx, action, run)
 	timer.Stop()
 	mu.Lock()
 	defer mu.Unlock()
@@ -143,8 +139,9 @@ func (h *Handler) answer(w http.ResponseWriter, uid types.UID, resp *admissionv1
 // jsonContentType is the answer's Content-Type header, shared.
 var jsonContentType = []string{"application/json"}
 
-// decode reads an AdmissionReview v1 request, or says what is wrong with it.
-func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*admissionv1.AdmissionReview, int, error) {
+// read reads an AdmissionReview v1 request within the body limit and decodes
+// it (DecodeReview), or says what is wrong with it and with which status.
+func (h *Handler) read(w http.ResponseWriter, r *http.Request) (*admissionv1.AdmissionReview, int, error) {
 	if r.Method != http.MethodPost {
 		return nil, http.StatusMethodNotAllowed, fmt.Errorf("expected POST of an AdmissionReview, got %s", r.Method)
 	}
