@@ -138,13 +138,13 @@ type reviewRun struct {
 // review is the engine's one review function, through which every request
 // is answered, the webhook's (ServeHTTP) and the audit's alike: it applies
 // the request's bindings (prepare's, all of action) in the order they were
-// declared, each seeing the
-// object as those before it left it, and passes each one's outcome through
-// the stages — a recheck on fresh data (recheck.go), its metrics
-// (metrics.go), the failure policy when it failed (failure.go), its
-// capability's mode when a validation denied (mode.go). The first failure or
-// enforced denial answers the request; otherwise it is allowed, with the
-// warnings gathered and, for mutations, the patch they add up to.
+// declared, each seeing the object as those before it left it, and passes
+// each one's outcome through the stages — a recheck on fresh data
+// (recheck.go), its metrics (metrics.go), the failure policy when it failed
+// (failure.go), its capability's mode when a validation denied (mode.go).
+// The first failure or enforced denial answers the request; otherwise it is
+// allowed, with the warnings gathered and, for mutations, the patch they add
+// up to.
 func (rv *reviewRun) review(ctx context.Context, action spec.Action, bindings []*spec.Binding) *admissionv1.AdmissionResponse {
 	objs := &objects{req: rv.req}
 	defer objs.release()
