@@ -170,9 +170,3 @@ func (h *Handler) unattributed(ctx context.Context, path string, req *admissionv
 		Message: msg + " (failurePolicy Fail)",
 	}}
 }
-
-func (h *Handler) count(reason, answer string) {
-	if h.opts.Metrics != nil {
-		h.opts.Metrics.unattributed.WithLabelValues(reason, answer).Inc()
-	}
-}

@@ -1,19 +1,12 @@
 package admit
 
 import (
-	"context"
-	"errors"
 	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/vigilkit/vigil/internal/spec"
-	"github.com/vigilkit/vigil/store"
 )
-
-// ErrDryRun refuses a Store write made while admitting a dry-run request:
-// the webhooks declare no side effects.
-var ErrDryRun = errors.New("store writes are refused while admitting a dry-run request: the webhook declares sideEffects None; check req.DryRun before writing")
 
 // serves reports whether the request is of what the binding is for: its
 // kind, resource or subresource, and operations. Filters and namespaces
@@ -52,18 +45,3 @@ func matches(b *spec.Binding, req *admissionv1.AdmissionRequest, meta func() spe
 	}
 	return true
 }
-
-// dryRunStore refuses writes: see ErrDryRun.
-type dryRunStore struct{ store.Store }
-
-func (dryRunStore) Set(context.Context, string, string) error { return ErrDryRun }
-func (dryRunStore) Update(context.Context, string, func(string, bool) (string, error)) error {
-	return ErrDryRun
-}
-func (dryRunStore) Remove(context.Context, string) error              { return ErrDryRun }
-func (dryRunStore) SetAndWait(context.Context, string, string) error  { return ErrDryRun }
-func (dryRunStore) RemoveAndWait(context.Context, string) error       { return ErrDryRun }
-func (d dryRunStore) Subscribe(fn func(store.Change)) (func(), error) { return d.Store.Subscribe(fn) }
-func (d dryRunStore) WaitForSync(ctx context.Context) error           { return d.Store.WaitForSync(ctx) }
-func (d dryRunStore) Get(key string) (string, bool, error)            { return d.Store.Get(key) }
-func (d dryRunStore) Keys() ([]string, error)                         { return d.Store.Keys() }

@@ -40,4 +40,14 @@
 // newer version is registered (Options.Newer). A binding's filters are not
 // part of attribution: a request they do not match is allowed. Malformed
 // requests get a 4xx saying what was expected.
+//
+// A request passes through the files in this order: transport.go reads it
+// (method, content type, body limit) and writes the answer; decode.go
+// decodes the AdmissionReview; attribute.go and paths.go find what it is
+// for; engine.go reviews it — reviewRun.review, the one review function,
+// which the audit (audit.go) calls too — with objects.go keeping the
+// objects and making the patch. Each binding's outcome goes through the
+// stages, each in its own file: recheck.go (decided again on fresh data),
+// metrics.go (counted), failure.go (a failure, panic or timeout answered by
+// the failure policy) and mode.go (a denial enforced, warned or recorded).
 package admit

@@ -9,6 +9,7 @@ import (
 	fastjson "github.com/goccy/go-json"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The answer to a review is written by hand when it is an allow or a plain
@@ -163,3 +164,6 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// reviewTypeMeta is what an answer is: DecodeReview accepts only v1.
+var reviewTypeMeta = metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}

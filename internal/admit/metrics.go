@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -101,4 +102,58 @@ func (m *Metrics) unenforcedDenial(b *spec.Binding) {
 func (m *Metrics) recheck(b *spec.Binding, outcome string, wait time.Duration) {
 	m.rechecks.WithLabelValues(b.Capability, b.Name, outcome).Inc()
 	m.fresh.Observe(wait.Seconds())
+}
+
+// The handler's metrics stage: each records nothing when the handler has no
+// Metrics.
+
+// observe counts a binding's run for one request and how long it took, by
+// its verdict (verdictLabel, or timeout).
+func (h *Handler) observe(b *spec.Binding, verdict string, d time.Duration) {
+	if h.opts.Metrics == nil || b == nil {
+		return
+	}
+	h.opts.Metrics.observe(b, verdict, d)
+}
+
+// recheck counts a decision made again on fresh data, by outcome (same,
+// changed, failed), and how long it waited for the listers.
+func (h *Handler) recheck(b *spec.Binding, outcome string, wait time.Duration) {
+	if h.opts.Metrics != nil {
+		h.opts.Metrics.recheck(b, outcome, wait)
+	}
+}
+
+// unenforcedDenial counts a denial answered as an allow: its capability is
+// in Warn or Audit mode.
+func (h *Handler) unenforcedDenial(b *spec.Binding) {
+	if h.opts.Metrics != nil {
+		h.opts.Metrics.unenforcedDenial(b)
+	}
+}
+
+// count counts a request the handler could not attribute, by reason and
+// answer.
+func (h *Handler) count(reason, answer string) {
+	if h.opts.Metrics != nil {
+		h.opts.Metrics.unattributed.WithLabelValues(reason, answer).Inc()
+	}
+}
+
+// verdictLabel is the verdict label of a binding's run: error when it
+// failed; else mutated for a mutation, and denied, warned or allowed for a
+// validation.
+func verdictLabel(action spec.Action, v admission.Verdict, err error) string {
+	switch {
+	case err != nil:
+		return "error"
+	case action == spec.Mutate:
+		return "mutated"
+	case !v.Allowed():
+		return "denied"
+	case len(v.Warnings()) > 0:
+		return "warned"
+	default:
+		return "allowed"
+	}
 }

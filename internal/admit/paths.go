@@ -47,3 +47,12 @@ func (h *Handler) servedOn(b *spec.Binding, capability string) bool {
 		return b.Capability == capability
 	}
 }
+
+// MutatePath is where the module's mutations are served.
+func MutatePath(module string) string { return "/mutate/" + module }
+
+// ValidatePath is where the module's validations are served.
+func ValidatePath(module string) string { return "/validate/" + module }
+
+// CanaryPath is where the registration's reachability canary is served.
+func CanaryPath(module string) string { return "/canary/" + module }

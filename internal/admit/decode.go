@@ -2,10 +2,31 @@ package admit
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 
 	fastjson "github.com/goccy/go-json"
 	admissionv1 "k8s.io/api/admission/v1"
 )
+
+// DecodeReview decodes an AdmissionReview v1 with a request, or says what was
+// expected and what was seen.
+func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
+	review := &admissionv1.AdmissionReview{}
+	if err := unmarshalReview(body, review); err != nil {
+		return nil, fmt.Errorf("expected a JSON AdmissionReview (admission.k8s.io/v1): %w", err)
+	}
+	if review.APIVersion != admissionv1.SchemeGroupVersion.String() || review.Kind != "AdmissionReview" {
+		return nil, fmt.Errorf("expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, got apiVersion %q kind %q: list only v1 in the webhook's admissionReviewVersions", review.APIVersion, review.Kind)
+	}
+	if review.Request == nil {
+		return nil, errors.New("expected an AdmissionReview with a request, got none")
+	}
+	if review.Request.UID == "" {
+		return nil, errors.New("expected the request to carry a uid, got none")
+	}
+	return review, nil
+}
 
 // unmarshalReview decodes an AdmissionReview. The request's object, old
 // object and options — nearly all of a review's bytes — are found by a scan
