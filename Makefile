@@ -31,9 +31,9 @@ vet:
 staticcheck:
 	go run $(STATICCHECK) ./...
 
-## unit: the tests that need no control plane
+## unit: the tests that need no control plane, in every package (those that need one skip under -short)
 unit:
-	go test -count=1 -short ./internal/certs/ ./internal/controlplane/ .
+	go test -count=1 -short ./...
 
 ## generate: regenerate deep copies and CRDs from the Go API types
 generate:

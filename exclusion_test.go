@@ -282,14 +282,14 @@ func TestGateByNameOnANamespacedCRDKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
-	vigiltest.WaitFor(t, env.Client, crd, 30*time.Second, func(c *apiextensionsv1.CustomResourceDefinition) error {
+	vigiltest.Eventually(t, 30*time.Second, vigiltest.Get(env.Client, crd, func(c *apiextensionsv1.CustomResourceDefinition) error {
 		for _, cond := range c.Status.Conditions {
 			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
 				return nil
 			}
 		}
 		return fmt.Errorf("CRD %s not established", c.Name)
-	})
+	}))
 	bootstrapConfigs(t, name)
 	deleteChecks(t, name, [2]string{"widgets", "no-privileged"})
 

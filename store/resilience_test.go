@@ -163,7 +163,7 @@ func TestMissingCRD(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	limited, err := store.New(bare.ServiceAccountConfig(ns, "module"), store.Options{Namespace: ns, Name: "m"})
+	limited, err := store.New(bare.AsServiceAccountConfig(ns, "module"), store.Options{Namespace: ns, Name: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestMissingCRD(t *testing.T) {
 		t.Fatalf("write after installing the CRD: %v", err)
 	}
 	// Now the limited replica starts and reads what the admin wrote.
-	limited2 := start(t, bare.ServiceAccountConfig(ns, "module"), ns)
+	limited2 := start(t, bare.AsServiceAccountConfig(ns, "module"), ns)
 	if v, ok := get(t, limited2, "installed"); !ok || v != "yes" {
 		t.Fatalf("limited replica reads installed = %q, %v", v, ok)
 	}

@@ -142,7 +142,7 @@ func grant(t *testing.T, name, home, sa string) kubernetes.Interface {
 		_ = env.Client.Delete(context.Background(), cr)
 		_ = env.Client.Delete(context.Background(), crb)
 	})
-	cs, err := kubernetes.NewForConfig(env.ServiceAccountConfig(home, sa))
+	cs, err := kubernetes.NewForConfig(env.AsServiceAccountConfig(home, sa))
 	if err != nil {
 		t.Fatal(err)
 	}

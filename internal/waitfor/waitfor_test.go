@@ -375,7 +375,7 @@ func TestUnservableKind(t *testing.T) {
 // Too little RBAC ends the wait with the rule to add.
 func TestForbiddenNamesTheRule(t *testing.T) {
 	ns := env.Namespace(t)
-	w := newWaiter(t, env.ServiceAccountConfig(ns, "gatekeeper"))
+	w := newWaiter(t, env.AsServiceAccountConfig(ns, "gatekeeper"))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	_, err := w.Wait(ctx, waitfor.Spec{GVK: configMapGVK, Namespace: ns, Name: "cfg", Cond: gate.Created()}, nil)
