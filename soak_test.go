@@ -25,6 +25,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -77,54 +78,14 @@ func bootstrapConfigs(t testing.TB, name string) (*admissionregistrationv1.Mutat
 	return mut, val
 }
 
-// servingDir makes a CA and a folder holding a serving certificate it issued
-// for 127.0.0.1, laid out as a Secret volume.
-func servingDir(t testing.TB) (*certs.CA, string) {
-	ca, err := certs.NewCA("test-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	writeServing(t, ca, dir)
-	return ca, dir
-}
+// servingDir, metricsURL and runAdmission are testkit's ServingDir,
+// MetricsURL and RunAdmission: the in-process admission role of these tests.
+func servingDir(t testing.TB) (*certs.CA, string) { return testkit.ServingDir(t) }
 
-// metricsAddrs maps the address of each admission role runAdmission
-// started to the address of its /metrics.
-var metricsAddrs sync.Map
+func metricsURL(addr string) string { return testkit.MetricsURL(addr) }
 
-// metricsURL is the /metrics URL of the admission role serving on addr.
-func metricsURL(addr string) string {
-	m, _ := metricsAddrs.Load(addr)
-	return fmt.Sprintf("http://%v/metrics", m)
-}
-
-// runAdmission runs `<module> admission` on addr with the given flags until
-// the returned stop is called; stop fails the test if it did not exit cleanly.
 func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	metrics := vigiltest.FreeAddr(t)
-	metricsAddrs.Store(addr, metrics)
-	go func() {
-		done <- vigil.Execute(ctx, m, append([]string{"admission", "--addr", addr, "--metrics-addr", metrics}, flags...))
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case code := <-done:
-				if code != 0 {
-					t.Errorf("admission exited %d", code)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("admission did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return testkit.RunAdmission(t, m, addr, flags...)
 }
 
 // BenchmarkSoakRegistration (make soak-registration): a client creates
