@@ -1,4 +1,4 @@
-package vigil_test
+package soak_test
 
 import (
 	"context"
@@ -23,9 +23,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/registration"
-	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -63,29 +61,6 @@ func newFront(t testing.TB) *front {
 	}()
 	t.Cleanup(func() { ln.Close() })
 	return f
-}
-
-// bootstrapConfigs creates a module's empty webhook configurations, as its
-// manifests do, and deletes them after the test.
-func bootstrapConfigs(t testing.TB, name string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
-	mut, val := registration.Bootstrap(name)
-	for _, o := range []client.Object{mut, val} {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
-	return mut, val
-}
-
-// servingDir, metricsURL and runAdmission are testkit's ServingDir,
-// MetricsURL and RunAdmission: the in-process admission role of these tests.
-func servingDir(t testing.TB) (*certs.CA, string) { return testkit.ServingDir(t) }
-
-func metricsURL(addr string) string { return testkit.MetricsURL(addr) }
-
-func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (stop func()) {
-	return testkit.RunAdmission(t, m, addr, flags...)
 }
 
 // BenchmarkSoakRegistration (make soak-registration): a client creates
