@@ -475,7 +475,7 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := vigiltest.NewOutageProxy(gone.Config)
+	proxy, err := testkit.NewOutageProxy(gone.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/store"
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -50,7 +51,7 @@ func TestOutageAndGoneLoseNothing(t *testing.T) {
 func outageScenario(t *testing.T, gone *vigiltest.Env, cutWrites, assertGone bool) {
 	ctx := t.Context()
 	ns := gone.Namespace(t)
-	proxy, err := vigiltest.NewOutageProxy(gone.Config)
+	proxy, err := testkit.NewOutageProxy(gone.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
