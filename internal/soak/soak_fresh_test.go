@@ -121,7 +121,7 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped b
 	const watchDelay = 250 * time.Millisecond
 	ctx, cancel := context.WithTimeout(b.Context(), budget)
 	defer cancel()
-	crds, err := os.ReadFile("examples/clusterconfig/crds.yaml")
+	crds, err := os.ReadFile("../../examples/clusterconfig/crds.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
