@@ -57,9 +57,9 @@ tidy:
 vulncheck:
 	@go run $(GOVULNCHECK) -db "file://$$(hack/vulndb.sh)" ./...
 
-## unit: the tests that need no control plane
+## unit: the tests that need no control plane, in every package (those that need one skip under -short)
 unit:
-	go test -count=1 -short ./internal/certs/ ./internal/controlplane/ .
+	go test -count=1 -short ./...
 
 ## generate: regenerate deep copies and CRDs from the Go API types
 generate:
@@ -84,7 +84,7 @@ bench-admission:
 ## bench-watch: 10,000 ConfigMaps created while a watcher process runs: time until each is reconciled, events/s, peak RSS
 bench-watch:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkWatch' -benchtime 1x -timeout 20m .
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkWatch' -benchtime 1x -timeout 20m ./internal/soak/
 
 ## bench-first-module: vigil init to a passing scaffold test: init, first test (empty build cache), warm test
 bench-first-module:
@@ -93,12 +93,12 @@ bench-first-module:
 ## soak-registration: creates without pause while a module starts, registers and is replaced: none rejected; then every admission replica gone for 60 s, without and with FailOpenAfter; then an upgrade 1 → 2 applied by the Helm SDK and by kubectl apply: none rejected or unmutated
 soak-registration:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" VIGIL_SOAK_OUTAGE=60s go test -count=1 -run '^$$' -bench 'BenchmarkSoakRegistration' -benchtime 1x -timeout 15m .
+	KUBEBUILDER_ASSETS="$$assets" VIGIL_SOAK_OUTAGE=60s go test -count=1 -run '^$$' -bench 'BenchmarkSoakRegistration' -benchtime 1x -timeout 15m ./internal/soak/
 
 ## soak-fresh: Exemptions created and deleted, each at once followed by a Pod, while the module's watch events are held back: no decision on stale data
 soak-fresh:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakFresh' -benchtime 1x -timeout 15m .
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakFresh' -benchtime 1x -timeout 15m ./internal/soak/
 
 ## bench-ship: build examples/labeler's image (both platforms) twice: seconds, MiB of the host platform's layers, same digest?; then the chart's install time
 # The chart's figure comes from a benchmark that prints `ship-chart: chart_install_s=<s>`:

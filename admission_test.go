@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -31,6 +30,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -107,47 +107,9 @@ func bindingRules(t *testing.T, m *vigil.Module) map[string][]admissionregistrat
 	return rules
 }
 
-// writeServing issues a serving certificate into dir laid out as the kubelet
-// lays out a Secret volume: tls.crt and tls.key are links into ..data, a link
-// to a timestamped folder that an update replaces with a new one in one
-// rename, after which the old folder is removed.
-func writeServing(t testing.TB, ca *certs.CA, dir string) {
-	t.Helper()
-	serving, err := ca.Issue([]string{"127.0.0.1", "localhost"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	version := filepath.Join(dir, fmt.Sprintf("..%d", time.Now().UnixNano()))
-	if err := os.Mkdir(version, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM, "ca.crt": ca.CertPEM} {
-		if err := os.WriteFile(filepath.Join(version, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	old, _ := os.Readlink(filepath.Join(dir, "..data"))
-	tmp := filepath.Join(dir, "..data_tmp")
-	if err := os.Symlink(filepath.Base(version), tmp); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"tls.crt", "tls.key", "ca.crt"} {
-		link := filepath.Join(dir, name)
-		if _, err := os.Lstat(link); os.IsNotExist(err) {
-			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if old != "" {
-		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+// writeServing issues a serving certificate into dir laid out as a Secret
+// volume (testkit.WriteServing).
+func writeServing(t testing.TB, ca *certs.CA, dir string) { testkit.WriteServing(t, ca, dir) }
 
 // register creates webhook configurations for the module's paths, with the
 // rules of each action ("mutate", "validate"; "other" for a path the module

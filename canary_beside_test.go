@@ -22,6 +22,7 @@ import (
 	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -49,8 +50,8 @@ func TestAnotherModuleEnforcesBesideTheLabelersChecks(t *testing.T) {
 
 	// The other module: a stand-in replica that echoes canaries and denies
 	// every Pod of apps.
-	srv, err := vigiltest.ServeWebhook(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		vigiltest.AdmissionFunc(func(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	srv, err := testkit.ServeWebhook(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		testkit.AdmissionFunc(func(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 			if r.URL.Path == admit.CanaryPath(name) {
 				var cm corev1.ConfigMap
 				_ = json.Unmarshal(req.Object.Raw, &cm)

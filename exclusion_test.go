@@ -12,7 +12,6 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +21,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/cmdutil"
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -42,29 +42,7 @@ func denyPrivileged(_ context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verd
 // group) in namespaces, and nothing else; it returns her client.
 func tenant(t *testing.T, user, group, resource string, namespaces ...string) client.Client {
 	t.Helper()
-	ctx := t.Context()
-	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{group}, Resources: []string{resource}, Verbs: []string{"create", "get", "delete"},
-	}}}
-	objs := []client.Object{cr}
-	for _, ns := range namespaces {
-		objs = append(objs, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-		})
-	}
-	for _, o := range objs {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
-	c, err := client.New(env.AsUserConfig(user), client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return testkit.Tenant(t, env, user, group, resource, namespaces...)
 }
 
 // deleteChecks deletes the ValidatingAdmissionPolicies (and bindings) of a
@@ -84,17 +62,7 @@ func deleteChecks(t *testing.T, module string, names ...[2]string) {
 // within; fatal with what the last try saw.
 func until(t *testing.T, within time.Duration, what string, try func(i int) error, done func(error) bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for i := 0; ; i++ {
-		err := try(i)
-		if done(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s within %s: last seen %v", what, within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.Until(t, within, what, try, done)
 }
 
 // A gate names the one object it waits for, and the module's webhooks and
@@ -283,14 +251,14 @@ func TestGateByNameOnANamespacedCRDKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
-	vigiltest.WaitFor(t, env.Client, crd, 30*time.Second, func(c *apiextensionsv1.CustomResourceDefinition) error {
+	vigiltest.Eventually(t, 30*time.Second, vigiltest.Get(env.Client, crd, func(c *apiextensionsv1.CustomResourceDefinition) error {
 		for _, cond := range c.Status.Conditions {
 			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
 				return nil
 			}
 		}
 		return fmt.Errorf("CRD %s not established", c.Name)
-	})
+	}))
 	bootstrapConfigs(t, name)
 	deleteChecks(t, name, [2]string{"widgets", "no-privileged"})
 

@@ -169,8 +169,8 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 
 	// The admission pod (gates and admission) and the watcher have a
 	// ServiceAccount each.
-	kc := vigiltest.WriteKubeConfig(t, env.ServiceAccountConfig(ns, leastName))
-	watcherKC := vigiltest.WriteKubeConfig(t, env.ServiceAccountConfig(ns, leastName+"-watcher"))
+	kc := vigiltest.WriteKubeConfig(t, env.AsServiceAccountConfig(ns, leastName))
+	watcherKC := vigiltest.WriteKubeConfig(t, env.AsServiceAccountConfig(ns, leastName+"-watcher"))
 	handoff := t.TempDir()
 	childEnv := map[string]string{"VIGIL_TEST_NAMESPACE": ns, "VIGIL_TEST_APPS": apps, "VIGIL_TEST_KUBECONFIG": kc}
 	var outputs []*vigiltest.Process

@@ -40,8 +40,6 @@ func runChild(role string) int {
 		m = leaderModule(os.Getenv("VIGIL_TEST_NAMESPACE"), cfg)
 	case "least":
 		m = leastModule(os.Getenv("VIGIL_TEST_NAMESPACE"), os.Getenv("VIGIL_TEST_APPS"))
-	case "bench":
-		m = benchModule(os.Getenv("VIGIL_TEST_NAMESPACE"))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown child role %q\n", role)
 		return 2

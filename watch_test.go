@@ -22,6 +22,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -58,27 +59,7 @@ func runWatcher(t testing.TB, m *vigil.Module, kubeconfig string, flags ...strin
 // server's process exits first or 30s pass.
 func waitReady(t testing.TB, url string, exited <-chan struct{}) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-			err = fmt.Errorf("%d %s", resp.StatusCode, body)
-		}
-		select {
-		case <-exited:
-			t.Fatalf("the process exited before %s was ready", url)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("watcher not ready within 30s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitReady(t, url, exited)
 }
 
 func newClient(t testing.TB) client.Client {
@@ -494,7 +475,7 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := vigiltest.NewOutageProxy(gone.Config)
+	proxy, err := testkit.NewOutageProxy(gone.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

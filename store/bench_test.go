@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil/store"
+
+	"github.com/vigilkit/vigil/internal/testkit"
 )
 
 // figures of the last run of each benchmark, for the summary TestMain prints.
@@ -53,8 +55,8 @@ func BenchmarkStoreSetAndWait(b *testing.B) {
 				return s.SetAndWait(ctx, key, value)
 			}, func(d time.Duration) { mu.Lock(); lat = append(lat, d); mu.Unlock() })
 			slices.Sort(lat)
-			b.ReportMetric(ms(percentile(lat, 50)), "p50-ms")
-			b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
+			b.ReportMetric(testkit.Ms(testkit.Percentile(lat, 50)), "p50-ms")
+			b.ReportMetric(testkit.Ms(testkit.Percentile(lat, 99)), "p99-ms")
 			bench.mu.Lock()
 			if bench.waitLatency == nil {
 				bench.waitLatency = map[int][]time.Duration{}
@@ -118,15 +120,6 @@ func runWriters(b *testing.B, s *store.Client, writers, n int, write func(ctx co
 	return elapsed
 }
 
-func percentile(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[(len(sorted)-1)*p/100]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
 // printBenchSummary prints the table and the summary line when benchmarks ran.
 func printBenchSummary() {
 	bench.mu.Lock()
@@ -138,12 +131,12 @@ func printBenchSummary() {
 	fmt.Fprintln(tw, "writers\tset/s\tsetandwait p50\tsetandwait p99\tsamples")
 	for _, w := range []int{1, 8} {
 		lat := bench.waitLatency[w]
-		fmt.Fprintf(tw, "%d\t%.0f\t%.2f ms\t%.2f ms\t%d\n", w, bench.setPerSec[w], ms(percentile(lat, 50)), ms(percentile(lat, 99)), len(lat))
+		fmt.Fprintf(tw, "%d\t%.0f\t%.2f ms\t%.2f ms\t%d\n", w, bench.setPerSec[w], testkit.Ms(testkit.Percentile(lat, 50)), testkit.Ms(testkit.Percentile(lat, 99)), len(lat))
 	}
 	tw.Flush()
 	// The summary takes the single writer's SetAndWait latency (what a gate
 	// handing over its result sees) and the 8 writers' Set throughput.
 	lat := bench.waitLatency[1]
 	fmt.Printf("store: set=%.0f/s setandwait_p50=%.2fms setandwait_p99=%.2fms lost=%d\n",
-		bench.setPerSec[8], ms(percentile(lat, 50)), ms(percentile(lat, 99)), bench.lost)
+		bench.setPerSec[8], testkit.Ms(testkit.Percentile(lat, 50)), testkit.Ms(testkit.Percentile(lat, 99)), bench.lost)
 }

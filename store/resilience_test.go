@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -50,7 +51,7 @@ func TestOutageAndGoneLoseNothing(t *testing.T) {
 func outageScenario(t *testing.T, gone *vigiltest.Env, cutWrites, assertGone bool) {
 	ctx := t.Context()
 	ns := gone.Namespace(t)
-	proxy, err := vigiltest.NewOutageProxy(gone.Config)
+	proxy, err := testkit.NewOutageProxy(gone.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestMissingCRD(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	limited, err := store.New(bare.ServiceAccountConfig(ns, "module"), store.Options{Namespace: ns, Name: "m"})
+	limited, err := store.New(bare.AsServiceAccountConfig(ns, "module"), store.Options{Namespace: ns, Name: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestMissingCRD(t *testing.T) {
 		t.Fatalf("write after installing the CRD: %v", err)
 	}
 	// Now the limited replica starts and reads what the admin wrote.
-	limited2 := start(t, bare.ServiceAccountConfig(ns, "module"), ns)
+	limited2 := start(t, bare.AsServiceAccountConfig(ns, "module"), ns)
 	if v, ok := get(t, limited2, "installed"); !ok || v != "yes" {
 		t.Fatalf("limited replica reads installed = %q, %v", v, ok)
 	}

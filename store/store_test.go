@@ -334,7 +334,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 func TestForbiddenNamesTheRule(t *testing.T) {
 	ns := env.Namespace(t)
 	start(t, env.Config, ns) // the CRD is installed by an admin first
-	s, err := store.New(env.ServiceAccountConfig(ns, "module"), store.Options{Namespace: ns, Name: "m"})
+	s, err := store.New(env.AsServiceAccountConfig(ns, "module"), store.Options{Namespace: ns, Name: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestForbiddenWriteNamesTheVerb(t *testing.T) {
 	var reader *store.Client
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s, err := store.New(env.ServiceAccountConfig(ns, "reader"), store.Options{Namespace: ns, Name: "m"})
+		s, err := store.New(env.AsServiceAccountConfig(ns, "reader"), store.Options{Namespace: ns, Name: "m"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -508,7 +508,7 @@ func subscribe(t testing.TB, s store.Store, fn func(store.Change)) func() {
 func TestLazyReturnsConnectionErrors(t *testing.T) {
 	ns := env.Namespace(t)
 	start(t, env.Config, ns) // the CRD is installed by an admin first
-	cfg := env.ServiceAccountConfig(ns, "lazy")
+	cfg := env.AsServiceAccountConfig(ns, "lazy")
 	s := store.NewLazy(t.Context(), cfg, store.Options{Namespace: ns, Name: "m"})
 	if _, _, err := s.Get("k"); !errors.Is(err, store.ErrForbidden) {
 		t.Fatalf("Get without RBAC: err = %v, want ErrForbidden", err)

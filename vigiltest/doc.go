@@ -15,14 +15,12 @@
 // terminating and cannot be reused.
 //
 // The package carries what tests of admission, gates and watches need beyond a
-// client: InstallCRDs and InstallCRDYAML; ServeWebhook, an HTTPS server on
-// loopback with a certificate the API server is told to trust, which the real API
-// server calls; OutageProxy, which cuts every connection between clients and the
-// API server and refuses new ones for a while, as a restarting API server would,
-// and with ProxyOptions.WatchDelay holds back watch events so that informers
-// behind it lag the API server; CompactEtcd with Options.DisableWatchCache, which makes a resumed watch receive
-// 410 Gone; and AsServiceAccount, a client that acts as a ServiceAccount, for
-// tests of least-privilege RBAC.
+// client: InstallCRDs and InstallCRDYAML; CompactEtcd with
+// Options.DisableWatchCache, which makes a resumed watch receive 410 Gone; and
+// identities in pairs, AsUser and AsServiceAccount (clients) with AsUserConfig
+// and AsServiceAccountConfig (their configs), for tests of least-privilege RBAC.
+// Eventually and Consistently poll a condition (Get makes one that reads an
+// object); under `go test -short`, Run skips the package's tests.
 //
 // It also runs a module as it ships: InstallModule builds it, applies its
 // manifests (or its chart as rendered), checks their pod specs

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -132,9 +134,18 @@ func Start(opts Options) (*Env, error) {
 func (e *Env) Stop() error { return e.cp.Stop() }
 
 // Run starts a control plane, stores it in *env, runs the package's tests and
-// stops it; it returns the exit code for os.Exit. A control plane that cannot
+// stops it; it returns the exit code for os.Exit. Under `go test -short` it
+// starts nothing and skips the package's tests (-short means the tests that need
+// no control plane), saying so with -v. Otherwise a control plane that cannot
 // start fails the package with the reason, never skips it.
 func Run(m *testing.M, opts Options, env **Env) int {
+	if !flag.Parsed() {
+		flag.Parse() // testing.Short reads the parsed -test.short
+	}
+	if testing.Short() {
+		fmt.Printf("SKIP: %s: this package's tests need the control plane (kube-apiserver, etcd): skipped under -short\n", filepath.Base(os.Args[0]))
+		return 0
+	}
 	e, err := Start(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)

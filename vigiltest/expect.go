@@ -1,6 +1,7 @@
 package vigiltest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -140,18 +141,25 @@ func Mutated(t testing.TB, c client.Client, obj client.Object) Patch {
 	return out
 }
 
-// WaitFor reads obj through c until cond accepts it or within passes — for
-// the effect of a Reconcile or a Watch, say — and fails the test with cond's
-// last error otherwise.
-func WaitFor[T client.Object](t testing.TB, c client.Client, obj T, within time.Duration, cond func(T) error) {
-	t.Helper()
+// Get is a condition for Eventually and Consistently: it reads obj through c
+// and passes it to cond — for the effect of a Reconcile or a Watch, say:
+//
+//	vigiltest.Eventually(t, 20*time.Second, vigiltest.Get(env.Client, cm, func(cm *corev1.ConfigMap) error {
+//		if cm.Annotations["reconciled"] != "true" {
+//			return fmt.Errorf("not reconciled yet")
+//		}
+//		return nil
+//	}))
+func Get[T client.Object](c client.Client, obj T, cond func(T) error) func() error {
 	key := client.ObjectKeyFromObject(obj)
-	Eventually(t, within, func() error {
-		if err := c.Get(t.Context(), key, obj); err != nil {
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Get(ctx, key, obj); err != nil {
 			return err
 		}
 		return cond(obj)
-	})
+	}
 }
 
 func kindOf(c client.Client, obj client.Object) string {

@@ -25,7 +25,7 @@ func (e *Env) KubeConfigFile(t testing.TB) string {
 	return p
 }
 
-// WriteKubeConfig writes a kubeconfig for cfg (such as an OutageProxy's) into
+// WriteKubeConfig writes a kubeconfig for cfg (such as AsServiceAccountConfig's) into
 // the test's temporary folder and returns its path, for module commands that
 // take --kubeconfig.
 func WriteKubeConfig(t testing.TB, cfg *rest.Config) string {

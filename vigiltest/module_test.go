@@ -60,12 +60,12 @@ func TestModuleKitAsTheREADMEShowsIt(t *testing.T) {
 	}
 
 	m.StartWatcher(30 * time.Second)
-	vigiltest.WaitFor(t, env.Client, cm, 20*time.Second, func(cm *corev1.ConfigMap) error {
+	vigiltest.Eventually(t, 20*time.Second, vigiltest.Get(env.Client, cm, func(cm *corev1.ConfigMap) error {
 		if cm.Annotations["reconciled"] != "true" {
 			return fmt.Errorf("annotations %v: not reconciled yet", cm.Annotations)
 		}
 		return nil
-	})
+	}))
 }
 
 // A rule missing from what ships fails the author's test, the rule named:

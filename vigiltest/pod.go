@@ -243,10 +243,10 @@ func (p *Pod) run(c corev1.Container) *Process {
 		}
 	}
 	args = append(args, p.opts.Args[c.Name]...)
-	proc := StartProcessEnv(p.t, env, p.opts.Binary, args...)
+	proc := startProcess(p.t, env, p.opts.Binary, args...)
 	proc.container = c.Name
 	p.procs = append(p.procs, proc)
-	// Registered after StartProcessEnv's kill, so it runs before: a
+	// Registered after startProcess's kill, so it runs before: a
 	// graceful stop, as the kubelet's, lets a watcher release its Lease.
 	p.t.Cleanup(func() { p.stop(proc) })
 	return proc

@@ -28,15 +28,16 @@ type Process struct {
 }
 
 // StartProcess starts name with args, its environment the test's plus env
-// ("KEY=value" each).
+// ("KEY=value" each; a later one wins). A Pod's containers get exactly their
+// container's environment instead: see Env.NewPod.
 func StartProcess(t testing.TB, env []string, name string, args ...string) *Process {
 	t.Helper()
-	return StartProcessEnv(t, append(os.Environ(), env...), name, args...)
+	return startProcess(t, append(os.Environ(), env...), name, args...)
 }
 
-// StartProcessEnv starts name with args and exactly the environment env
-// ("KEY=value" each), as a container gets it.
-func StartProcessEnv(t testing.TB, env []string, name string, args ...string) *Process {
+// startProcess starts name with args and exactly the environment env, as a
+// container gets it.
+func startProcess(t testing.TB, env []string, name string, args ...string) *Process {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = env

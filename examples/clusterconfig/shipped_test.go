@@ -66,12 +66,12 @@ func TestClusterConfigAsShipped(t *testing.T) {
 
 	m.StartAdmission(60 * time.Second)
 	m.StartWatcher(60 * time.Second)
-	vigiltest.WaitFor(t, env.Client, cc, 30*time.Second, func(cc *unstructured.Unstructured) error {
+	vigiltest.Eventually(t, 30*time.Second, vigiltest.Get(env.Client, cc, func(cc *unstructured.Unstructured) error {
 		phase, _, _ := unstructured.NestedString(cc.Object, "status", "phase")
 		name, _, _ := unstructured.NestedString(cc.Object, "status", "clusterName")
 		if phase != "Ready" || name != "demo-cluster" {
 			return fmt.Errorf("status %v: want phase Ready for clusterName demo-cluster", cc.Object["status"])
 		}
 		return nil
-	})
+	}))
 }

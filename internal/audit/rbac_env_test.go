@@ -121,7 +121,7 @@ func TestWatcherWritesOnlyItsOwnPolicyReport(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	saConfig := env.ServiceAccountConfig(ns, manifests.ServiceAccount(name, manifests.Watcher))
+	saConfig := env.AsServiceAccountConfig(ns, manifests.ServiceAccount(name, manifests.Watcher))
 	log := &forbiddenLog{}
 	a := &audit.Auditor{Module: m, Handler: admit.NewHandler(bindings, admit.Options{Module: name, Timeout: 5 * time.Second}),
 		Config: saConfig, Log: log.logger()}

@@ -156,7 +156,7 @@ func TestRotationKeepsOldAndNewTrusted(t *testing.T) {
 // Without the right to the Secret, the error names the rule to add.
 func TestForbiddenSecretNamesTheRule(t *testing.T) {
 	ns := env.Namespace(t)
-	cs, err := kubernetes.NewForConfig(env.ServiceAccountConfig(ns, "guard"))
+	cs, err := kubernetes.NewForConfig(env.AsServiceAccountConfig(ns, "guard"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,12 +108,12 @@ func TestChartInstallsAsTheTrustedInstaller(t *testing.T) {
 	if _, err := i.RunWithContext(ctx, ch, vals); err != nil {
 		t.Fatalf("helm install as %s: %v", installer, err)
 	}
-	as, err := client.New(env.ServiceAccountConfig(ci, "deployer"), client.Options{Scheme: env.Scheme})
+	as, err := client.New(env.AsServiceAccountConfig(ci, "deployer"), client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another ServiceAccount with the same RBAC is not the installer.
-	other, err := client.New(env.ServiceAccountConfig(ci, "someone-else"), client.Options{Scheme: env.Scheme})
+	other, err := client.New(env.AsServiceAccountConfig(ci, "someone-else"), client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/testenv"
 )
 
 // reapChildEnv makes the test binary the parent of a control plane: it
@@ -85,9 +86,7 @@ func alive(pid int) bool {
 // etcd, which envtest starts in process groups of their own, and their
 // folders.
 func TestReapOnExitKillsTheControlPlaneWithAKilledParent(t *testing.T) {
-	if _, err := controlplane.FindBinaries(); err != nil {
-		t.Fatalf("this test needs the control plane: %v (run hack/control-plane.sh and set KUBEBUILDER_ASSETS)", err)
-	}
+	testenv.ControlPlane(t)
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), reapChildEnv+"=1")
 	cmd.Stderr = os.Stderr

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/testenv"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -21,6 +22,7 @@ import (
 // while a required object is missing — the pod's volumes before its first
 // container, a variable before its own.
 func TestMaterialiserGivesContainersTheirEnvAndVolumes(t *testing.T) {
+	testenv.ControlPlane(t)
 	env, err := vigiltest.Start(vigiltest.Options{})
 	if err != nil {
 		t.Fatalf("the materialiser reads from a real API server: %v", err)

@@ -5,15 +5,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vigilkit/vigil/internal/testenv"
 )
 
 // On its embedded control plane, vigil dev says where the kubeconfig is and
 // gives a kubectl line to paste, so that the user can create what the gates
 // wait for.
 func TestEmbeddedControlPlanePrintsKubeconfig(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
+	testenv.ControlPlane(t)
 	var mu sync.Mutex
 	var texts []string
 	s := &Session{tmp: t.TempDir(), opts: Options{Progress: os.Stderr, OnEvent: func(e Event) {

@@ -50,6 +50,9 @@ func newRegistry(t *testing.T) string {
 // out of its layer (plan, and manifests with the pushed digest reference),
 // and writes the OCI layout and archive.
 func TestBuildIsReproducibleAndRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: cross-compiles a module for two platforms twice (minutes on 2 cores)")
+	}
 	ctx := t.Context()
 	epoch := time.Unix(1700000000, 0).UTC()
 	opts := image.Options{

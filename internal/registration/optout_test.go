@@ -192,7 +192,7 @@ func TestGuardRefusesTheOptOutLabelWhileTheModuleIsDown(t *testing.T) {
 		return c
 	}
 	mc, ac, bc := as(mallory), as(alice), as(bob, admins, "system:authenticated")
-	sc, err := client.New(env.ServiceAccountConfig(home, "deployer"), client.Options{Scheme: env.Scheme})
+	sc, err := client.New(env.AsServiceAccountConfig(home, "deployer"), client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -41,14 +42,14 @@ func TestMain(m *testing.M) {
 // module is a stand-in admission server: it denies every Pod (so a test sees
 // at once whether the webhook applies) and echoes canaries as a replica does.
 type module struct {
-	srv *vigiltest.WebhookServer
+	srv *testkit.WebhookServer
 }
 
 func newModule(t *testing.T, name string) *module {
 	t.Helper()
 	m := &module{}
-	srv, err := vigiltest.ServeWebhook(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		vigiltest.AdmissionFunc(func(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	srv, err := testkit.ServeWebhook(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		testkit.AdmissionFunc(func(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 			if r.URL.Path == admit.CanaryPath(name) {
 				var cm corev1.ConfigMap
 				_ = json.Unmarshal(req.Object.Raw, &cm)
@@ -143,7 +144,7 @@ func grant(t *testing.T, name, home, sa string) kubernetes.Interface {
 		_ = env.Client.Delete(context.Background(), cr)
 		_ = env.Client.Delete(context.Background(), crb)
 	})
-	cs, err := kubernetes.NewForConfig(env.ServiceAccountConfig(home, sa))
+	cs, err := kubernetes.NewForConfig(env.AsServiceAccountConfig(home, sa))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestStaysIgnoreUntilReachable(t *testing.T) {
 	name := "reach-" + home[len(home)-6:]
 	bootstrap(t, name)
 	m := newModule(t, name)
-	front, err := vigiltest.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
+	front, err := testkit.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/waitfor"
 	"github.com/vigilkit/vigil/vigiltest"
+
+	"github.com/vigilkit/vigil/internal/testkit"
 )
 
 // figures of the last run of each benchmark, for the summary line.
@@ -208,18 +210,9 @@ func writeKubeconfig(b *testing.B) string { return env.KubeConfigFile(b) }
 func report(b *testing.B, lat []time.Duration) {
 	s := slices.Clone(lat)
 	slices.Sort(s)
-	b.ReportMetric(ms(pct(s, 50)), "p50-ms")
-	b.ReportMetric(ms(pct(s, 99)), "p99-ms")
+	b.ReportMetric(testkit.Ms(testkit.Percentile(s, 50)), "p50-ms")
+	b.ReportMetric(testkit.Ms(testkit.Percentile(s, 99)), "p99-ms")
 }
-
-func pct(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[(len(sorted)-1)*p/100]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func printGatesSummary(b *testing.B) {
 	bench.mu.Lock()
@@ -227,5 +220,5 @@ func printGatesSummary(b *testing.B) {
 	sorted := func(d []time.Duration) []time.Duration { s := slices.Clone(d); slices.Sort(s); return s }
 	react, kubectl, satisfied := sorted(bench.react), sorted(bench.kubectl), sorted(bench.satisfied)
 	fmt.Printf("gates: react_p50=%.2fms react_p99=%.2fms kubectl_wait_p50=%.2fms satisfied_exec=%.2fms satisfied_rss=%.1fMiB\n",
-		ms(pct(react, 50)), ms(pct(react, 99)), ms(pct(kubectl, 50)), ms(pct(satisfied, 50)), float64(bench.satisfiedRSS)/1024)
+		testkit.Ms(testkit.Percentile(react, 50)), testkit.Ms(testkit.Percentile(react, 99)), testkit.Ms(testkit.Percentile(kubectl, 50)), testkit.Ms(testkit.Percentile(satisfied, 50)), float64(bench.satisfiedRSS)/1024)
 }

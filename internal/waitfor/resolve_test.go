@@ -146,7 +146,7 @@ func TestAwaitKindWithoutCRDRights(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := newWaiter(t, env.ServiceAccountConfig(ns, "gatekeeper"))
+	w := newWaiter(t, env.AsServiceAccountConfig(ns, "gatekeeper"))
 	seen := &progressLog{}
 	ch := waitAsync(ctx, w, waitfor.Spec{GVK: gvk, Namespace: ns, Name: "t1", Cond: gate.Created()}, seen)
 	deadline := time.Now().Add(10 * time.Second)

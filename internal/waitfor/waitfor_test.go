@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/internal/waitfor"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -375,7 +376,7 @@ func TestUnservableKind(t *testing.T) {
 // Too little RBAC ends the wait with the rule to add.
 func TestForbiddenNamesTheRule(t *testing.T) {
 	ns := env.Namespace(t)
-	w := newWaiter(t, env.ServiceAccountConfig(ns, "gatekeeper"))
+	w := newWaiter(t, env.AsServiceAccountConfig(ns, "gatekeeper"))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	_, err := w.Wait(ctx, waitfor.Spec{GVK: configMapGVK, Namespace: ns, Name: "cfg", Cond: gate.Created()}, nil)
@@ -419,7 +420,7 @@ func TestForbiddenNamesTheRule(t *testing.T) {
 func TestOutageMidWait(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	proxy, err := vigiltest.NewOutageProxy(env.Config)
+	proxy, err := testkit.NewOutageProxy(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +449,7 @@ func TestGoneMidWait(t *testing.T) {
 	t.Cleanup(func() { gone.Stop() })
 	ctx := t.Context()
 	ns := gone.Namespace(t)
-	proxy, err := vigiltest.NewOutageProxy(gone.Config)
+	proxy, err := testkit.NewOutageProxy(gone.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,9 @@ const controllerGen = "sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0"
 
 // The checked-in CRD is what controller-gen makes of the Go types today.
 func TestCRDMatchesGoTypes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds controller-gen (minutes on a cold cache)")
+	}
 	out := t.TempDir()
 	cmd := exec.CommandContext(t.Context(), "go", "run", controllerGen, "crd:crdVersions=v1", "paths=.", "output:crd:dir="+out)
 	if msg, err := cmd.CombinedOutput(); err != nil {

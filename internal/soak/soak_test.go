@@ -1,4 +1,4 @@
-package vigil_test
+package soak_test
 
 import (
 	"context"
@@ -23,7 +23,6 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/certs"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -62,69 +61,6 @@ func newFront(t testing.TB) *front {
 	}()
 	t.Cleanup(func() { ln.Close() })
 	return f
-}
-
-// bootstrapConfigs creates a module's empty webhook configurations, as its
-// manifests do, and deletes them after the test.
-func bootstrapConfigs(t testing.TB, name string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
-	mut, val := registration.Bootstrap(name)
-	for _, o := range []client.Object{mut, val} {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
-	return mut, val
-}
-
-// servingDir makes a CA and a folder holding a serving certificate it issued
-// for 127.0.0.1, laid out as a Secret volume.
-func servingDir(t testing.TB) (*certs.CA, string) {
-	ca, err := certs.NewCA("test-ca", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	writeServing(t, ca, dir)
-	return ca, dir
-}
-
-// metricsAddrs maps the address of each admission role runAdmission
-// started to the address of its /metrics.
-var metricsAddrs sync.Map
-
-// metricsURL is the /metrics URL of the admission role serving on addr.
-func metricsURL(addr string) string {
-	m, _ := metricsAddrs.Load(addr)
-	return fmt.Sprintf("http://%v/metrics", m)
-}
-
-// runAdmission runs `<module> admission` on addr with the given flags until
-// the returned stop is called; stop fails the test if it did not exit cleanly.
-func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	metrics := vigiltest.FreeAddr(t)
-	metricsAddrs.Store(addr, metrics)
-	go func() {
-		done <- vigil.Execute(ctx, m, append([]string{"admission", "--addr", addr, "--metrics-addr", metrics}, flags...))
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case code := <-done:
-				if code != 0 {
-					t.Errorf("admission exited %d", code)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("admission did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // BenchmarkSoakRegistration (make soak-registration): a client creates

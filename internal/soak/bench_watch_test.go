@@ -1,12 +1,8 @@
-package vigil_test
+package soak_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,22 +131,4 @@ func (w *benchWatcher) stop(b *testing.B) int64 {
 	rss := w.Memory("VmHWM")
 	w.Stop(b, time.Minute)
 	return rss
-}
-
-// reconciled reads one counter from a Prometheus text page.
-func reconciled(url, series string) float64 {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
 }

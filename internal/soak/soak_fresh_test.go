@@ -1,4 +1,4 @@
-package vigil_test
+package soak_test
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -120,7 +121,7 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped b
 	const watchDelay = 250 * time.Millisecond
 	ctx, cancel := context.WithTimeout(b.Context(), budget)
 	defer cancel()
-	crds, err := os.ReadFile("examples/clusterconfig/crds.yaml")
+	crds, err := os.ReadFile("../../examples/clusterconfig/crds.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped b
 	name := "fresh-" + home[len(home)-6:]
 	bootstrapConfigs(b, name)
 
-	proxy, err := vigiltest.NewOutageProxyWith(env.Config, vigiltest.ProxyOptions{WatchDelay: watchDelay})
+	proxy, err := testkit.NewOutageProxyWith(env.Config, testkit.ProxyOptions{WatchDelay: watchDelay})
 	if err != nil {
 		b.Fatal(err)
 	}

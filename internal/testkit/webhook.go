@@ -1,4 +1,4 @@
-package vigiltest
+package testkit
 
 import (
 	"crypto/tls"

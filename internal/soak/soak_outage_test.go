@@ -1,4 +1,4 @@
-package vigil_test
+package soak_test
 
 import (
 	"context"

@@ -1,0 +1,104 @@
+package soak_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/testkit"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+var env *vigiltest.Env
+
+// childRoleEnv makes the test binary run as a module process (see TestMain):
+// its value names the module, its arguments follow VIGIL_TEST_ARGS.
+const childRoleEnv = "VIGIL_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(childRoleEnv); role != "" {
+		// The test binary re-run as one of a benchmark's module processes.
+		os.Exit(runChild(role))
+	}
+	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
+}
+
+func runChild(role string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var m *vigil.Module
+	switch role {
+	case "bench":
+		m = benchModule(os.Getenv("VIGIL_TEST_NAMESPACE"))
+	default:
+		fmt.Fprintf(os.Stderr, "unknown child role %q\n", role)
+		return 2
+	}
+	return vigil.Execute(ctx, m, strings.Split(os.Getenv("VIGIL_TEST_ARGS"), " "))
+}
+
+// startChild re-runs the test binary as a process of one of the modules
+// runChild knows, with the role and flags of args.
+func startChild(t testing.TB, module string, env map[string]string, args ...string) *vigiltest.Process {
+	t.Helper()
+	e := []string{childRoleEnv + "=" + module, "VIGIL_TEST_ARGS=" + strings.Join(args, " ")}
+	for k, v := range env {
+		e = append(e, k+"="+v)
+	}
+	return vigiltest.StartProcess(t, e, os.Args[0])
+}
+
+func kubeconfig(t *testing.T) string { return env.KubeConfigFile(t) }
+
+// The harness shared with the facade's tests (internal/testkit).
+
+func bootstrapConfigs(t testing.TB, name string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	return testkit.BootstrapConfigs(t, env.Client, name)
+}
+
+func servingDir(t testing.TB) (*certs.CA, string) { return testkit.ServingDir(t) }
+
+func metricsURL(addr string) string { return testkit.MetricsURL(addr) }
+
+func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (stop func()) {
+	return testkit.RunAdmission(t, m, addr, flags...)
+}
+
+func reconciled(url, series string) float64 { return testkit.Metric(url, series) }
+
+func tenant(t *testing.T, user, group, resource string, namespaces ...string) client.Client {
+	t.Helper()
+	return testkit.Tenant(t, env, user, group, resource, namespaces...)
+}
+
+func until(t *testing.T, within time.Duration, what string, try func(i int) error, done func(error) bool) {
+	t.Helper()
+	testkit.Until(t, within, what, try, done)
+}
+
+func waitReady(t testing.TB, url string, exited <-chan struct{}) {
+	t.Helper()
+	testkit.WaitReady(t, url, exited)
+}
+
+func httpGet(c *http.Client, url string) (int, string) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
