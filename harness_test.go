@@ -25,6 +25,3 @@ func metricsURL(addr string) string { return testkit.MetricsURL(addr) }
 func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (stop func()) {
 	return testkit.RunAdmission(t, m, addr, flags...)
 }
-
-// reconciled reads one series from a Prometheus text page (testkit.Metric).
-func reconciled(url, series string) float64 { return testkit.Metric(url, series) }

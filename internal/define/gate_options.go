@@ -45,6 +45,7 @@ func (g *Gate) SetMode(mode spec.WaitMode, n int) error {
 func (g *Gate) AddCreates(s *runtime.Scheme, proto client.Object, namespace, name string) error {
 	gvk, err := scheme.GVKOf(s, proto)
 	if err != nil {
+		//lint:ignore ST1005 the message starts with the method the author called, as every definition mistake does
 		return fmt.Errorf("Creates: %v", err)
 	}
 	g.Creates = append(g.Creates, spec.ObjectOf(gvk, namespace, name))
