@@ -53,6 +53,10 @@ func (p *Pod) Mount(ctx context.Context, src Source, container, root string, per
 			if err := os.WriteFile(f, d, perm); err != nil {
 				return err
 			}
+			// A file an earlier mount wrote takes the mode asked for now.
+			if err := os.Chmod(f, perm); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
