@@ -159,15 +159,17 @@ func (z *Materialiser) pod(container string) (*podrun.Pod, error) {
 		if _, err := pod.Container(container); err != nil {
 			continue
 		}
-		// The author's volumes only: the handoff folder is the session's.
+		// The container's mounts of the author's volumes only: the handoff
+		// folder is the session's (VIGIL_HANDOFF_DIR).
 		authored := map[string]bool{}
 		for _, mt := range z.Plan.MountsOf(container) {
 			authored[mt.Volume] = true
 		}
-		pod.Spec = *pod.Spec.DeepCopy()
 		for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 			for i := range cs {
-				cs[i].VolumeMounts = slices.DeleteFunc(cs[i].VolumeMounts, func(m corev1.VolumeMount) bool { return !authored[m.Name] })
+				if cs[i].Name == container {
+					cs[i].VolumeMounts = slices.DeleteFunc(slices.Clone(cs[i].VolumeMounts), func(m corev1.VolumeMount) bool { return !authored[m.Name] })
+				}
 			}
 		}
 		return pod, nil
