@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vigilkit/vigil/internal/podrun"
 )
 
 // ModuleOptions say which module InstallModule installs.
@@ -248,7 +250,7 @@ func (m *Module) handoff(p *Pod) map[string]string {
 			if e.Name != "VIGIL_HANDOFF_DIR" {
 				continue
 			}
-			dir := p.local(c, e.Value)
+			dir := podrun.Local(c, p.Root, e.Value)
 			entries, _ := os.ReadDir(dir)
 			for _, f := range entries {
 				if data, err := os.ReadFile(filepath.Join(dir, f.Name())); err == nil && !f.IsDir() {

@@ -2,13 +2,11 @@ package vigiltest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/vigilkit/vigil/internal/podrun"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -231,12 +230,8 @@ func (p *Pod) run(c corev1.Container) *Process {
 	if err != nil {
 		p.t.Fatalf("pod %s, container %s: %v (the kubelet would report CreateContainerConfigError)", p.Name, c.Name, err)
 	}
-	args := slices.Concat(c.Command, c.Args)
-	if len(c.Command) > 0 {
-		// The command's first word is the image's entrypoint: the binary.
-		args = args[1:]
-	}
-	args = p.rewrite(c, args)
+	// The command's first word is the image's entrypoint: the binary.
+	args := p.rewrite(c, podrun.Args(c))
 	if len(args) > 0 && args[0] == "admission" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--webhook-url") }) {
 		if addr, ok := p.Ports["https"]; ok {
 			args = append(args, "--webhook-url", "https://"+addr)
@@ -277,34 +272,12 @@ func (p *Pod) stop(proc *Process) int {
 	return proc.ExitCode()
 }
 
-// mounts are the container's volume mounts, longest path first, each with
-// the folder under Root that holds it.
-func (p *Pod) mounts(c corev1.Container) []corev1.VolumeMount {
-	ms := slices.Clone(c.VolumeMounts)
-	sort.Slice(ms, func(i, j int) bool { return len(ms[i].MountPath) > len(ms[j].MountPath) })
-	return ms
-}
-
-// local rewrites a path under one of c's mounts to the same path under Root.
-func (p *Pod) local(c corev1.Container, v string) string {
-	for _, m := range p.mounts(c) {
-		mp := filepath.Clean(m.MountPath)
-		if v == mp || strings.HasPrefix(v, mp+"/") {
-			return filepath.Join(p.Root, v)
-		}
-	}
-	return v
-}
-
 // rewrite turns paths under mounts into paths under Root and ":PORT" of a
 // container port into its loopback address.
 func (p *Pod) rewrite(c corev1.Container, args []string) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		out[i] = p.local(c, a)
-		if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(k, "--") {
-			out[i] = k + "=" + p.local(c, v)
-		}
+		out[i] = podrun.LocalArg(c, p.Root, a)
 		for _, port := range c.Ports {
 			key := port.Name
 			if key == "" {
@@ -331,191 +304,34 @@ func (p *Pod) envOf(ctx context.Context, c corev1.Container) ([]string, error) {
 	// Path and File) where the pod's volumes are.
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + home, "KUBECONFIG=" + p.Kubeconfig,
 		"GOCOVERDIR=" + os.Getenv("GOCOVERDIR"), spec.EnvMountRoot + "=" + p.Root}
-	for _, from := range c.EnvFrom {
-		data, err := p.source(ctx, from.SecretRef, from.ConfigMapRef)
-		if err != nil {
-			return nil, err
-		}
-		for k, v := range data {
-			env = append(env, from.Prefix+k+"="+v)
-		}
+	own, err := p.pod().Env(ctx, p.source(), c.Name)
+	if err != nil {
+		return nil, err
 	}
-	for _, e := range c.Env {
-		v, err := p.value(ctx, e)
-		if err != nil {
-			return nil, fmt.Errorf("env %s: %w", e.Name, err)
-		}
-		env = append(env, e.Name+"="+p.local(c, v))
+	for _, kv := range own {
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, k+"="+podrun.Local(c, p.Root, v))
 	}
 	return append(env, p.opts.Env...), nil
 }
 
-func (p *Pod) value(ctx context.Context, e corev1.EnvVar) (string, error) {
-	if e.ValueFrom == nil {
-		return e.Value, nil
-	}
-	cs := p.env.Clientset
-	switch f := e.ValueFrom; {
-	case f.FieldRef != nil:
-		switch path := f.FieldRef.FieldPath; {
-		case path == "metadata.name":
-			return p.Name, nil
-		case path == "metadata.namespace":
-			return p.Namespace, nil
-		case path == "metadata.uid":
-			return p.UID, nil
-		case path == "spec.serviceAccountName":
-			return p.spec.ServiceAccountName, nil
-		case path == "spec.nodeName":
-			return "vigiltest-node", nil
-		case path == "status.podIP", path == "status.hostIP":
-			return "127.0.0.1", nil
-		case strings.HasPrefix(path, "metadata.labels['"):
-			return p.meta.Labels[strings.TrimSuffix(strings.TrimPrefix(path, "metadata.labels['"), "']")], nil
-		case strings.HasPrefix(path, "metadata.annotations['"):
-			return p.meta.Annotations[strings.TrimSuffix(strings.TrimPrefix(path, "metadata.annotations['"), "']")], nil
-		default:
-			return "", fmt.Errorf("fieldRef %s: the runner does not resolve it", path)
-		}
-	case f.SecretKeyRef != nil:
-		s, err := cs.CoreV1().Secrets(p.Namespace).Get(ctx, f.SecretKeyRef.Name, metav1.GetOptions{})
-		if err != nil || s.Data[f.SecretKeyRef.Key] == nil {
-			if ptr.Deref(f.SecretKeyRef.Optional, false) {
-				return "", nil
-			}
-			return "", fmt.Errorf("key %q of Secret %s/%s: %v", f.SecretKeyRef.Key, p.Namespace, f.SecretKeyRef.Name, orMissing(err))
-		}
-		return string(s.Data[f.SecretKeyRef.Key]), nil
-	case f.ConfigMapKeyRef != nil:
-		cm, err := cs.CoreV1().ConfigMaps(p.Namespace).Get(ctx, f.ConfigMapKeyRef.Name, metav1.GetOptions{})
-		v, ok := "", false
-		if err == nil {
-			v, ok = cm.Data[f.ConfigMapKeyRef.Key]
-		}
-		if !ok {
-			if ptr.Deref(f.ConfigMapKeyRef.Optional, false) {
-				return "", nil
-			}
-			return "", fmt.Errorf("key %q of ConfigMap %s/%s: %v", f.ConfigMapKeyRef.Key, p.Namespace, f.ConfigMapKeyRef.Name, orMissing(err))
-		}
-		return v, nil
-	case f.ResourceFieldRef != nil:
-		return "", fmt.Errorf("resourceFieldRef %s: the runner does not resolve it", f.ResourceFieldRef.Resource)
-	}
-	return "", nil
+// pod is the pod as the runner resolves its containers.
+func (p *Pod) pod() *podrun.Pod {
+	return &podrun.Pod{Spec: p.spec, Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+		Labels: p.meta.Labels, Annotations: p.meta.Annotations, NodeName: "vigiltest-node", IP: "127.0.0.1"}
 }
 
-func orMissing(err error) error {
-	if err == nil {
-		return errors.New("no such key")
-	}
-	return err
-}
-
-// source reads an envFrom source.
-func (p *Pod) source(ctx context.Context, s *corev1.SecretEnvSource, c *corev1.ConfigMapEnvSource) (map[string]string, error) {
-	out := map[string]string{}
-	switch {
-	case s != nil:
-		sec, err := p.env.Clientset.CoreV1().Secrets(p.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-		if err != nil {
-			if ptr.Deref(s.Optional, false) {
-				return out, nil
-			}
-			return nil, fmt.Errorf("envFrom Secret %s/%s: %w", p.Namespace, s.Name, err)
-		}
-		for k, v := range sec.Data {
-			out[k] = string(v)
-		}
-	case c != nil:
-		cm, err := p.env.Clientset.CoreV1().ConfigMaps(p.Namespace).Get(ctx, c.Name, metav1.GetOptions{})
-		if err != nil {
-			if ptr.Deref(c.Optional, false) {
-				return out, nil
-			}
-			return nil, fmt.Errorf("envFrom ConfigMap %s/%s: %w", p.Namespace, c.Name, err)
-		}
-		maps := cm.Data
-		for k, v := range maps {
-			out[k] = v
-		}
-	}
-	return out, nil
-}
+// source reads the pod's Secrets and ConfigMaps from the API server, as the
+// kubelet does.
+func (p *Pod) source() podrun.Source { return podrun.Client(p.env.Clientset, p.Namespace) }
 
 // mountVolumes writes each volume a container mounts under Root, at the
 // mount path: Secret and ConfigMap keys as files, emptyDirs as folders.
 func (p *Pod) mountVolumes(ctx context.Context) error {
-	vols := map[string]corev1.Volume{}
-	for _, v := range p.spec.Volumes {
-		vols[v.Name] = v
-	}
-	cs := p.env.Clientset
+	pod := p.pod()
 	for _, c := range slices.Concat(p.spec.InitContainers, p.spec.Containers) {
-		for _, m := range c.VolumeMounts {
-			v, ok := vols[m.Name]
-			if !ok {
-				return fmt.Errorf("container %s mounts volume %q, which the pod does not have", c.Name, m.Name)
-			}
-			dir := filepath.Join(p.Root, filepath.Clean(m.MountPath))
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-			files := map[string][]byte{}
-			var items []corev1.KeyToPath
-			switch {
-			case v.EmptyDir != nil:
-				continue
-			case v.Secret != nil:
-				s, err := cs.CoreV1().Secrets(p.Namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
-				if err != nil {
-					if ptr.Deref(v.Secret.Optional, false) {
-						continue
-					}
-					return fmt.Errorf("volume %s: Secret %s/%s: %w (the kubelet would keep the pod in ContainerCreating)", v.Name, p.Namespace, v.Secret.SecretName, err)
-				}
-				files, items = s.Data, v.Secret.Items
-			case v.ConfigMap != nil:
-				cm, err := cs.CoreV1().ConfigMaps(p.Namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
-				if err != nil {
-					if ptr.Deref(v.ConfigMap.Optional, false) {
-						continue
-					}
-					return fmt.Errorf("volume %s: ConfigMap %s/%s: %w (the kubelet would keep the pod in ContainerCreating)", v.Name, p.Namespace, v.ConfigMap.Name, err)
-				}
-				for k, d := range cm.Data {
-					files[k] = []byte(d)
-				}
-				for k, d := range cm.BinaryData {
-					files[k] = d
-				}
-				items = v.ConfigMap.Items
-			default:
-				return fmt.Errorf("volume %s: the runner emulates Secret, ConfigMap and emptyDir volumes only", v.Name)
-			}
-			if m.SubPath != "" {
-				return fmt.Errorf("volume %s: subPath mounts are not emulated", v.Name)
-			}
-			if len(items) > 0 {
-				picked := map[string][]byte{}
-				for _, it := range items {
-					d, ok := files[it.Key]
-					if !ok {
-						return fmt.Errorf("volume %s: key %q missing", v.Name, it.Key)
-					}
-					picked[it.Path] = d
-				}
-				files = picked
-			}
-			for k, d := range files {
-				f := filepath.Join(dir, k)
-				if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-					return err
-				}
-				if err := os.WriteFile(f, d, 0o644); err != nil {
-					return err
-				}
-			}
+		if err := pod.Mount(ctx, p.source(), c.Name, p.Root, 0o644); err != nil {
+			return err
 		}
 	}
 	return nil

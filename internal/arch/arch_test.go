@@ -64,7 +64,7 @@ var layers = map[string]struct {
 	"store":          {public, []string{"store/v1alpha1", "internal/warming"}},
 	"store/v1alpha1": {public, nil},
 	"provenance":     {public, nil},
-	"vigiltest":      {public, []string{"store/v1alpha1", "internal/certs", "internal/controlplane", "internal/spec"}},
+	"vigiltest":      {public, []string{"store/v1alpha1", "internal/certs", "internal/controlplane", "internal/podrun", "internal/spec"}},
 
 	// Declarations, and what they resolve to.
 	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme", "internal/progress", "provenance"}},
@@ -87,7 +87,7 @@ var layers = map[string]struct {
 	"internal/deadlock":  {tool, []string{"internal/spec", "internal/registration"}},
 	"internal/modcli":    {tool, []string{"store", "store/v1alpha1", "provenance", "internal/spec", "internal/admissionrole", "internal/gaterun", "internal/watcher", "internal/registration", "internal/waitfor", "internal/podevents", "internal/manifests", "internal/chart", "internal/deadlock", "internal/cmdutil", "internal/callctx"}},
 	"internal/cmdutil":   {tool, []string{"internal/spec"}},
-	"internal/dev":       {tool, []string{"internal/spec", "internal/registration", "internal/certs", "internal/controlplane", "internal/events"}},
+	"internal/dev":       {tool, []string{"internal/spec", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/events"}},
 	"internal/cli":       {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/dev", "internal/image", "internal/progress", "internal/waitfor"}},
 
 	// Leaves.
@@ -103,6 +103,7 @@ var layers = map[string]struct {
 	"internal/image":        {leaf, nil},
 	"internal/gcpace":       {leaf, nil},
 	"internal/arch":         {leaf, nil},
+	"internal/podrun":       {leaf, nil},
 
 	// Commands and examples, which use the public API (and a demo, vigil dev).
 	"cmd/vigil":   {entry, []string{"internal/cli"}},

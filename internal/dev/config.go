@@ -9,10 +9,13 @@ import (
 	"slices"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/vigilkit/vigil/internal/manifests"
+	"github.com/vigilkit/vigil/internal/podrun"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -44,29 +47,60 @@ func (e *MissingError) Error() string {
 // start left, and returns its environment as KEY=value lines: the author's
 // variables and spec.EnvMountRoot. A required object or key that is missing
 // is a *MissingError, and nothing is written; an optional one is left out
-// (an optional volume is an empty folder).
+// (an optional volume is an empty folder). What the container is given is
+// resolved from its pod's spec as internal/manifests renders it, by the
+// local pod runner vigiltest's pods use too; the waiting, the folder per
+// container and the names of the declarations are vigil dev's own.
 func (z *Materialiser) Prepare(ctx context.Context, container string) ([]string, error) {
-	ns := z.Plan.Namespace
-	type key struct{ kind, name string }
-	objects := map[key]map[string][]byte{}
-	// read fetches an object's data once; nil when it does not exist.
-	read := func(kind, name string) (map[string][]byte, error) {
-		k := key{kind, name}
-		if data, ok := objects[k]; ok {
-			return data, nil
-		}
-		data, err := z.data(ctx, kind, name)
-		if err != nil {
-			return nil, err
-		}
-		objects[k] = data
-		return data, nil
+	src := &snapshot{Source: podrun.Client(z.Client, z.Plan.Namespace), objects: map[objectKey]objectRead{}}
+	missing, err := z.missing(ctx, src, container)
+	if err != nil {
+		return nil, err
 	}
+	if len(missing) > 0 {
+		return nil, &MissingError{Container: container, Missing: missing}
+	}
+	pod, err := z.pod(container)
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(z.Dir, container)
+	if err := os.RemoveAll(root); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, err
+	}
+	if err := pod.Mount(ctx, src, container, root, 0o600); err != nil {
+		return nil, err
+	}
+	all, err := pod.Env(ctx, src, container)
+	if err != nil {
+		return nil, err
+	}
+	// The author's variables only: vigil dev sets the pod's identity, the
+	// handoff folder and the memory limit of its processes itself.
+	authored := map[string]bool{}
+	for _, e := range z.Plan.EnvOf(container) {
+		authored[e.Name] = true
+	}
+	env := []string{}
+	for _, kv := range all {
+		if k, _, _ := strings.Cut(kv, "="); authored[k] {
+			env = append(env, kv)
+		}
+	}
+	return append(env, spec.EnvMountRoot+"="+root), nil
+}
+
+// missing lists what holds the container, as the module declared it: the
+// pod's required volumes before its first container, the container's
+// required variables, and the keys of its volumes and variables.
+func (z *Materialiser) missing(ctx context.Context, src *snapshot, container string) ([]string, error) {
+	ns := z.Plan.Namespace
 	var missing []string
-	// The pod's required volumes, before its first container, and the
-	// container's own required variables.
 	for _, r := range z.Plan.Requirements(container) {
-		data, err := read(r.Kind, r.Name)
+		data, err := z.data(ctx, src, r.Kind, r.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -74,17 +108,8 @@ func (z *Materialiser) Prepare(ctx context.Context, container string) ([]string,
 			missing = append(missing, fmt.Sprintf("%s %s/%s (%s)", r.Kind, ns, r.Name, r.Why))
 		}
 	}
-	type file struct {
-		path string
-		data []byte
-	}
-	var files []file
-	var dirs []string
-	root := filepath.Join(z.Dir, container)
 	for _, mt := range z.Plan.MountsOf(container) {
-		dir := filepath.Join(root, filepath.FromSlash(mt.Path))
-		dirs = append(dirs, dir)
-		data, err := read(mt.Kind, mt.Name)
+		data, err := z.data(ctx, src, mt.Kind, mt.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -94,73 +119,71 @@ func (z *Materialiser) Prepare(ctx context.Context, container string) ([]string,
 			}
 			continue
 		}
-		keys := mt.Keys
-		if len(keys) == 0 {
-			keys = sortedKeys(data)
-		}
-		for _, k := range keys {
-			v, ok := data[k]
-			if !ok {
-				if !mt.Optional {
-					missing = append(missing, fmt.Sprintf("key %s of %s %s/%s (volume %s at %s, %s)", k, mt.Kind, ns, mt.Name, mt.Volume, mt.Path, mt.Site))
-				}
-				continue
+		for _, k := range mt.Keys {
+			if _, ok := data[k]; !ok && !mt.Optional {
+				missing = append(missing, fmt.Sprintf("key %s of %s %s/%s (volume %s at %s, %s)", k, mt.Kind, ns, mt.Name, mt.Volume, mt.Path, mt.Site))
 			}
-			files = append(files, file{filepath.Join(dir, k), v})
 		}
 	}
-	env := []string{}
 	for _, e := range z.Plan.EnvOf(container) {
-		if e.From == nil {
-			env = append(env, e.Name+"="+e.Value)
+		f := e.From
+		if f == nil {
 			continue
 		}
-		f := e.From
-		data, err := read(f.Kind, f.Name)
+		data, err := z.data(ctx, src, f.Kind, f.Name)
 		if err != nil {
 			return nil, err
 		}
-		v, ok := data[f.Key]
-		switch {
-		case ok:
-			env = append(env, e.Name+"="+string(v))
-		case data != nil && !f.Optional:
+		if _, ok := data[f.Key]; !ok && data != nil && !f.Optional {
 			missing = append(missing, fmt.Sprintf("key %s of %s %s/%s (variable %s, %s)", f.Key, f.Kind, ns, f.Name, e.Name, e.Site))
 		}
 		// A missing object of a required variable is a requirement, listed.
 	}
-	if len(missing) > 0 {
-		return nil, &MissingError{Container: container, Missing: missing}
+	return missing, nil
+}
+
+// pod is the pod the container runs in, its spec as the module's manifests
+// render it.
+func (z *Materialiser) pod(container string) (*podrun.Pod, error) {
+	objs, err := manifests.Render(z.Plan, manifests.Options{Image: "vigil-dev"})
+	if err != nil {
+		return nil, fmt.Errorf("render the pod of %s: %w", container, err)
 	}
-	if err := os.RemoveAll(root); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, err
-	}
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
+	for _, o := range objs {
+		d, ok := o.(*appsv1.Deployment)
+		if !ok {
+			continue
 		}
-	}
-	for _, f := range files {
-		if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
-			return nil, err
+		pod := &podrun.Pod{Spec: d.Spec.Template.Spec, Namespace: z.Plan.Namespace,
+			Labels: d.Spec.Template.Labels, Annotations: d.Spec.Template.Annotations}
+		if _, err := pod.Container(container); err != nil {
+			continue
 		}
-		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
-			return nil, err
+		// The container's mounts of the author's volumes only: the handoff
+		// folder is the session's (VIGIL_HANDOFF_DIR).
+		authored := map[string]bool{}
+		for _, mt := range z.Plan.MountsOf(container) {
+			authored[mt.Volume] = true
 		}
+		for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range cs {
+				if cs[i].Name == container {
+					cs[i].VolumeMounts = slices.DeleteFunc(slices.Clone(cs[i].VolumeMounts), func(m corev1.VolumeMount) bool { return !authored[m.Name] })
+				}
+			}
+		}
+		return pod, nil
 	}
-	return append(env, spec.EnvMountRoot+"="+root), nil
+	return nil, fmt.Errorf("the module's manifests run no container %s", container)
 }
 
 // data is a Secret's or ConfigMap's data in the module's namespace; nil when
 // it does not exist.
-func (z *Materialiser) data(ctx context.Context, kind, name string) (map[string][]byte, error) {
+func (z *Materialiser) data(ctx context.Context, src *snapshot, kind, name string) (map[string][]byte, error) {
 	ns := z.Plan.Namespace
 	switch kind {
 	case spec.SecretKind:
-		s, err := z.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		s, err := src.Secret(ctx, name)
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -169,12 +192,9 @@ func (z *Materialiser) data(ctx context.Context, kind, name string) (map[string]
 		}
 		out := map[string][]byte{}
 		maps.Copy(out, s.Data)
-		for k, v := range s.StringData {
-			out[k] = []byte(v)
-		}
 		return out, nil
 	case spec.ConfigMapKind:
-		cm, err := z.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		cm, err := src.ConfigMap(ctx, name)
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -191,11 +211,38 @@ func (z *Materialiser) data(ctx context.Context, kind, name string) (map[string]
 	return nil, fmt.Errorf("%s %s: expected a Secret or a ConfigMap", kind, name)
 }
 
-func sortedKeys(m map[string][]byte) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+type objectKey struct{ kind, name string }
+
+type objectRead struct {
+	obj any
+	err error
+}
+
+// snapshot reads each Secret and ConfigMap once, so that vigil dev's checks
+// and the pod runner see the same objects.
+type snapshot struct {
+	podrun.Source
+	objects map[objectKey]objectRead
+}
+
+func (s *snapshot) Secret(ctx context.Context, name string) (*corev1.Secret, error) {
+	k := objectKey{spec.SecretKind, name}
+	r, ok := s.objects[k]
+	if !ok {
+		r.obj, r.err = s.Source.Secret(ctx, name)
+		s.objects[k] = r
 	}
-	slices.Sort(keys)
-	return keys
+	sec, _ := r.obj.(*corev1.Secret)
+	return sec, r.err
+}
+
+func (s *snapshot) ConfigMap(ctx context.Context, name string) (*corev1.ConfigMap, error) {
+	k := objectKey{spec.ConfigMapKind, name}
+	r, ok := s.objects[k]
+	if !ok {
+		r.obj, r.err = s.Source.ConfigMap(ctx, name)
+		s.objects[k] = r
+	}
+	cm, _ := r.obj.(*corev1.ConfigMap)
+	return cm, r.err
 }

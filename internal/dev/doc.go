@@ -19,9 +19,11 @@
 // the cluster, and its volumes (MountSecret, MountConfigMap) materialised as
 // files under the session's folder, <tmp>/mounts/<container>/<mount path>,
 // which VIGIL_MOUNT_ROOT names so that the module finds them (MountBuilder.Path).
-// As the kubelet does, a process is held, and says so, while a required
-// Secret or ConfigMap is missing: the admission pod's volumes before its
-// first phase, a variable's before its own container.
+// They are resolved from the pod spec the module's manifests render, by the
+// local pod runner vigiltest's pods use too (internal/podrun). As the
+// kubelet does, a process is held, and says so, while a required Secret or
+// ConfigMap is missing: the admission pod's volumes before its first phase,
+// a variable's before its own container.
 //
 // Everything the session sees becomes an Event: what it built, each phase
 // starting, what each gate waits for and last saw (the named events of
