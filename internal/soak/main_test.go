@@ -10,10 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/internal/certs"
@@ -60,8 +58,6 @@ func startChild(t testing.TB, module string, env map[string]string, args ...stri
 	return vigiltest.StartProcess(t, e, os.Args[0])
 }
 
-func kubeconfig(t *testing.T) string { return env.KubeConfigFile(t) }
-
 // The harness shared with the facade's tests (internal/testkit).
 
 func bootstrapConfigs(t testing.TB, name string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
@@ -77,16 +73,6 @@ func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (
 }
 
 func reconciled(url, series string) float64 { return testkit.Metric(url, series) }
-
-func tenant(t *testing.T, user, group, resource string, namespaces ...string) client.Client {
-	t.Helper()
-	return testkit.Tenant(t, env, user, group, resource, namespaces...)
-}
-
-func until(t *testing.T, within time.Duration, what string, try func(i int) error, done func(error) bool) {
-	t.Helper()
-	testkit.Until(t, within, what, try, done)
-}
 
 func waitReady(t testing.TB, url string, exited <-chan struct{}) {
 	t.Helper()
