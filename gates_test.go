@@ -503,3 +503,49 @@ func TestSubresourceMistakes(t *testing.T) {
 		t.Errorf("Verify() = %v, want the call sites", err)
 	}
 }
+
+// WithField selects by a field the API server selects on, and Any is done
+// when one selected object holds, its callback receiving those that hold.
+func TestGateWithFieldAndAny(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ns := env.Namespace(t)
+	for name, ready := range map[string]string{"a": "no", "b": "yes", "c": "yes"} {
+		c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "x"}}, Data: map[string]string{"ready": ready}}
+		if err := env.Client.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := vigil.NewModule("fields", vigil.Options{Namespace: ns})
+	holds := func(c *corev1.ConfigMap) bool { return c.Data["ready"] == "yes" }
+	var byField, anyOf []*corev1.ConfigMap
+	vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace(ns).WithLabelValue("app", "x").WithField("metadata.name", "b").
+		Named("by-field").Any().ToMatch(holds).
+		Then(func(_ context.Context, cms []*corev1.ConfigMap, _ vigil.Store) error { byField = cms; return nil })
+	// a never holds: only Any, not All, is done.
+	vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace(ns).WithLabelValue("app", "x").
+		Named("any-of").Any().ToMatch(holds).
+		Then(func(_ context.Context, cms []*corev1.ConfigMap, _ vigil.Store) error { anyOf = cms; return nil })
+	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitOK {
+		t.Fatalf("gate --phase 0: exit %d", code)
+	}
+	if len(byField) != 1 || byField[0].Name != "b" {
+		t.Errorf("by-field callback got %d objects %v, want b alone (c holds too, but its name is not selected)", len(byField), names(byField))
+	}
+	if len(anyOf) == 0 {
+		t.Errorf("any-of callback got no objects, want those that hold")
+	}
+	for _, c := range anyOf {
+		if !holds(c) {
+			t.Errorf("any-of callback got %s, which does not hold", c.Name)
+		}
+	}
+}
+
+func names(cms []*corev1.ConfigMap) []string {
+	var out []string
+	for _, c := range cms {
+		out = append(out, c.Name)
+	}
+	return out
+}

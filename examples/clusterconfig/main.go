@@ -141,7 +141,29 @@ func newModule(s settings) *vigil.Module {
 	if s.defaultsPath == "" {
 		s.defaultsPath = defaults.File(DefaultsKey)
 	}
+	declareGates(m, s)
+	// Only the exemptions namespace's Exemptions are cached: only admins
+	// write there, so the cache is bounded by what they write. When the
+	// ClusterConfig allows all namespaces, the others are read page by page
+	// from the API server (matchAllNamespaces), never cached.
+	exemptions := vigil.NewLister(m, vigil.Kind(group, version, "Exemption")).InNamespace(s.exemptionsNamespace)
+	m.RBAC("when the ClusterConfig allows Exemptions from all namespaces, admission reads them page by page", rbacv1.PolicyRule{
+		APIGroups: []string{group}, Resources: []string{"exemptions"}, Verbs: []string{"list"},
+	}).For(vigil.Admission)
+	// The ClusterConfig itself, for the settings a decision depends on:
+	// read as fresh as the request, so an edit or a deletion applies to the
+	// next one, with or without the watcher.
+	clusterConfigs := vigil.NewLister(m, vigil.Kind(group, version, "ClusterConfig"))
+	trusted := declareTrust(m, s)
+	policies := m.Capability("policies")
+	declareAdmission(m, s, policies, disallowPrivileged(s, trusted, exemptions, clusterConfigs))
+	declareStatus(m, s, policies)
+	return m
+}
 
+// declareGates declares the three startup phases: ClusterConfigs served,
+// the initial ClusterConfig (or the defaults), the Exemptions that exist.
+func declareGates(m *vigil.Module, s settings) {
 	// Phase 0: ClusterConfigs are served.
 	vigil.WaitFor(m, &apiextensionsv1.CustomResourceDefinition{}).
 		WithName("clusterconfigs.uds.dev").
@@ -190,22 +212,12 @@ func newModule(s settings) *vigil.Module {
 			logr.FromContextOrDiscard(ctx).Info("exemptions loaded", "count", len(names), "exemptions", names)
 			return store.SetJSONAndWait(ctx, st, keyInitialExemptions, names)
 		})
+}
 
-	// Only the exemptions namespace's Exemptions are cached: only admins
-	// write there, so the cache is bounded by what they write. When the
-	// ClusterConfig allows all namespaces, the others are read page by page
-	// from the API server (matchAllNamespaces), never cached.
-	exemptions := vigil.NewLister(m, vigil.Kind(group, version, "Exemption")).InNamespace(s.exemptionsNamespace)
-	m.RBAC("when the ClusterConfig allows Exemptions from all namespaces, admission reads them page by page", rbacv1.PolicyRule{
-		APIGroups: []string{group}, Resources: []string{"exemptions"}, Verbs: []string{"list"},
-	}).For(vigil.Admission)
-	// The ClusterConfig itself, for the settings a decision depends on:
-	// read as fresh as the request, so an edit or a deletion applies to the
-	// next one, with or without the watcher.
-	clusterConfigs := vigil.NewLister(m, vigil.Kind(group, version, "ClusterConfig"))
-	trusted := declareTrust(m, s)
-	policies := m.Capability("policies")
-
+// declareAdmission declares the policies' bindings: the cluster label on
+// every Pod, no privileged containers without an Exemption, and Exemptions
+// whose names compile.
+func declareAdmission(m *vigil.Module, s settings, policies *vigil.Capability, judgePrivileged func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict) {
 	initial := sync.OnceValues(func() (map[string]any, error) {
 		cc, found, err := vigil.GateResult[*unstructured.Unstructured](m, gateInitial)
 		if err != nil || !found {
@@ -234,10 +246,20 @@ func newModule(s settings) *vigil.Module {
 			r.SetLabel(ClusterLabel, clusterName(spec))
 			return nil
 		})
-	// A Pod's containers cannot change once it exists, but ephemeral
-	// containers are added later through pods/ephemeralcontainers (kubectl
-	// debug): the same policy judges both paths.
-	disallowPrivileged := func(ctx context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("disallow-privileged").Validate(judgePrivileged)
+	// An Exemption whose names do not compile is refused.
+	vigil.When(policies, vigil.Kind(group, version, "Exemption")).IsCreatedOrUpdated().Named("exemption-names").
+		Validate(validateExemption)
+	vigil.When(policies, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named("disallow-privileged-debug").
+		Validate(judgePrivileged)
+}
+
+// disallowPrivileged denies a privileged container unless an Exemption it
+// may claim names its pod. A Pod's containers cannot change once it exists,
+// but ephemeral containers are added later through pods/ephemeralcontainers
+// (kubectl debug): the same policy judges both paths.
+func disallowPrivileged(s settings, trusted *trust, exemptions *vigil.Lister[*unstructured.Unstructured], clusterConfigs *vigil.Lister[*unstructured.Unstructured]) func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict {
+	return func(ctx context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
 		container := privileged(r.Object)
 		if container == "" {
 			return admission.Allow()
@@ -284,13 +306,11 @@ func newModule(s settings) *vigil.Module {
 			"Pod %s/%s: container %q is privileged, which policy %s denies. Drop securityContext.privileged, or add an Exemption (uds.dev/v1alpha1)%s whose matcher names namespace %q and this pod's name, with policy %s%s",
 			r.Namespace, name, container, PolicyPrivileged, where, r.Namespace, PolicyPrivileged, unclaimed))
 	}
-	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("disallow-privileged").Validate(disallowPrivileged)
-	// An Exemption whose names do not compile is refused.
-	vigil.When(policies, vigil.Kind(group, version, "Exemption")).IsCreatedOrUpdated().Named("exemption-names").
-		Validate(validateExemption)
-	vigil.When(policies, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named("disallow-privileged-debug").
-		Validate(disallowPrivileged)
+}
 
+// declareStatus declares the reconcile that takes an edited ClusterConfig
+// in: its status, and the Store's copy admission reads.
+func declareStatus(m *vigil.Module, s settings, policies *vigil.Capability) {
 	// The ClusterConfig's status says the module has taken it in, and admission
 	// learns of edits through the Store. Patching the status is the one call
 	// beyond what vigil derives RBAC for.
@@ -310,7 +330,6 @@ func newModule(s settings) *vigil.Module {
 			}
 			return updateStatus(ctx, cc, clusterName(spec))
 		})
-	return m
 }
 
 // updateStatus records on the ClusterConfig that this generation was taken in.

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -186,53 +187,14 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := registration.ReadRecord(ctx, cs, m.Name)
-	if err != nil {
-		a.Log.Info("audit: cannot read the webhooks' registration record; findings cannot say when they were admitted", "err", err.Error())
-	}
-	var mutRec registration.Record
-	if m.AuditsMutations() {
-		if mutRec, err = registration.ReadMutatingRecord(ctx, cs, m.Name); err != nil {
-			a.Log.Info("audit: cannot read the mutating webhooks' registration record; mutations skipped during outages go unreported", "err", err.Error())
-		}
-	}
-	enforced := rec.EnforcedAt()
-	// outage is the window in which the capability's webhook for action was
-	// failed open when t was, or "".
-	valWindows, mutWindows := rec.Windows(), mutRec.Windows()
-	outage := func(capability string, action spec.Action, t time.Time) string {
-		windows := valWindows
-		if action == spec.Mutate {
-			windows = mutWindows
-		}
-		hook := spec.WebhookName(m.Name, capability, action)
-		for _, w := range windows {
-			if w.Covers(hook, t) {
-				return w.From + "/" + w.To
-			}
-		}
-		return ""
-	}
-	var findings []Finding
-	report := func(f Finding, obj *unstructured.Unstructured) {
-		findings = append(findings, f)
-		events.Info(a.Log, events.AuditViolation, "audit: an existing object violates a validation or missed a mutation",
-			"capability", f.Capability, "action", string(f.Action), "kind", f.Kind, "namespace", f.Namespace, "name", f.Name, "violation", f.Violation,
-			"admitted", f.Admitted, "outage", f.Outage, "created", f.Created.UTC().Format(time.RFC3339), "enforcedSince", rec.Enforced,
-			"policyVersion", f.Policy, "registeredVersion", f.Registered)
-		what := "this object violates a validation"
-		if f.Action == spec.Mutate {
-			what = "this object missed a mutation"
-		}
-		recordEvent(ctx, cs, m.Name, obj, fmt.Sprintf("vigil module %s (version %s), capability %s: %s; %s: %s", m.Name, versionOrNone(m.Version), f.Capability, what, f.Explain(enforced), f.Violation))
-	}
+	r := a.startRun(ctx, cs)
 	for gvk, namespaces := range m.AuditedKinds() {
-		if !validated(m, gvk) && len(mutWindows) == 0 {
+		if !validated(m, gvk) && len(r.mutWindows) == 0 {
 			continue // only mutations, which no outage has skipped: nothing to list
 		}
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			return findings, fmt.Errorf("audit %s: %w", gvk, err)
+			return r.findings, fmt.Errorf("audit %s: %w", gvk, err)
 		}
 		if len(namespaces) == 0 {
 			namespaces = []string{metav1.NamespaceAll}
@@ -246,69 +208,142 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 				}
 				// Judged, then dropped: only its findings are kept.
 				defer func() { *obj = unstructured.Unstructured{} }()
-				raw, err := obj.MarshalJSON()
-				if err != nil {
-					return nil
-				}
-				request := func() *admissionv1.AdmissionRequest {
-					return &admissionv1.AdmissionRequest{
-						UID:       types.UID(fmt.Sprintf("audit-%s", obj.GetUID())),
-						Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
-						Resource:  metav1.GroupVersionResource{Group: mapping.Resource.Group, Version: mapping.Resource.Version, Resource: mapping.Resource.Resource},
-						Namespace: obj.GetNamespace(), Name: obj.GetName(), Operation: admissionv1.Create,
-						Object: runtime.RawExtension{Raw: raw},
-					}
-				}
-				created := obj.GetCreationTimestamp().Time
-				base := Finding{Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), APIVersion: gvk.GroupVersion().String(), UID: obj.GetUID(), Created: created,
-					Policy: m.Version, Registered: rec.Version, Admitted: Unknown}
-				for _, d := range a.Handler.Audit(ctx, request()) {
-					f := base
-					f.Capability, f.Action, f.Violation = d.Capability, spec.Validate, d.Message
-					if !enforced.IsZero() {
-						// creationTimestamp has second precision, as Enforced
-						// does: an object of the same second counts as before.
-						f.Admitted = BeforeEnforcement
-						if created.After(enforced) {
-							f.Admitted = WhileEnforced
-							if w := outage(d.Capability, spec.Validate, created); w != "" {
-								f.Admitted, f.Outage = WhileFailedOpen, w
-							}
-						}
-					}
-					report(f, obj)
-				}
-				// Mutations are audited over what got in while they were
-				// failed open: only then did they not run.
-				windows := map[string]string{}
-				for _, b := range m.Bindings {
-					if b.Action == spec.Mutate && spec.Audited(b) && b.GVK == gvk {
-						if w := outage(b.Capability, spec.Mutate, created); w != "" {
-							windows[b.Capability] = w
-						}
-					}
-				}
-				if len(windows) == 0 {
-					return nil
-				}
-				for _, sk := range a.Handler.AuditMutations(ctx, request(), func(c string) bool { return windows[c] != "" }) {
-					f := base
-					f.Capability, f.Action, f.Admitted, f.Outage = sk.Capability, spec.Mutate, WhileFailedOpen, windows[sk.Capability]
-					f.Registered = mutRec.Version
-					f.Violation = "its mutations would still change it: " + describePatch(sk.Patch)
-					report(f, obj)
-				}
+				r.judge(gvk, mapping, obj)
 				return nil
 			})
 			if err != nil {
-				return findings, fmt.Errorf("audit %s in %q: %w", mapping.Resource.Resource, ns, err)
+				return r.findings, fmt.Errorf("audit %s in %q: %w", mapping.Resource.Resource, ns, err)
 			}
 		}
 	}
-	a.writePolicyReports(ctx, findings)
-	a.keep(ctx, findings, rec, mutRec)
-	events.Info(a.Log, events.AuditDone, "audit done", "violations", len(findings), "policyVersion", m.Version, "enforcedSince", rec.Enforced)
-	return findings, nil
+	a.writePolicyReports(ctx, r.findings)
+	a.keep(ctx, r.findings, r.rec, r.mutRec)
+	events.Info(a.Log, events.AuditDone, "audit done", "violations", len(r.findings), "policyVersion", m.Version, "enforcedSince", r.rec.Enforced)
+	return r.findings, nil
+}
+
+// auditRun is one audit as it goes: the registration records it dates the
+// findings by, and the findings so far.
+type auditRun struct {
+	a   *Auditor
+	ctx context.Context
+	cs  kubernetes.Interface
+	// rec and mutRec are the validating and mutating webhooks' records;
+	// enforced, when the validating ones were first enforced.
+	rec, mutRec            registration.Record
+	enforced               time.Time
+	valWindows, mutWindows []registration.Outage
+	findings               []Finding
+}
+
+// startRun reads the registration records the findings are dated by; a
+// record that cannot be read leaves its findings undated.
+func (a *Auditor) startRun(ctx context.Context, cs kubernetes.Interface) *auditRun {
+	m := a.Module
+	r := &auditRun{a: a, ctx: ctx, cs: cs}
+	rec, err := registration.ReadRecord(ctx, cs, m.Name)
+	if err != nil {
+		a.Log.Info("audit: cannot read the webhooks' registration record; findings cannot say when they were admitted", "err", err.Error())
+	}
+	r.rec = rec
+	if m.AuditsMutations() {
+		if r.mutRec, err = registration.ReadMutatingRecord(ctx, cs, m.Name); err != nil {
+			a.Log.Info("audit: cannot read the mutating webhooks' registration record; mutations skipped during outages go unreported", "err", err.Error())
+		}
+	}
+	r.enforced = r.rec.EnforcedAt()
+	r.valWindows, r.mutWindows = r.rec.Windows(), r.mutRec.Windows()
+	return r
+}
+
+// outage is the window in which the capability's webhook for action was
+// failed open when t was, or "".
+func (r *auditRun) outage(capability string, action spec.Action, t time.Time) string {
+	windows := r.valWindows
+	if action == spec.Mutate {
+		windows = r.mutWindows
+	}
+	hook := spec.WebhookName(r.a.Module.Name, capability, action)
+	for _, w := range windows {
+		if w.Covers(hook, t) {
+			return w.From + "/" + w.To
+		}
+	}
+	return ""
+}
+
+// report keeps a finding, logs it and records it as an Event on obj.
+func (r *auditRun) report(f Finding, obj *unstructured.Unstructured) {
+	m := r.a.Module
+	r.findings = append(r.findings, f)
+	events.Info(r.a.Log, events.AuditViolation, "audit: an existing object violates a validation or missed a mutation",
+		"capability", f.Capability, "action", string(f.Action), "kind", f.Kind, "namespace", f.Namespace, "name", f.Name, "violation", f.Violation,
+		"admitted", f.Admitted, "outage", f.Outage, "created", f.Created.UTC().Format(time.RFC3339), "enforcedSince", r.rec.Enforced,
+		"policyVersion", f.Policy, "registeredVersion", f.Registered)
+	what := "this object violates a validation"
+	if f.Action == spec.Mutate {
+		what = "this object missed a mutation"
+	}
+	recordEvent(r.ctx, r.cs, m.Name, obj, fmt.Sprintf("vigil module %s (version %s), capability %s: %s; %s: %s", m.Name, versionOrNone(m.Version), f.Capability, what, f.Explain(r.enforced), f.Violation))
+}
+
+// judge reviews one existing object as if it were created now: its
+// validations' denials, and the mutations that would still change what got
+// in while they were failed open.
+func (r *auditRun) judge(gvk schema.GroupVersionKind, mapping *meta.RESTMapping, obj *unstructured.Unstructured) {
+	m := r.a.Module
+	raw, err := obj.MarshalJSON()
+	if err != nil {
+		return
+	}
+	request := func() *admissionv1.AdmissionRequest {
+		return &admissionv1.AdmissionRequest{
+			UID:       types.UID(fmt.Sprintf("audit-%s", obj.GetUID())),
+			Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+			Resource:  metav1.GroupVersionResource{Group: mapping.Resource.Group, Version: mapping.Resource.Version, Resource: mapping.Resource.Resource},
+			Namespace: obj.GetNamespace(), Name: obj.GetName(), Operation: admissionv1.Create,
+			Object: runtime.RawExtension{Raw: raw},
+		}
+	}
+	created := obj.GetCreationTimestamp().Time
+	base := Finding{Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), APIVersion: gvk.GroupVersion().String(), UID: obj.GetUID(), Created: created,
+		Policy: m.Version, Registered: r.rec.Version, Admitted: Unknown}
+	for _, d := range r.a.Handler.Audit(r.ctx, request()) {
+		f := base
+		f.Capability, f.Action, f.Violation = d.Capability, spec.Validate, d.Message
+		if !r.enforced.IsZero() {
+			// creationTimestamp has second precision, as Enforced
+			// does: an object of the same second counts as before.
+			f.Admitted = BeforeEnforcement
+			if created.After(r.enforced) {
+				f.Admitted = WhileEnforced
+				if w := r.outage(d.Capability, spec.Validate, created); w != "" {
+					f.Admitted, f.Outage = WhileFailedOpen, w
+				}
+			}
+		}
+		r.report(f, obj)
+	}
+	// Mutations are audited over what got in while they were
+	// failed open: only then did they not run.
+	windows := map[string]string{}
+	for _, b := range m.Bindings {
+		if b.Action == spec.Mutate && spec.Audited(b) && b.GVK == gvk {
+			if w := r.outage(b.Capability, spec.Mutate, created); w != "" {
+				windows[b.Capability] = w
+			}
+		}
+	}
+	if len(windows) == 0 {
+		return
+	}
+	for _, sk := range r.a.Handler.AuditMutations(r.ctx, request(), func(c string) bool { return windows[c] != "" }) {
+		f := base
+		f.Capability, f.Action, f.Admitted, f.Outage = sk.Capability, spec.Mutate, WhileFailedOpen, windows[sk.Capability]
+		f.Registered = r.mutRec.Version
+		f.Violation = "its mutations would still change it: " + describePatch(sk.Patch)
+		r.report(f, obj)
+	}
 }
 
 // ReportKey is the key, in each audited capability's scope of the module's

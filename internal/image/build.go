@@ -90,33 +90,9 @@ type Result struct {
 // Build compiles the module project for each platform and assembles the
 // image index and SBOMs, in memory. Nothing is written but temporary files.
 func Build(ctx context.Context, o Options) (*Result, error) {
-	if o.Dir == "" {
-		o.Dir = "."
-	}
-	if o.Go == "" {
-		o.Go = "go"
-	}
-	if len(o.Platforms) == 0 {
-		o.Platforms = DefaultPlatforms()
-	}
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
-	if o.Epoch.IsZero() {
-		epoch, err := EpochFromEnv()
-		if err != nil {
-			return nil, err
-		}
-		o.Epoch = epoch
-	}
-	o.Epoch = o.Epoch.UTC()
-	for i, p := range o.Platforms {
-		if p.OS != "linux" {
-			return nil, fmt.Errorf("platform %s: expected linux/<arch>, as in linux/amd64: Kubernetes nodes run Linux containers", p)
-		}
-		if slices.ContainsFunc(o.Platforms[:i], p.Equals) {
-			return nil, fmt.Errorf("platform %s given twice: expected each platform once", p)
-		}
+	o, err := withDefaults(o)
+	if err != nil {
+		return nil, err
 	}
 	pkg, err := checkProject(ctx, o)
 	if err != nil {
@@ -138,57 +114,13 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{Labels: labels, Epoch: o.Epoch}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range o.Platforms {
-		started := time.Now()
-		fmt.Fprintf(o.Log, "compile %s for %s\n", pkg, p)
-		bin := filepath.Join(tmp, "module-"+p.OS+"-"+p.Architecture+p.Variant)
-		if err := compile(ctx, o, p, bin); err != nil {
-			return nil, err
-		}
-		data, err := os.ReadFile(bin)
+		pi, err := buildPlatform(ctx, o, pkg, tmp, p, labels)
 		if err != nil {
 			return nil, err
 		}
-		layer, err := binaryLayer(data, o.Epoch)
-		if err != nil {
-			return nil, fmt.Errorf("layer for %s: %w", p, err)
-		}
-		layerSize, err := layer.Size()
-		if err != nil {
-			return nil, fmt.Errorf("layer for %s: %w", p, err)
-		}
-		layerDigest, err := layer.Digest()
-		if err != nil {
-			return nil, fmt.Errorf("layer for %s: %w", p, err)
-		}
-		img, err := platformImage(p, layer, labels, o.Epoch)
-		if err != nil {
-			return nil, fmt.Errorf("image for %s: %w", p, err)
-		}
-		if img, err = plainDescriptor(img); err != nil {
-			return nil, fmt.Errorf("image for %s: %w", p, err)
-		}
-		digest, err := img.Digest()
-		if err != nil {
-			return nil, fmt.Errorf("image for %s: %w", p, err)
-		}
-		fmt.Fprintf(o.Log, "layer %s: %s, %.1f MiB of %.1f MiB binary, image %s (%.1fs)\n",
-			p, layerDigest, mib(layerSize), mib(int64(len(data))), digest, time.Since(started).Seconds())
-		doc, err := spdxFromBinary(bin, p, o.Epoch, o.Version)
-		if err != nil {
-			return nil, fmt.Errorf("sbom for %s: %w", p, err)
-		}
-		sbom, err := sbomArtifact(img, doc, o.Epoch)
-		if err != nil {
-			return nil, fmt.Errorf("sbom for %s: %w", p, err)
-		}
-		sbomDigest, err := sbom.Digest()
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(o.Log, "sbom %s: SPDX of %d Go modules, %s (subject %s)\n", p, doc.modules, sbomDigest, digest)
-		res.Images = append(res.Images, PlatformImage{Platform: p, Image: img, Digest: digest, LayerSize: layerSize, SBOM: sbom})
+		res.Images = append(res.Images, pi)
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
-			Add:        img,
+			Add:        pi.Image,
 			Descriptor: v1.Descriptor{Platform: &p},
 		})
 	}
@@ -202,6 +134,94 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	fmt.Fprintf(o.Log, "index %s: %s\n", res.Digest, strings.Join(names, ", "))
 	return res, nil
+}
+
+// withDefaults fills in the options Build leaves to defaults, and checks the
+// platforms: Linux ones, each once.
+func withDefaults(o Options) (Options, error) {
+	if o.Dir == "" {
+		o.Dir = "."
+	}
+	if o.Go == "" {
+		o.Go = "go"
+	}
+	if len(o.Platforms) == 0 {
+		o.Platforms = DefaultPlatforms()
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Epoch.IsZero() {
+		epoch, err := EpochFromEnv()
+		if err != nil {
+			return o, err
+		}
+		o.Epoch = epoch
+	}
+	o.Epoch = o.Epoch.UTC()
+	for i, p := range o.Platforms {
+		if p.OS != "linux" {
+			return o, fmt.Errorf("platform %s: expected linux/<arch>, as in linux/amd64: Kubernetes nodes run Linux containers", p)
+		}
+		if slices.ContainsFunc(o.Platforms[:i], p.Equals) {
+			return o, fmt.Errorf("platform %s given twice: expected each platform once", p)
+		}
+	}
+	return o, nil
+}
+
+// buildPlatform compiles package pkg for platform p into tmp and makes its
+// image, with the labels, and the image's SBOM.
+func buildPlatform(ctx context.Context, o Options, pkg, tmp string, p v1.Platform, labels map[string]string) (PlatformImage, error) {
+	started := time.Now()
+	fmt.Fprintf(o.Log, "compile %s for %s\n", pkg, p)
+	bin := filepath.Join(tmp, "module-"+p.OS+"-"+p.Architecture+p.Variant)
+	if err := compile(ctx, o, p, bin); err != nil {
+		return PlatformImage{}, err
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return PlatformImage{}, err
+	}
+	layer, err := binaryLayer(data, o.Epoch)
+	if err != nil {
+		return PlatformImage{}, fmt.Errorf("layer for %s: %w", p, err)
+	}
+	layerSize, err := layer.Size()
+	if err != nil {
+		return PlatformImage{}, fmt.Errorf("layer for %s: %w", p, err)
+	}
+	layerDigest, err := layer.Digest()
+	if err != nil {
+		return PlatformImage{}, fmt.Errorf("layer for %s: %w", p, err)
+	}
+	img, err := platformImage(p, layer, labels, o.Epoch)
+	if err != nil {
+		return PlatformImage{}, fmt.Errorf("image for %s: %w", p, err)
+	}
+	if img, err = plainDescriptor(img); err != nil {
+		return PlatformImage{}, fmt.Errorf("image for %s: %w", p, err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return PlatformImage{}, fmt.Errorf("image for %s: %w", p, err)
+	}
+	fmt.Fprintf(o.Log, "layer %s: %s, %.1f MiB of %.1f MiB binary, image %s (%.1fs)\n",
+		p, layerDigest, mib(layerSize), mib(int64(len(data))), digest, time.Since(started).Seconds())
+	doc, err := spdxFromBinary(bin, p, o.Epoch, o.Version)
+	if err != nil {
+		return PlatformImage{}, fmt.Errorf("sbom for %s: %w", p, err)
+	}
+	sbom, err := sbomArtifact(img, doc, o.Epoch)
+	if err != nil {
+		return PlatformImage{}, fmt.Errorf("sbom for %s: %w", p, err)
+	}
+	sbomDigest, err := sbom.Digest()
+	if err != nil {
+		return PlatformImage{}, err
+	}
+	fmt.Fprintf(o.Log, "sbom %s: SPDX of %d Go modules, %s (subject %s)\n", p, doc.modules, sbomDigest, digest)
+	return PlatformImage{Platform: p, Image: img, Digest: digest, LayerSize: layerSize, SBOM: sbom}, nil
 }
 
 // EpochFromEnv is SOURCE_DATE_EPOCH (seconds since 1970) when set, else the

@@ -55,7 +55,53 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 	if o.Replicas == 0 {
 		o.Replicas = 2
 	}
-	labels := func(component string) map[string]string {
+	labels := moduleLabels(m)
+	objMeta := func(name, ns, component string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels(component)}
+	}
+	var objs []client.Object
+	objs = append(objs, &corev1.Namespace{TypeMeta: tm("v1", "Namespace"), ObjectMeta: objMeta(m.Namespace, "", "")})
+	// The trusted namespaces, created by the install before their guards:
+	// labelled as the module's, without its version, so that an upgrade
+	// leaves them as they are.
+	trusted := labels("trusted-namespace")
+	delete(trusted, "app.kubernetes.io/version")
+	for _, ns := range registration.TrustedNamespaceObjects(m, trusted) {
+		objs = append(objs, ns)
+	}
+	objs = append(objs, rbacObjects(m, objMeta)...)
+	if m.HasAdmission() || m.HasWatcher() {
+		crd, err := store.CRD()
+		if err != nil {
+			return nil, err
+		}
+		crd.TypeMeta = tm("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+		// Shared by every module; each labels it as its own when it applies
+		// it, which changes nothing else.
+		crd.Labels = labels("store")
+		objs = append(objs, crd)
+	}
+	if m.HasAdmission() {
+		objs = append(objs, admissionObjects(m, o, objMeta, labels)...)
+	}
+	if m.HasWatcher() {
+		objs = append(objs, watcherObjects(m, o, objMeta)...)
+	}
+	if len(m.Bindings) > 0 {
+		hooks, err := webhookObjects(m, o, labels)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, hooks...)
+	}
+	objs = append(objs, policyObjects(m, labels)...)
+	return objs, nil
+}
+
+// moduleLabels returns the labels of the module's objects of a component
+// ("" for none).
+func moduleLabels(m *spec.Module) func(component string) map[string]string {
+	return func(component string) map[string]string {
 		l := map[string]string{
 			"app.kubernetes.io/name":       m.Name,
 			"app.kubernetes.io/managed-by": "vigil",
@@ -70,19 +116,12 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 		}
 		return l
 	}
-	objMeta := func(name, ns, component string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels(component)}
-	}
+}
+
+// rbacObjects are the roles' ServiceAccounts, and their merged rules as
+// ClusterRoles or Roles, each bound to its ServiceAccount.
+func rbacObjects(m *spec.Module, objMeta func(string, string, string) metav1.ObjectMeta) []client.Object {
 	var objs []client.Object
-	objs = append(objs, &corev1.Namespace{TypeMeta: tm("v1", "Namespace"), ObjectMeta: objMeta(m.Namespace, "", "")})
-	// The trusted namespaces, created by the install before their guards:
-	// labelled as the module's, without its version, so that an upgrade
-	// leaves them as they are.
-	trusted := labels("trusted-namespace")
-	delete(trusted, "app.kubernetes.io/version")
-	for _, ns := range registration.TrustedNamespaceObjects(m, trusted) {
-		objs = append(objs, ns)
-	}
 	for _, role := range Roles(m) {
 		sa := ServiceAccount(m.Name, role)
 		objs = append(objs, &corev1.ServiceAccount{TypeMeta: tm("v1", "ServiceAccount"), ObjectMeta: objMeta(sa, m.Namespace, role)})
@@ -103,66 +142,76 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 			&rbacv1.RoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "RoleBinding"), ObjectMeta: objMeta(name, merged.Namespace, merged.Role),
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, Subjects: subject})
 	}
-	if m.HasAdmission() || m.HasWatcher() {
-		crd, err := store.CRD()
-		if err != nil {
-			return nil, err
-		}
-		crd.TypeMeta = tm("apiextensions.k8s.io/v1", "CustomResourceDefinition")
-		// Shared by every module; each labels it as its own when it applies
-		// it, which changes nothing else.
-		crd.Labels = labels("store")
-		objs = append(objs, crd)
+	return objs
+}
+
+// admissionObjects are the admission role's Deployment, Services, budget
+// and network policy.
+func admissionObjects(m *spec.Module, o Options, objMeta func(string, string, string) metav1.ObjectMeta, labels func(string) map[string]string) []client.Object {
+	var objs []client.Object
+	objs = append(objs, admissionDeployment(m, o, objMeta, labels))
+	objs = append(objs, &corev1.Service{
+		TypeMeta: tm("v1", "Service"), ObjectMeta: objMeta(m.Name, m.Namespace, "admission"),
+		Spec: corev1.ServiceSpec{
+			Selector: selectorOf(m.Name, "admission"),
+			Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("https")}},
+		},
+	})
+	objs = append(objs, &corev1.Service{
+		TypeMeta: tm("v1", "Service"), ObjectMeta: objMeta(m.Name+"-metrics", m.Namespace, "admission"),
+		Spec: corev1.ServiceSpec{
+			Selector: selectorOf(m.Name, "admission"),
+			Ports:    []corev1.ServicePort{{Name: "metrics", Port: 8080, TargetPort: intstr.FromString("metrics")}},
+		},
+	})
+	objs = append(objs, pdb(m, "admission", objMeta))
+	if !o.NoNetworkPolicy {
+		objs = append(objs, admissionNetworkPolicy(m, objMeta))
 	}
-	if m.HasAdmission() {
-		objs = append(objs, admissionDeployment(m, o, objMeta, labels))
-		objs = append(objs, &corev1.Service{
-			TypeMeta: tm("v1", "Service"), ObjectMeta: objMeta(m.Name, m.Namespace, "admission"),
-			Spec: corev1.ServiceSpec{
-				Selector: selectorOf(m.Name, "admission"),
-				Ports:    []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("https")}},
-			},
-		})
-		objs = append(objs, &corev1.Service{
-			TypeMeta: tm("v1", "Service"), ObjectMeta: objMeta(m.Name+"-metrics", m.Namespace, "admission"),
-			Spec: corev1.ServiceSpec{
-				Selector: selectorOf(m.Name, "admission"),
-				Ports:    []corev1.ServicePort{{Name: "metrics", Port: 8080, TargetPort: intstr.FromString("metrics")}},
-			},
-		})
-		objs = append(objs, pdb(m, "admission", objMeta))
-		if !o.NoNetworkPolicy {
-			objs = append(objs, admissionNetworkPolicy(m, objMeta))
-		}
+	return objs
+}
+
+// watcherObjects are the watcher's Deployment, metrics Service and budget.
+func watcherObjects(m *spec.Module, o Options, objMeta func(string, string, string) metav1.ObjectMeta) []client.Object {
+	var objs []client.Object
+	objs = append(objs, watcherDeployment(m, o, objMeta))
+	objs = append(objs, &corev1.Service{
+		TypeMeta: tm("v1", "Service"), ObjectMeta: objMeta(m.Name+"-watcher-metrics", m.Namespace, "watcher"),
+		Spec: corev1.ServiceSpec{
+			Selector: selectorOf(m.Name, "watcher"),
+			Ports:    []corev1.ServicePort{{Name: "metrics", Port: 8080, TargetPort: intstr.FromString("metrics")}},
+		},
+	})
+	objs = append(objs, pdb(m, "watcher", objMeta))
+	return objs
+}
+
+// webhookObjects are the bootstrap webhook configurations and the static
+// ones, when there are any.
+func webhookObjects(m *spec.Module, o Options, labels func(string) map[string]string) ([]client.Object, error) {
+	var objs []client.Object
+	mut, val := registration.Bootstrap(m.Name)
+	mut.Labels, val.Labels = labels("admission"), labels("admission")
+	objs = append(objs, mut, val)
+	smut, sval, err := static(m, o)
+	if err != nil {
+		return nil, err
 	}
-	if m.HasWatcher() {
-		objs = append(objs, watcherDeployment(m, o, objMeta))
-		objs = append(objs, &corev1.Service{
-			TypeMeta: tm("v1", "Service"), ObjectMeta: objMeta(m.Name+"-watcher-metrics", m.Namespace, "watcher"),
-			Spec: corev1.ServiceSpec{
-				Selector: selectorOf(m.Name, "watcher"),
-				Ports:    []corev1.ServicePort{{Name: "metrics", Port: 8080, TargetPort: intstr.FromString("metrics")}},
-			},
-		})
-		objs = append(objs, pdb(m, "watcher", objMeta))
+	if len(smut.Webhooks) > 0 {
+		smut.Labels = labels("admission")
+		objs = append(objs, smut)
 	}
-	if len(m.Bindings) > 0 {
-		mut, val := registration.Bootstrap(m.Name)
-		mut.Labels, val.Labels = labels("admission"), labels("admission")
-		objs = append(objs, mut, val)
-		smut, sval, err := static(m, o)
-		if err != nil {
-			return nil, err
-		}
-		if len(smut.Webhooks) > 0 {
-			smut.Labels = labels("admission")
-			objs = append(objs, smut)
-		}
-		if len(sval.Webhooks) > 0 {
-			sval.Labels = labels("admission")
-			objs = append(objs, sval)
-		}
+	if len(sval.Webhooks) > 0 {
+		sval.Labels = labels("admission")
+		objs = append(objs, sval)
 	}
+	return objs, nil
+}
+
+// policyObjects are the opt-out guards and the checks, each a policy and
+// its binding.
+func policyObjects(m *spec.Module, labels func(string) map[string]string) []client.Object {
+	var objs []client.Object
 	// The opt-out guards and the checks: evaluated by the API server itself,
 	// so they hold from install on, and the module needs no rights to them.
 	for _, st := range registration.Stamps(m) {
@@ -173,7 +222,7 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 		g.Policy.Labels, g.Binding.Labels = labels("admission"), labels("admission")
 		objs = append(objs, g.Policy, g.Binding)
 	}
-	return objs, nil
+	return objs
 }
 
 func tm(apiVersion, kind string) metav1.TypeMeta {

@@ -32,42 +32,74 @@ func Resource(gvk schema.GroupVersionKind) string {
 // narrow to namespaces and, where the code reads one object by a name field
 // selector, to resourceNames; nothing is a wildcard.
 func Rules(m *spec.Module) []spec.Rule {
-	var out []spec.Rule
-	// role is the ServiceAccount the rules being added are for; both, for
-	// what the two roles' pods share.
-	role := ""
-	add := func(ns, group, resource string, names []string, why string, verbs ...string) {
-		out = append(out, spec.Rule{Role: role, Namespace: ns, Why: why, PolicyRule: rbacv1.PolicyRule{
-			APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs, ResourceNames: names,
-		}})
+	rs := &ruleSet{role: Admission}
+	rs.gates(m)
+	rs.stores(m)
+	rs.role = Admission
+	if len(m.Bindings) > 0 {
+		rs.registration(m)
 	}
-	names := func(n string) []string {
-		if n == "" {
-			return nil
-		}
-		return []string{n}
+	rs.role = Watcher
+	if m.Audited() {
+		rs.audit(m)
 	}
+	rs.watcher(m)
+	rs.watches(m)
+	return rs.out
+}
+
+// ruleSet collects the rules of Rules, in order; role is the ServiceAccount
+// the rules being added are for.
+type ruleSet struct {
+	out  []spec.Rule
+	role string
+}
+
+// add adds a rule for role in namespace ns ("" for a cluster-wide one) on
+// the resource, to the objects of these names (nil for all).
+func (rs *ruleSet) add(ns, group, resource string, names []string, why string, verbs ...string) {
+	rs.out = append(rs.out, spec.Rule{Role: rs.role, Namespace: ns, Why: why, PolicyRule: rbacv1.PolicyRule{
+		APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs, ResourceNames: names,
+	}})
+}
+
+// nameOrAll is the resourceNames of a rule on the object named n; nil, for
+// all, when n is "".
+func nameOrAll(n string) []string {
+	if n == "" {
+		return nil
+	}
+	return []string{n}
+}
+
+// gates: what the gates wait for, and the Events they record on their Pod.
+func (rs *ruleSet) gates(m *spec.Module) {
 	podEvents := false
-	role = Admission
 	for _, g := range m.Gates() {
 		if g.Waits == nil {
 			continue
 		}
 		why := fmt.Sprintf("gate %s (phase %d, %s) waits for it", g.Name, g.Phase, g.Site)
 		gvk := g.Waits.GVK()
-		add(g.Waits.Namespace, gvk.Group, Resource(gvk), names(g.Waits.Name), why, read...)
+		rs.add(g.Waits.Namespace, gvk.Group, Resource(gvk), nameOrAll(g.Waits.Name), why, read...)
 		if isCustom(gvk.Group) {
-			add("", crdGroup, crdPlural, nil, fmt.Sprintf("gate %s (%s) waits for the CRD of %s when it is not installed yet", g.Name, g.Site, gvk.Kind), "list", "watch")
+			rs.add("", crdGroup, crdPlural, nil, fmt.Sprintf("gate %s (%s) waits for the CRD of %s when it is not installed yet", g.Name, g.Site, gvk.Kind), "list", "watch")
 		}
 		podEvents = true
 	}
 	if podEvents {
-		add(m.Namespace, "", "events", nil, "gates record their progress as Events on their Pod", "create", "patch")
+		rs.add(m.Namespace, "", "events", nil, "gates record their progress as Events on their Pod", "create", "patch")
 	}
-	for _, role = range Roles(m) {
+}
+
+// stores: the module's Store, its Listers and the author's own rules, for
+// each role's pods.
+func (rs *ruleSet) stores(m *spec.Module) {
+	for _, role := range Roles(m) {
+		rs.role = role
 		why := "the module's Store (admission, gate callbacks and handlers)"
-		add(m.Namespace, v1alpha1.GroupVersion.Group, "stores", []string{m.Name}, why, "get", "list", "watch", "update")
-		add(m.Namespace, v1alpha1.GroupVersion.Group, "stores", nil, why+": created on first write", "create")
+		rs.add(m.Namespace, v1alpha1.GroupVersion.Group, "stores", []string{m.Name}, why, "get", "list", "watch", "update")
+		rs.add(m.Namespace, v1alpha1.GroupVersion.Group, "stores", nil, why+": created on first write", "create")
 		for _, l := range m.Listers {
 			gvk := l.GVK
 			why := fmt.Sprintf("a Lister of %s keeps every object of the kind in a read cache", gvk.Kind)
@@ -75,7 +107,7 @@ func Rules(m *spec.Module) []spec.Rule {
 				why = fmt.Sprintf("a Lister of %s keeps the objects of the kind in its namespaces in a read cache", gvk.Kind)
 			}
 			for _, ns := range orAll(l.Select.Namespaces) {
-				add(ns, gvk.Group, Resource(gvk), nil, why, read...)
+				rs.add(ns, gvk.Group, Resource(gvk), nil, why, read...)
 			}
 		}
 		for _, r := range m.Rules {
@@ -83,83 +115,97 @@ func Rules(m *spec.Module) []spec.Rule {
 				continue // the author gave it to another role's pods
 			}
 			r.Role = role
-			out = append(out, r)
+			rs.out = append(rs.out, r)
 		}
 	}
-	role = Admission
-	if len(m.Bindings) > 0 {
-		reg := registration.Rule(m.Name)
-		out = append(out, spec.Rule{Role: role, PolicyRule: reg, Why: "registration when ready: fill the module's two webhook configurations, and nothing else"})
-		for _, b := range m.Bindings {
-			if b.FailClosed {
-				out = append(out, spec.Rule{Role: role, PolicyRule: registration.StaticRule(m.Name), Why: "fail-closed capabilities: keep the serving CA in their static webhook configurations"})
-				break
-			}
-		}
-		out = append(out, spec.Rule{Role: role, Namespace: m.Namespace, PolicyRule: registration.CanaryRule(), Why: "registration's reachability canary (dry run only: nothing is written)"})
-		add(m.Namespace, "", "secrets", []string{CertSecret(m.Name)}, "the serving certificate, shared by the replicas and renewed before expiry", "get", "update")
-		add(m.Namespace, "", "secrets", nil, "the serving certificate: created by the first replica", "create")
-		add(m.Namespace, "", "events", nil, "registration problems are reported as Events on the module's Pods", "create", "patch")
-		for _, l := range registration.LeaseRules(m.Name, m.Version) {
-			why := "this version's admission Lease, which tells an older version whether it still runs (a rollback takes the registration over once it lapses)"
-			if len(l.ResourceNames) == 0 && l.Verbs[0] == "get" {
-				why += ": read any version's (an older one cannot know a newer one's name)"
-			}
-			out = append(out, spec.Rule{Role: role, Namespace: m.Namespace, PolicyRule: l, Why: why})
+}
+
+// registration: the admission role's webhook configurations, canary,
+// serving certificate and Lease.
+func (rs *ruleSet) registration(m *spec.Module) {
+	reg := registration.Rule(m.Name)
+	rs.out = append(rs.out, spec.Rule{Role: rs.role, PolicyRule: reg, Why: "registration when ready: fill the module's two webhook configurations, and nothing else"})
+	for _, b := range m.Bindings {
+		if b.FailClosed {
+			rs.out = append(rs.out, spec.Rule{Role: rs.role, PolicyRule: registration.StaticRule(m.Name), Why: "fail-closed capabilities: keep the serving CA in their static webhook configurations"})
+			break
 		}
 	}
-	role = Watcher
-	if m.Audited() {
-		out = append(out, spec.Rule{Role: role, PolicyRule: rbacv1.PolicyRule{
-			APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"validatingwebhookconfigurations"},
+	rs.out = append(rs.out, spec.Rule{Role: rs.role, Namespace: m.Namespace, PolicyRule: registration.CanaryRule(), Why: "registration's reachability canary (dry run only: nothing is written)"})
+	rs.add(m.Namespace, "", "secrets", []string{CertSecret(m.Name)}, "the serving certificate, shared by the replicas and renewed before expiry", "get", "update")
+	rs.add(m.Namespace, "", "secrets", nil, "the serving certificate: created by the first replica", "create")
+	rs.add(m.Namespace, "", "events", nil, "registration problems are reported as Events on the module's Pods", "create", "patch")
+	for _, l := range registration.LeaseRules(m.Name, m.Version) {
+		why := "this version's admission Lease, which tells an older version whether it still runs (a rollback takes the registration over once it lapses)"
+		if len(l.ResourceNames) == 0 && l.Verbs[0] == "get" {
+			why += ": read any version's (an older one cannot know a newer one's name)"
+		}
+		rs.out = append(rs.out, spec.Rule{Role: rs.role, Namespace: m.Namespace, PolicyRule: l, Why: why})
+	}
+}
+
+// audit: what the watcher's audit reads, reports on and keeps its findings
+// in.
+func (rs *ruleSet) audit(m *spec.Module) {
+	rs.out = append(rs.out, spec.Rule{Role: rs.role, PolicyRule: rbacv1.PolicyRule{
+		APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"validatingwebhookconfigurations"},
+		Verbs: []string{"get"}, ResourceNames: []string{m.Name},
+	}, Why: "the audit reads since when the webhooks enforce from their registration record"})
+	kinds := m.AuditedKinds()
+	for _, b := range m.Bindings { // in the order declared
+		namespaces, ok := kinds[b.GVK]
+		if !ok {
+			continue
+		}
+		delete(kinds, b.GVK)
+		why := fmt.Sprintf("the audit runs the validations of %s over the objects that exist", b.GVK.Kind)
+		for _, ns := range orAll(namespaces) {
+			rs.add(ns, b.GVK.Group, Resource(b.GVK), nil, why, "list")
+			rs.add(ns, "", "events", nil, why+" and reports violations as Events on them", "create")
+		}
+	}
+	if m.AuditsMutations() {
+		rs.out = append(rs.out, spec.Rule{Role: rs.role, PolicyRule: rbacv1.PolicyRule{
+			APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"mutatingwebhookconfigurations"},
 			Verbs: []string{"get"}, ResourceNames: []string{m.Name},
-		}, Why: "the audit reads since when the webhooks enforce from their registration record"})
-		kinds := m.AuditedKinds()
-		for _, b := range m.Bindings { // in the order declared
-			namespaces, ok := kinds[b.GVK]
-			if !ok {
-				continue
-			}
-			delete(kinds, b.GVK)
-			why := fmt.Sprintf("the audit runs the validations of %s over the objects that exist", b.GVK.Kind)
-			for _, ns := range orAll(namespaces) {
-				add(ns, b.GVK.Group, Resource(b.GVK), nil, why, "list")
-				add(ns, "", "events", nil, why+" and reports violations as Events on them", "create")
-			}
-		}
-		if m.AuditsMutations() {
-			out = append(out, spec.Rule{Role: role, PolicyRule: rbacv1.PolicyRule{
-				APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"mutatingwebhookconfigurations"},
-				Verbs: []string{"get"}, ResourceNames: []string{m.Name},
-			}, Why: "the audit reads when the mutations were failed open from their registration record"})
-		}
-		report := "the audit keeps its findings as PolicyReports (wgpolicyk8s.io), when the cluster serves them"
-		// Only the module's own report, by name: other tools' PolicyReports
-		// in the same namespaces are not the watcher's to read or rewrite.
-		// list too is narrowed by the name: the audit finds its reports of
-		// namespaces without findings now with a metadata.name field
-		// selector, which RBAC matches against resourceNames. create cannot
-		// be: the API server authorizes it before the object, and so its
-		// name, exists. That is the one right left on other names, and it
-		// creates only: a report another tool has written stays its own.
-		own := []string{spec.PolicyReportName(m.Name)}
-		for _, ns := range m.ReportNamespaces() {
-			add(ns, spec.PolicyReports.Group, spec.PolicyReports.Resource, own, report+": the module's own, "+own[0], "get", "list", "update", "delete")
-			add(ns, spec.PolicyReports.Group, spec.PolicyReports.Resource, nil, report+": created in a namespace with findings (create cannot be narrowed to a name)", "create")
-		}
-		add("", spec.ClusterPolicyReports.Group, spec.ClusterPolicyReports.Resource, []string{spec.PolicyReportName(m.Name)}, report+": cluster-scoped objects'", "get", "update", "delete")
-		add("", spec.ClusterPolicyReports.Group, spec.ClusterPolicyReports.Resource, nil, report+": cluster-scoped objects'", "create")
+		}, Why: "the audit reads when the mutations were failed open from their registration record"})
 	}
+	report := "the audit keeps its findings as PolicyReports (wgpolicyk8s.io), when the cluster serves them"
+	// Only the module's own report, by name: other tools' PolicyReports
+	// in the same namespaces are not the watcher's to read or rewrite.
+	// list too is narrowed by the name: the audit finds its reports of
+	// namespaces without findings now with a metadata.name field
+	// selector, which RBAC matches against resourceNames. create cannot
+	// be: the API server authorizes it before the object, and so its
+	// name, exists. That is the one right left on other names, and it
+	// creates only: a report another tool has written stays its own.
+	own := []string{spec.PolicyReportName(m.Name)}
+	for _, ns := range m.ReportNamespaces() {
+		rs.add(ns, spec.PolicyReports.Group, spec.PolicyReports.Resource, own, report+": the module's own, "+own[0], "get", "list", "update", "delete")
+		rs.add(ns, spec.PolicyReports.Group, spec.PolicyReports.Resource, nil, report+": created in a namespace with findings (create cannot be narrowed to a name)", "create")
+	}
+	rs.add("", spec.ClusterPolicyReports.Group, spec.ClusterPolicyReports.Resource, []string{spec.PolicyReportName(m.Name)}, report+": cluster-scoped objects'", "get", "update", "delete")
+	rs.add("", spec.ClusterPolicyReports.Group, spec.ClusterPolicyReports.Resource, nil, report+": cluster-scoped objects'", "create")
+}
+
+// watcher: the watcher's leader election, and failing webhooks open after
+// an outage.
+func (rs *ruleSet) watcher(m *spec.Module) {
 	if m.HasWatcher() {
 		lease := spec.WatcherLeaseName(m.Name)
-		add(m.Namespace, "coordination.k8s.io", "leases", []string{lease}, "leader election among the watcher's replicas", "get", "update")
-		add(m.Namespace, "coordination.k8s.io", "leases", nil, "leader election: the first replica creates the Lease", "create")
-		add(m.Namespace, "", "events", nil, "leader election records changes of leader as Events", "create", "patch")
+		rs.add(m.Namespace, "coordination.k8s.io", "leases", []string{lease}, "leader election among the watcher's replicas", "get", "update")
+		rs.add(m.Namespace, "coordination.k8s.io", "leases", nil, "leader election: the first replica creates the Lease", "create")
+		rs.add(m.Namespace, "", "events", nil, "leader election records changes of leader as Events", "create", "patch")
 	}
 	if m.FailsOpen() {
-		out = append(out, spec.Rule{Role: role, PolicyRule: registration.Rule(m.Name), Why: "capabilities with FailOpenAfter: fail their webhooks open after an outage of every admission replica lasting the bound"})
-		out = append(out, spec.Rule{Role: role, Namespace: m.Namespace, PolicyRule: registration.CanaryRule(), Why: "outage checks: the registration canary, dry run only, tells whether an admission replica serves"})
+		rs.out = append(rs.out, spec.Rule{Role: rs.role, PolicyRule: registration.Rule(m.Name), Why: "capabilities with FailOpenAfter: fail their webhooks open after an outage of every admission replica lasting the bound"})
+		rs.out = append(rs.out, spec.Rule{Role: rs.role, Namespace: m.Namespace, PolicyRule: registration.CanaryRule(), Why: "outage checks: the registration canary, dry run only, tells whether an admission replica serves"})
 	}
+}
+
+// watches: what the watches read through the shared informers, and the
+// finalizers they add and remove.
+func (rs *ruleSet) watches(m *spec.Module) {
 	// The shared informer of a type selects one object by name only when
 	// every user of the type names it; then RBAC can name it too.
 	var users []spec.Lister
@@ -176,13 +222,12 @@ func Rules(m *spec.Module) []spec.Rule {
 	for _, w := range m.Watches {
 		why := fmt.Sprintf("%s %s (%s) watches it through the shared informer", w.Role, w.ID(), w.Site)
 		for _, ns := range orAll(w.Select.Namespaces) {
-			add(ns, w.GVK.Group, Resource(w.GVK), names(informerName[w.GVK]), why, read...)
+			rs.add(ns, w.GVK.Group, Resource(w.GVK), nameOrAll(informerName[w.GVK]), why, read...)
 			if w.Role == spec.RoleFinalize {
-				add(ns, w.GVK.Group, Resource(w.GVK), nil, fmt.Sprintf("finalize %s (%s) adds and removes its finalizer", w.ID(), w.Site), "patch")
+				rs.add(ns, w.GVK.Group, Resource(w.GVK), nil, fmt.Sprintf("finalize %s (%s) adds and removes its finalizer", w.ID(), w.Site), "patch")
 			}
 		}
 	}
-	return out
 }
 
 // The module's two kinds of pod, each with its own ServiceAccount.

@@ -146,53 +146,8 @@ func (r *reporter) report(p Progress) {
 func (w *Waiter) watch(ctx context.Context, spec Spec, mapping *meta.RESTMapping, rep *reporter) ([]*unstructured.Unstructured, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	res := w.dyn.Resource(mapping.Resource)
-	var ri dynamic.ResourceInterface = res
-	ns := spec.Namespace
-	if mapping.Scope.Name() == meta.RESTScopeNameNamespace && ns != "" {
-		ri = res.Namespace(ns)
-	} else if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-		ns = ""
-	}
-	fieldSel := spec.Fields
-	if spec.Name != "" {
-		byName := fields.OneTermEqualSelector("metadata.name", spec.Name)
-		if fieldSel == nil || fieldSel.Empty() {
-			fieldSel = byName
-		} else {
-			fieldSel = fields.AndSelectors(fieldSel, byName)
-		}
-	}
-	options := func(o *metav1.ListOptions) {
-		if fieldSel != nil && !fieldSel.Empty() {
-			o.FieldSelector = fieldSel.String()
-		}
-		if spec.Labels != nil && !spec.Labels.Empty() {
-			o.LabelSelector = spec.Labels.String()
-		}
-	}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			options(&o)
-			return ri.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			options(&o)
-			wi, err := ri.Watch(ctx, o)
-			if err != nil {
-				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-					w.gone.Add(1)
-				}
-				return nil, err
-			}
-			return watch.Filter(wi, func(ev watch.Event) (watch.Event, bool) {
-				if st, ok := ev.Object.(*metav1.Status); ok && ev.Type == watch.Error && st.Code == http.StatusGone {
-					w.gone.Add(1)
-				}
-				return ev, true
-			}), nil
-		},
-	}
+	ri, ns := w.scoped(mapping, spec.Namespace)
+	lw := w.listWatch(ri, listOptions(spec))
 	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
 	failed := make(chan error, 1)
 	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
@@ -244,6 +199,69 @@ func (w *Waiter) watch(ctx context.Context, spec Spec, mapping *meta.RESTMapping
 		if done {
 			return matched, nil
 		}
+	}
+}
+
+// scoped is the resource interface the objects are listed and watched
+// through, in namespace ns when the kind is namespaced and ns is set, and
+// the namespace it looks in ("" for all, and for a cluster-scoped kind).
+func (w *Waiter) scoped(mapping *meta.RESTMapping, ns string) (dynamic.ResourceInterface, string) {
+	res := w.dyn.Resource(mapping.Resource)
+	var ri dynamic.ResourceInterface = res
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace && ns != "" {
+		ri = res.Namespace(ns)
+	} else if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		ns = ""
+	}
+	return ri, ns
+}
+
+// listOptions sets the selectors of spec on a list or watch: its fields,
+// its name as a field, and its labels.
+func listOptions(spec Spec) func(o *metav1.ListOptions) {
+	fieldSel := spec.Fields
+	if spec.Name != "" {
+		byName := fields.OneTermEqualSelector("metadata.name", spec.Name)
+		if fieldSel == nil || fieldSel.Empty() {
+			fieldSel = byName
+		} else {
+			fieldSel = fields.AndSelectors(fieldSel, byName)
+		}
+	}
+	return func(o *metav1.ListOptions) {
+		if fieldSel != nil && !fieldSel.Empty() {
+			o.FieldSelector = fieldSel.String()
+		}
+		if spec.Labels != nil && !spec.Labels.Empty() {
+			o.LabelSelector = spec.Labels.String()
+		}
+	}
+}
+
+// listWatch lists and watches through ri with options, counting the watches
+// the API server ends as expired (410 Gone).
+func (w *Waiter) listWatch(ri dynamic.ResourceInterface, options func(o *metav1.ListOptions)) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			options(&o)
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			options(&o)
+			wi, err := ri.Watch(ctx, o)
+			if err != nil {
+				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					w.gone.Add(1)
+				}
+				return nil, err
+			}
+			return watch.Filter(wi, func(ev watch.Event) (watch.Event, bool) {
+				if st, ok := ev.Object.(*metav1.Status); ok && ev.Type == watch.Error && st.Code == http.StatusGone {
+					w.gone.Add(1)
+				}
+				return ev, true
+			}), nil
+		},
 	}
 }
 

@@ -92,14 +92,61 @@ func Serve(ctx context.Context, opts Options) error {
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 20 * time.Second
 	}
+	getCert, err := servingCertificate(ctx, opts)
+	if err != nil {
+		return err
+	}
+
+	var stopping atomic.Bool
+	limits := opts.Limits.withDefaults()
+	lim := newLimited(opts.Handler, limits)
+	srv := admissionServer(admissionMux(opts, &stopping, lim), limits, getCert, opts.Log)
+	tcp, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return fmt.Errorf("serve admission: listen on %s: %w", opts.Addr, err)
+	}
+	ln := newConnLimit(tcp, limits)
+	if opts.Metrics != nil && opts.MetricsAddr != "" {
+		metricsSrv, err := serveMetrics(opts)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer metricsSrv.Close()
+	}
+	events.Info(opts.Log, events.AdmissionServing, "admission server listening", "addr", ln.Addr().String())
+	if opts.Listening != nil {
+		opts.Listening(ln.Addr().String())
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve admission: %w", err)
+	case <-ctx.Done():
+	}
+	stopping.Store(true)
+	opts.Log.Info("stopping: not ready, still serving", "for", opts.ShutdownDelay.String())
+	select {
+	case <-time.After(opts.ShutdownDelay):
+	case err := <-served:
+		return fmt.Errorf("serve admission: %w", err)
+	}
+	return drain(opts, srv, lim)
+}
+
+// servingCertificate is opts.GetCertificate, or else the certificate of
+// CertFile and KeyFile, read again when they change until ctx ends.
+func servingCertificate(ctx context.Context, opts Options) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
 	getCert := opts.GetCertificate
 	if getCert == nil {
 		if opts.CertFile == "" || opts.KeyFile == "" {
-			return errors.New("serve admission: expected a serving certificate: set --cert-dir to a folder with tls.crt and tls.key")
+			return nil, errors.New("serve admission: expected a serving certificate: set --cert-dir to a folder with tls.crt and tls.key")
 		}
 		cw, err := certwatcher.New(opts.CertFile, opts.KeyFile)
 		if err != nil {
-			return fmt.Errorf("serve admission: load the serving certificate: %w", err)
+			return nil, fmt.Errorf("serve admission: load the serving certificate: %w", err)
 		}
 		go func() {
 			if err := cw.Start(ctx); err != nil {
@@ -108,8 +155,13 @@ func Serve(ctx context.Context, opts Options) error {
 		}()
 		getCert = cw.GetCertificate
 	}
+	return getCert, nil
+}
 
-	var stopping atomic.Bool
+// admissionMux serves the health and readiness probes, and the admission
+// paths through the limits of lim; once stopping, /readyz fails and every
+// answer closes its connection.
+func admissionMux(opts Options, stopping *atomic.Bool, lim *limited) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -131,8 +183,6 @@ func Serve(ctx context.Context, opts Options) error {
 			_, _ = w.Write([]byte("ok\n"))
 		}
 	})
-	limits := opts.Limits.withDefaults()
-	lim := newLimited(opts.Handler, limits)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if stopping.Load() {
 			// Each connection still used while the server stops is closed
@@ -144,8 +194,12 @@ func Serve(ctx context.Context, opts Options) error {
 		}
 		lim.ServeHTTP(w, r)
 	}))
+	return mux
+}
 
-	srv := &http.Server{
+// admissionServer is the HTTPS server of mux, bounded by limits.
+func admissionServer(mux *http.ServeMux, limits Limits, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), logger logr.Logger) *http.Server {
+	return &http.Server{
 		Handler: mux,
 		// The TLS handshake and the headers within HeaderTimeout (net/http
 		// bounds the handshake by the smallest of its timeouts); a body
@@ -172,70 +226,53 @@ func Serve(ctx context.Context, opts Options) error {
 		Protocols: http1Only(),
 		// TLS handshake failures of probing clients are not the module's
 		// errors: keep them out of its log unless asked for.
+		ErrorLog: log.New(logWriter{logger.V(1)}, "", 0),
+	}
+}
+
+// serveMetrics serves /metrics, and the profiles when asked for, on
+// MetricsAddr over plain HTTP until the server it returns is closed.
+func serveMetrics(opts Options) (*http.Server, error) {
+	mtcp, err := net.Listen("tcp", opts.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("serve metrics: listen on %s: %w", opts.MetricsAddr, err)
+	}
+	ml := metricsLimits(opts.MetricsLimits)
+	mln := newConnLimit(mtcp, ml)
+	mmux := http.NewServeMux()
+	mmux.Handle("/metrics", opts.Metrics)
+	if opts.Pprof {
+		mmux.HandleFunc("/debug/pprof/", pprof.Index)
+		mmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mmux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	metricsSrv := &http.Server{
+		Handler: mmux, ReadHeaderTimeout: ml.HeaderTimeout, ReadTimeout: ml.HeaderTimeout + ml.BodyTimeout,
+		WriteTimeout: 30 * time.Second, MaxHeaderBytes: ml.MaxHeaderBytes, IdleTimeout: ml.IdleTimeout,
+		ConnState: trackState, Protocols: http1Only(),
 		ErrorLog: log.New(logWriter{opts.Log.V(1)}, "", 0),
 	}
-	tcp, err := net.Listen("tcp", opts.Addr)
-	if err != nil {
-		return fmt.Errorf("serve admission: listen on %s: %w", opts.Addr, err)
+	go func() {
+		if err := metricsSrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			opts.Log.Error(err, "metrics server stopped")
+		}
+	}()
+	opts.Log.Info("metrics listening", "addr", mln.Addr().String())
+	if opts.MetricsListening != nil {
+		opts.MetricsListening(mln.Addr().String())
 	}
-	ln := newConnLimit(tcp, limits)
-	var metricsSrv *http.Server
-	if opts.Metrics != nil && opts.MetricsAddr != "" {
-		mtcp, err := net.Listen("tcp", opts.MetricsAddr)
-		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("serve metrics: listen on %s: %w", opts.MetricsAddr, err)
-		}
-		ml := metricsLimits(opts.MetricsLimits)
-		mln := newConnLimit(mtcp, ml)
-		mmux := http.NewServeMux()
-		mmux.Handle("/metrics", opts.Metrics)
-		if opts.Pprof {
-			mmux.HandleFunc("/debug/pprof/", pprof.Index)
-			mmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mmux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-			mmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		}
-		metricsSrv = &http.Server{
-			Handler: mmux, ReadHeaderTimeout: ml.HeaderTimeout, ReadTimeout: ml.HeaderTimeout + ml.BodyTimeout,
-			WriteTimeout: 30 * time.Second, MaxHeaderBytes: ml.MaxHeaderBytes, IdleTimeout: ml.IdleTimeout,
-			ConnState: trackState, Protocols: http1Only(),
-			ErrorLog: log.New(logWriter{opts.Log.V(1)}, "", 0),
-		}
-		go func() {
-			if err := metricsSrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				opts.Log.Error(err, "metrics server stopped")
-			}
-		}()
-		defer metricsSrv.Close()
-		opts.Log.Info("metrics listening", "addr", mln.Addr().String())
-		if opts.MetricsListening != nil {
-			opts.MetricsListening(mln.Addr().String())
-		}
-	}
-	events.Info(opts.Log, events.AdmissionServing, "admission server listening", "addr", ln.Addr().String())
-	if opts.Listening != nil {
-		opts.Listening(ln.Addr().String())
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	return metricsSrv, nil
+}
 
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve admission: %w", err)
-	case <-ctx.Done():
-	}
-	stopping.Store(true)
-	opts.Log.Info("stopping: not ready, still serving", "for", opts.ShutdownDelay.String())
-	select {
-	case <-time.After(opts.ShutdownDelay):
-	case err := <-served:
-		return fmt.Errorf("serve admission: %w", err)
-	}
-	drain, cancel := context.WithTimeout(context.Background(), opts.DrainTimeout)
+// drain shuts srv down within DrainTimeout, waiting for the requests in
+// flight; once those left are only lingering ones, answered at their
+// deadline, it closes their connections.
+func drain(opts Options, srv *http.Server, lim *limited) error {
+	ctx, cancel := context.WithTimeout(context.Background(), opts.DrainTimeout)
 	defer cancel()
 	shut := make(chan error, 1)
-	go func() { shut <- srv.Shutdown(drain) }()
+	go func() { shut <- srv.Shutdown(ctx) }()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
