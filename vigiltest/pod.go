@@ -141,9 +141,6 @@ func (p *Pod) Process(container string) *Process {
 	return nil
 }
 
-// Spec is the pod's spec, as given.
-func (p *Pod) Spec() corev1.PodSpec { return p.spec }
-
 // InitContainers is how many init containers the pod has; Inited, how many
 // ran.
 func (p *Pod) InitContainers() int { return len(p.spec.InitContainers) }

@@ -108,9 +108,6 @@ func (s *Session) Wait() error {
 	return s.err
 }
 
-// Done is closed when the session is over.
-func (s *Session) Done() <-chan struct{} { return s.done }
-
 // Run runs a session until ctx ends or a role fails.
 func Run(ctx context.Context, o Options) error {
 	s, err := Start(ctx, o)
