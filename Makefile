@@ -12,11 +12,12 @@ export GOTOOLCHAIN := go1.27.3
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
+DEADCODE := golang.org/x/tools/cmd/deadcode@v0.52.0
 GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test demo control-plane vet staticcheck tidy vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh bench-ship bench-first-module
+.PHONY: test demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh bench-ship bench-first-module
 
-## test: build the control plane if needed, then vet, staticcheck, the go.mod tidiness check, govulncheck and every test under the race detector
+## test: build the control plane if needed, then vet, staticcheck, the go.mod tidiness check, deadcode, govulncheck and every test under the race detector
 test:
 	@start=$$(date +%s); \
 	echo "==> control plane (built from the Go module proxy on first use, then cached)"; \
@@ -27,6 +28,11 @@ test:
 	echo "==> go mod tidy -diff (go.mod and go.sum must be as go mod tidy leaves them)"; \
 	if ! go mod tidy -diff; then \
 		echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit the change shown above" >&2; exit 1; \
+	fi; \
+	echo "==> deadcode (nothing unreachable from a main or a test)"; \
+	dead="$$(go run $(DEADCODE) -test ./...)"; \
+	if [ -n "$$dead" ]; then \
+		echo "$$dead"; echo "deadcode: the functions above are reached by no main and no test: delete them, or test what they do" >&2; exit 1; \
 	fi; \
 	echo "==> govulncheck ($(GOVULNCHECK); database golang.org/x/vulndb from the Go module proxy, converted on first use, then cached)"; \
 	if db="$$(hack/vulndb.sh)"; then \
@@ -59,6 +65,10 @@ staticcheck:
 ## tidy: fail if go mod tidy would change go.mod or go.sum
 tidy:
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit the change shown above" >&2; exit 1; }
+
+## deadcode: fail if a function is reached by no main and no test
+deadcode:
+	@dead="$$(go run $(DEADCODE) -test ./...)"; if [ -n "$$dead" ]; then echo "$$dead"; exit 1; fi
 
 ## vulncheck: govulncheck against the local copy of the Go vulnerability database (hack/vulndb.sh)
 vulncheck:
