@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -716,6 +717,8 @@ func httpGet(c *http.Client, url string) (int, string) {
 func TestPlanShowsCapabilities(t *testing.T) {
 	m := vigil.NewModule("planned", vigil.Options{})
 	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("settings").InNamespace("apps").ToBeCreated(nil)
+	_, _, gateLine, _ := runtime.Caller(0)
+	gateLine-- // the WaitFor above: plan names the gate's call site
 	strict := m.Capability("strict", vigil.FailClosed(), vigil.InNamespaces("apps"))
 	vigil.When(strict, &corev1.Pod{}).IsCreated().Named("no-root").Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
 	lenient := m.Capability("lenient", vigil.OptOutLabel("vigil.dev/ignore", "alice", "group:admins"))
@@ -739,7 +742,7 @@ func TestPlanShowsCapabilities(t *testing.T) {
 		"never sent to its webhooks, so these pass unchecked even while it enforces:",
 		"objects in namespaces kube-node-lease, kube-system, vigil-system, and those Namespaces themselves (namespaceSelector)",
 		"Nodes, Leases (coordination.k8s.io), CertificateSigningRequests (certificates.k8s.io): cluster plumbing (matchCondition)",
-		"ConfigMap settings in namespace apps: gate configmap-settings (admission_test.go:756) waits for it, so exactly this one object (matchCondition)",
+		fmt.Sprintf("ConfigMap settings in namespace apps: gate configmap-settings (admission_test.go:%d) waits for it, so exactly this one object (matchCondition)", gateLine),
 		"namespaces and objects labelled vigil.dev/ignore=true, and every object in such a namespace (namespaceSelector, objectSelector); only alice, group:admins may set, change or remove the label (ValidatingAdmissionPolicy planned-lenient-opt-out)",
 	} {
 		if !strings.Contains(out, want) {
