@@ -15,6 +15,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -30,6 +31,11 @@ func TestMain(m *testing.M) {
 		// The test binary re-run as one of a benchmark's module processes.
 		os.Exit(runChild(role))
 	}
+	// The tests start roles in this process (vigil.Execute) while they use
+	// clients themselves: set the process-wide loggers of client-go and
+	// controller-runtime once, before either, as a module process does at
+	// its start.
+	cmdutil.SetGlobalLoggers(cmdutil.Logger(os.Stderr))
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
