@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/callctx"
@@ -229,22 +230,25 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	}
 	marks.store = time.Since(processStart)
 	marks.storeSynced = st.Synced
-	listersSynced := func() bool { return true }
+	listers := func() error { return nil }
 	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st}
 	if len(m.Listers) > 0 {
-		c, synced, err := watcher.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log)
+		// The cache starts once the API server serves the listers' kinds:
+		// a CRD installed after the module is waited for, never an exit.
+		listers, err = watcher.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log, podevents.For(cfg, m.Name, -1), func(c cache.Cache) error {
+			barriers, err := watcher.Barriers(cfg, m.Scheme, c, m.Listers, m.BindingTimeout())
+			if err != nil {
+				return err
+			}
+			// The module's listers read them from their handlers' context.
+			calls.SetCache(c, barriers)
+			return nil
+		})
 		if err != nil {
 			return nil, fmt.Errorf("admission's listers: %w", err)
 		}
-		barriers, err := watcher.Barriers(cfg, m.Scheme, c, m.Listers, m.BindingTimeout())
-		if err != nil {
-			return nil, fmt.Errorf("admission's listers: %w", err)
-		}
-		// The module's listers read them from their handlers' context.
-		calls.SetCache(c, barriers)
-		listersSynced = synced
 	}
-	marks.listersSynced = listersSynced
+	marks.listersSynced = func() bool { return listers() == nil }
 
 	timeout := m.BindingTimeout()
 	r := &role{registry: prometheus.NewRegistry(), newer: &newerCheck{timeout: timeout}}
@@ -298,8 +302,8 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		if !st.Synced() {
 			return errors.New("the Store is not synced yet")
 		}
-		if !listersSynced() {
-			return errors.New("the listers' informers have not synced yet")
+		if err := listers(); err != nil {
+			return err
 		}
 		return nil
 	}

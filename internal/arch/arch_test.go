@@ -77,12 +77,12 @@ var layers = map[string]struct {
 	"internal/admit":         {role, []string{"admission", "store", "internal/spec", "internal/callctx", "internal/events", "internal/fresh"}},
 	"internal/webhook":       {role, []string{"internal/events"}},
 	"internal/registration":  {role, []string{"admission", "provenance", "internal/spec", "internal/admit", "internal/events"}},
-	"internal/watcher":       {role, []string{"store", "internal/spec", "internal/admit", "internal/audit", "internal/registration", "internal/callctx", "internal/events", "internal/fresh", "internal/warming"}},
+	"internal/watcher":       {role, []string{"store", "internal/spec", "internal/admit", "internal/audit", "internal/registration", "internal/callctx", "internal/events", "internal/fresh", "internal/warming", "internal/waitfor", "internal/podevents", "internal/scheme"}},
 	"internal/audit":         {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/events"}},
 	"internal/podevents":     {role, []string{"internal/spec"}},
 
 	// Tools.
-	"internal/manifests": {tool, []string{"store", "store/v1alpha1", "internal/spec", "internal/registration"}},
+	"internal/manifests": {tool, []string{"store", "store/v1alpha1", "internal/spec", "internal/registration", "internal/scheme"}},
 	"internal/chart":     {tool, []string{"admission", "store/v1alpha1", "internal/spec", "internal/manifests", "internal/registration"}},
 	"internal/deadlock":  {tool, []string{"internal/spec", "internal/registration"}},
 	"internal/modcli":    {tool, []string{"store", "store/v1alpha1", "provenance", "internal/spec", "internal/admissionrole", "internal/gaterun", "internal/watcher", "internal/registration", "internal/waitfor", "internal/podevents", "internal/manifests", "internal/chart", "internal/deadlock", "internal/cmdutil", "internal/callctx"}},

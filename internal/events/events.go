@@ -82,6 +82,17 @@ const (
 	AuditFinding Name = "audit-finding"
 )
 
+// The events of the admission and watcher roles while the API server does
+// not serve a kind their informers read yet (its CRD is not installed, or
+// discovery lags behind its Established).
+const (
+	// KindWaiting: the role waits for a kind to be served; fields kind,
+	// lastSeen, and for (how long so far) once it has waited a while.
+	KindWaiting Name = "kind-waiting"
+	// KindServed: a kind waited for is served; fields kind, took.
+	KindServed Name = "kind-served"
+)
+
 // The events of the watcher role.
 const (
 	// AdmissionOutage: the canary reached no admission replica while

@@ -347,3 +347,37 @@ func TestWatcherFailsOpenOnlyWithTheOptIn(t *testing.T) {
 		t.Fatal("a module whose capability fails open after a bound has no watcher Deployment")
 	}
 }
+
+// A role whose informers read a kind a CRD serves may watch CRDs, to wait
+// for that kind instead of exiting, and record Events saying so: the
+// admission and watcher roles for a Lister's kind, the watcher alone for a
+// watch's; none for built-in kinds.
+func TestRolesThatReadACRDKindMayWaitForIt(t *testing.T) {
+	exemption := schema.GroupVersionKind{Group: "uds.dev", Version: "v1alpha1", Kind: "Exemption"}
+	widget := schema.GroupVersionKind{Group: "late.vigil.dev", Version: "v1", Kind: "Widget"}
+	crdWatch := func(m *spec.Module) map[string]string {
+		out := map[string]string{}
+		for _, r := range Rules(m) {
+			if r.Resources[0] == "customresourcedefinitions" && r.Namespace == "" && strings.Contains(r.Why, "waits for the CRDs of") {
+				if got := strings.Join(r.Verbs, ","); got != "list,watch" {
+					t.Errorf("the %s role's CRD rule has verbs %s, want list,watch", r.Role, got)
+				}
+				out[r.Role] = r.Why
+			}
+		}
+		return out
+	}
+	m := sample()
+	if got := crdWatch(m); len(got) != 0 {
+		t.Errorf("built-in kinds only: CRD rules %v, want none", got)
+	}
+	m.Listers = []spec.Lister{{GVK: exemption, Select: spec.Selection{Namespaces: []string{"uds-policy-exemptions"}}}}
+	m.Watches = append(m.Watches, spec.Watch{Capability: "policy", Name: "widgets", Role: spec.RoleReconcile, GVK: widget, Site: "main.go:4"})
+	got := crdWatch(m)
+	if !strings.Contains(got[Admission], "Exemption") || strings.Contains(got[Admission], "Widget") {
+		t.Errorf("admission's CRD rule: %q, want it for the Lister's Exemption only", got[Admission])
+	}
+	if !strings.Contains(got[Watcher], "Exemption, Widget") {
+		t.Errorf("watcher's CRD rule: %q, want it for Exemption and Widget", got[Watcher])
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 )
@@ -45,7 +46,43 @@ func Rules(m *spec.Module) []spec.Rule {
 	}
 	rs.watcher(m)
 	rs.watches(m)
+	rs.served(m)
 	return rs.out
+}
+
+// served: the CRDs of the kinds a role's informers read that a CRD serves,
+// which the role watches while the API server does not serve them yet (it
+// waits for them instead of exiting), and the Events that say so.
+func (rs *ruleSet) served(m *spec.Module) {
+	kinds := map[string][]schema.GroupVersionKind{}
+	add := func(role string, gvk schema.GroupVersionKind) {
+		if !scheme.BuiltIn(gvk) && !slices.Contains(kinds[role], gvk) {
+			kinds[role] = append(kinds[role], gvk)
+		}
+	}
+	for _, role := range Roles(m) {
+		for _, l := range m.Listers {
+			add(role, l.GVK)
+		}
+	}
+	if m.HasWatcher() {
+		for _, w := range m.Watches {
+			add(Watcher, w.GVK)
+		}
+	}
+	for _, role := range Roles(m) {
+		if len(kinds[role]) == 0 {
+			continue
+		}
+		rs.role = role
+		var names []string
+		for _, k := range kinds[role] {
+			names = append(names, k.Kind)
+		}
+		why := fmt.Sprintf("the %s role waits for the CRDs of %s when they are not installed yet", role, strings.Join(names, ", "))
+		rs.add("", crdGroup, crdPlural, nil, why, "list", "watch")
+		rs.add(m.Namespace, "", "events", nil, why+", and says so in Events on its Pod", "create", "patch")
+	}
 }
 
 // ruleSet collects the rules of Rules, in order; role is the ServiceAccount

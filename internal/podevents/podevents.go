@@ -24,6 +24,19 @@ type Sink interface {
 // is the gate phase whose init container records them, or -1 for the
 // admission role. It is nil outside a pod.
 func For(cfg *rest.Config, module string, phase int) Sink {
+	if phase < 0 {
+		return ForRole(cfg, module, "admission")
+	}
+	return forPod(cfg, module+"-gate", fmt.Sprintf("spec.initContainers{%s}", spec.InitContainerName(phase)))
+}
+
+// ForRole records the Events of a role's main container ("admission",
+// "watcher") on its pod, named by the downward API; nil outside a pod.
+func ForRole(cfg *rest.Config, module, role string) Sink {
+	return forPod(cfg, module+"-"+role, "")
+}
+
+func forPod(cfg *rest.Config, source, fieldPath string) Sink {
 	name, ns := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
 	if name == "" || ns == "" {
 		return nil
@@ -32,12 +45,7 @@ func For(cfg *rest.Config, module string, phase int) Sink {
 	if err != nil {
 		return nil
 	}
-	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, Namespace: ns, UID: types.UID(os.Getenv("POD_UID"))}
-	source := module + "-admission"
-	if phase >= 0 {
-		ref.FieldPath = fmt.Sprintf("spec.initContainers{%s}", spec.InitContainerName(phase))
-		source = module + "-gate"
-	}
+	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Name: name, Namespace: ns, UID: types.UID(os.Getenv("POD_UID")), FieldPath: fieldPath}
 	return &sink{cs: cs, pod: ref, source: source}
 }
 

@@ -66,6 +66,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -247,4 +248,12 @@ func GVKOf(s *runtime.Scheme, proto client.Object) (schema.GroupVersionKind, err
 		return gvk, fmt.Errorf("type %T is not registered in the module's scheme: add it with its AddToScheme to Options.Scheme (%v)", proto, err)
 	}
 	return gvk, nil
+}
+
+// BuiltIn reports whether every API server serves the kind from its start:
+// a kind of client-go's API groups or of apiextensions.k8s.io. Any other
+// kind is a CustomResourceDefinition's (or an aggregated API's), which the
+// API server may not serve yet.
+func BuiltIn(gvk schema.GroupVersionKind) bool {
+	return clientgoscheme.Scheme.Recognizes(gvk) || gvk.Group == apiextensionsv1.GroupName
 }

@@ -177,6 +177,16 @@ func (w *Waiter) resetDiscovery() {
 	w.discovery().Invalidate()
 }
 
+// AwaitKind waits until the API server serves gvk: a CustomResourceDefinition
+// that serves it Established, watched as a gate watches it, and discovery
+// caught up with it. report, when set, receives what is seen meanwhile. A
+// kind no CRD can add (one of a built-in group) is an ErrNotServable error
+// at once.
+func (w *Waiter) AwaitKind(ctx context.Context, gvk schema.GroupVersionKind, report func(Progress)) error {
+	_, err := w.mapping(ctx, gvk, newReporter(report))
+	return err
+}
+
 // mapping finds the resource of a kind, waiting for a CRD to serve it when
 // it is not served yet, and then for discovery to catch up.
 func (w *Waiter) mapping(ctx context.Context, gvk schema.GroupVersionKind, rep *reporter) (*meta.RESTMapping, error) {

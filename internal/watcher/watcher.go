@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/vigilkit/vigil/internal/podevents"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/warming"
 
@@ -93,6 +94,12 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 	agreed := spec.Agree(users)
 	byObject, err := ByObject(agreed)
 	if err != nil {
+		return err
+	}
+	if err := awaitServedProbed(ctx, cfg, agreed, o); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting: nothing had started
+		}
 		return err
 	}
 	metrics := registerMetrics()
@@ -166,6 +173,27 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 		}
 	}
 	return nil
+}
+
+// awaitServedProbed waits until the API server serves the kinds a CRD
+// serves among agreed (see Served), answering the watcher's probes
+// meanwhile: live, and not ready, saying what it waits for.
+func awaitServedProbed(ctx context.Context, cfg *rest.Config, agreed []spec.Agreed, o runOptions) error {
+	kinds := CustomKinds(agreed)
+	if len(kinds) == 0 {
+		return nil
+	}
+	served := &Served{}
+	served.expect(kinds)
+	stop := func() {}
+	if o.ProbeAddr != "" {
+		var err error
+		if stop, err = serveProbes(o.ProbeAddr, served.Err); err != nil {
+			return err
+		}
+	}
+	defer stop()
+	return AwaitServed(ctx, cfg, kinds, served, o.Log, podevents.ForRole(cfg, o.Module, "watcher"))
 }
 
 // managerOptions are the manager's options: the shared cache, leader
@@ -273,36 +301,69 @@ func handlerContext(ctx context.Context, o runOptions, b *spec.Watch, obj client
 }
 
 // StartCache starts a shared cache of the users' types outside a manager
-// (for the admission role's listers) and returns it with a function that
-// reports whether every type has synced.
-func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []spec.Lister, log logr.Logger) (cache.Cache, func() bool, error) {
+// (for the admission role's listers), once the API server serves their
+// kinds (see Served), and hands it to started before it syncs. The status
+// it returns is nil once every type has synced, and until then says what
+// the cache waits for: a kind not served yet, the informers' first lists,
+// or what failed. sink, when not nil, records the wait as Events.
+func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []spec.Lister, log logr.Logger, sink podevents.Sink, started func(cache.Cache) error) (status func() error, err error) {
 	agreed := spec.Agree(users)
 	byObject, err := ByObject(agreed)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	// The listers are read first thing at start: no second lost to a watch
-	// cache the API server is still building (see internal/warming).
-	c, err := cache.New(warming.Wrap(rest.CopyConfig(cfg)), cache.Options{
-		Scheme: scheme, ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(),
-		DefaultWatchErrorHandler: watchErrorHandler(module, registerMetrics()),
-		NewInformer:              newInformer(module, registerMetrics()),
-	})
-	if err != nil {
-		return nil, nil, err
-	}
+	kinds := CustomKinds(agreed)
+	served := &Served{}
+	served.expect(kinds)
 	var synced atomic.Bool
+	var failed atomic.Pointer[error]
+	fail := func(err error) {
+		log.Error(err, "the listers' cache cannot start")
+		failed.Store(&err)
+	}
 	go func() {
-		if err := c.Start(ctx); err != nil {
-			log.Error(err, "listers' cache stopped")
+		if err := AwaitServed(ctx, cfg, kinds, served, log, sink); err != nil {
+			if ctx.Err() == nil {
+				fail(err)
+			}
+			return
 		}
-	}()
-	go func() {
+		// The listers are read first thing at start: no second lost to a
+		// watch cache the API server is still building (see
+		// internal/warming).
+		c, err := cache.New(warming.Wrap(rest.CopyConfig(cfg)), cache.Options{
+			Scheme: scheme, ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(),
+			DefaultWatchErrorHandler: watchErrorHandler(module, registerMetrics()),
+			NewInformer:              newInformer(module, registerMetrics()),
+		})
+		if err == nil {
+			err = started(c)
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		go func() {
+			if err := c.Start(ctx); err != nil {
+				log.Error(err, "listers' cache stopped")
+			}
+		}()
 		if WarmUp(ctx, c, agreed, log) == nil {
 			synced.Store(true)
 		}
 	}()
-	return c, synced.Load, nil
+	return func() error {
+		if p := failed.Load(); p != nil {
+			return *p
+		}
+		if err := served.Err(); err != nil {
+			return err
+		}
+		if !synced.Load() {
+			return errors.New("the listers' informers have not synced yet")
+		}
+		return nil
+	}, nil
 }
 
 // watchErrorHandler counts the informers' watch errors by reason, then lets
