@@ -15,7 +15,7 @@ GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 DEADCODE := golang.org/x/tools/cmd/deadcode@v0.52.0
 GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: test demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh bench-ship bench-first-module
+.PHONY: e2e test demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh bench-ship bench-first-module
 
 ## test: build the control plane if needed, then vet, staticcheck, the go.mod tidiness check, deadcode, govulncheck and every test under the race detector
 test:
@@ -136,3 +136,9 @@ demo:
 	@echo "==> control plane (built from the Go module proxy on first use, then cached)"; \
 	hack/control-plane.sh >/dev/null; \
 	go run ./examples/clusterconfig/demo
+
+## e2e: a real node on this machine (needs root; installs containerd, runc, the CNI plugins, iptables and conntrack with apt-get when missing): a pod from an image imported by digest, the kubernetes Service from a pod, nothing left at stop
+e2e:
+	@echo "==> control plane and node binaries (built from the Go module proxy on first use, then cached)"; \
+	hack/control-plane.sh >/dev/null; \
+	VIGIL_E2E=1 go test -count=1 -v -timeout 20m ./internal/node/

@@ -88,7 +88,7 @@ var layers = map[string]struct {
 	"internal/modcli":    {tool, []string{"store", "store/v1alpha1", "provenance", "internal/spec", "internal/admissionrole", "internal/gaterun", "internal/watcher", "internal/registration", "internal/waitfor", "internal/podevents", "internal/manifests", "internal/chart", "internal/deadlock", "internal/cmdutil", "internal/callctx"}},
 	"internal/cmdutil":   {tool, []string{"internal/spec"}},
 	"internal/dev":       {tool, []string{"internal/spec", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/events"}},
-	"internal/cli":       {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/dev", "internal/image", "internal/progress", "internal/waitfor"}},
+	"internal/cli":       {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor"}},
 
 	// Leaves.
 	"internal/callctx":      {leaf, []string{"store", "internal/fresh"}},
@@ -101,6 +101,7 @@ var layers = map[string]struct {
 	"internal/certs":        {leaf, nil},
 	"internal/controlplane": {leaf, nil},
 	"internal/image":        {leaf, nil},
+	"internal/node":         {leaf, []string{"internal/certs"}},
 	"internal/gcpace":       {leaf, nil},
 	"internal/arch":         {leaf, nil},
 	"internal/podrun":       {leaf, nil},

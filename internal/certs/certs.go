@@ -69,19 +69,7 @@ func (ca *CA) Issue(hosts []string, validFor time.Duration) (*Serving, error) {
 	if len(hosts) == 0 {
 		return nil, errors.New("issue serving certificate: expected at least one DNS name or IP address, got none")
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate serving key: %w", err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    now.Add(-backdate(validFor)),
-		NotAfter:     now.Add(validFor),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
+	tmpl := ca.template(pkix.Name{CommonName: hosts[0]}, validFor, x509.ExtKeyUsageServerAuth)
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -89,9 +77,37 @@ func (ca *CA) Issue(hosts []string, validFor time.Duration) (*Serving, error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
+	return ca.sign(tmpl, fmt.Sprintf("serving certificate for %v", hosts))
+}
+
+// IssueClient signs a client certificate for the user commonName in the
+// groups orgs, as the API server reads an X.509 client's identity.
+func (ca *CA) IssueClient(commonName string, orgs []string, validFor time.Duration) (*Serving, error) {
+	tmpl := ca.template(pkix.Name{CommonName: commonName, Organization: orgs}, validFor, x509.ExtKeyUsageClientAuth)
+	return ca.sign(tmpl, "client certificate for "+commonName)
+}
+
+func (ca *CA) template(subject pkix.Name, validFor time.Duration, usage x509.ExtKeyUsage) *x509.Certificate {
+	now := time.Now()
+	return &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      subject,
+		NotBefore:    now.Add(-backdate(validFor)),
+		NotAfter:     now.Add(validFor),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+	}
+}
+
+// sign signs tmpl with a new key, what naming the certificate in errors.
+func (ca *CA) sign(tmpl *x509.Certificate, what string) (*Serving, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate the key of the %s: %w", what, err)
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return nil, fmt.Errorf("sign serving certificate for %v: %w", hosts, err)
+		return nil, fmt.Errorf("sign %s: %w", what, err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -14,12 +17,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigilkit/vigil/internal/image"
+	"github.com/vigilkit/vigil/internal/node"
 )
 
 func newImageCommand(out, errOut io.Writer) *cobra.Command {
 	o := &ImageOptions{Progress: errOut}
 	cmd := &cobra.Command{
-		Use:   "image [PATH] (--push REF | --tarball FILE | --oci-layout DIR)",
+		Use:   "image [PATH] (--push REF | --tarball FILE | --oci-layout DIR | --node REF)",
 		Short: "Build a module project into an OCI image for linux/amd64 and linux/arm64, without a daemon",
 		Long: `Build the module project in PATH (default ".", the folder of a Go main package
 that calls vigil.Run) into an OCI image index for linux/amd64 and linux/arm64,
@@ -41,11 +45,18 @@ Exactly one output:
   --tarball FILE    write that layout as a tar archive (an OCI archive, as
                     skopeo's oci-archive:, podman load and ctr images import
                     read it), offline
+  --node REF        load it into the runtime of the node vigil node up runs on
+                    this machine, named REF and by its digest, then print
+                    REF@sha256:..., which <module> manifests --image takes:
+                    the kubelet finds it with imagePullPolicy IfNotPresent,
+                    no registry involved (only the machine's platform is built
+                    unless --platform says otherwise)
 The file outputs print the index's digest; --tag names the image in them.
 Progress goes to stderr, the reference to stdout.`,
 		Example: `  vigil image ./examples/labeler --push ghcr.io/acme/labeler:1.0.0
   labeler manifests --image "$(vigil image --push ghcr.io/acme/labeler:1.0.0)"
-  vigil image --tarball labeler.tar --tag ghcr.io/acme/labeler:1.0.0`,
+  vigil image --tarball labeler.tar --tag ghcr.io/acme/labeler:1.0.0
+  labeler manifests --image "$(vigil image ./examples/labeler --node vigil.local/labeler:1.0.0)"`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return fmt.Errorf("expected at most one PATH, the module project's folder; got %d: %s", len(args), strings.Join(args, " "))
@@ -63,6 +74,7 @@ Progress goes to stderr, the reference to stdout.`,
 	f.StringVar(&o.Push, "push", "", "push to this repository and tag, as in ghcr.io/acme/my-module:1.0.0")
 	f.StringVar(&o.Tarball, "tarball", "", "write an OCI archive (the image layout as a tar) into this file")
 	f.StringVar(&o.OCILayout, "oci-layout", "", "write an OCI image layout into this new or empty folder")
+	f.StringVar(&o.Node, "node", "", "load into the node of vigil node up as this repository and tag, as in vigil.local/my-module:1.0.0")
 	f.StringVar(&o.Tag, "tag", "", "with --tarball or --oci-layout: the image's name, as in ghcr.io/acme/my-module:1.0.0")
 	f.StringSliceVar(&o.Platforms, "platform", nil, "platforms to build, as in linux/amd64 (default linux/amd64,linux/arm64)")
 	f.StringVar(&o.Source, "source", "", "label org.opencontainers.image.source (default: git remote origin, as https)")
@@ -73,8 +85,10 @@ Progress goes to stderr, the reference to stdout.`,
 
 // ImageOptions are the options of `vigil image`.
 type ImageOptions struct {
-	Dir                       string
-	Push, Tarball, OCILayout  string
+	Dir                      string
+	Push, Tarball, OCILayout string
+	// Node is the REF the image is loaded into the local node as.
+	Node                      string
 	Tag                       string
 	Platforms                 []string
 	Source, Revision, Version string
@@ -86,7 +100,7 @@ type ImageOptions struct {
 // what names it: REF@sha256:... after a push, the index digest otherwise.
 func (o *ImageOptions) Run(ctx context.Context, out io.Writer) error {
 	var outputs []string
-	for flag, v := range map[string]string{"--push": o.Push, "--tarball": o.Tarball, "--oci-layout": o.OCILayout} {
+	for flag, v := range map[string]string{"--push": o.Push, "--tarball": o.Tarball, "--oci-layout": o.OCILayout, "--node": o.Node} {
 		if v != "" {
 			outputs = append(outputs, flag)
 		}
@@ -94,20 +108,23 @@ func (o *ImageOptions) Run(ctx context.Context, out io.Writer) error {
 	slices.Sort(outputs)
 	switch len(outputs) {
 	case 0:
-		return errors.New("no output: expected exactly one of --push REF, --tarball FILE or --oci-layout DIR, as in `vigil image --push ghcr.io/acme/my-module:1.0.0`")
+		return errors.New("no output: expected exactly one of --push REF, --tarball FILE, --oci-layout DIR or --node REF, as in `vigil image --push ghcr.io/acme/my-module:1.0.0`")
 	case 1:
 	default:
-		return fmt.Errorf("%d outputs (%s): expected exactly one of --push REF, --tarball FILE or --oci-layout DIR; run vigil image once per output", len(outputs), strings.Join(outputs, ", "))
+		return fmt.Errorf("%d outputs (%s): expected exactly one of --push REF, --tarball FILE, --oci-layout DIR or --node REF; run vigil image once per output", len(outputs), strings.Join(outputs, ", "))
 	}
 	var pushTo name.Tag
 	var tag *name.Tag
 	var err error
-	if o.Push != "" {
-		if o.Tag != "" {
-			return errors.New("--tag names the image in --tarball and --oci-layout; with --push, REF is the name")
+	for flag, ref := range map[string]string{"--push": o.Push, "--node": o.Node} {
+		if ref == "" {
+			continue
 		}
-		if pushTo, err = image.ParseTag(o.Push); err != nil {
-			return fmt.Errorf("--push: %w", err)
+		if o.Tag != "" {
+			return fmt.Errorf("--tag names the image in --tarball and --oci-layout; with %s, REF is the name", flag)
+		}
+		if pushTo, err = image.ParseTag(ref); err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
 		}
 	}
 	if o.Tag != "" {
@@ -124,6 +141,10 @@ func (o *ImageOptions) Run(ctx context.Context, out io.Writer) error {
 			return fmt.Errorf("--platform %q: expected os/arch, as in linux/arm64", s)
 		}
 		platforms = append(platforms, *p)
+	}
+	if o.Node != "" && len(platforms) == 0 {
+		// The node runs this machine's platform only.
+		platforms = []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}}
 	}
 	progress := o.Progress
 	if progress == nil {
@@ -146,6 +167,14 @@ func (o *ImageOptions) Run(ctx context.Context, out io.Writer) error {
 		fmt.Fprintf(log, "done in %.1fs\n", time.Since(started).Seconds())
 		_, err = fmt.Fprintln(out, ref)
 		return err
+	case o.Node != "":
+		ref, err := loadIntoNode(ctx, res, pushTo)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "loaded into the node as %s in %.1fs\n", ref, time.Since(started).Seconds())
+		_, err = fmt.Fprintln(out, ref)
+		return err
 	case o.OCILayout != "":
 		if err := image.WriteLayout(res, o.OCILayout, tag); err != nil {
 			return err
@@ -159,6 +188,24 @@ func (o *ImageOptions) Run(ctx context.Context, out io.Writer) error {
 	}
 	_, err = fmt.Fprintln(out, res.Digest)
 	return err
+}
+
+// loadIntoNode writes the image as an OCI archive and imports it into the
+// local node's runtime as tag and by digest; it returns REF@sha256:....
+func loadIntoNode(ctx context.Context, res *image.Result, tag name.Tag) (string, error) {
+	tmp, err := os.MkdirTemp("", "vigil-image-node-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	archive := filepath.Join(tmp, "image.tar")
+	if err := image.WriteTarball(res, archive, &tag); err != nil {
+		return "", err
+	}
+	if err := node.ImportImage(ctx, archive, tag.Name(), res.Digest.String()); err != nil {
+		return "", fmt.Errorf("--node: %w", err)
+	}
+	return tag.Name() + "@" + res.Digest.String(), nil
 }
 
 // prefixWriter starts every line with prefix.

@@ -21,6 +21,7 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.AddCommand(newControlPlaneCommand(out, errOut))
+	root.AddCommand(newNodeCommand(out, errOut))
 	root.AddCommand(newStoreCommand(out))
 	root.AddCommand(newWaitCommand(out, errOut))
 	root.AddCommand(newInitCommand(out))

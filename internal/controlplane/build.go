@@ -71,11 +71,19 @@ func Dir(v Versions) (string, error) {
 	return filepath.Join(root, v.Key()), nil
 }
 
+// NodeBinaries are the executables a node folder holds: a node's agents and
+// the two controllers a cluster with nodes needs (without a
+// controller-manager no ServiceAccount token is published and the node
+// keeps its not-ready taint; without a scheduler no Pod gets a node).
+var NodeBinaries = []string{"kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler"}
+
 // Check reports whether dir holds every control-plane binary, as executables.
 // The error wraps ErrNotBuilt and names what is missing.
-func Check(dir string) error {
+func Check(dir string) error { return check(dir, Binaries) }
+
+func check(dir string, binaries []string) error {
 	var missing []string
-	for _, b := range Binaries {
+	for _, b := range binaries {
 		fi, err := os.Stat(filepath.Join(dir, b))
 		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 			missing = append(missing, b)
@@ -105,16 +113,16 @@ type BuildOptions struct {
 	build func(ctx context.Context, work, bin string) error
 }
 
-func (o *BuildOptions) complete() error {
+func (o *BuildOptions) complete(set binarySet) error {
 	if o.Versions == (Versions{}) {
 		o.Versions = DefaultVersions
 	}
 	if o.Dir == "" {
-		d, err := Dir(o.Versions)
+		root, err := Root()
 		if err != nil {
 			return err
 		}
-		o.Dir = d
+		o.Dir = filepath.Join(root, set.key(o.Versions))
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -128,14 +136,56 @@ func (o *BuildOptions) complete() error {
 	return nil
 }
 
+// binarySet is what one cache folder holds and how it is built.
+type binarySet struct {
+	key      func(Versions) string
+	binaries []string
+	// what names the binaries in progress and errors.
+	what  func(Versions) string
+	cold  string
+	build func(b *builder, ctx context.Context, work, bin string) error
+}
+
+var controlPlaneSet = binarySet{
+	key:      Versions.Key,
+	binaries: Binaries,
+	what: func(v Versions) string {
+		return fmt.Sprintf("the control plane (kube-apiserver and kubectl %s, etcd %s)", v.Kubernetes, v.Etcd)
+	},
+	cold:  "a cold build takes 6 to 12 minutes on 2 cores",
+	build: (*builder).build,
+}
+
+var nodeSet = binarySet{
+	key:      func(v Versions) string { return "k8s-" + v.Kubernetes + "-node" },
+	binaries: NodeBinaries,
+	what: func(v Versions) string {
+		return fmt.Sprintf("the node (kubelet, kube-proxy, kube-controller-manager and kube-scheduler %s)", v.Kubernetes)
+	},
+	cold:  "about 2 minutes once the control plane's Go caches are warm, up to 10 on a loaded machine",
+	build: (*builder).buildNode,
+}
+
 // Ensure returns the folder holding the control-plane binaries, building them
 // first when they are missing. It is safe to call from many processes at once:
 // one builds, the others wait for it and then use its result.
 func Ensure(ctx context.Context, opts BuildOptions) (string, error) {
-	if err := opts.complete(); err != nil {
+	return ensure(ctx, opts, controlPlaneSet)
+}
+
+// EnsureNode returns the folder holding the node binaries (NodeBinaries) of
+// opts.Versions.Kubernetes, building them as Ensure builds the control plane:
+// from the Go module proxy, under a lock, into a cache folder of their own
+// (k8s-<version>-node beside the control plane's).
+func EnsureNode(ctx context.Context, opts BuildOptions) (string, error) {
+	return ensure(ctx, opts, nodeSet)
+}
+
+func ensure(ctx context.Context, opts BuildOptions, set binarySet) (string, error) {
+	if err := opts.complete(set); err != nil {
 		return "", err
 	}
-	if Check(opts.Dir) == nil {
+	if check(opts.Dir, set.binaries) == nil {
 		return opts.Dir, nil
 	}
 	parent := filepath.Dir(opts.Dir)
@@ -148,7 +198,7 @@ func Ensure(ctx context.Context, opts BuildOptions) (string, error) {
 	}
 	defer unlock()
 	// Another process may have finished the build while this one waited.
-	if Check(opts.Dir) == nil {
+	if check(opts.Dir, set.binaries) == nil {
 		return opts.Dir, nil
 	}
 
@@ -163,28 +213,28 @@ func Ensure(ctx context.Context, opts BuildOptions) (string, error) {
 	}
 
 	start := time.Now()
-	fmt.Fprintf(opts.Progress, "vigil: building the control plane (kube-apiserver and kubectl %s, etcd %s) into %s\n",
-		opts.Versions.Kubernetes, opts.Versions.Etcd, opts.Dir)
-	fmt.Fprintf(opts.Progress, "vigil: a cold build takes 6 to 12 minutes on 2 cores; it is cached afterwards\n")
+	fmt.Fprintf(opts.Progress, "vigil: building %s into %s\n", set.what(opts.Versions), opts.Dir)
+	fmt.Fprintf(opts.Progress, "vigil: %s; it is cached afterwards\n", set.cold)
 	build := opts.build
 	if build == nil {
 		b := &builder{opts: opts}
-		build = b.build
+		build = func(ctx context.Context, work, bin string) error { return set.build(b, ctx, work, bin) }
 	}
+	key := set.key(opts.Versions)
 	if err := build(ctx, work, bin); err != nil {
-		return "", fmt.Errorf("build control plane %s: %w", opts.Versions.Key(), err)
+		return "", fmt.Errorf("build %s: %w", key, err)
 	}
-	if err := Check(bin); err != nil {
-		return "", fmt.Errorf("build control plane %s: %w", opts.Versions.Key(), err)
+	if err := check(bin, set.binaries); err != nil {
+		return "", fmt.Errorf("build %s: %w", key, err)
 	}
 	// A folder left behind by an older, interrupted layout would block the rename.
 	if err := os.RemoveAll(opts.Dir); err != nil {
 		return "", fmt.Errorf("clear %s: %w", opts.Dir, err)
 	}
 	if err := os.Rename(bin, opts.Dir); err != nil {
-		return "", fmt.Errorf("install control plane into %s: %w", opts.Dir, err)
+		return "", fmt.Errorf("install %s into %s: %w", key, opts.Dir, err)
 	}
-	fmt.Fprintf(opts.Progress, "vigil: control plane ready in %s (%s)\n", opts.Dir, time.Since(start).Round(time.Second))
+	fmt.Fprintf(opts.Progress, "vigil: %s ready in %s (%s)\n", key, opts.Dir, time.Since(start).Round(time.Second))
 	return opts.Dir, nil
 }
 
@@ -200,35 +250,13 @@ func (b *builder) build(ctx context.Context, work, bin string) error {
 		return err
 	}
 
-	b.step(1, "resolving k8s.io/kubernetes@%s", v.Kubernetes)
-	k8sDir := filepath.Join(work, "kubernetes")
-	if err := os.Mkdir(k8sDir, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(k8sDir, "go.mod"), []byte("module vigil.local/scratch\n\ngo 1.26\n"), 0o644); err != nil {
-		return err
-	}
-	out, err := b.run(ctx, k8sDir, "", "go", "mod", "download", "-json", "k8s.io/kubernetes@"+v.Kubernetes)
+	b.step(1, 4, "resolving k8s.io/kubernetes@%s", v.Kubernetes)
+	k8sDir, err := b.kubernetesModule(ctx, work, staging)
 	if err != nil {
-		return err
-	}
-	var dl struct{ GoMod, Error string }
-	if err := json.Unmarshal(out, &dl); err != nil || dl.GoMod == "" {
-		return fmt.Errorf("go mod download k8s.io/kubernetes@%s: no go.mod in its answer (%s %v)", v.Kubernetes, dl.Error, err)
-	}
-	upstream, err := os.ReadFile(dl.GoMod)
-	if err != nil {
-		return err
-	}
-	mod, err := scratchKubernetesMod(upstream, v.Kubernetes, staging)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(k8sDir, "go.mod"), mod, 0o644); err != nil {
 		return err
 	}
 
-	b.step(2, "building etcd %s (about 1 minute cold)", v.Etcd)
+	b.step(2, 4, "building etcd %s (about 1 minute cold)", v.Etcd)
 	etcdDir := filepath.Join(work, "etcd")
 	if err := os.Mkdir(etcdDir, 0o755); err != nil {
 		return err
@@ -243,30 +271,103 @@ func (b *builder) build(ctx context.Context, work, bin string) error {
 		return err
 	}
 
-	b.step(3, "building kube-apiserver and kubectl %s (5 to 11 minutes cold)", v.Kubernetes)
-	cmds := []string{"k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kubectl"}
-	get := []string{"go", "get"}
-	for _, c := range cmds {
-		get = append(get, c+"@"+v.Kubernetes)
-	}
-	if _, err := b.run(ctx, k8sDir, "kube-apiserver, kubectl", get...); err != nil {
-		return err
-	}
-	build := append([]string{"go", "build", "-trimpath", "-v", "-ldflags", versionLDFlags(v.Kubernetes), "-o", bin + string(filepath.Separator)}, cmds...)
-	if _, err := b.run(ctx, k8sDir, "kube-apiserver, kubectl", build...); err != nil {
+	b.step(3, 4, "building kube-apiserver and kubectl %s (5 to 11 minutes cold)", v.Kubernetes)
+	if err := b.kubernetesCommands(ctx, k8sDir, bin, "kube-apiserver, kubectl", "kube-apiserver", "kubectl"); err != nil {
 		return err
 	}
 
-	b.step(4, "checking the binaries' versions")
-	checks := []struct {
-		bin  string
-		args []string
-		want string
-	}{
+	b.step(4, 4, "checking the binaries' versions")
+	return checkVersions(ctx, bin, []versionCheck{
 		{"etcd", []string{"--version"}, "etcd Version: " + strings.TrimPrefix(v.Etcd, "v")},
 		{"kube-apiserver", []string{"--version"}, "Kubernetes " + v.Kubernetes},
 		{"kubectl", []string{"version", "--client"}, "Client Version: " + v.Kubernetes},
+	})
+}
+
+// buildNode builds the node binaries: the same scratch module as the
+// control plane's kube-apiserver, so a warm build cache makes it quick.
+func (b *builder) buildNode(ctx context.Context, work, bin string) error {
+	v := b.opts.Versions
+	staging, err := v.stagingVersion()
+	if err != nil {
+		return err
 	}
+	b.step(1, 3, "resolving k8s.io/kubernetes@%s", v.Kubernetes)
+	k8sDir, err := b.kubernetesModule(ctx, work, staging)
+	if err != nil {
+		return err
+	}
+	b.step(2, 3, "building kubelet, kube-proxy, kube-controller-manager and kube-scheduler %s", v.Kubernetes)
+	if err := b.kubernetesCommands(ctx, k8sDir, bin, "node", NodeBinaries...); err != nil {
+		return err
+	}
+	b.step(3, 3, "checking the binaries' versions")
+	var checks []versionCheck
+	for _, n := range NodeBinaries {
+		checks = append(checks, versionCheck{n, []string{"--version"}, "Kubernetes " + v.Kubernetes})
+	}
+	return checkVersions(ctx, bin, checks)
+}
+
+// kubernetesModule writes, in work/kubernetes, the scratch module that builds
+// Kubernetes' commands (see scratchKubernetesMod) and returns its folder.
+func (b *builder) kubernetesModule(ctx context.Context, work, staging string) (string, error) {
+	v := b.opts.Versions
+	k8sDir := filepath.Join(work, "kubernetes")
+	if err := os.Mkdir(k8sDir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(k8sDir, "go.mod"), []byte("module vigil.local/scratch\n\ngo 1.26\n"), 0o644); err != nil {
+		return "", err
+	}
+	out, err := b.run(ctx, k8sDir, "", "go", "mod", "download", "-json", "k8s.io/kubernetes@"+v.Kubernetes)
+	if err != nil {
+		return "", err
+	}
+	var dl struct{ GoMod, Error string }
+	if err := json.Unmarshal(out, &dl); err != nil || dl.GoMod == "" {
+		return "", fmt.Errorf("go mod download k8s.io/kubernetes@%s: no go.mod in its answer (%s %v)", v.Kubernetes, dl.Error, err)
+	}
+	upstream, err := os.ReadFile(dl.GoMod)
+	if err != nil {
+		return "", err
+	}
+	mod, err := scratchKubernetesMod(upstream, v.Kubernetes, staging)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(k8sDir, "go.mod"), mod, 0o644); err != nil {
+		return "", err
+	}
+	return k8sDir, nil
+}
+
+// kubernetesCommands builds k8s.io/kubernetes/cmd/<name> for each name into
+// bin, with the release stamped in.
+func (b *builder) kubernetesCommands(ctx context.Context, k8sDir, bin, label string, names ...string) error {
+	v := b.opts.Versions
+	var cmds []string
+	get := []string{"go", "get"}
+	for _, n := range names {
+		cmds = append(cmds, "k8s.io/kubernetes/cmd/"+n)
+		get = append(get, "k8s.io/kubernetes/cmd/"+n+"@"+v.Kubernetes)
+	}
+	if _, err := b.run(ctx, k8sDir, label, get...); err != nil {
+		return err
+	}
+	build := append([]string{"go", "build", "-trimpath", "-v", "-ldflags", versionLDFlags(v.Kubernetes), "-o", bin + string(filepath.Separator)}, cmds...)
+	_, err := b.run(ctx, k8sDir, label, build...)
+	return err
+}
+
+// versionCheck is a binary run with args whose output must contain want.
+type versionCheck struct {
+	bin  string
+	args []string
+	want string
+}
+
+func checkVersions(ctx context.Context, bin string, checks []versionCheck) error {
 	for _, c := range checks {
 		out, err := exec.CommandContext(ctx, filepath.Join(bin, c.bin), c.args...).CombinedOutput()
 		if err != nil || !bytes.Contains(out, []byte(c.want)) {
@@ -276,8 +377,8 @@ func (b *builder) build(ctx context.Context, work, bin string) error {
 	return nil
 }
 
-func (b *builder) step(n int, format string, args ...any) {
-	fmt.Fprintf(b.opts.Progress, "vigil: [%d/4] %s\n", n, fmt.Sprintf(format, args...))
+func (b *builder) step(n, of int, format string, args ...any) {
+	fmt.Fprintf(b.opts.Progress, "vigil: [%d/%d] %s\n", n, of, fmt.Sprintf(format, args...))
 }
 
 // versionLDFlags stamps the release into the binaries, which otherwise report v0.0.0.

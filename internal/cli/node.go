@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/node"
+)
+
+func newNodeCommand(out, errOut io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Build and run a real node on this machine: a control plane, a kubelet, containerd and kube-proxy",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "env",
+		Short: "Print the folder of the node binaries, building them first if needed",
+		Long: `Print the folder holding kubelet, kube-proxy, kube-controller-manager and
+kube-scheduler, building them from the Go module proxy first when they are
+missing (about 2 minutes once the control plane has been built, which warms
+the Go caches; cached afterwards), beside the control plane's binaries.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := controlplane.EnsureNode(cmd.Context(), controlplane.BuildOptions{Progress: errOut})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(out, dir)
+			return err
+		},
+	})
+	up := &NodeUpOptions{Progress: errOut}
+	upCmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start a control plane and one node on this machine, and keep them up until interrupted",
+		Long: `Start etcd, kube-apiserver, kube-controller-manager and kube-scheduler, and one
+node: containerd (with runc and the CNI bridge plugin), a kubelet and kube-proxy.
+Write an admin kubeconfig and keep everything running until Ctrl-C; then stop it
+all and undo every change made to the machine (the bridge vigil0, iptables
+rules, mounts, cgroups, kernel settings, the folder ` + node.DefaultDir + `). The same
+happens if vigil dies: a reaper outlives it.
+
+It needs Linux and root, and the cgroup controllers cpu, memory and pids. The
+binaries are built from the Go module proxy when missing (the control plane
+6 to 12 minutes cold, then the node's about 2); containerd, runc, the CNI
+plugins, iptables and conntrack are installed with apt-get when missing.
+Images reach the node without a registry: vigil image --node REF.`,
+		Example: `  sudo -E vigil node up &
+  export KUBECONFIG=.vigil/node.kubeconfig
+  labeler manifests --image "$(vigil image ./examples/labeler --node vigil.local/labeler:1.0.0)" | kubectl apply -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return up.Run(cmd.Context(), out) },
+	}
+	upCmd.Flags().StringVar(&up.KubeconfigPath, "kubeconfig", filepath.Join(".vigil", "node.kubeconfig"), "where to write the admin kubeconfig")
+	upCmd.Flags().BoolVar(&up.Verbose, "verbose", false, "show every component's own log")
+	cmd.AddCommand(upCmd)
+	return cmd
+}
+
+// NodeUpOptions are the options of `vigil node up`.
+type NodeUpOptions struct {
+	KubeconfigPath string
+	Verbose        bool
+	Progress       io.Writer
+	// Ready, when set, is called once the node is Ready and the kubeconfig
+	// written.
+	Ready func(kubeconfig string)
+}
+
+// Run starts the node and blocks until ctx ends, then stops it.
+func (o *NodeUpOptions) Run(ctx context.Context, out io.Writer) error {
+	if o.KubeconfigPath == "" {
+		return errors.New("--kubeconfig: expected a file path, got an empty string")
+	}
+	path, err := filepath.Abs(o.KubeconfigPath)
+	if err != nil {
+		return err
+	}
+	if err := node.Preflight(); err != nil {
+		return err
+	}
+	cp, err := ensureBinaries(ctx, o.Progress)
+	if err != nil {
+		return err
+	}
+	nodeBin, err := controlplane.EnsureNode(ctx, controlplane.BuildOptions{Progress: o.Progress})
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	opts := node.Options{ControlPlaneDir: cp, NodeDir: nodeBin, Progress: o.Progress}
+	if o.Verbose {
+		opts.Output = o.Progress
+	}
+	n, err := node.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(o.Progress, "vigil: stopping the node and undoing its changes to the machine")
+		if err := n.Stop(); err != nil {
+			fmt.Fprintf(o.Progress, "vigil: %v\n", err)
+		}
+	}()
+	data, err := os.ReadFile(n.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create kubeconfig folder: %w", err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	defer os.Remove(path)
+	fmt.Fprintf(out, "node %s Ready in %s: %s\n", n.Name, time.Since(began).Round(time.Millisecond), n.Config.Host)
+	fmt.Fprintf(out, "kubeconfig: %s\n", path)
+	fmt.Fprintf(out, "kubectl:    %s\n", filepath.Join(cp, "kubectl"))
+	fmt.Fprintf(out, "\nexport KUBECONFIG=%s\n\n", path)
+	fmt.Fprintln(out, "Press Ctrl-C to stop.")
+	if o.Ready != nil {
+		o.Ready(path)
+	}
+	<-ctx.Done()
+	return nil
+}
