@@ -73,6 +73,13 @@ func leaderModule(ns string, cfg *rest.Config) *vigil.Module {
 					}
 				}
 			} else if err != nil {
+				// A create cut off by a stop (context canceled) may have
+				// happened all the same: release what is this process's,
+				// or the next leader meets a lock no reconcile holds.
+				held := &corev1.ConfigMap{}
+				if c.Get(context.Background(), client.ObjectKeyFromObject(lock), held) == nil && held.Data["pid"] == pid {
+					_ = c.Delete(context.Background(), held, client.Preconditions{UID: &held.UID})
+				}
 				return err
 			}
 			defer c.Delete(context.Background(), lock)
