@@ -74,7 +74,9 @@ state = %q
 
 // writeCNIConfig writes the pods' network: the bridge plugin on bridgeName
 // (which Start makes first, as the API server binds its address), its
-// addresses from podCIDR, kept in the node's folder.
+// addresses from podCIDR, kept in the node's folder. The bridge is the pods'
+// default route: Service addresses are outside podCIDR, and kube-proxy's
+// rules on the host rewrite them.
 func writeCNIConfig(l layout) error {
 	conf := fmt.Sprintf(`{
   "cniVersion": "0.4.0",
@@ -83,6 +85,7 @@ func writeCNIConfig(l layout) error {
     "type": "bridge",
     "bridge": %q,
     "isGateway": true,
+    "isDefaultGateway": true,
     "ipMasq": false,
     "hairpinMode": true,
     "ipam": {
