@@ -1,0 +1,316 @@
+package node
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/image"
+)
+
+// The seed's scenario on a real node, from the clusterconfig module's own
+// image and manifests: installed before its CRDs exist, the CRDs applied
+// late and the ClusterConfig later still. The kubelet runs the three gate
+// phases in order as init containers, the admission replicas become Ready
+// and register, the watcher (which has no gates) waits for its kinds without
+// a restart, and the API server calls the webhook on the pods: a Pod is
+// labelled, a privileged Pod denied, then admitted under an Exemption.
+func TestClusterConfigModuleOnANode(t *testing.T) {
+	began := time.Now()
+	n := startNode(t)
+	nodeReady := time.Since(began)
+	ctx := t.Context()
+	cs, err := kubernetes.NewForConfig(n.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	example := filepath.Join("..", "..", "examples", "clusterconfig")
+	ref, binary := moduleImage(t, n, example)
+
+	// The platform creates the defaults Secret before the module, which
+	// mounts it.
+	const ns = "uds-system"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defaults, err := os.ReadFile(filepath.Join(example, "defaults.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "uds-core-defaults"},
+		Data: map[string][]byte{"defaults.yaml": defaults}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	manifests, err := exec.CommandContext(ctx, binary, "manifests", "--image", ref).Output()
+	if err != nil {
+		t.Fatalf("clusterconfig manifests --image %s: %v", ref, stderr(err))
+	}
+	installed := time.Now()
+	kubectl(t, n, manifests, "apply", "-f", "-")
+
+	// Before its CRDs: the gate of phase 0 waits, the watcher waits and is
+	// not restarted.
+	time.Sleep(10 * time.Second)
+	if r := restarts(t, cs, ns, "watcher"); r != 0 {
+		t.Fatalf("the watcher restarted %d times before its CRDs were installed: want it to wait", r)
+	}
+	crds, err := os.ReadFile(filepath.Join(example, "crds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, n, crds, "apply", "-f", "-")
+	time.Sleep(5 * time.Second)
+	cc, err := os.ReadFile(filepath.Join(example, "clusterconfig.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, n, cc, "apply", "-f", "-")
+
+	waitUntil(t, 3*time.Minute, "the admission replicas to be Ready", func() error {
+		if err := n.Check(ctx); err != nil {
+			return err
+		}
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "uds-core", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ReadyReplicas < ptr.Deref(d.Spec.Replicas, 1) {
+			return fmt.Errorf("%d of %d admission replicas Ready; pods: %s", d.Status.ReadyReplicas, ptr.Deref(d.Spec.Replicas, 1), podStates(ctx, cs, ns))
+		}
+		return nil
+	})
+	admissionReady := time.Since(installed)
+	inOrder := phasesInOrder(t, cs, ns)
+
+	apps := "e2e-apps"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: apps}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Registered when ready: once the webhooks are called, a Pod is
+	// labelled with the ClusterConfig's cluster name.
+	waitUntil(t, 60*time.Second, "the API server to call the module's webhooks", func() error {
+		p, err := cs.CoreV1().Pods(apps).Create(ctx, testPod("plain", false), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		if got := p.Labels["uds.dev/cluster"]; got != "demo-cluster" {
+			return fmt.Errorf("a Pod's uds.dev/cluster label is %q, want demo-cluster", got)
+		}
+		return nil
+	})
+	denied := 0
+	_, err = cs.CoreV1().Pods(apps).Create(ctx, testPod("privileged", true), metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "privileged") {
+		t.Fatalf("a privileged Pod: got %v, want it denied", err)
+	}
+	denied++
+	t.Logf("privileged Pod denied: %v", err)
+
+	// An Exemption in the exemptions namespace, for a namespace an admin
+	// created: the node exporter may run privileged.
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	exemption, err := os.ReadFile(filepath.Join(example, "exemption.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, n, exemption, "apply", "-f", "-")
+	exempted := 0
+	waitUntil(t, 30*time.Second, "the Exemption to admit the node exporter", func() error {
+		_, err := cs.CoreV1().Pods("monitoring").Create(ctx, testPod("node-exporter-x", true), metav1.CreateOptions{})
+		return err
+	})
+	exempted++
+	restartsAll := restarts(t, cs, ns, "")
+	watcherRestarts := restarts(t, cs, ns, "watcher")
+	fmt.Printf("e2e: node_ready_s=%.1f phases_in_order=%t admission_ready_s=%.1f denied=%d exempted=%d restarts=%d watcher_restarts=%d\n",
+		nodeReady.Seconds(), inOrder, admissionReady.Seconds(), denied, exempted, restartsAll, watcherRestarts)
+	if !inOrder {
+		t.Error("the gate phases did not run in order")
+	}
+	if watcherRestarts != 0 {
+		t.Errorf("the watcher restarted %d times: want it to wait for its kinds instead", watcherRestarts)
+	}
+}
+
+// moduleImage builds the module in dir for this machine's platform, loads
+// it into the node as vigil image --node does, and returns its reference
+// (REPO:TAG@sha256:…) and the module binary taken from the image, which
+// renders the manifests.
+func moduleImage(t *testing.T, n *Node, dir string) (ref, binary string) {
+	t.Helper()
+	res, err := image.Build(t.Context(), image.Options{Dir: dir, Platforms: []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}}, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag("vigil.local/e2e/" + filepath.Base(dir) + ":dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	archive := filepath.Join(tmp, "image.tar")
+	if err := image.WriteTarball(res, archive, &tag); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.ImportImage(t.Context(), archive, tag.Name(), res.Digest.String()); err != nil {
+		t.Fatal(err)
+	}
+	binary = filepath.Join(tmp, "module")
+	if err := extract(res.Images[0].Image, strings.TrimPrefix(image.BinaryPath, "/"), binary); err != nil {
+		t.Fatal(err)
+	}
+	return tag.Name() + "@" + res.Digest.String(), binary
+}
+
+// extract writes the file at path in img's filesystem to out, executable.
+func extract(img v1.Image, path, out string) error {
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return fmt.Errorf("%s in the image: %w", path, err)
+		}
+		if strings.TrimPrefix(h.Name, "./") != path {
+			continue
+		}
+		var b bytes.Buffer
+		if _, err := io.Copy(&b, tr); err != nil {
+			return err
+		}
+		return os.WriteFile(out, b.Bytes(), 0o755)
+	}
+}
+
+// kubectl runs the control plane's kubectl against the node, stdin given.
+func kubectl(t *testing.T, n *Node, stdin []byte, args ...string) {
+	t.Helper()
+	dir, err := controlplane.Ensure(t.Context(), controlplane.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), filepath.Join(dir, "kubectl"), append([]string{"--kubeconfig", n.Kubeconfig}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// restarts sums the restarts of the containers (init containers too) of
+// the module's pods of a component ("" for all).
+func restarts(t *testing.T, cs kubernetes.Interface, ns, component string) int {
+	t.Helper()
+	sel := "app.kubernetes.io/name=uds-core"
+	if component != "" {
+		sel += ",app.kubernetes.io/component=" + component
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) == 0 {
+		t.Fatalf("no pods of %q in %s", sel, ns)
+	}
+	n := 0
+	for _, p := range pods.Items {
+		for _, c := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			n += int(c.RestartCount)
+		}
+	}
+	return n
+}
+
+// phasesInOrder reports whether, in every admission pod, each gate phase's
+// init container exited 0 before the next one started.
+func phasesInOrder(t *testing.T, cs kubernetes.Interface, ns string) bool {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=admission"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := len(pods.Items) > 0
+	for _, p := range pods.Items {
+		var last time.Time
+		if len(p.Status.InitContainerStatuses) != 3 {
+			t.Errorf("pod %s: %d init containers, want the 3 gate phases", p.Name, len(p.Status.InitContainerStatuses))
+			ok = false
+		}
+		for i, s := range p.Status.InitContainerStatuses {
+			term := s.State.Terminated
+			if s.Name != fmt.Sprintf("gate-phase-%d", i) || term == nil || term.ExitCode != 0 {
+				t.Errorf("pod %s: init container %d is %s in state %+v: want gate-phase-%d exited 0", p.Name, i, s.Name, s.State, i)
+				ok = false
+				continue
+			}
+			if term.StartedAt.Time.Before(last) {
+				t.Errorf("pod %s: %s started at %s, before the phase before it finished (%s)", p.Name, s.Name, term.StartedAt, last)
+				ok = false
+			}
+			last = term.FinishedAt.Time
+			t.Logf("pod %s: %s ran %s → %s", p.Name, s.Name, term.StartedAt.Format(time.TimeOnly), term.FinishedAt.Format(time.TimeOnly))
+		}
+	}
+	return ok
+}
+
+// podStates says, for an error, where each pod of ns is.
+func podStates(ctx context.Context, cs kubernetes.Interface, ns string) string {
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		s := p.Name + " " + string(p.Status.Phase)
+		for _, c := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			switch {
+			case c.State.Waiting != nil:
+				s += fmt.Sprintf(" %s:waiting(%s)", c.Name, c.State.Waiting.Reason)
+			case c.State.Running != nil:
+				s += fmt.Sprintf(" %s:running(ready=%t)", c.Name, c.Ready)
+			case c.State.Terminated != nil:
+				s += fmt.Sprintf(" %s:exited(%d)", c.Name, c.State.Terminated.ExitCode)
+			}
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, "; ")
+}
+
+// testPod is a Pod of the pause image, privileged or not.
+func testPod(name string, privileged bool) *corev1.Pod {
+	c := corev1.Container{Name: "c", Image: sandboxImage, ImagePullPolicy: corev1.PullIfNotPresent}
+	if privileged {
+		c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+}
+
+func stderr(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return fmt.Errorf("%w: %s", err, ee.Stderr)
+	}
+	return err
+}
