@@ -29,11 +29,14 @@ import (
 
 // The seed's scenario on a real node, from the clusterconfig module's own
 // image and manifests: installed before its CRDs exist, the CRDs applied
-// late and the ClusterConfig later still. The kubelet runs the three gate
-// phases in order as init containers, the admission replicas become Ready
-// and register, the watcher (which has no gates) waits for its kinds without
-// a restart, and the API server calls the webhook on the pods: a Pod is
-// labelled, a privileged Pod denied, then admitted under an Exemption.
+// late and the ClusterConfig later still, a gate container killed while it
+// waits. The kubelet runs the three gate phases in order as init
+// containers (the killed one again, from the start), the admission replicas
+// become Ready and register, the watcher (which has no gates) waits for its
+// kinds without a restart, and the API server calls the webhook on the
+// pods: a Pod is labelled, a privileged Pod denied, then admitted under an
+// Exemption. A rolling upgrade to a new image rejects no create and leaves
+// none unlabelled; unregister and delete leave nothing behind.
 func TestClusterConfigModuleOnANode(t *testing.T) {
 	began := time.Now()
 	n := startNode(t)
@@ -44,7 +47,7 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 		t.Fatal(err)
 	}
 	example := filepath.Join("..", "..", "examples", "clusterconfig")
-	ref, binary := moduleImage(t, n, example)
+	ref, binary := moduleImage(t, n, example, "1")
 
 	// The platform creates the defaults Secret before the module, which
 	// mounts it.
@@ -78,7 +81,9 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubectl(t, n, crds, "apply", "-f", "-")
-	time.Sleep(5 * time.Second)
+	// Phase 1 waits for the ClusterConfig: its container is killed there,
+	// and the kubelet runs it again, from the start.
+	killed := killInitContainer(t, n, cs, ns, "gate-phase-1")
 	cc, err := os.ReadFile(filepath.Join(example, "clusterconfig.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -143,27 +148,185 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 	exempted++
 	restartsAll := restarts(t, cs, ns, "")
 	watcherRestarts := restarts(t, cs, ns, "watcher")
-	fmt.Printf("e2e: node_ready_s=%.1f phases_in_order=%t admission_ready_s=%.1f denied=%d exempted=%d restarts=%d watcher_restarts=%d\n",
-		nodeReady.Seconds(), inOrder, admissionReady.Seconds(), denied, exempted, restartsAll, watcherRestarts)
+	t.Logf("gate-phase-1 of pod %s killed while it waited; restarts in all: %d", killed, restartsAll)
+
+	// A rolling upgrade to a new image while Pods are created without
+	// pause: none is rejected, none goes in unlabelled.
+	ref2, _ := moduleImage(t, n, example, "2")
+	manifests2, err := exec.CommandContext(ctx, binary, "manifests", "--image", ref2).Output()
+	if err != nil {
+		t.Fatalf("clusterconfig manifests --image %s: %v", ref2, stderr(err))
+	}
+	flow := createPods(ctx, cs, apps)
+	kubectl(t, n, manifests2, "apply", "-f", "-")
+	waitUntil(t, 3*time.Minute, "the upgrade to roll out", func() error {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "uds-core", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < ptr.Deref(d.Spec.Replicas, 1) ||
+			d.Status.ReadyReplicas < ptr.Deref(d.Spec.Replicas, 1) || d.Status.Replicas != ptr.Deref(d.Spec.Replicas, 1) {
+			return fmt.Errorf("rollout: %d updated, %d ready, %d in all; pods: %s", d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.Replicas, podStates(ctx, cs, ns))
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // creates go on a moment against the new replicas only
+	created, rejected, unlabelled := flow()
+	for _, e := range rejected {
+		t.Errorf("a create was rejected during the upgrade: %s", e)
+	}
+	for _, name := range unlabelled {
+		t.Errorf("Pod %s was created unlabelled during the upgrade: its mutation was skipped", name)
+	}
+	if created == 0 {
+		t.Error("no Pod was created during the upgrade: the test checked nothing")
+	}
+
+	// Uninstall: unregister, then delete what the manifests created.
+	if out, err := exec.CommandContext(ctx, binary, "unregister", "--kubeconfig", n.Kubeconfig).CombinedOutput(); err != nil {
+		t.Fatalf("clusterconfig unregister: %v\n%s", err, out)
+	}
+	kubectl(t, n, manifests2, "delete", "--wait=true", "--timeout=120s", "-f", "-")
+	left := leftAfterUninstall(t, n, manifests2)
+	fmt.Printf("e2e: node_ready_s=%.1f phases_in_order=%t admission_ready_s=%.1f denied=%d exempted=%d restarts=%d upgrade_rejected=%d uninstall_left=%d upgrade_creates=%d upgrade_unmutated=%d watcher_restarts=%d\n",
+		nodeReady.Seconds(), inOrder, admissionReady.Seconds(), denied, exempted, restartsAll, len(rejected), len(left), created, len(unlabelled), watcherRestarts)
 	if !inOrder {
 		t.Error("the gate phases did not run in order")
 	}
 	if watcherRestarts != 0 {
 		t.Errorf("the watcher restarted %d times: want it to wait for its kinds instead", watcherRestarts)
 	}
+	for _, l := range left {
+		t.Errorf("left after uninstall: %s", l)
+	}
 }
 
-// moduleImage builds the module in dir for this machine's platform, loads
-// it into the node as vigil image --node does, and returns its reference
-// (REPO:TAG@sha256:…) and the module binary taken from the image, which
-// renders the manifests.
-func moduleImage(t *testing.T, n *Node, dir string) (ref, binary string) {
+// killInitContainer waits until an admission pod runs the init container
+// and kills its process, as an OOM kill or a node hiccup would; it waits
+// until the kubelet has started it again and returns the pod's name.
+func killInitContainer(t *testing.T, n *Node, cs kubernetes.Interface, ns, container string) string {
 	t.Helper()
-	res, err := image.Build(t.Context(), image.Options{Dir: dir, Platforms: []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}}, Log: io.Discard})
+	ctx := t.Context()
+	var pod, id string
+	waitUntil(t, 60*time.Second, container+" to run", func() error {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=admission"})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			for _, s := range p.Status.InitContainerStatuses {
+				if s.Name == container && s.State.Running != nil {
+					pod, id = p.Name, strings.TrimPrefix(s.ContainerID, "containerd://")
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no admission pod runs %s: %s", container, podStates(ctx, cs, ns))
+	})
+	if _, err := ctr(ctx, n.layout, "tasks", "kill", "--signal", "SIGKILL", id); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 60*time.Second, container+" of "+pod+" to run again", func() error {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, s := range p.Status.InitContainerStatuses {
+			if s.Name == container && s.RestartCount > 0 && s.State.Running != nil {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s not restarted yet: %s", container, podStates(ctx, cs, ns))
+	})
+	return pod
+}
+
+// createPods creates Pods in ns without pause until the returned func is
+// called, which stops and says how many were created, which creates were
+// rejected and which Pods went in without the module's label.
+func createPods(ctx context.Context, cs kubernetes.Interface, ns string) func() (created int, rejected, unlabelled []string) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	var created int
+	var rejected, unlabelled []string
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Bound to no node: admitted as any Pod is, never run, so the
+			// flow does not load the node it measures.
+			pod := testPod(fmt.Sprintf("flow-%d", i), false)
+			pod.Spec.NodeName = "e2e-nowhere"
+			p, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			if err != nil {
+				rejected = append(rejected, err.Error())
+				continue
+			}
+			created++
+			if p.Labels["uds.dev/cluster"] != "demo-cluster" {
+				unlabelled = append(unlabelled, p.Name)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return func() (int, []string, []string) {
+		close(stop)
+		<-done
+		return created, rejected, unlabelled
+	}
+}
+
+// leftAfterUninstall lists the objects of the manifests that still exist,
+// and the module's webhook configurations (which registration fills, and
+// unregister empties or removes).
+func leftAfterUninstall(t *testing.T, n *Node, manifests []byte) []string {
+	t.Helper()
+	dir, err := controlplane.Ensure(t.Context(), controlplane.BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tag, err := name.NewTag("vigil.local/e2e/" + filepath.Base(dir) + ":dev")
+	cmd := exec.CommandContext(t.Context(), filepath.Join(dir, "kubectl"), "--kubeconfig", n.Kubeconfig, "get", "--ignore-not-found", "-o", "name", "-f", "-")
+	cmd.Stdin = bytes.NewReader(manifests)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get -f the manifests: %v\n%s", err, out)
+	}
+	var left []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if l != "" {
+			left = append(left, l)
+		}
+	}
+	cmd = exec.CommandContext(t.Context(), filepath.Join(dir, "kubectl"), "--kubeconfig", n.Kubeconfig, "get", "-o", "name",
+		"mutatingwebhookconfigurations,validatingwebhookconfigurations,validatingadmissionpolicies,validatingadmissionpolicybindings,mutatingadmissionpolicies,mutatingadmissionpolicybindings")
+	out, err = cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get the admission configurations: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.Contains(l, "uds-core") {
+			left = append(left, l)
+		}
+	}
+	return left
+}
+
+// moduleImage builds the module in dir for this machine's platform, with
+// version as its OCI version label (another version, another digest), loads
+// it into the node as vigil image --node does, and returns its reference
+// (REPO:TAG@sha256:…) and the module binary taken from the image, which
+// renders the manifests.
+func moduleImage(t *testing.T, n *Node, dir, version string) (ref, binary string) {
+	t.Helper()
+	res, err := image.Build(t.Context(), image.Options{Dir: dir, Platforms: []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}}, Version: version, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag("vigil.local/e2e/" + filepath.Base(dir) + ":" + version)
 	if err != nil {
 		t.Fatal(err)
 	}

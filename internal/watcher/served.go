@@ -36,17 +36,14 @@ type Served struct {
 	waiting map[schema.GroupVersionKind]string
 }
 
-// expect records the kinds about to be waited for, so that readiness names
+// NewServed is the wait for kinds, each not looked up yet: readiness names
 // them before the first look at the API server.
-func (s *Served) expect(kinds []schema.GroupVersionKind) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.started = time.Now()
-	s.order = kinds
-	s.waiting = map[schema.GroupVersionKind]string{}
+func NewServed(kinds []schema.GroupVersionKind) *Served {
+	s := &Served{started: time.Now(), order: kinds, waiting: map[schema.GroupVersionKind]string{}}
 	for _, k := range kinds {
 		s.waiting[k] = "not looked up yet"
 	}
+	return s
 }
 
 // see records what was seen of a kind; served removes it.
@@ -98,16 +95,14 @@ func CustomKinds(agreed []spec.Agreed) []schema.GroupVersionKind {
 // stillWaitingEvery is how often a role still waiting for a kind says so.
 const stillWaitingEvery = 10 * time.Second
 
-// AwaitServed waits, concurrently for each kind, until the API server
-// serves kinds, recording what it sees in s. It logs when a kind is not
-// served, every stillWaitingEvery while it is not, and once it is, and
-// records the same as Events on the role's pod (sink, when not nil). It
-// fails only when ctx ends or a kind can never be served (ErrNotServable: a
-// built-in group's kind the API server does not serve).
-func AwaitServed(ctx context.Context, cfg *rest.Config, kinds []schema.GroupVersionKind, s *Served, log logr.Logger, sink podevents.Sink) error {
-	if s.waiting == nil {
-		s.expect(kinds)
-	}
+// Await waits, concurrently for each kind, until the API server serves it,
+// recording what it sees. It logs when a kind is not served, every
+// stillWaitingEvery while it is not, and once it is, and records the same
+// as Events on the role's pod (sink, when not nil). It fails only when ctx
+// ends or a kind can never be served (ErrNotServable: a built-in group's
+// kind the API server does not serve).
+func (s *Served) Await(ctx context.Context, cfg *rest.Config, log logr.Logger, sink podevents.Sink) error {
+	kinds := s.order
 	if len(kinds) == 0 {
 		return nil
 	}

@@ -183,8 +183,7 @@ func awaitServedProbed(ctx context.Context, cfg *rest.Config, agreed []spec.Agre
 	if len(kinds) == 0 {
 		return nil
 	}
-	served := &Served{}
-	served.expect(kinds)
+	served := NewServed(kinds)
 	stop := func() {}
 	if o.ProbeAddr != "" {
 		var err error
@@ -193,7 +192,7 @@ func awaitServedProbed(ctx context.Context, cfg *rest.Config, agreed []spec.Agre
 		}
 	}
 	defer stop()
-	return AwaitServed(ctx, cfg, kinds, served, o.Log, podevents.ForRole(cfg, o.Module, "watcher"))
+	return served.Await(ctx, cfg, o.Log, podevents.ForRole(cfg, o.Module, "watcher"))
 }
 
 // managerOptions are the manager's options: the shared cache, leader
@@ -312,9 +311,7 @@ func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *ru
 	if err != nil {
 		return nil, err
 	}
-	kinds := CustomKinds(agreed)
-	served := &Served{}
-	served.expect(kinds)
+	served := NewServed(CustomKinds(agreed))
 	var synced atomic.Bool
 	var failed atomic.Pointer[error]
 	fail := func(err error) {
@@ -322,7 +319,7 @@ func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *ru
 		failed.Store(&err)
 	}
 	go func() {
-		if err := AwaitServed(ctx, cfg, kinds, served, log, sink); err != nil {
+		if err := served.Await(ctx, cfg, log, sink); err != nil {
 			if ctx.Err() == nil {
 				fail(err)
 			}
