@@ -67,7 +67,7 @@ func TestNodeRunsAPodAndLeavesNothing(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "digest", Namespace: "default"},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "c", Image: ref + "@" + digest, ImagePullPolicy: corev1.PullIfNotPresent}},
+			Containers:      []corev1.Container{{Name: "c", Image: ref + "@" + digest, ImagePullPolicy: corev1.PullIfNotPresent}},
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532)},
 		},
 	}
