@@ -36,7 +36,10 @@ func TestImageRejectsBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no output", []string{phases}, "no output: expected exactly one of --push REF, --tarball FILE or --oci-layout DIR"},
+		{"no output", []string{phases}, "no output: expected exactly one of --push REF, --tarball FILE, --oci-layout DIR or --node REF"},
+		{"node and tarball", []string{phases, "--node", "vigil.local/x:1", "--tarball", filepath.Join(dir, "x.tar")}, "2 outputs (--node, --tarball): expected exactly one"},
+		{"tag with node", []string{phases, "--node", "vigil.local/x:1", "--tag", "vigil.local/x:2"}, "--tag names the image in --tarball and --oci-layout; with --node, REF is the name"},
+		{"node to a digest", []string{phases, "--node", "vigil.local/x@sha256:" + strings.Repeat("a", 64)}, "names a digest: expected a repository and tag"},
 		{"two outputs", []string{phases, "--push", "example.com/x:1", "--tarball", filepath.Join(dir, "x.tar")}, "2 outputs (--push, --tarball): expected exactly one"},
 		{"two paths", []string{phases, phases, "--oci-layout", layoutDir}, "expected at most one PATH"},
 		{"missing folder", []string{filepath.Join(dir, "nowhere"), "--oci-layout", layoutDir}, "is not a folder: expected the folder of a module's main package"},
