@@ -117,6 +117,14 @@ func (o *UpOptions) Run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	headline := fmt.Sprintf("control plane up in %s: %s", time.Since(began).Round(time.Millisecond), cp.Config.Host)
+	return serveUntilDone(ctx, out, headline, path, kubeconfig, dir, o.Ready)
+}
+
+// serveUntilDone writes the admin kubeconfig to path, says how to use it,
+// calls ready (when set) and waits for ctx to end, then removes the file:
+// the foreground of `vigil controlplane up` and `vigil node up`.
+func serveUntilDone(ctx context.Context, out io.Writer, headline, path string, kubeconfig []byte, binDir string, ready func(string)) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create kubeconfig folder: %w", err)
 	}
@@ -124,14 +132,13 @@ func (o *UpOptions) Run(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	defer os.Remove(path)
-
-	fmt.Fprintf(out, "control plane up in %s: %s\n", time.Since(began).Round(time.Millisecond), cp.Config.Host)
+	fmt.Fprintln(out, headline)
 	fmt.Fprintf(out, "kubeconfig: %s\n", path)
-	fmt.Fprintf(out, "kubectl:    %s\n", filepath.Join(dir, "kubectl"))
+	fmt.Fprintf(out, "kubectl:    %s\n", filepath.Join(binDir, "kubectl"))
 	fmt.Fprintf(out, "\nexport KUBECONFIG=%s\n\n", path)
 	fmt.Fprintln(out, "Press Ctrl-C to stop.")
-	if o.Ready != nil {
-		o.Ready(path)
+	if ready != nil {
+		ready(path)
 	}
 	<-ctx.Done()
 	return nil

@@ -114,21 +114,6 @@ func (o *NodeUpOptions) Run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("create kubeconfig folder: %w", err)
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return fmt.Errorf("write kubeconfig: %w", err)
-	}
-	defer os.Remove(path)
-	fmt.Fprintf(out, "node %s Ready in %s: %s\n", n.Name, time.Since(began).Round(time.Millisecond), n.Config.Host)
-	fmt.Fprintf(out, "kubeconfig: %s\n", path)
-	fmt.Fprintf(out, "kubectl:    %s\n", filepath.Join(cp, "kubectl"))
-	fmt.Fprintf(out, "\nexport KUBECONFIG=%s\n\n", path)
-	fmt.Fprintln(out, "Press Ctrl-C to stop.")
-	if o.Ready != nil {
-		o.Ready(path)
-	}
-	<-ctx.Done()
-	return nil
+	headline := fmt.Sprintf("node %s Ready in %s: %s", n.Name, time.Since(began).Round(time.Millisecond), n.Config.Host)
+	return serveUntilDone(ctx, out, headline, path, data, cp, o.Ready)
 }
