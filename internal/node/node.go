@@ -131,8 +131,13 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	return n, nil
 }
 
-// clearLeftovers undoes what a node that died without its reaper left.
+// clearLeftovers undoes what a node that died without its reaper left. A
+// node whose vigil still runs is not a leftover: it is refused, not torn
+// down under its owner.
 func (n *Node) clearLeftovers(ctx context.Context) error {
+	if pid, ok := liveOwner(n.layout); ok {
+		return fmt.Errorf("%w: a node already runs on this machine (vigil, pid %d, in %s): stop it (Ctrl-C, or kill %d, whose reaper undoes it) before starting another", ErrCannotRun, pid, n.layout.dir, pid)
+	}
 	script := n.layout.path("teardown.sh")
 	if _, err := os.Stat(script); err == nil {
 		fmt.Fprintf(n.opts.Progress, "vigil: a node's folder is left in %s: undoing what it changed first\n", n.layout.dir)
@@ -158,6 +163,9 @@ func (n *Node) prepare() error {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
+	}
+	if err := writeOwner(l); err != nil {
+		return err
 	}
 	if err := writeTeardown(l, n.opts.NodeDir); err != nil {
 		return err
@@ -485,6 +493,46 @@ func (n *Node) Stop() error {
 		}
 	})
 	return n.stopErr
+}
+
+// writeOwner records the process that runs the node: its PID and start
+// time, which together name it even after the PID is reused.
+func writeOwner(l layout) error {
+	start, err := processStart(os.Getpid())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(l.path("owner"), []byte(fmt.Sprintf("%d %s\n", os.Getpid(), start)), 0o644)
+}
+
+// liveOwner reports the process recorded as running the node in l, when it
+// still runs.
+func liveOwner(l layout) (pid int, alive bool) {
+	data, err := os.ReadFile(l.path("owner"))
+	if err != nil {
+		return 0, false
+	}
+	var start string
+	if _, err := fmt.Sscan(string(data), &pid, &start); err != nil {
+		return 0, false
+	}
+	now, err := processStart(pid)
+	return pid, err == nil && now == start
+}
+
+// processStart is a process's start time, in clock ticks since boot (field
+// 22 of /proc/PID/stat, read after the command's closing parenthesis).
+func processStart(pid int) (string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	fields := strings.Fields(string(data[i+1:]))
+	if i < 0 || len(fields) < 20 {
+		return "", fmt.Errorf("/proc/%d/stat: unexpected %q", pid, data)
+	}
+	return fields[19], nil
 }
 
 // freePort is a TCP port free on loopback now.

@@ -34,9 +34,10 @@ var identities = map[string]struct {
 	// kubelet is system:node:<name>, set where the name is known.
 }
 
-// pki writes the node's certificates and kubeconfigs into dir/pki and
-// returns the admin kubeconfig's path. server is the API server's URL;
-// hosts are the names and addresses its serving certificate holds.
+// writePKI writes the node's certificates and kubeconfigs into dir/pki and
+// returns each component's kubeconfig path ("admin" for the admin's).
+// server is the API server's URL; hosts are the names and addresses its
+// serving certificate holds.
 func writePKI(dir, server, nodeName string, hosts []string) (kubeconfigs map[string]string, err error) {
 	pkiDir := filepath.Join(dir, "pki")
 	if err := os.MkdirAll(pkiDir, 0o700); err != nil {

@@ -1,6 +1,9 @@
 package node
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,5 +64,34 @@ func TestTeardownRestoresWhatItFound(t *testing.T) {
 	}
 	if out, err := exec.Command("/bin/sh", moved).CombinedOutput(); err != nil {
 		t.Fatalf("teardown of a folder already gone: %v %s", err, out)
+	}
+}
+
+// A node whose vigil still runs is refused by the next start, not torn down
+// under it as a leftover; once its owner is gone, the folder is a leftover.
+func TestALiveNodeIsNotALeftover(t *testing.T) {
+	l := layout{dir: t.TempDir()}
+	if err := writeOwner(l); err != nil {
+		t.Fatal(err)
+	}
+	marker := l.path("still-here")
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{layout: l, opts: Options{Progress: io.Discard}}
+	err := n.clearLeftovers(t.Context())
+	if !errors.Is(err, ErrCannotRun) || !strings.Contains(err.Error(), "already runs") {
+		t.Fatalf("a start beside a live node: %v, want it refused as a node that already runs", err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the live node's folder was touched: %v", err)
+	}
+	// The same PID with another start time is another process: the owner
+	// is gone (its PID reused, say).
+	if err := os.WriteFile(l.path("owner"), []byte(fmt.Sprintf("%d 1\n", os.Getpid())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if pid, alive := liveOwner(l); alive {
+		t.Fatalf("owner %d with another start time counted as alive", pid)
 	}
 }
