@@ -142,3 +142,5 @@ e2e:
 	@echo "==> control plane and node binaries (built from the Go module proxy on first use, then cached)"; \
 	hack/control-plane.sh >/dev/null; \
 	VIGIL_E2E=1 go test -count=1 -v -timeout 20m ./internal/node/
+	@echo "==> the kit's module both ways, by the runner and by the node's kubelet"
+	VIGIL_E2E=1 go test -count=1 -v -timeout 20m -run 'TestTheRunnerAndANodeAgree' ./vigiltest/

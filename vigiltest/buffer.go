@@ -25,3 +25,11 @@ func (b *Buffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// set replaces what was written with b: a container's log, read again.
+func (b *Buffer) set(p []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b.Reset()
+	b.b.Write(p)
+}

@@ -29,6 +29,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/node"
 	storev1alpha1 "github.com/vigilkit/vigil/store/v1alpha1"
 )
 
@@ -54,6 +55,13 @@ type Options struct {
 	Build bool
 	// Output receives the control plane's own logs; nil discards them.
 	Output io.Writer
+	// Node runs a real node with the control plane — a kubelet, kube-proxy
+	// and containerd on this machine, as `vigil node up` does — so that
+	// ModuleOptions.OnNode runs a module's own image and pods. It needs
+	// root (the runtime's packages are installed when missing) and runs one
+	// node per machine; DisableWatchCache and APIServerFlags are not for it.
+	// Progress goes to stderr: a first start builds the node's binaries.
+	Node bool
 }
 
 // Env is a running control plane and clients for it.
@@ -69,7 +77,8 @@ type Env struct {
 	// BinDir is the folder of the binaries running, kubectl among them.
 	BinDir string
 
-	cp *controlplane.Instance
+	cp   *controlplane.Instance
+	node *node.Node
 
 	kubeconfigOnce sync.Once
 	kubeconfig     []byte
@@ -93,6 +102,9 @@ func Start(opts Options) (*Env, error) {
 		if err := storev1alpha1.AddToScheme(opts.Scheme); err != nil {
 			return nil, err
 		}
+	}
+	if opts.Node {
+		return startWithNode(opts)
 	}
 	dir, err := controlplane.FindBinaries()
 	if err != nil && opts.Build {
@@ -119,19 +131,32 @@ func Start(opts Options) (*Env, error) {
 		fmt.Fprintf(os.Stderr, "vigiltest: control plane up in %s (%s)\n", time.Since(began).Round(time.Millisecond), cp.Config.Host)
 	}
 	e := &Env{Config: cp.Config, Scheme: opts.Scheme, BinDir: dir, cp: cp}
-	if e.Client, err = client.New(cp.Config, client.Options{Scheme: opts.Scheme}); err != nil {
+	if err := e.clients(); err != nil {
 		_ = cp.Stop()
-		return nil, fmt.Errorf("vigiltest: client: %w", err)
-	}
-	if e.Clientset, err = kubernetes.NewForConfig(cp.Config); err != nil {
-		_ = cp.Stop()
-		return nil, fmt.Errorf("vigiltest: clientset: %w", err)
+		return nil, err
 	}
 	return e, nil
 }
 
-// Stop stops the control plane and removes its data.
-func (e *Env) Stop() error { return e.cp.Stop() }
+// clients makes the Env's clients over its Config.
+func (e *Env) clients() (err error) {
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme}); err != nil {
+		return fmt.Errorf("vigiltest: client: %w", err)
+	}
+	if e.Clientset, err = kubernetes.NewForConfig(e.Config); err != nil {
+		return fmt.Errorf("vigiltest: clientset: %w", err)
+	}
+	return nil
+}
+
+// Stop stops the control plane (and the node, with Options.Node) and removes
+// its data.
+func (e *Env) Stop() error {
+	if e.node != nil {
+		return e.node.Stop()
+	}
+	return e.cp.Stop()
+}
 
 // Run starts a control plane, stores it in *env, runs the package's tests and
 // stops it; it returns the exit code for os.Exit. Under `go test -short` it
@@ -163,6 +188,10 @@ func Run(m *testing.M, opts Options, env **Env) int {
 // kubectl. The user is made once per control plane: safe from parallel tests.
 func (e *Env) KubeConfig() ([]byte, error) {
 	e.kubeconfigOnce.Do(func() {
+		if e.node != nil {
+			e.kubeconfig, e.kubeconfigErr = os.ReadFile(e.node.Kubeconfig)
+			return
+		}
 		e.kubeconfig, e.kubeconfigErr = e.cp.KubeConfig("vigiltest-admin", "system:masters")
 	})
 	return e.kubeconfig, e.kubeconfigErr

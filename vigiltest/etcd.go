@@ -15,6 +15,9 @@ import (
 // (Options.DisableWatchCache), since the cache would otherwise replay the
 // events from its own history.
 func (e *Env) CompactEtcd(ctx context.Context) (int64, error) {
+	if e.node != nil {
+		return 0, fmt.Errorf("CompactEtcd: the Env runs a node (Options.Node), whose etcd is the node's own: compact in an Env without Node")
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{e.cp.EtcdURL().String()},
 		DialTimeout: 5 * time.Second,

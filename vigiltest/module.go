@@ -38,6 +38,14 @@ type ModuleOptions struct {
 	// them would: for a module that reads its namespace from the
 	// environment, say.
 	Env []string
+	// OnNode runs the module's real pods on the Env's node (Options.Node):
+	// its image is built from Dir as `vigil image` builds it and loaded into
+	// the node's runtime, the manifests name it by digest, and the kubelet
+	// runs each role's pods, its gate phases as init containers. The same
+	// calls drive it: StartPhase, RunGates and StartAdmission scale the
+	// admission Deployment up and follow its first pod's containers through
+	// the API; StartWatcher, the watcher's. Binary is not for it.
+	OnNode bool
 }
 
 // Module is a module installed from its own manifests into the test's API
@@ -57,6 +65,8 @@ type Module struct {
 	opts      ModuleOptions
 	admission *Pod
 	pods      []*Pod
+	// node is set for a module a node runs (ModuleOptions.OnNode).
+	node *onNode
 }
 
 // GateRun is one gate phase, run as its init container.
@@ -75,15 +85,23 @@ type GateRun struct {
 // InstallModule builds the module (unless ModuleOptions.Binary names it),
 // renders its manifests, checks their pod specs (CheckPodSpec), and applies
 // them. Nothing runs yet: see RunPhase, RunGates, StartAdmission and
-// StartWatcher.
+// StartWatcher. With ModuleOptions.OnNode it builds the module's image
+// instead, and a node runs its pods.
 func (e *Env) InstallModule(t testing.TB, opts ModuleOptions) *Module {
 	t.Helper()
-	bin := opts.Binary
-	if bin == "" {
-		dir := opts.Dir
-		if dir == "" {
-			dir = "."
-		}
+	dir := opts.Dir
+	if dir == "" {
+		dir = "."
+	}
+	bin, image := opts.Binary, ""
+	switch {
+	case opts.OnNode && e.node == nil:
+		t.Fatal("vigiltest: ModuleOptions.OnNode runs the module's pods on a node: start the Env with Options.Node")
+	case opts.OnNode && bin != "":
+		t.Fatal("vigiltest: ModuleOptions.OnNode builds the module's image from Dir: leave Binary empty")
+	case opts.OnNode:
+		image, bin = e.moduleImage(t, dir)
+	case bin == "":
 		bin = BuildModule(t, dir)
 	}
 	var plan struct {
@@ -101,12 +119,15 @@ func (e *Env) InstallModule(t testing.TB, opts ModuleOptions) *Module {
 	}
 	m := opts.Manifests
 	if m == nil {
-		image := "vigiltest.invalid/" + plan.Name + ":test"
-		cmd = exec.Command(bin, "manifests", "--image", image)
+		ref := image
+		if ref == "" {
+			ref = "vigiltest.invalid/" + plan.Name + ":test"
+		}
+		cmd = exec.Command(bin, "manifests", "--image", ref)
 		cmd.Env = append(os.Environ(), opts.Env...)
 		rendered, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("%s manifests --image %s: %v", bin, image, stderrOf(err))
+			t.Fatalf("%s manifests --image %s: %v", bin, ref, stderrOf(err))
 		}
 		if m, err = DecodeManifests(rendered); err != nil {
 			t.Fatal(err)
@@ -120,7 +141,19 @@ func (e *Env) InstallModule(t testing.TB, opts ModuleOptions) *Module {
 		checkPodSpec(t, "Deployment "+d.Name, d.Spec.Template.Spec)
 	}
 	mod := &Module{Name: plan.Name, Namespace: plan.Namespace, Binary: bin, Manifests: m, t: t, env: e, opts: opts}
-	created, err := e.Apply(t.Context(), m)
+	apply := m
+	if e.node != nil {
+		// On a node's control plane the kubelet would run every Deployment
+		// at once; for the runner too, nothing runs before the test says.
+		on := &onNode{image: image, replicas: map[string]int32{}, started: map[string]*Pod{}}
+		if apply, err = forNode(m, on, opts); err != nil {
+			t.Fatal(err)
+		}
+		if opts.OnNode {
+			mod.node = on
+		}
+	}
+	created, err := e.Apply(t.Context(), apply)
 	t.Cleanup(func() { mod.uninstall(created) })
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +172,9 @@ func stderrOf(err error) error {
 // configurations first, so that no later test meets them.
 func (m *Module) uninstall(created []*unstructured.Unstructured) {
 	for _, p := range m.pods {
-		p.Stop()
+		if p.deployment == "" {
+			p.Stop()
+		}
 	}
 	ctx := context.Background()
 	api := m.env.Clientset.AdmissionregistrationV1()
@@ -153,11 +188,18 @@ func (m *Module) uninstall(created []*unstructured.Unstructured) {
 			m.t.Logf("uninstall %s %s: %v", created[i].GetKind(), created[i].GetName(), err)
 		}
 	}
+	if m.env.node != nil {
+		ds, _ := m.Manifests.Deployments()
+		m.waitGone(ds)
+	}
 }
 
 // pod prepares a pod of the role's Deployment.
 func (m *Module) pod(component string) *Pod {
 	m.t.Helper()
+	if m.node != nil {
+		return m.nodePod(component)
+	}
 	d, err := m.Manifests.Deployment(component)
 	if err != nil {
 		m.t.Fatal(err)
@@ -206,11 +248,18 @@ func (m *Module) Phases() int {
 // StartPhase starts the next gate phase, which must be phase n (phases run
 // in order, as init containers do), and returns its process, running: for a
 // test that creates what the phase waits for. Wait for it with WaitOK.
+//
+// On a node the kubelet starts the phase when the one before has exited 0;
+// the Process follows its container in the first admission pod.
 func (m *Module) StartPhase(n int) *Process {
 	m.t.Helper()
 	p := m.admissionPod()
 	if p.Inited() != n {
 		m.t.Fatalf("phase %d: phases run in order, and the next one is %d (of %d)", n, p.Inited(), p.InitContainers())
+	}
+	if m.node != nil {
+		p.init++
+		return p.follow(p.spec.InitContainers[n].Name)
 	}
 	return p.StartInit()
 }
@@ -244,6 +293,9 @@ func (m *Module) Handoff() map[string]string { return m.handoff(m.admissionPod()
 
 // handoff reads the files in the pod's handoff folder.
 func (m *Module) handoff(p *Pod) map[string]string {
+	if m.node != nil {
+		return m.nodeHandoff(p)
+	}
 	out := map[string]string{}
 	for _, c := range p.spec.InitContainers {
 		for _, e := range c.Env {
@@ -267,16 +319,26 @@ func (m *Module) handoff(p *Pod) map[string]string {
 // container (with --shutdown-delay 0s), and waits until its webhooks are
 // registered and enforced — Ignore, then the canary, then the failure
 // policy, as in production — within timeout. It returns the pod, running.
+//
+// On a node it waits for every admission replica to be Ready too, and the
+// pod's Ports are its pod IP's.
 func (m *Module) StartAdmission(timeout time.Duration) *Pod {
 	m.t.Helper()
 	p := m.admissionPod()
-	if m.opts.Args == nil || m.opts.Args["admission"] == nil {
-		p.opts.Args = map[string][]string{"admission": {"--shutdown-delay", "0s"}}
-		for k, v := range m.opts.Args {
-			p.opts.Args[k] = v
+	var main *Process
+	if m.node != nil {
+		m.RunGates(timeout)
+		main = p.follow("admission")
+		m.waitRolledOut("admission", p, timeout)
+	} else {
+		if m.opts.Args == nil || m.opts.Args["admission"] == nil {
+			p.opts.Args = map[string][]string{"admission": {"--shutdown-delay", "0s"}}
+			for k, v := range m.opts.Args {
+				p.opts.Args[k] = v
+			}
 		}
+		main = p.Start(timeout)[0]
 	}
-	procs := p.Start(timeout)
 	deadline := time.Now().Add(timeout)
 	for {
 		state, err := m.registered()
@@ -284,12 +346,12 @@ func (m *Module) StartAdmission(timeout time.Duration) *Pod {
 			return p
 		}
 		select {
-		case <-procs[0].Exited():
-			m.t.Fatalf("the admission container exited %d before its webhooks were enforced:\n%s", procs[0].ExitCode(), procs[0].Output)
+		case <-main.Exited():
+			m.t.Fatalf("the admission container exited %d before its webhooks were enforced:\n%s", main.ExitCode(), main.Output)
 		default:
 		}
 		if time.Now().After(deadline) {
-			m.t.Fatalf("the admission webhooks of %s were not enforced within %s (registration state %q, %v):\n%s", m.Name, timeout, state, err, procs[0].Output)
+			m.t.Fatalf("the admission webhooks of %s were not enforced within %s (registration state %q, %v):\n%s", m.Name, timeout, state, err, main.Output)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -298,6 +360,9 @@ func (m *Module) StartAdmission(timeout time.Duration) *Pod {
 // Output is what the module's processes running the named container
 // ("admission", "watcher", "gate-phase-0", ...) have written so far.
 func (m *Module) Output(container string) string {
+	if m.node != nil {
+		return m.nodeOutput(container)
+	}
 	var b strings.Builder
 	for _, p := range m.pods {
 		for _, proc := range p.procs {
@@ -336,10 +401,16 @@ func (m *Module) registered() (string, error) {
 }
 
 // StartWatcher starts the watcher container, and waits until it reports
-// ready on its probe port within timeout.
+// ready on its probe port within timeout (on a node: until every watcher
+// replica is Ready, which its readiness probe on /readyz decides).
 func (m *Module) StartWatcher(timeout time.Duration) *Pod {
 	m.t.Helper()
 	p := m.pod("watcher")
+	if m.node != nil {
+		p.follow("watcher")
+		m.waitRolledOut("watcher", p, timeout)
+		return p
+	}
 	procs := p.Start(timeout)
 	addr := p.Ports["probes"]
 	if addr == "" {

@@ -85,6 +85,9 @@ type Pod struct {
 	// mounted: the volumes are in place (before the first container).
 	mounted bool
 	procs   []*Process
+	// deployment, for a pod a node runs (ModuleOptions.OnNode): its
+	// Deployment, which Stop scales to 0.
+	deployment string
 }
 
 // NewPod prepares a pod of the spec in namespace: its token and its ports.
@@ -153,6 +156,7 @@ func (p *Pod) Inited() int { return p.init }
 // the containers, must not start before it exits 0.
 func (p *Pod) StartInit() *Process {
 	p.t.Helper()
+	p.notOnNode()
 	if p.init >= len(p.spec.InitContainers) {
 		p.t.Fatalf("pod %s: all %d init containers ran", p.Name, len(p.spec.InitContainers))
 	}
@@ -187,6 +191,7 @@ func (p *Pod) RunInits(timeout time.Duration) []*Process {
 // and returns their processes, running.
 func (p *Pod) Start(initTimeout time.Duration) []*Process {
 	p.t.Helper()
+	p.notOnNode()
 	p.RunInits(initTimeout)
 	var out []*Process
 	for _, c := range p.spec.Containers {
@@ -198,8 +203,13 @@ func (p *Pod) Start(initTimeout time.Duration) []*Process {
 // Stop sends SIGTERM to the pod's running processes, as the kubelet does,
 // and waits up to the pod's grace period (30s when unset) for each; it
 // returns their exit codes by container.
+//
+// A pod a node runs is stopped by scaling its Deployment to 0.
 func (p *Pod) Stop() map[string]int {
 	p.t.Helper()
+	if p.deployment != "" {
+		return p.stopOnNode()
+	}
 	for _, proc := range p.procs {
 		select {
 		case <-proc.Exited():
@@ -212,6 +222,15 @@ func (p *Pod) Stop() map[string]int {
 		out[proc.container] = p.stop(proc)
 	}
 	return out
+}
+
+// notOnNode fails the test for a pod a node runs: its containers are the
+// kubelet's to start.
+func (p *Pod) notOnNode() {
+	p.t.Helper()
+	if p.deployment != "" {
+		p.t.Fatalf("pod %s runs on a node, whose kubelet starts its containers: use the Module's StartPhase, RunGates, StartAdmission and StartWatcher", p.Name)
+	}
 }
 
 // run starts container c as a process.

@@ -16,6 +16,10 @@ import (
 // Process is a command a test runs as the kubelet runs a container — a module
 // binary in one of its roles, say: its output kept, its exit awaited. It is
 // killed when the test ends, and its output logged if the test failed.
+//
+// For a module on a node (ModuleOptions.OnNode) a Process stands for a
+// container the kubelet runs: Cmd is nil, Output is the container's log read
+// through the API, and it exits when the container first terminates.
 type Process struct {
 	Cmd *exec.Cmd
 	// Output holds its stdout and stderr, interleaved.
@@ -25,6 +29,9 @@ type Process struct {
 	err    error
 	// container names the pod's container the process runs, for Pod.
 	container string
+	// desc names a container a node runs, and code is its exit code.
+	desc string
+	code int
 }
 
 // StartProcess starts name with args, its environment the test's plus env
@@ -60,10 +67,20 @@ func startProcess(t testing.TB, env []string, name string, args ...string) *Proc
 	return p
 }
 
-func (p *Process) String() string { return strings.Join(p.Cmd.Args, " ") }
+func (p *Process) String() string {
+	if p.Cmd == nil {
+		return p.desc
+	}
+	return strings.Join(p.Cmd.Args, " ")
+}
 
-// Pid is the process's ID.
-func (p *Process) Pid() int { return p.Cmd.Process.Pid }
+// Pid is the process's ID; 0 for a container a node runs.
+func (p *Process) Pid() int {
+	if p.Cmd == nil {
+		return 0
+	}
+	return p.Cmd.Process.Pid
+}
 
 // Exited is closed once the process has exited.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
@@ -72,6 +89,9 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 // ended it.
 func (p *Process) ExitCode() int {
 	<-p.exited
+	if p.Cmd == nil {
+		return p.code
+	}
 	var ee *exec.ExitError
 	if p.err != nil && !errors.As(p.err, &ee) {
 		return -1
@@ -127,6 +147,9 @@ func (p *Process) WaitOutput(t testing.TB, want string, d time.Duration) {
 // test fails when the process has not exited within d.
 func (p *Process) Stop(t testing.TB, d time.Duration) int {
 	t.Helper()
+	if p.Cmd == nil {
+		t.Fatalf("%s: the kubelet runs it; stop its pod with Pod.Stop", p)
+	}
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	return p.Wait(t, d)
 }

@@ -64,7 +64,7 @@ var layers = map[string]struct {
 	"store":          {public, []string{"store/v1alpha1", "internal/warming"}},
 	"store/v1alpha1": {public, nil},
 	"provenance":     {public, nil},
-	"vigiltest":      {public, []string{"store/v1alpha1", "internal/certs", "internal/controlplane", "internal/podrun", "internal/spec"}},
+	"vigiltest":      {public, []string{"store/v1alpha1", "internal/certs", "internal/controlplane", "internal/image", "internal/node", "internal/podrun", "internal/spec"}},
 
 	// Declarations, and what they resolve to.
 	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme", "internal/progress", "provenance"}},

@@ -1,6 +1,8 @@
 package image
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -15,6 +18,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -197,4 +201,31 @@ func WriteTarball(res *Result, file string, tag *name.Tag) (err error) {
 		return fmt.Errorf("--tarball %s: %w", file, err)
 	}
 	return nil
+}
+
+// ExtractBinary writes the module binary of the build's first platform
+// image (the one at BinaryPath) to out, executable: the binary that
+// renders the manifests naming the image, as the image would run it.
+func ExtractBinary(res *Result, out string) error {
+	if len(res.Images) == 0 {
+		return errors.New("the build holds no image")
+	}
+	rc := mutate.Extract(res.Images[0].Image)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	want := strings.TrimPrefix(BinaryPath, "/")
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return fmt.Errorf("%s in the image: %w", BinaryPath, err)
+		}
+		if strings.TrimPrefix(h.Name, "./") != want {
+			continue
+		}
+		var b bytes.Buffer
+		if _, err := io.Copy(&b, tr); err != nil {
+			return err
+		}
+		return os.WriteFile(out, b.Bytes(), 0o755)
+	}
 }

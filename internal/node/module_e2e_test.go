@@ -1,7 +1,6 @@
 package node
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -339,31 +337,10 @@ func moduleImage(t *testing.T, n *Node, dir, version string) (ref, binary string
 		t.Fatal(err)
 	}
 	binary = filepath.Join(tmp, "module")
-	if err := extract(res.Images[0].Image, strings.TrimPrefix(image.BinaryPath, "/"), binary); err != nil {
+	if err := image.ExtractBinary(res, binary); err != nil {
 		t.Fatal(err)
 	}
 	return tag.Name() + "@" + res.Digest.String(), binary
-}
-
-// extract writes the file at path in img's filesystem to out, executable.
-func extract(img v1.Image, path, out string) error {
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			return fmt.Errorf("%s in the image: %w", path, err)
-		}
-		if strings.TrimPrefix(h.Name, "./") != path {
-			continue
-		}
-		var b bytes.Buffer
-		if _, err := io.Copy(&b, tr); err != nil {
-			return err
-		}
-		return os.WriteFile(out, b.Bytes(), 0o755)
-	}
 }
 
 // kubectl runs the control plane's kubectl against the node, stdin given.

@@ -581,3 +581,9 @@ func prefixed(w io.Writer, name string) io.Writer {
 	}()
 	return pw
 }
+
+// EmptyDir is where the kubelet keeps a pod's emptyDir volume on this
+// machine: what a test reads a pod's files from.
+func (n *Node) EmptyDir(podUID, volume string) string {
+	return n.layout.path("kubelet", "root", "pods", podUID, "volumes", "kubernetes.io~empty-dir", volume)
+}
