@@ -235,6 +235,9 @@ func (m *Module) waitRolledOut(component string, p *Pod, timeout time.Duration) 
 	}
 	ctx := m.t.Context()
 	waitFor(m.t, timeout, "every replica of "+d.Name+" to be ready", func() error {
+		if err := m.env.node.Check(ctx); err != nil {
+			m.t.Fatalf("waiting for %s: %v", d.Name, err)
+		}
 		have, err := m.env.Clientset.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
 		if err != nil {
 			return err

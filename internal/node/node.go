@@ -72,6 +72,7 @@ type Node struct {
 // component is one process of the node.
 type component struct {
 	name string
+	pid  int
 	done chan struct{}
 	err  error
 }
@@ -358,9 +359,13 @@ func (n *Node) ready(ctx context.Context, cs kubernetes.Interface) error {
 	return fmt.Errorf("node %s: no Ready condition yet", n.Name)
 }
 
-// Check is nil while the node is Ready, and otherwise says why it is not,
-// with the kubelet's last lines.
+// Check is nil while every component runs and the node is Ready, and
+// otherwise says why not: the component that exited, with its last lines,
+// or the node's condition, with the kubelet's.
 func (n *Node) Check(ctx context.Context) error {
+	if c := n.exited(); c != nil {
+		return fmt.Errorf("the node's %s exited (%v); its last lines:\n%s", c.name, c.err, n.tail(c.name, 20))
+	}
 	cs, err := kubernetes.NewForConfig(n.Config)
 	if err != nil {
 		return err
@@ -399,7 +404,7 @@ func (n *Node) run(name, path string, args ...string) error {
 		_ = cmd.Process.Kill()
 		return err
 	}
-	c := &component{name: name, done: make(chan struct{})}
+	c := &component{name: name, pid: cmd.Process.Pid, done: make(chan struct{})}
 	go func() { c.err = cmd.Wait(); f.Close(); close(c.done) }()
 	n.mu.Lock()
 	n.procs = append(n.procs, c)
@@ -428,6 +433,18 @@ func (n *Node) waitFor(ctx context.Context, what string, within time.Duration, c
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// component is the running node's component of that name, or nil.
+func (n *Node) component(name string) *component {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, c := range n.procs {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
 }
 
 // exited is the first component that has exited, or nil.

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -102,6 +103,21 @@ func TestNodeRunsAPodAndLeavesNothing(t *testing.T) {
 	waitUntil(t, 30*time.Second, "the kubernetes Service's ClusterIP from the pod's network", func() error {
 		return dialFromPod(t, n, got, kubernetesServiceIP+":443")
 	})
+
+	// The kubelet dies mid-test: the next Check says so, with its last
+	// lines, and Stop still leaves nothing behind, the pod's container
+	// included.
+	kubelet := n.component("kubelet")
+	if err := syscall.Kill(kubelet.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-kubelet.done
+	err = n.Check(ctx)
+	if err == nil || !strings.Contains(err.Error(), "the node's kubelet exited") || !strings.Contains(err.Error(), "last lines:\n") ||
+		len(strings.Split(err.Error(), "\n")) < 5 {
+		t.Errorf("Check after the kubelet was killed: %v; want the kubelet named with its last lines", err)
+	}
+	t.Logf("Check after the kubelet was killed: %.300s…", err)
 
 	if err := n.Stop(); err != nil {
 		t.Fatal(err)
