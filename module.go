@@ -23,6 +23,9 @@ type Options struct {
 	FailurePolicy admission.FailurePolicy
 	// Version of the module, as semantic version: during a rollout, a newer
 	// version's registration wins; older replicas allow what they do not serve.
+	// When empty, the version `vigil image` stamped into the binary (its
+	// --version, or git describe's, when either is a semantic version);
+	// 0.0.0 for a binary built otherwise.
 	Version string
 	// WebhookTimeout is the webhooks' timeoutSeconds; 10s when zero. Bindings
 	// are given two seconds less, so the API server always hears the failure

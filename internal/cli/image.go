@@ -32,7 +32,9 @@ without Docker or any daemon.
 Each platform's image is one layer on an empty base: the module compiled with
 CGO_ENABLED=0 -trimpath at ` + image.BinaryPath + `, its entrypoint, run as user ` + image.User + `,
 with /etc/passwd and /etc/group. The OCI labels source, revision and version come
-from git (--source, --revision, --version override them). Every file time and
+from git (--source, --revision, --version override them); a version that is a
+semantic version (1.2.0, v1.2.0-rc.1) is also stamped into the binary, and is
+the module's version when its Options name none. Every file time and
 the created time are SOURCE_DATE_EPOCH (or 1970): the same source and Go
 toolchain give the same digest. Each platform image gets an SBOM (SPDX JSON of
 the Go modules in the binary's build info) attached as an OCI 1.1 referrer.
@@ -79,7 +81,7 @@ Progress goes to stderr, the reference to stdout.`,
 	f.StringSliceVar(&o.Platforms, "platform", nil, "platforms to build, as in linux/amd64 (default linux/amd64,linux/arm64)")
 	f.StringVar(&o.Source, "source", "", "label org.opencontainers.image.source (default: git remote origin, as https)")
 	f.StringVar(&o.Revision, "revision", "", "label org.opencontainers.image.revision (default: git HEAD)")
-	f.StringVar(&o.Version, "version", "", "label org.opencontainers.image.version (default: git describe --tags --always)")
+	f.StringVar(&o.Version, "version", "", "label org.opencontainers.image.version, and the module's version when a semantic version and its Options name none (default: git describe --tags --always)")
 	return cmd
 }
 

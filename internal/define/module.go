@@ -52,9 +52,17 @@ type Lister struct {
 	Site   string
 }
 
+// imageVersion is the version `vigil image` stamps into the binary it
+// builds (see internal/image.VersionVariable): the module's Version when
+// its Options name none.
+var imageVersion string
+
 // New starts a module's definition, checking its options; mistakes are
 // recorded at site, NewModule's call.
 func New(site string, name, namespace string, s *runtime.Scheme, policy admission.FailurePolicy, timeout time.Duration, version string) *Module {
+	if version == "" {
+		version = imageVersion
+	}
 	m := &Module{Name: name, Namespace: namespace, Scheme: s, Policy: policy, Timeout: timeout, Version: version}
 	switch m.Policy {
 	case "":

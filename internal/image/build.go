@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 )
 
 // BinaryPath is where the module binary sits in the image: the entrypoint.
@@ -176,7 +177,7 @@ func buildPlatform(ctx context.Context, o Options, pkg, tmp string, p v1.Platfor
 	started := time.Now()
 	fmt.Fprintf(o.Log, "compile %s for %s\n", pkg, p)
 	bin := filepath.Join(tmp, "module-"+p.OS+"-"+p.Architecture+p.Variant)
-	if err := compile(ctx, o, p, bin); err != nil {
+	if err := compile(ctx, o, p, bin, labels[LabelVersion]); err != nil {
 		return PlatformImage{}, err
 	}
 	data, err := os.ReadFile(bin)
@@ -273,9 +274,20 @@ func checkProject(ctx context.Context, o Options) (string, error) {
 	return pkg.ImportPath, nil
 }
 
-// compile builds the main package in o.Dir for p, reproducibly.
-func compile(ctx context.Context, o Options, p v1.Platform, out string) error {
-	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, ".")
+// VersionVariable is the variable a build stamps with the image's version,
+// when that is a semantic version (1.2.0, v1.2.0-rc.1): a module whose
+// Options name no Version takes it, so the image's version is the one its
+// registration and rollouts compare.
+const VersionVariable = "github.com/vigilkit/vigil/internal/define.imageVersion"
+
+// compile builds the main package in o.Dir for p, reproducibly, stamped
+// with version when it is a semantic version.
+func compile(ctx context.Context, o Options, p v1.Platform, out, version string) error {
+	ldflags := "-s -w -buildid="
+	if _, err := utilversion.ParseSemantic(version); err == nil && !strings.ContainsAny(version, " '\"") {
+		ldflags += " -X " + VersionVariable + "=" + version
+	}
+	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-buildvcs=false", "-ldflags="+ldflags, "-o", out, ".")
 	cmd.Dir = o.Dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture)
 	if p.Architecture == "arm" && p.Variant != "" {

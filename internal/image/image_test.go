@@ -154,6 +154,11 @@ func TestBuildIsReproducibleAndRuns(t *testing.T) {
 		if !strings.Contains(string(out), "image: "+ref+"\n") {
 			t.Errorf("manifests --image %s: no container runs that image:\n%s", ref, out)
 		}
+		// The module names no Version: the image's, stamped at build, is
+		// the one its objects carry (and its registration compares).
+		if !strings.Contains(string(out), "app.kubernetes.io/version: "+opts.Version+"\n") {
+			t.Errorf("manifests of an image built with version %s: no object is labelled app.kubernetes.io/version: %s", opts.Version, opts.Version)
+		}
 	})
 
 	t.Run("oci layout", func(t *testing.T) {

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +46,7 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 		t.Fatal(err)
 	}
 	example := filepath.Join("..", "..", "examples", "clusterconfig")
-	ref, binary := moduleImage(t, n, example, "1")
+	ref, binary := moduleImage(t, n, example, "1.0.0")
 
 	// The platform creates the defaults Secret before the module, which
 	// mounts it.
@@ -148,9 +149,13 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 	watcherRestarts := restarts(t, cs, ns, "watcher")
 	t.Logf("gate-phase-1 of pod %s killed while it waited; restarts in all: %d", killed, restartsAll)
 
-	// A rolling upgrade to a new image while Pods are created without
-	// pause: none is rejected, none goes in unlabelled.
-	ref2, _ := moduleImage(t, n, example, "2")
+	// A rolling upgrade from version 1.0.0 to 2.0.0 while Pods are created
+	// without pause: none is rejected, none goes in unlabelled, and 2.0.0
+	// takes the registration over.
+	if v := registeredVersion(t, cs); v != "1.0.0" {
+		t.Fatalf("the webhooks were registered by version %q, want 1.0.0 (the image's, stamped at build)", v)
+	}
+	ref2, _ := moduleImage(t, n, example, "2.0.0")
 	manifests2, err := exec.CommandContext(ctx, binary, "manifests", "--image", ref2).Output()
 	if err != nil {
 		t.Fatalf("clusterconfig manifests --image %s: %v", ref2, stderr(err))
@@ -165,6 +170,12 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < ptr.Deref(d.Spec.Replicas, 1) ||
 			d.Status.ReadyReplicas < ptr.Deref(d.Spec.Replicas, 1) || d.Status.Replicas != ptr.Deref(d.Spec.Replicas, 1) {
 			return fmt.Errorf("rollout: %d updated, %d ready, %d in all; pods: %s", d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.Replicas, podStates(ctx, cs, ns))
+		}
+		return nil
+	})
+	waitUntil(t, 60*time.Second, "version 2.0.0 to register the webhooks", func() error {
+		if v := registeredVersion(t, cs); v != "2.0.0" {
+			return fmt.Errorf("registered by version %q", v)
 		}
 		return nil
 	})
@@ -313,8 +324,24 @@ func leftAfterUninstall(t *testing.T, n *Node, manifests []byte) []string {
 	return left
 }
 
+// registeredVersion is the module version the mutating webhook
+// configuration's registration record names.
+func registeredVersion(t *testing.T, cs kubernetes.Interface) string {
+	t.Helper()
+	c, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(t.Context(), "uds-core", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Version string `json:"version"`
+	}
+	_ = json.Unmarshal([]byte(c.Annotations["vigil.dev/registration"]), &rec)
+	return rec.Version
+}
+
 // moduleImage builds the module in dir for this machine's platform, with
-// version as its OCI version label (another version, another digest), loads
+// version as its OCI version label and the module's version (stamped into
+// the binary; the example's Options name none), loads
 // it into the node as vigil image --node does, and returns its reference
 // (REPO:TAG@sha256:…) and the module binary taken from the image, which
 // renders the manifests.
