@@ -245,7 +245,7 @@ func (m *Module) waitRolledOut(component string, p *Pod, timeout time.Duration) 
 		want := m.node.replicas[component]
 		if have.Status.ReadyReplicas < want || have.Status.UpdatedReplicas < want {
 			pods, _ := m.podsOf(ctx, d)
-			return fmt.Errorf("%d of %d ready; %s\n%s", have.Status.ReadyReplicas, want, podStates(pods), m.Output(component))
+			return fmt.Errorf("%d of %d ready; %s\n%s", have.Status.ReadyReplicas, want, node.PodStates(pods), m.Output(component))
 		}
 		return nil
 	})
@@ -422,35 +422,12 @@ func (m *Module) waitGone(ds []*appsv1.Deployment) {
 				break
 			}
 			if time.Now().After(deadline) {
-				m.t.Errorf("uninstall: pods of %s still there after 2m: %s (%v)", d.Name, podStates(pods), err)
+				m.t.Errorf("uninstall: pods of %s still there after 2m: %s (%v)", d.Name, node.PodStates(pods), err)
 				return
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-}
-
-// podStates says, for an error, where each pod is.
-func podStates(pods []corev1.Pod) string {
-	var out []string
-	for _, p := range pods {
-		s := p.Name + " " + string(p.Status.Phase)
-		for _, c := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-			switch {
-			case c.State.Waiting != nil:
-				s += fmt.Sprintf(" %s:waiting(%s %s)", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message)
-			case c.State.Running != nil:
-				s += fmt.Sprintf(" %s:running(ready=%t, restarts=%d)", c.Name, c.Ready, c.RestartCount)
-			case c.State.Terminated != nil:
-				s += fmt.Sprintf(" %s:exited(%d)", c.Name, c.State.Terminated.ExitCode)
-			}
-		}
-		out = append(out, s)
-	}
-	if len(out) == 0 {
-		return "no pods"
-	}
-	return "pods: " + strings.Join(out, "; ")
 }
 
 // waitFor polls check until it passes, and fails the test when within

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,15 +26,16 @@ import (
 )
 
 // The seed's scenario on a real node, from the clusterconfig module's own
-// image and manifests: installed before its CRDs exist, the CRDs applied
+// image and chart (installed, upgraded and uninstalled with the Helm SDK): installed before its CRDs exist, the CRDs applied
 // late and the ClusterConfig later still, a gate container killed while it
 // waits. The kubelet runs the three gate phases in order as init
 // containers (the killed one again, from the start), the admission replicas
 // become Ready and register, the watcher (which has no gates) waits for its
 // kinds without a restart, and the API server calls the webhook on the
 // pods: a Pod is labelled, a privileged Pod denied, then admitted under an
-// Exemption. A rolling upgrade to a new image rejects no create and leaves
-// none unlabelled; unregister and delete leave nothing behind.
+// Exemption. A rolling upgrade from 1.0.0 to 2.0.0 rejects no create and
+// leaves none unlabelled; the uninstall (its pre-delete hook unregisters)
+// leaves nothing behind but what the chart keeps.
 func TestClusterConfigModuleOnANode(t *testing.T) {
 	began := time.Now()
 	n := startNode(t)
@@ -62,12 +62,8 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 		Data: map[string][]byte{"defaults.yaml": defaults}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	manifests, err := exec.CommandContext(ctx, binary, "manifests", "--image", ref).Output()
-	if err != nil {
-		t.Fatalf("clusterconfig manifests --image %s: %v", ref, stderr(err))
-	}
 	installed := time.Now()
-	kubectl(t, n, manifests, "apply", "-f", "-")
+	rel := installChart(t, n, binary, ref, "uds-core", ns)
 
 	// Before its CRDs: the gate of phase 0 waits, the watcher waits and is
 	// not restarted.
@@ -155,13 +151,9 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 	if v := registeredVersion(t, cs); v != "1.0.0" {
 		t.Fatalf("the webhooks were registered by version %q, want 1.0.0 (the image's, stamped at build)", v)
 	}
-	ref2, _ := moduleImage(t, n, example, "2.0.0")
-	manifests2, err := exec.CommandContext(ctx, binary, "manifests", "--image", ref2).Output()
-	if err != nil {
-		t.Fatalf("clusterconfig manifests --image %s: %v", ref2, stderr(err))
-	}
+	ref2, binary2 := moduleImage(t, n, example, "2.0.0")
 	flow := createPods(ctx, cs, apps)
-	kubectl(t, n, manifests2, "apply", "-f", "-")
+	rel.upgrade(binary2, ref2)
 	waitUntil(t, 3*time.Minute, "the upgrade to roll out", func() error {
 		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "uds-core", metav1.GetOptions{})
 		if err != nil {
@@ -191,12 +183,17 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 		t.Error("no Pod was created during the upgrade: the test checked nothing")
 	}
 
-	// Uninstall: unregister, then delete what the manifests created.
-	if out, err := exec.CommandContext(ctx, binary, "unregister", "--kubeconfig", n.Kubeconfig).CombinedOutput(); err != nil {
-		t.Fatalf("clusterconfig unregister: %v\n%s", err, out)
-	}
-	kubectl(t, n, manifests2, "delete", "--wait=true", "--timeout=120s", "-f", "-")
-	left := leftAfterUninstall(t, n, manifests2)
+	// Uninstall with Helm: the chart's pre-delete hook, a Job of the
+	// module's image on the node, unregisters the webhooks first.
+	rel.uninstall()
+	left := leftAfterUninstall(t, n, rel.owned())
+	waitUntil(t, 90*time.Second, "the module's pods and its hook's to go", func() error {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err == nil && len(pods.Items) > 0 {
+			return fmt.Errorf("%s", podStates(ctx, cs, ns))
+		}
+		return err
+	})
 	fmt.Printf("e2e: node_ready_s=%.1f phases_in_order=%t admission_ready_s=%.1f denied=%d exempted=%d restarts=%d upgrade_rejected=%d uninstall_left=%d upgrade_creates=%d upgrade_unmutated=%d watcher_restarts=%d\n",
 		nodeReady.Seconds(), inOrder, admissionReady.Seconds(), denied, exempted, restartsAll, len(rejected), len(left), created, len(unlabelled), watcherRestarts)
 	if !inOrder {
@@ -447,22 +444,7 @@ func podStates(ctx context.Context, cs kubernetes.Interface, ns string) string {
 	if err != nil {
 		return err.Error()
 	}
-	var out []string
-	for _, p := range pods.Items {
-		s := p.Name + " " + string(p.Status.Phase)
-		for _, c := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-			switch {
-			case c.State.Waiting != nil:
-				s += fmt.Sprintf(" %s:waiting(%s)", c.Name, c.State.Waiting.Reason)
-			case c.State.Running != nil:
-				s += fmt.Sprintf(" %s:running(ready=%t)", c.Name, c.Ready)
-			case c.State.Terminated != nil:
-				s += fmt.Sprintf(" %s:exited(%d)", c.Name, c.State.Terminated.ExitCode)
-			}
-		}
-		out = append(out, s)
-	}
-	return strings.Join(out, "; ")
+	return PodStates(pods.Items)
 }
 
 // testPod is a Pod of the pause image, privileged or not.
@@ -472,12 +454,4 @@ func testPod(name string, privileged bool) *corev1.Pod {
 		c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
 	}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
-}
-
-func stderr(err error) error {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return fmt.Errorf("%w: %s", err, ee.Stderr)
-	}
-	return err
 }
