@@ -61,6 +61,15 @@ func Mode(mode EnforcementMode) CapabilityOption {
 	return func(c *Capability) { c.c.Mode = mode }
 }
 
+// JoinDenials runs every validation of the capability on a request, even
+// after one denies, and answers with all their denials, the messages joined
+// with "; " in the order the bindings were declared — as Pepr answers, so
+// that messages users and their tests match on stay the same when a Pepr
+// module moves to vigil. Without it the first denial answers.
+func JoinDenials() CapabilityOption {
+	return func(c *Capability) { c.c.JoinDenials = true }
+}
+
 // FailOpenAfter lets the capability's webhooks fail open once no admission
 // replica has served for d: the module's watcher sets them to failurePolicy
 // Ignore until a replica serves again. Without it an outage fails closed. A

@@ -93,3 +93,63 @@ func TestModesThroughTheAPIServer(t *testing.T) {
 		}
 	})
 }
+
+// A capability with JoinDenials runs every validation and answers with all
+// their denials, joined with "; " in declaration order, as Pepr answers;
+// without it the first denial answers alone.
+func TestJoinDenialsThroughTheAPIServer(t *testing.T) {
+	ctx := t.Context()
+	apps := env.Namespace(t)
+	home := env.Namespace(t)
+
+	m := vigil.NewModule("joined", vigil.Options{Namespace: home, WebhookTimeout: 4 * time.Second})
+	deny := func(label, msg string) func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict {
+		return func(_ context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+			if r.Object.Labels[label] == "true" {
+				return admission.Deny(msg)
+			}
+			return admission.Allow()
+		}
+	}
+	joined := m.Capability("joined", vigil.JoinDenials())
+	vigil.When(joined, &corev1.Pod{}).IsCreated().Named("first").Validate(deny("a", "first says no"))
+	vigil.When(joined, &corev1.Pod{}).IsCreated().Named("second").Validate(deny("b", "second says no"))
+	vigil.When(joined, &corev1.Pod{}).IsCreated().Named("third").Validate(deny("c", "third says no"))
+	single := m.Capability("single")
+	vigil.When(single, &corev1.Pod{}).IsCreated().Named("fourth").Validate(deny("d", "fourth says no"))
+	vigil.When(single, &corev1.Pod{}).IsCreated().Named("fifth").Validate(deny("d", "fifth says no"))
+	serveAdmission(t, m, "joined", []string{apps})
+
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; ; i++ {
+		err := env.Client.Create(ctx, testPod(apps, fmt.Sprint("probe-", i), map[string]string{"a": "true"}, false))
+		if apierrors.IsForbidden(err) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the API server never called the module's webhooks")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, c := range []struct {
+		labels    map[string]string
+		want      string
+		wantNoMsg string
+	}{
+		{map[string]string{"a": "true", "c": "true"}, "first says no; third says no", "second"},
+		{map[string]string{"b": "true"}, "denied the request: second says no", "first"},
+		{map[string]string{"a": "true", "b": "true", "c": "true"}, "first says no; second says no; third says no", "fourth"},
+		{map[string]string{"d": "true"}, "denied the request: fourth says no", "fifth"},
+	} {
+		err := env.Client.Create(ctx, testPod(apps, "joined", c.labels, false))
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.wantNoMsg) {
+			t.Errorf("a Pod labelled %v: %v; want a denial saying %q and nothing of %q", c.labels, err, c.want, c.wantNoMsg)
+		}
+	}
+	if err := env.Client.Create(ctx, testPod(apps, "plain", nil, false)); err != nil {
+		t.Errorf("a Pod no validation denies: %v, want it admitted", err)
+	}
+}

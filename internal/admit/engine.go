@@ -149,6 +149,7 @@ func (rv *reviewRun) review(ctx context.Context, action spec.Action, bindings []
 	objs := &objects{req: rv.req}
 	defer objs.release()
 	var warnings []string
+	var joined []admission.Verdict // denials of JoinDenials capabilities
 	for _, b := range bindings {
 		rv.current.Store(b)
 		obj, old, err := objs.decode(b)
@@ -167,10 +168,17 @@ func (rv *reviewRun) review(ctx context.Context, action spec.Action, bindings []
 		warnings = append(warnings, v.Warnings()...)
 		switch effectOf(b.Mode, rv.enforce, v.Allowed()) {
 		case effectDeny:
-			return denial(v, warnings)
+			if b.JoinDenials {
+				joined = append(joined, v)
+				continue
+			}
+			return denial(joinVerdicts(append(joined, v)), warnings)
 		case effectWarn, effectRecord:
 			warnings = rv.unenforced(b, v, warnings)
 		}
+	}
+	if len(joined) > 0 {
+		return denial(joinVerdicts(joined), warnings)
 	}
 	if action == spec.Validate {
 		return &admissionv1.AdmissionResponse{Allowed: true, Warnings: warnings}

@@ -1,6 +1,8 @@
 package admit
 
 import (
+	"strings"
+
 	"fmt"
 	"net/http"
 
@@ -54,6 +56,19 @@ func denial(v admission.Verdict, warnings []string) *admissionv1.AdmissionRespon
 	return &admissionv1.AdmissionResponse{Allowed: false, Warnings: warnings, Result: &metav1.Status{
 		Status: metav1.StatusFailure, Code: v.Code(), Message: v.Message(), Reason: reasonFor(v.Code()),
 	}}
+}
+
+// joinVerdicts is one denial of several: the first's code, their messages
+// joined with "; ", as Pepr joins them.
+func joinVerdicts(vs []admission.Verdict) admission.Verdict {
+	if len(vs) == 1 {
+		return vs[0]
+	}
+	msgs := make([]string, len(vs))
+	for i, v := range vs {
+		msgs[i] = v.Message()
+	}
+	return admission.DenyCode(vs[0].Code(), strings.Join(msgs, "; "))
 }
 
 // unenforced answers a denial of a binding whose capability is in Warn or

@@ -213,6 +213,9 @@ func (m *Module) AddBinding(b spec.Binding) {
 		if c.Name == b.Capability && c.Mode.Valid() {
 			b.Mode = c.Mode
 		}
+		if c.Name == b.Capability {
+			b.JoinDenials = c.JoinDenials
+		}
 	}
 	m.bindings = append(m.bindings, b)
 }

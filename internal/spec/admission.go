@@ -38,7 +38,11 @@ type Capability struct {
 	// webhooks and failed bindings: set at start by --failure-policy (the
 	// chart's failurePolicy value), never Ignore on a fail-closed one.
 	FailurePolicy admission.FailurePolicy `json:"failurePolicy,omitempty"`
-	Site          string                  `json:"site"`
+	// JoinDenials runs every validation of the capability on a request, and
+	// answers the denials together, their messages joined with "; " in the
+	// order the bindings were declared.
+	JoinDenials bool   `json:"joinDenials,omitempty"`
+	Site        string `json:"site"`
 }
 
 // FailOpen is a capability's declared outage bound: once no admission
@@ -164,6 +168,8 @@ type Binding struct {
 	OptOut string `json:"optOut,omitempty"`
 	// Mode is the capability's: what a validation's denial becomes.
 	Mode Mode `json:"mode"`
+	// JoinDenials is the capability's: its validations' denials are joined.
+	JoinDenials bool `json:"joinDenials,omitempty"`
 	// FailOpenAfter is the capability's outage bound (see FailOpen); zero
 	// when it has none.
 	FailOpenAfter time.Duration `json:"failOpenAfter,omitempty"`
