@@ -2,7 +2,12 @@ package vigil
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +21,22 @@ import (
 // Kind names an object kind known only at run time, for WaitFor, When, Watch
 // and NewLister; it is handled as unstructured.
 func Kind(group, version, kind string) *unstructured.Unstructured {
+	return define.Kind(group, version, kind)
+}
+
+// KindWithPlural is Kind for a kind whose resource — the plural its CRD
+// names, as in `kubectl get clusterconfig` — is not the one Kubernetes
+// guesses from the kind (clusterconfigs): the RBAC rules, webhook rules and
+// admission policies vigil derives then name that resource. A plural that
+// is not a lowercase resource name panics at definition, naming the call.
+//
+//	clusterConfig := vigil.KindWithPlural("uds.dev", "v1alpha1", "ClusterConfig", "clusterconfig")
+func KindWithPlural(group, version, kind, plural string) *unstructured.Unstructured {
+	if errs := validation.IsDNS1123Label(plural); len(errs) > 0 {
+		panic(fmt.Sprintf("%s: vigil.KindWithPlural(%q, %q, %q, %q): the plural: expected a lowercase resource name, as the CRD's spec.names.plural: %s",
+			define.Caller(), group, version, kind, plural, strings.Join(errs, "; ")))
+	}
+	spec.SetPlural(schema.GroupKind{Group: group, Kind: kind}, plural)
 	return define.Kind(group, version, kind)
 }
 

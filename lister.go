@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/define"
@@ -79,7 +80,25 @@ func (c *Lister[T]) Get(ctx context.Context, namespace, name string) (T, error) 
 // List returns the cached objects that match the options, such as
 // client.InNamespace("apps") and client.MatchingLabels{"team": "shop"}.
 func (c *Lister[T]) List(ctx context.Context, opts ...client.ListOption) ([]T, error) {
-	items, err := c.src.List(ctx, opts...)
+	return c.Find(ctx, nil, opts...)
+}
+
+// Find returns the cached objects that match the options and for which
+// match holds (every one when match is nil), such as the Exemptions that
+// name a Pod. Only those count as found: an admission decision that read
+// objects is made again on fresh data when it denies, or when a read found
+// an object (see NewLister), and with Find an allow that found none of the
+// objects it looks for is not — as with Get of an object that does not
+// exist — however many others the cache holds.
+func (c *Lister[T]) Find(ctx context.Context, match func(T) bool, opts ...client.ListOption) ([]T, error) {
+	var m func(runtime.Object) bool
+	if match != nil {
+		m = func(o runtime.Object) bool {
+			t, ok := o.(T)
+			return ok && match(t)
+		}
+	}
+	items, err := c.src.Find(ctx, m, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,13 @@ func (s *ListerSource) Get(ctx context.Context, namespace, name string) (client.
 
 // List reads the cached objects that match the options.
 func (s *ListerSource) List(ctx context.Context, opts ...client.ListOption) ([]runtime.Object, error) {
+	return s.Find(ctx, nil, opts...)
+}
+
+// Find reads the cached objects that match the options and for which match
+// holds (every one when match is nil); only those count as found, as Get's
+// one object does.
+func (s *ListerSource) Find(ctx context.Context, match func(runtime.Object) bool, opts ...client.ListOption) ([]runtime.Object, error) {
 	r, barrier, err := s.reader(ctx)
 	if err != nil {
 		return nil, err
@@ -68,6 +75,9 @@ func (s *ListerSource) List(ctx context.Context, opts ...client.ListOption) ([]r
 			m, ok := o.(metav1.Object)
 			return !ok || !s.inScope(m.GetNamespace())
 		})
+	}
+	if match != nil {
+		items = slices.DeleteFunc(items, func(o runtime.Object) bool { return !match(o) })
 	}
 	callctx.Reads(ctx).Note(barrier, len(items) > 0)
 	return items, err

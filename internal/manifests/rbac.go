@@ -8,7 +8,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/vigilkit/vigil/internal/registration"
@@ -25,8 +24,7 @@ var (
 
 // Resource is the plural resource of a kind, as RBAC and webhooks name it.
 func Resource(gvk schema.GroupVersionKind) string {
-	plural, _ := meta.UnsafeGuessKindToResource(gvk)
-	return plural.Resource
+	return spec.ResourceOf(gvk)
 }
 
 // Rules derives every RBAC rule the module needs, each with why. Rules

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -198,16 +197,15 @@ func (b *Binding) ResourceKind() schema.GroupVersionKind {
 }
 
 // Resource names what the binding admits as kubectl does: "pods", or
-// "deployments/scale" for a subresource (the plural is guessed from the
-// kind, as RBAC names it).
+// "deployments/scale" for a subresource (the kind's plural: see
+// ResourceOf).
 func (b *Binding) Resource() string { return resourceOf(b.ResourceKind(), b.Subresource) }
 
 func resourceOf(kind schema.GroupVersionKind, subresource string) string {
-	gvr, _ := meta.UnsafeGuessKindToResource(kind)
 	if subresource != "" {
-		return gvr.Resource + "/" + subresource
+		return ResourceOf(kind) + "/" + subresource
 	}
-	return gvr.Resource
+	return ResourceOf(kind)
 }
 
 // Check is a requirement the API server checks itself, with no call to the
