@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/admission"
+)
+
+// Exemption is UDS Core's Exemption (uds.dev/v1alpha1), as far as the
+// policies read it.
+type Exemption struct {
+	Spec struct {
+		Exemptions []ExemptionEntry `json:"exemptions"`
+	} `json:"spec"`
+}
+
+// ExemptionEntry exempts the objects its matcher names from its policies.
+type ExemptionEntry struct {
+	Title       string   `json:"title,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Policies    []Policy `json:"policies"`
+	Matcher     Matcher  `json:"matcher"`
+}
+
+// Matcher names objects: a namespace, a name expression (a regular
+// expression, matched anywhere in the name as JavaScript's String.match
+// does) and a kind, pod (the default) or service.
+type Matcher struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Kind      string `json:"kind,omitempty"`
+}
+
+// exemptions are the cluster's Exemptions, as the policies read them.
+type exemptions struct {
+	lister *vigil.Lister[*unstructured.Unstructured]
+	cfg    *config
+	// parsed holds each Exemption's entries, their names compiled, by UID:
+	// an Exemption is parsed once per resourceVersion, not once per policy
+	// and request.
+	parsed sync.Map // UID → parsedExemption
+}
+
+// parsedExemption is one version of an Exemption, parsed.
+type parsedExemption struct {
+	resourceVersion string
+	entries         []compiledEntry
+}
+
+// compiledEntry is an Exemption entry with its matcher's name compiled;
+// re is nil for a name that does not compile, which matches nothing.
+type compiledEntry struct {
+	ExemptionEntry
+	re *regexp.Regexp
+}
+
+// declareExemptions declares the Exemptions' cache. UDS Core's own store
+// watches every namespace, and so does this one; which namespaces count is
+// decided per request (see exempt).
+func declareExemptions(m *vigil.Module, cfg *config) *exemptions {
+	return &exemptions{lister: vigil.NewLister(m, vigil.Kind(group, version, "Exemption")), cfg: cfg}
+}
+
+// entries are the Exemption's entries, parsed once per resourceVersion.
+func (e *exemptions) entries(u *unstructured.Unstructured) []compiledEntry {
+	if v, ok := e.parsed.Load(u.GetUID()); ok && v.(parsedExemption).resourceVersion == u.GetResourceVersion() {
+		return v.(parsedExemption).entries
+	}
+	var ex Exemption
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ex); err != nil {
+		return nil
+	}
+	out := make([]compiledEntry, len(ex.Spec.Exemptions))
+	for i, entry := range ex.Spec.Exemptions {
+		out[i].ExemptionEntry = entry
+		out[i].re, _ = regexp.Compile(entry.Matcher.Name)
+	}
+	e.parsed.Store(u.GetUID(), parsedExemption{resourceVersion: u.GetResourceVersion(), entries: out})
+	return out
+}
+
+// exempt reports whether an Exemption exempts the object name of namespace
+// from policy: an entry that lists the policy and whose matcher names the
+// namespace and matches the name. Only Exemptions in uds-policy-exemptions
+// count, unless the ClusterConfig allows all namespaces (read only when an
+// Exemption elsewhere matches). An entry whose name does not compile (the
+// Exemption's validation refuses those) matches nothing. Only matching
+// Exemptions count as found: an allow of an object no Exemption names is
+// not made again on fresh data.
+func (e *exemptions) exempt(ctx context.Context, policy Policy, namespace, name string) bool {
+	found, err := e.lister.Find(ctx, func(u *unstructured.Unstructured) bool {
+		for _, entry := range e.entries(u) {
+			if entry.re != nil && entry.Matcher.Namespace == namespace && slices.Contains(entry.Policies, policy) && entry.re.MatchString(name) {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "the Exemptions cannot be read: none applies", "policy", policy)
+		return false
+	}
+	for _, u := range found {
+		if u.GetNamespace() == ExemptionsNamespace {
+			logr.FromContextOrDiscard(ctx).V(1).Info("exempt", "policy", policy, "namespace", namespace, "name", name,
+				"exemption", u.GetNamespace()+"/"+u.GetName())
+			return true
+		}
+	}
+	return len(found) > 0 && e.cfg.allowAllNsExemptions(ctx)
+}
+
+// declareExemptionValidation validates Exemptions at admission as UDS
+// Core's operator does: in uds-policy-exemptions unless the ClusterConfig
+// allows all namespaces; each policy one its matcher's kind may be exempted
+// from; each matcher name a regular expression without JavaScript's
+// slashes.
+func declareExemptionValidation(operator *vigil.Capability, cfg *config) {
+	vigil.When(operator, vigil.Kind(group, version, "Exemption")).IsCreatedOrUpdated().Named("exemption-validator").
+		Validate(func(ctx context.Context, r *vigil.Request[*unstructured.Unstructured]) vigil.Verdict {
+			if msg := validateExemption(r.Object, cfg.allowAllNsExemptions(ctx)); msg != "" {
+				return admission.Deny(msg)
+			}
+			return admission.Allow()
+		})
+}
+
+// validateExemption is the denial of an Exemption UDS Core refuses, or "".
+func validateExemption(u *unstructured.Unstructured, allowAll bool) string {
+	if !allowAll && u.GetNamespace() != ExemptionsNamespace {
+		return fmt.Sprintf(`Invalid namespace "%s" for UDSExemption %s: must be "%s"`, u.GetNamespace(), u.GetName(), ExemptionsNamespace)
+	}
+	var ex Exemption
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ex); err != nil {
+		return fmt.Sprintf("Invalid UDSExemption %s: %v", u.GetName(), err)
+	}
+	for _, e := range ex.Spec.Exemptions {
+		kind := e.Matcher.Kind
+		if kind == "" {
+			kind = "pod"
+		}
+		for _, p := range e.Policies {
+			service := slices.Contains(ServicePolicies, p)
+			if service != (kind == "service") {
+				valid := "service"
+				if kind != "pod" {
+					valid = "pod"
+				}
+				return fmt.Sprintf(`Invalid kind "%s" for matcher "%s" with policy "%s": "%s" can only be exempted for kind "%s"`, kind, e.Matcher.Name, p, p, valid)
+			}
+		}
+	}
+	for _, e := range ex.Spec.Exemptions {
+		n := e.Matcher.Name
+		if len(n) > 0 && n[0] == '/' && n[len(n)-1] == '/' {
+			return fmt.Sprintf(`Invalid matcher name "%s": please remove the leading and trailing slashes`, n)
+		}
+		if _, err := regexp.Compile(n); err != nil {
+			return fmt.Sprintf("Invalid regular expression pattern %s: %v", n, err)
+		}
+	}
+	return ""
+}

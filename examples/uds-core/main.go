@@ -1,0 +1,134 @@
+// Command uds-core is UDS Core's policy engine on vigil: the admission
+// policies of UDS Core's Pepr module (src/pepr/policies in
+// defenseunicorns/uds-core), with its CRDs, names, Exemptions and denial
+// messages unchanged, so that a cluster's ClusterConfig and Exemptions, and
+// the tests and users that match on its messages, work as they do with UDS
+// Core. It is a port of the policy engine, not of UDS Core's operator.
+//
+// It starts as the discussion vigil was founded on asked, without a crash
+// loop:
+//
+//   - phase 0: UDS Core's ClusterConfig CRD (clusterconfig.uds.dev) is
+//     Established — UDS Core's CRD chart installs it; the module ships no CRD
+//     of UDS Core's;
+//   - phase 1: the ClusterConfig uds-cluster-config exists; its spec, merged
+//     over the operator-config Secret (uds-operator-config in pepr-system,
+//     mounted: "a secret guaranteed to exist at pod startup"), is handed to
+//     admission through the Store. When none appears within
+//     UDS_CLUSTERCONFIG_TIMEOUT (default 2m), the Secret's settings and UDS
+//     Core's defaults stand in for it;
+//   - phase 2: the Exemption CRD (exemptions.uds.dev) is Established and the
+//     Exemptions that exist are listed.
+//
+// Its webhooks are registered only then. The watcher sets the
+// ClusterConfig's status.phase as UDS Core's operator does (Pending, then
+// Ready with observedGeneration), and waits for the kind instead of
+// crash-looping while it is not served.
+//
+// Policies: every Pod, Service and Istio policy UDS Core ships, each a
+// mutation (which marks an exempt object, and for some policies sets a safe
+// default) and a validation, declared in UDS Core's order in one capability,
+// uds-core-policies, whose denials are joined with "; " as Pepr joins them
+// (vigil.JoinDenials). An Exemption exempts the objects its matchers name
+// from the policies each entry lists; only Exemptions in
+// uds-policy-exemptions count, unless the ClusterConfig sets
+// spec.policy.allowAllNsExemptions. Exemptions themselves are validated at
+// admission as UDS Core validates them.
+//
+// Environment: UDS_CLUSTERCONFIG_TIMEOUT (default 2m), ZARF_REGISTRY_ADDRESS
+// (the registry Istio proxy images may come from besides their own; default
+// 127.0.0.1:31999, as in UDS Core).
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/vigilkit/vigil"
+)
+
+const (
+	group   = "uds.dev"
+	version = "v1alpha1"
+
+	// Namespace is where UDS Core's Pepr module runs, and the module here.
+	Namespace = "pepr-system"
+	// ExemptionsNamespace is the one namespace whose Exemptions count unless
+	// the ClusterConfig allows all.
+	ExemptionsNamespace = "uds-policy-exemptions"
+	// ClusterConfigName is the one ClusterConfig UDS Core's CRD allows.
+	ClusterConfigName = "uds-cluster-config"
+	// OperatorConfigSecret holds UDS Core's operator settings; it is
+	// mounted at OperatorConfigDir.
+	OperatorConfigSecret = "uds-operator-config"
+	OperatorConfigDir    = "/etc/uds-operator-config"
+
+	// CapabilityName is UDS Core's policies capability.
+	CapabilityName = "uds-core-policies"
+)
+
+func main() {
+	s, err := settingsFromEnv()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "uds-core: %v\n", err)
+		os.Exit(1)
+	}
+	vigil.Run(newModule(s))
+}
+
+// settings are what the module reads from its environment.
+type settings struct {
+	timeout time.Duration
+	// zarfRegistry is the registry an Istio proxy image may come from
+	// besides its flavor's.
+	zarfRegistry string
+	// operatorConfigDir holds the operator-config Secret's keys; the mount's
+	// path when empty.
+	operatorConfigDir string
+}
+
+func settingsFromEnv() (settings, error) {
+	s := settings{timeout: 2 * time.Minute, zarfRegistry: os.Getenv("ZARF_REGISTRY_ADDRESS")}
+	if s.zarfRegistry == "" {
+		s.zarfRegistry = "127.0.0.1:31999"
+	}
+	if v := os.Getenv("UDS_CLUSTERCONFIG_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return s, fmt.Errorf("UDS_CLUSTERCONFIG_TIMEOUT=%q: expected a positive duration such as 30s or 2m", v)
+		}
+		s.timeout = d
+	}
+	return s, nil
+}
+
+func newModule(s settings) *vigil.Module {
+	m := vigil.NewModule("uds-core", vigil.Options{Namespace: Namespace})
+	// The operator config, in every container that merges a ClusterConfig
+	// over it. UDS Core's chart creates it before the module.
+	opcfg := vigil.MountSecret(m, OperatorConfigSecret, OperatorConfigDir).
+		For(vigil.Phase(1), vigil.Admission, vigil.Watcher)
+	if s.operatorConfigDir == "" {
+		s.operatorConfigDir = opcfg.Path()
+	}
+	// What UDS Core's operator does here: the ClusterConfig's status and
+	// the Exemptions' validation.
+	operator := m.Capability("uds-core-operator")
+	cfg := declareConfig(m, s, operator)
+	ex := declareExemptions(m, cfg)
+	p := &policies{
+		capability: m.Capability(CapabilityName, vigil.JoinDenials()),
+		exemptions: ex,
+		istio:      istioImages{zarfRegistry: s.zarfRegistry},
+	}
+	// UDS Core's order: its policies/index.ts imports istio, networking,
+	// security and storage, in that order, and Pepr runs (and joins the
+	// denials of) the bindings in the order they were declared.
+	p.declareIstio()
+	p.declareNetworking()
+	p.declareSecurity()
+	p.declareStorage()
+	declareExemptionValidation(operator, cfg)
+	return m
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+var env *vigiltest.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
+}
+
+// PolicyTests is the namespace UDS Core's policy tests create their
+// objects in.
+const PolicyTests = "policy-tests"
+
+// EnvCRDs names the folder of UDS Core's CRD files (clusterconfig.uds.dev.yaml,
+// exemptions.uds.dev.yaml), when it is not shared/uds-core/crds beside
+// the project or one of the folders above it.
+const EnvCRDs = "UDS_CORE_CRDS"
+
+// crdDir finds UDS Core's CRD files: $UDS_CORE_CRDS, or shared/uds-core/crds
+// in a folder above this one. The project copies no file of UDS Core's.
+func crdDir(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv(EnvCRDs); d != "" {
+		return d
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	candidates := []string{"/work/shared/uds-core/crds"}
+	for d := wd; ; d = filepath.Dir(d) {
+		candidates = append([]string{filepath.Join(d, "shared", "uds-core", "crds")}, candidates...)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	for _, c := range candidates {
+		if _, err := os.Stat(filepath.Join(c, "exemptions.uds.dev.yaml")); err == nil {
+			return c
+		}
+	}
+	t.Fatalf("UDS Core's CRD files (clusterconfig.uds.dev.yaml, exemptions.uds.dev.yaml) are in none of %s: set %s to their folder",
+		strings.Join(candidates, ", "), EnvCRDs)
+	return ""
+}
+
+var installCRDs sync.Mutex
+
+// udsCRDs installs UDS Core's CRDs, as its CRD chart does before the
+// policy engine starts.
+func udsCRDs(t *testing.T) {
+	t.Helper()
+	installCRDs.Lock()
+	defer installCRDs.Unlock()
+	dir := crdDir(t)
+	for _, f := range []string{"clusterconfig.uds.dev.yaml", "exemptions.uds.dev.yaml"} {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := env.InstallCRDYAML(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// clusterConfig is a ClusterConfig uds-cluster-config with the fields UDS
+// Core's CRD requires.
+func clusterConfig(allowAllNsExemptions bool) *unstructured.Unstructured {
+	cc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "uds.dev/v1alpha1", "kind": "ClusterConfig",
+		"metadata": map[string]any{"name": ClusterConfigName},
+		"spec": map[string]any{
+			"expose":     map[string]any{"domain": "uds.dev"},
+			"policy":     map[string]any{"allowAllNsExemptions": allowAllNsExemptions},
+			"attributes": map[string]any{"clusterName": "policy-tests"},
+		},
+	}}
+	return cc
+}
+
+// namespace creates the namespace unless it exists.
+func namespace(t *testing.T, name string) {
+	t.Helper()
+	err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// startUDSCore installs the module as UDS Core's tests meet it: its CRDs,
+// the operator config Secret and the ClusterConfig in place, the gates run,
+// the webhooks enforcing, the watcher running; the namespaces
+// policy-tests and uds-policy-exemptions exist.
+func startUDSCore(t *testing.T) *vigiltest.Module {
+	t.Helper()
+	udsCRDs(t)
+	cc := clusterConfig(false)
+	if err := env.Client.Create(t.Context(), cc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	namespace(t, PolicyTests)
+	namespace(t, ExemptionsNamespace)
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Dir: "."})
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: OperatorConfigSecret},
+		StringData: map[string]string{"AUTHSERVICE_REDIS_URI": "", "KEYCLOAK_CLIENT_MODE": "AUTO"}}
+	if err := env.Client.Create(t.Context(), secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	m.RunGates(2 * time.Minute)
+	m.StartAdmission(time.Minute)
+	m.StartWatcher(time.Minute)
+	return m
+}
+
+// apply creates obj as UDS Core's tests apply it (a new object: its
+// create is what admission judges), and removes it when the test ends.
+func apply(t *testing.T, obj client.Object) error {
+	t.Helper()
+	err := env.Client.Create(t.Context(), obj)
+	if err == nil {
+		t.Cleanup(func() {
+			_ = env.Client.Delete(context.Background(), obj, client.GracePeriodSeconds(0))
+		})
+	}
+	return err
+}
+
+// denied fails the test unless err is a denial whose message contains
+// want, as UDS Core's tests match with expect.stringContaining.
+func denied(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	var status apierrors.APIStatus
+	if err == nil {
+		t.Errorf("%s was admitted; want it denied with %q", what, want)
+		return
+	}
+	if !errors.As(err, &status) || !strings.Contains(status.Status().Message, want) {
+		t.Errorf("%s: %v; want a denial containing %q", what, err, want)
+	}
+}
+
+// testPod is a Pod of UDS Core's tests: one container "test" of image
+// 127.0.0.1/fake in policy-tests, edited by with.
+func testPod(name string, with func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: PolicyTests},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "test", Image: "127.0.0.1/fake"}}},
+	}
+	if with != nil {
+		with(p)
+	}
+	return p
+}

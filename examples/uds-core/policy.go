@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/admission"
+)
+
+// Policy is a UDS Core policy, as an Exemption entry names it.
+type Policy string
+
+// UDS Core's policies, as its Exemption CRD enumerates them.
+const (
+	DisallowHostNamespaces        Policy = "DisallowHostNamespaces"
+	DisallowNodePortServices      Policy = "DisallowNodePortServices"
+	DisallowPrivileged            Policy = "DisallowPrivileged"
+	DisallowSELinuxOptions        Policy = "DisallowSELinuxOptions"
+	DropAllCapabilities           Policy = "DropAllCapabilities"
+	RequireNonRootUser            Policy = "RequireNonRootUser"
+	RestrictCapabilities          Policy = "RestrictCapabilities"
+	RestrictExternalNames         Policy = "RestrictExternalNames"
+	RestrictHostPathWrite         Policy = "RestrictHostPathWrite"
+	RestrictHostPorts             Policy = "RestrictHostPorts"
+	RestrictIstioAmbientOverrides Policy = "RestrictIstioAmbientOverrides"
+	RestrictIstioSidecarOverrides Policy = "RestrictIstioSidecarOverrides"
+	RestrictIstioTrafficOverrides Policy = "RestrictIstioTrafficOverrides"
+	RestrictIstioUser             Policy = "RestrictIstioUser"
+	RestrictProcMount             Policy = "RestrictProcMount"
+	RestrictSeccomp               Policy = "RestrictSeccomp"
+	RestrictSELinuxType           Policy = "RestrictSELinuxType"
+	RestrictVolumeTypes           Policy = "RestrictVolumeTypes"
+)
+
+// AllPolicies are the policies, in the Exemption CRD's order.
+var AllPolicies = []Policy{
+	DisallowHostNamespaces, DisallowNodePortServices, DisallowPrivileged, DisallowSELinuxOptions,
+	DropAllCapabilities, RequireNonRootUser, RestrictCapabilities, RestrictExternalNames,
+	RestrictHostPathWrite, RestrictHostPorts, RestrictIstioAmbientOverrides, RestrictIstioSidecarOverrides,
+	RestrictIstioTrafficOverrides, RestrictIstioUser, RestrictProcMount, RestrictSeccomp,
+	RestrictSELinuxType, RestrictVolumeTypes,
+}
+
+// ServicePolicies are the policies an Exemption applies to Services; every
+// other one applies to Pods.
+var ServicePolicies = []Policy{RestrictExternalNames, DisallowNodePortServices}
+
+// Annotations UDS Core's mutations set: a policy an object is exempt from,
+// and the policies that changed it.
+const (
+	ExemptionAnnotationPrefix = "uds-core.pepr.dev/uds-core-policies"
+	MutatedAnnotation         = "uds-core.pepr.dev/mutated"
+)
+
+var upper = regexp.MustCompile(`[A-Z]`)
+
+// kebab is the policy's name in kebab case, as UDS Core writes it in the
+// mutated annotation and vigil names its bindings: disallow-privileged.
+func (p Policy) kebab() string {
+	return strings.TrimPrefix(strings.ToLower(upper.ReplaceAllString(string(p), "-$0")), "-")
+}
+
+// policies declares UDS Core's policies as bindings of one capability.
+type policies struct {
+	capability *vigil.Capability
+	exemptions *exemptions
+	istio      istioImages
+}
+
+// podMutation changes a Pod that is not exempt from its policy; it reports
+// whether the policy is to be recorded in the mutated annotation.
+type podMutation func(r *vigil.Request[*corev1.Pod]) (annotate bool)
+
+// podValidation judges a Pod that is not exempt from its policy: the denial
+// message, or "" to admit it.
+type podValidation func(r *vigil.Request[*corev1.Pod]) string
+
+// pod declares a Pod policy as UDS Core declares one, on CREATE and UPDATE:
+// a mutation that marks a Pod exempt from the policy (the annotation
+// uds-core.pepr.dev/uds-core-policies.<Policy>: exempted) and otherwise runs
+// mutate, when there is one; and a validation that admits an exempt Pod
+// and otherwise runs validate. Ephemeral containers, added through the
+// pods/ephemeralcontainers subresource (kubectl debug), which UDS Core's
+// webhooks are never sent, are judged by the same bindings.
+func (p *policies) pod(policy Policy, mutate podMutation, validate podValidation) {
+	m := func(ctx context.Context, r *vigil.Request[*corev1.Pod]) error {
+		if p.exemptions.exempt(ctx, policy, r.Namespace, podName(r.Object)) {
+			r.SetAnnotation(ExemptionAnnotationPrefix+"."+string(policy), "exempted")
+			return nil
+		}
+		if mutate != nil && mutate(r) {
+			annotateMutation(r, policy)
+		}
+		return nil
+	}
+	v := func(ctx context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+		if p.exemptions.exempt(ctx, policy, r.Namespace, podName(r.Object)) {
+			return admission.Allow()
+		}
+		if msg := validate(r); msg != "" {
+			return admission.Deny(msg)
+		}
+		return admission.Allow()
+	}
+	name := policy.kebab()
+	vigil.When(p.capability, &corev1.Pod{}).IsCreatedOrUpdated().Named(name + "-mutate").Mutate(m)
+	vigil.When(p.capability, &corev1.Pod{}).IsCreatedOrUpdated().Named(name).Validate(v)
+	vigil.When(p.capability, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named(name + "-debug-mutate").Mutate(m)
+	vigil.When(p.capability, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named(name + "-debug").Validate(v)
+}
+
+// serviceValidation judges a Service that is not exempt from its policy.
+type serviceValidation func(r *vigil.Request[*corev1.Service]) string
+
+// service declares a Service policy as pod declares a Pod one, without a
+// mutation of its own.
+func (p *policies) service(policy Policy, validate serviceValidation) {
+	name := policy.kebab()
+	vigil.When(p.capability, &corev1.Service{}).IsCreatedOrUpdated().Named(name + "-mutate").
+		Mutate(func(ctx context.Context, r *vigil.Request[*corev1.Service]) error {
+			if p.exemptions.exempt(ctx, policy, r.Namespace, serviceName(r.Object)) {
+				r.SetAnnotation(ExemptionAnnotationPrefix+"."+string(policy), "exempted")
+			}
+			return nil
+		})
+	vigil.When(p.capability, &corev1.Service{}).IsCreatedOrUpdated().Named(name).
+		Validate(func(ctx context.Context, r *vigil.Request[*corev1.Service]) vigil.Verdict {
+			if p.exemptions.exempt(ctx, policy, r.Namespace, serviceName(r.Object)) {
+				return admission.Allow()
+			}
+			if msg := validate(r); msg != "" {
+				return admission.Deny(msg)
+			}
+			return admission.Allow()
+		})
+}
+
+// podName is the name an Exemption's matcher is matched against: the Pod's
+// name, or its generateName while it has none, as UDS Core matches it.
+func podName(p *corev1.Pod) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.GenerateName
+}
+
+func serviceName(s *corev1.Service) string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return s.GenerateName
+}
+
+// annotateMutation records the policy in the mutated annotation, a JSON
+// list of the policies (kebab case) that changed the object.
+func annotateMutation[T client.Object](r *vigil.Request[T], policy Policy) {
+	var list []string
+	if v, ok := r.Object.GetAnnotations()[MutatedAnnotation]; ok {
+		_ = json.Unmarshal([]byte(v), &list)
+	}
+	if !slices.Contains(list, policy.kebab()) {
+		list = append(list, policy.kebab())
+	}
+	data, _ := json.Marshal(list)
+	r.SetAnnotation(MutatedAnnotation, string(data))
+}
+
+// container is one of a Pod's containers, init containers or ephemeral
+// containers, in that order, as UDS Core's policies see them: what they
+// read, and the security context they may set.
+type container struct {
+	Name, Image     string
+	Command, Args   []string
+	Ports           []corev1.ContainerPort
+	SecurityContext **corev1.SecurityContext
+	// Init is true for an init container.
+	Init bool
+}
+
+// containers lists the Pod's containers, init containers and ephemeral
+// containers, in that order.
+func containers(p *corev1.Pod) []container {
+	var out []container
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
+		out = append(out, container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Ports: c.Ports, SecurityContext: &c.SecurityContext})
+	}
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		out = append(out, container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Ports: c.Ports, SecurityContext: &c.SecurityContext, Init: true})
+	}
+	for i := range p.Spec.EphemeralContainers {
+		c := &p.Spec.EphemeralContainers[i]
+		out = append(out, container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Ports: c.Ports, SecurityContext: &c.SecurityContext})
+	}
+	return out
+}
+
+// violation is a container's name and security context, as a denial names
+// them: {"name":"test","ctx":{...}}.
+type violation struct {
+	Name string `json:"name"`
+	Ctx  any    `json:"ctx"`
+}
+
+// securityContextContainers are the containers that have a security
+// context, istio-init containers left out when excludeIstioInit is set.
+func (p *policies) securityContextContainers(pod *corev1.Pod, excludeIstioInit bool) []violation {
+	var out []violation
+	for _, c := range containers(pod) {
+		if *c.SecurityContext == nil {
+			continue
+		}
+		if excludeIstioInit && p.istio.isInitContainer(pod, c) {
+			continue
+		}
+		out = append(out, violation{Name: c.Name, Ctx: *c.SecurityContext})
+	}
+	return out
+}
+
+// securityContextMessage is UDS Core's denial: the message, what is
+// authorized (empty entries left out) and each violation as JSON, joined
+// with " | ".
+func securityContextMessage(msg string, authorized []string, violations []violation) string {
+	var auth []string
+	for _, a := range authorized {
+		if a != "" {
+			auth = append(auth, a)
+		}
+	}
+	found := make([]string, len(violations))
+	for i, v := range violations {
+		found[i] = jsonString(v)
+	}
+	return msg + ". Authorized: [" + strings.Join(auth, " | ") + "] Found: " + strings.Join(found, " | ")
+}
+
+// jsonString is v as JavaScript's JSON.stringify writes it: compact, and
+// <, > and & as themselves.
+func jsonString(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "{}"
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
