@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -68,6 +69,22 @@ func Mode(mode EnforcementMode) CapabilityOption {
 // module moves to vigil. Without it the first denial answers.
 func JoinDenials() CapabilityOption {
 	return func(c *Capability) { c.c.JoinDenials = true }
+}
+
+// FailurePolicyIn answers the capability's requests in these namespaces
+// with policy when the module fails or cannot be reached, in place of the
+// capability's (or the module's) failure policy — as UDS Core keeps its
+// policies Fail everywhere but Ignore in istio-system, whose pods the
+// module's own pods may wait for. The same bindings judge every namespace;
+// the namespaces get a webhook of their own, which plan shows, and the
+// capability's other webhook leaves them out.
+//
+//	policies := m.Capability("policies", vigil.FailurePolicyIn(admission.Ignore, "istio-system"))
+func FailurePolicyIn(policy admission.FailurePolicy, namespaces ...string) CapabilityOption {
+	site := define.Caller()
+	return func(c *Capability) {
+		c.c.NamespacePolicies = append(c.c.NamespacePolicies, spec.NamespacePolicy{Policy: policy, Namespaces: slices.Clone(namespaces), Site: site})
+	}
 }
 
 // FailOpenAfter lets the capability's webhooks fail open once no admission

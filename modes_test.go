@@ -153,3 +153,31 @@ func TestJoinDenialsThroughTheAPIServer(t *testing.T) {
 		t.Errorf("a Pod no validation denies: %v, want it admitted", err)
 	}
 }
+
+// FailurePolicyIn's mistakes fail the definition at start, each at its
+// call; plan shows a valid one and the webhook it gets.
+func TestFailurePolicyInMistakesAndPlan(t *testing.T) {
+	for _, c := range []struct {
+		opt  vigil.CapabilityOption
+		want string
+	}{
+		{vigil.FailurePolicyIn("Maybe", "istio-system"), `FailurePolicyIn("Maybe", ...): expected admission.Fail or admission.Ignore`},
+		{vigil.FailurePolicyIn(admission.Ignore), "FailurePolicyIn(Ignore): name the namespaces it applies in"},
+		{vigil.FailurePolicyIn(admission.Ignore, "Istio_System"), `FailurePolicyIn(Ignore, "Istio_System"): not a namespace name`},
+	} {
+		m := vigil.NewModule("nsp", vigil.Options{Namespace: "nsp-system"})
+		vigil.When(m.Capability("policies", c.opt), &corev1.Pod{}).IsCreated().
+			Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
+		err := m.Verify()
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "modes_test.go:") {
+			t.Errorf("Verify() = %v; want a failure at the call saying %q", err, c.want)
+		}
+	}
+	m := vigil.NewModule("nsp", vigil.Options{Namespace: "nsp-system"})
+	vigil.When(m.Capability("policies", vigil.FailurePolicyIn(admission.Ignore, "istio-system")), &corev1.Pod{}).IsCreated().
+		Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
+	code, out := runCapture(t, m, "plan")
+	if code != 0 || !strings.Contains(out, "failurePolicy Ignore in namespaces istio-system (FailurePolicyIn, modes_test.go:") {
+		t.Errorf("plan (exit %d) does not show the namespace policy:\n%s", code, out)
+	}
+}

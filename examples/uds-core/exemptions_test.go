@@ -239,3 +239,40 @@ func TestNoClusterConfigFallsBackToTheOperatorConfig(t *testing.T) {
 	m.StartAdmission(time.Minute)
 	denied(t, "a privileged Pod", apply(t, privilegedPod(PolicyTests, "fallback-privileged")), "Privilege escalation is disallowed")
 }
+
+// The policies fail closed everywhere but istio-system, as UDS Core's ADR
+// 0004 keeps them: with the module down, a Pod in istio-system is admitted
+// and one elsewhere is refused; the webhook that answers for istio-system
+// is one of its own, failurePolicy Ignore.
+func TestPoliciesFailOpenInIstioSystemOnly(t *testing.T) {
+	m := startUDSCore(t)
+	namespace(t, IstioSystem)
+	val, err := env.Clientset.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), m.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, w := range val.Webhooks {
+		if w.Name != "ignore."+CapabilityName+".validate.uds-core.vigil.dev" {
+			continue
+		}
+		found = true
+		sel := fmt.Sprint(w.NamespaceSelector.MatchExpressions)
+		if ptr.Deref(w.FailurePolicy, "") != "Ignore" || !strings.Contains(sel, "In ["+IstioSystem+"]") {
+			t.Errorf("webhook %s: failurePolicy %v, namespaceSelector %s; want Ignore, in %s only", w.Name, ptr.Deref(w.FailurePolicy, ""), sel, IstioSystem)
+		}
+	}
+	if !found {
+		t.Fatalf("no webhook of its own for %s among %d", IstioSystem, len(val.Webhooks))
+	}
+	m.AdmissionPod().Stop()
+	pod := testPod("while-down", nil)
+	pod.Namespace = IstioSystem
+	if err := apply(t, pod); err != nil {
+		t.Errorf("a Pod in %s while the module is down: %v; want it admitted (failurePolicy Ignore there)", IstioSystem, err)
+	}
+	err = apply(t, testPod("while-down", nil))
+	if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+		t.Errorf("a Pod in %s while the module is down: %v; want it refused (failurePolicy Fail)", PolicyTests, err)
+	}
+}

@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/admission"
 )
 
 const (
@@ -66,6 +67,9 @@ const (
 
 	// CapabilityName is UDS Core's policies capability.
 	CapabilityName = "uds-core-policies"
+	// IstioSystem is where the policies fail open while the module is
+	// down (UDS Core's ADR 0004).
+	IstioSystem = "istio-system"
 )
 
 func main() {
@@ -118,7 +122,10 @@ func newModule(s settings) *vigil.Module {
 	cfg := declareConfig(m, s, operator)
 	ex := declareExemptions(m, cfg)
 	p := &policies{
-		capability: m.Capability(CapabilityName, vigil.JoinDenials()),
+		// Fail everywhere but istio-system, as UDS Core's ADR 0004 keeps
+		// them: the mesh's own pods, which the module's may wait for, are
+		// never held up by the module being down.
+		capability: m.Capability(CapabilityName, vigil.JoinDenials(), vigil.FailurePolicyIn(admission.Ignore, IstioSystem)),
 		exemptions: ex,
 		istio:      istioImages{zarfRegistry: s.zarfRegistry},
 	}

@@ -161,7 +161,7 @@ func (rv *reviewRun) review(ctx context.Context, action spec.Action, bindings []
 		}
 		if err != nil {
 			// A failed mutation may have left half its edits: none are sent.
-			resp := rv.h.failed(b, err)
+			resp := rv.h.failed(b, rv.req.Namespace, err)
 			resp.Warnings = append(warnings, resp.Warnings...)
 			return resp
 		}
@@ -185,7 +185,7 @@ func (rv *reviewRun) review(ctx context.Context, action spec.Action, bindings []
 	}
 	patch, err := objs.patch()
 	if err != nil {
-		return rv.h.failed(rv.current.Load(), err)
+		return rv.h.failed(rv.current.Load(), rv.req.Namespace, err)
 	}
 	resp := &admissionv1.AdmissionResponse{Allowed: true}
 	if len(patch) > 0 {

@@ -18,7 +18,7 @@ import (
 func (h *Handler) timedOut(rv *reviewRun) *admissionv1.AdmissionResponse {
 	b := rv.current.Load()
 	h.observe(b, "timeout", h.opts.Timeout)
-	return h.failed(b, fmt.Errorf("did not finish within %s", h.opts.Timeout))
+	return h.failed(b, rv.req.Namespace, fmt.Errorf("did not finish within %s", h.opts.Timeout))
 }
 
 // call runs a binding's function, turning a panic into an error.
@@ -41,8 +41,11 @@ func firstFrames(stack []byte, lines int) string {
 
 // failed answers for a binding that failed, by the failure policy of its
 // capability, and logs the failure whole (a panic's stack with it).
-func (h *Handler) failed(b *spec.Binding, err error) *admissionv1.AdmissionResponse {
+func (h *Handler) failed(b *spec.Binding, ns string, err error) *admissionv1.AdmissionResponse {
 	id, policy := bindingID(b), h.policyFor(b)
+	if p, ok := spec.PolicyIn(bindingNamespacePolicies(b), ns); ok {
+		policy = p
+	}
 	h.opts.Log.Error(err, "admission binding failed", "binding", id, "failurePolicy", string(policy))
 	return failureAnswer(h.opts.Module, policy, id, err)
 }
@@ -82,6 +85,15 @@ func bindingID(b *spec.Binding) string {
 		return "unknown"
 	}
 	return fmt.Sprintf("capability %q binding %q", b.Capability, b.Name)
+}
+
+// bindingNamespacePolicies are b's capability's failure policies by
+// namespace; none for a failure before a binding ran.
+func bindingNamespacePolicies(b *spec.Binding) []spec.NamespacePolicy {
+	if b == nil {
+		return nil
+	}
+	return b.NamespacePolicies
 }
 
 func bindingCapability(b *spec.Binding) string {

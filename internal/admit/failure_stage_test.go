@@ -76,14 +76,14 @@ func TestFailedAnswersByTheCapabilitysPolicyAndLogsTheStack(t *testing.T) {
 	if got := h.policyFor(strict); got != admission.Fail {
 		t.Errorf("policyFor(strict) = %q, want the module's Fail", got)
 	}
-	if resp := h.failed(strict, panicked); resp.Allowed {
+	if resp := h.failed(strict, "apps", panicked); resp.Allowed {
 		t.Errorf("strict: a panic was allowed: %+v", resp)
 	}
 	lenient := stageBinding("lenient", "check", spec.Enforce)
 	if got := h.policyFor(lenient); got != admission.Ignore {
 		t.Errorf("policyFor(lenient) = %q, want its own Ignore", got)
 	}
-	if resp := h.failed(lenient, panicked); !resp.Allowed || len(resp.Warnings) != 1 || strings.Contains(resp.Warnings[0], "goroutine") {
+	if resp := h.failed(lenient, "apps", panicked); !resp.Allowed || len(resp.Warnings) != 1 || strings.Contains(resp.Warnings[0], "goroutine") {
 		t.Errorf("lenient: %+v, want allowed with a one-line warning", resp)
 	}
 	if got := h.policyFor(nil); got != admission.Fail {
@@ -94,6 +94,16 @@ func TestFailedAnswersByTheCapabilitysPolicyAndLogsTheStack(t *testing.T) {
 		if len(lines) != 1 {
 			t.Errorf("%s: %d log lines with the failure and its stack, want 1; log: %q", c, len(lines), logs.lines)
 		}
+	}
+	// A namespace policy answers for the requests of its namespaces, and
+	// only those.
+	mixed := stageBinding("strict", "check", spec.Enforce)
+	mixed.NamespacePolicies = []spec.NamespacePolicy{{Policy: admission.Ignore, Namespaces: []string{"istio-system"}}}
+	if resp := h.failed(mixed, "istio-system", panicked); !resp.Allowed {
+		t.Errorf("a failure in istio-system, which the capability's namespace policy answers with Ignore: %+v, want allowed", resp)
+	}
+	if resp := h.failed(mixed, "apps", panicked); resp.Allowed {
+		t.Errorf("a failure in apps, which no namespace policy names: %+v, want the capability's Fail", resp)
 	}
 }
 

@@ -84,7 +84,7 @@ var layers = map[string]struct {
 	// Tools.
 	"internal/manifests": {tool, []string{"store", "store/v1alpha1", "internal/spec", "internal/registration", "internal/scheme"}},
 	"internal/chart":     {tool, []string{"admission", "store/v1alpha1", "internal/spec", "internal/manifests", "internal/registration"}},
-	"internal/deadlock":  {tool, []string{"internal/spec", "internal/registration"}},
+	"internal/deadlock":  {tool, []string{"admission", "internal/spec", "internal/registration"}},
 	"internal/modcli":    {tool, []string{"store", "store/v1alpha1", "provenance", "internal/spec", "internal/admissionrole", "internal/gaterun", "internal/watcher", "internal/registration", "internal/waitfor", "internal/podevents", "internal/manifests", "internal/chart", "internal/deadlock", "internal/cmdutil", "internal/callctx"}},
 	"internal/cmdutil":   {tool, []string{"internal/spec"}},
 	"internal/dev":       {tool, []string{"internal/spec", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/events"}},
@@ -120,6 +120,7 @@ var layers = map[string]struct {
 	"examples/labeler/listerbench": {entry, []string{".", "admission"}},
 	"examples/phases":              {entry, []string{".", "gate", "store"}},
 	"examples/quota":               {entry, []string{".", "admission"}},
+	"examples/uds-core":            {entry, []string{".", "admission", "gate", "store"}},
 }
 
 // rel is a package's path below the module; "." for the module's own.

@@ -35,7 +35,9 @@ func admits(n *Module, h *Webhook, o spec.Object) bool {
 	if (h.Group != o.Group && h.Group != "*") || (h.Kind != o.Kind && h.Kind != "*") {
 		return false
 	}
-	return n.exclusion().For(h.Namespaces, "").Admits(request(o))
+	p := n.exclusion().For(h.Namespaces, "")
+	p.Namespaces = append(slices.Clone(p.Namespaces), h.Except...)
+	return p.Admits(request(o))
 }
 
 // exclusion is n's exclusion policy: the objects its gates wait for, each

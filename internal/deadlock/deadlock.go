@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -26,7 +27,10 @@ type Webhook struct {
 	Kind       string   // the kind it admits ("*" for any, as Group)
 	Operations []string // CREATE, UPDATE, DELETE ("*" for all)
 	Namespaces []string // empty = all namespaces
-	Site       string
+	// Except are namespaces whose requests the capability answers with
+	// failurePolicy Ignore (FailurePolicyIn): the webhook never blocks there.
+	Except []string
+	Site   string
 }
 
 // Need is an object a container of the module cannot start without: a
@@ -84,6 +88,11 @@ func Of(m *spec.Module) Module {
 			continue
 		}
 		w := Webhook{Name: b.ID(), Group: b.GVK.Group, Kind: b.GVK.Kind, Namespaces: b.Namespaces}
+		for _, np := range b.NamespacePolicies {
+			if np.Policy == admission.Ignore {
+				w.Except = append(w.Except, np.Namespaces...)
+			}
+		}
 		for _, op := range b.Operations {
 			w.Operations = append(w.Operations, string(op))
 		}

@@ -106,6 +106,17 @@ func TestFind(t *testing.T) {
 			}},
 		},
 		{
+			name: "two modules, each admitting what the other needs",
+			mods: pair(cm("apps", "shared"), podHook, configMapHook),
+			want: [][]string{pairCycle("ConfigMap apps/shared", "Pod", bServesNoGates)},
+		},
+		{
+			// FailurePolicyIn(Ignore, "b-system") on a's pod webhook: b's
+			// pods are admitted while a is down, and nothing waits.
+			name: "an Ignore namespace policy breaks the cycle",
+			mods: pair(cm("apps", "shared"), Webhook{Name: podHook.Name, Kind: podHook.Kind, Operations: podHook.Operations, Site: podHook.Site, Except: []string{"b-system"}}, configMapHook),
+		},
+		{
 			name: "module without gates or webhooks",
 			mods: []Module{{Name: "empty", Namespace: "empty"}},
 		},

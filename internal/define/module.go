@@ -172,6 +172,24 @@ func (m *Module) AddCapability(c spec.Capability) {
 			m.errs = append(m.errs, fmt.Errorf("%s: capability %s: FailOpenAfter(%s): the bound must be positive (a capability that must never fail open leaves it out)", f.Site, c.Name, f.After))
 		}
 	}
+	seen := map[string]bool{}
+	for _, np := range c.NamespacePolicies {
+		if np.Policy != admission.Fail && np.Policy != admission.Ignore {
+			m.errs = append(m.errs, fmt.Errorf("%s: capability %s: FailurePolicyIn(%q, ...): expected admission.Fail or admission.Ignore", np.Site, c.Name, np.Policy))
+		}
+		if len(np.Namespaces) == 0 {
+			m.errs = append(m.errs, fmt.Errorf("%s: capability %s: FailurePolicyIn(%s): name the namespaces it applies in", np.Site, c.Name, np.Policy))
+		}
+		for _, ns := range np.Namespaces {
+			if problems := validation.IsDNS1123Label(ns); len(problems) > 0 {
+				m.errs = append(m.errs, fmt.Errorf("%s: capability %s: FailurePolicyIn(%s, %q): not a namespace name: %s", np.Site, c.Name, np.Policy, ns, strings.Join(problems, "; ")))
+			}
+			if seen[ns] {
+				m.errs = append(m.errs, fmt.Errorf("%s: capability %s: FailurePolicyIn(%s, %q): namespace %s has a failure policy already", np.Site, c.Name, np.Policy, ns, ns))
+			}
+			seen[ns] = true
+		}
+	}
 	m.capabilities = append(m.capabilities, c)
 }
 
@@ -214,7 +232,7 @@ func (m *Module) AddBinding(b spec.Binding) {
 			b.Mode = c.Mode
 		}
 		if c.Name == b.Capability {
-			b.JoinDenials = c.JoinDenials
+			b.JoinDenials, b.NamespacePolicies = c.JoinDenials, c.NamespacePolicies
 		}
 	}
 	m.bindings = append(m.bindings, b)

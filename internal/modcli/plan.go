@@ -258,6 +258,13 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 			fmt.Fprintf(out, "  %s (%s): registered when ready (failurePolicy Ignore until the canary proves the API server reaches the module, then %s); until then these pass unchecked (the audit after registration reports them):\n", c.Name, where, m.FailurePolicy)
 		}
 		fmt.Fprintf(out, "    mode %s: %s\n", modeOf(c), modeMeaning[modeOf(c)])
+		for _, np := range c.NamespacePolicies {
+			fmt.Fprintf(out, "    failurePolicy %s in namespaces %s (FailurePolicyIn, %s): a webhook of their own answers their requests with %s when the module fails or cannot be reached; the capability's other webhook leaves them out\n",
+				np.Policy, strings.Join(np.Namespaces, ", "), np.Site, np.Policy)
+		}
+		if c.JoinDenials {
+			fmt.Fprintf(out, "    denials joined (JoinDenials): every validation runs, and the denials are answered together, joined with \"; \"\n")
+		}
 		for _, b := range m.BindingsOf(c.Name) {
 			what, ops := target(b.GVK.Kind, b.Subresource, b.Resource(), b.Operations)
 			fmt.Fprintf(out, "    %s %s %s %s (%s)\n", b.Name, b.Action, what, ops, b.Site)

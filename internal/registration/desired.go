@@ -81,8 +81,12 @@ type hooks struct {
 	mutating   mutatingHooks
 	validating validatingHooks
 	// policies are the enforced failure policies of the webhooks whose
-	// capability overrides the module's.
+	// capability overrides the module's, and of those a capability's
+	// namespace policies give.
 	policies map[string]admissionregistrationv1.FailurePolicyType
+	// nsPolicies are the failure policies of the webhooks of a capability's
+	// namespace policies, static or registered.
+	nsPolicies map[string]admissionregistrationv1.FailurePolicyType
 	hash     string
 }
 
@@ -96,6 +100,9 @@ type hookGroup struct {
 	action     spec.Action
 	namespaces []string
 	optOut     string
+	// nsPolicies are the capability's failure policies by namespace: each
+	// policy's namespaces get a webhook of their own.
+	nsPolicies []spec.NamespacePolicy
 	rules      map[schema.GroupVersionResource][]admissionregistrationv1.OperationType
 }
 
@@ -111,7 +118,8 @@ func (r *Registrar) groups(static bool) (map[string]*hookGroup, []string, error)
 		key := b.Capability + "/" + b.Action.String()
 		g, ok := groups[key]
 		if !ok {
-			g = &hookGroup{capability: b.Capability, action: b.Action, namespaces: b.Namespaces, optOut: b.OptOut, rules: map[schema.GroupVersionResource][]admissionregistrationv1.OperationType{}}
+			g = &hookGroup{capability: b.Capability, action: b.Action, namespaces: b.Namespaces, optOut: b.OptOut, nsPolicies: b.NamespacePolicies,
+				rules: map[schema.GroupVersionResource][]admissionregistrationv1.OperationType{}}
 			groups[key] = g
 			order = append(order, key)
 		}
@@ -161,20 +169,33 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		}
 		rules := rulesOf(g.rules)
 		excluded := r.exclusion().For(g.namespaces, g.optOut)
-		selector, objects, conds := excluded.NamespaceSelector(), excluded.ObjectSelector(), excluded.MatchConditions()
-		if g.action == spec.Mutate {
-			h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
-				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,
-				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
-				TimeoutSeconds: ptr.To(r.opts.TimeoutSeconds), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
-				ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
-			})
-		} else {
-			h.validating = append(h.validating, admissionregistrationv1.ValidatingWebhook{
-				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,
-				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
-				TimeoutSeconds: ptr.To(r.opts.TimeoutSeconds), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
-			})
+		for _, in := range byPolicy(g.nsPolicies) {
+			excluded.Namespaces = append(slices.Clone(excluded.Namespaces), in.namespaces...)
+		}
+		h.add(g.action, name, cc, rules, excluded, nil, r.opts.TimeoutSeconds)
+		for _, in := range byPolicy(g.nsPolicies) {
+			only := in.namespaces
+			if len(g.namespaces) > 0 {
+				only = slices.DeleteFunc(slices.Clone(only), func(ns string) bool { return !slices.Contains(g.namespaces, ns) })
+			}
+			if len(only) == 0 {
+				continue
+			}
+			nsName := spec.NamespaceWebhookName(r.opts.Module, g.capability, g.action, in.policy)
+			if h.nsPolicies == nil {
+				h.nsPolicies = map[string]admissionregistrationv1.FailurePolicyType{}
+			}
+			h.nsPolicies[nsName] = admissionregistrationv1.FailurePolicyType(in.policy)
+			if !static {
+				if h.policies == nil {
+					h.policies = map[string]admissionregistrationv1.FailurePolicyType{}
+				}
+				h.policies[nsName] = admissionregistrationv1.FailurePolicyType(in.policy)
+			}
+			// A cluster-scoped object other than a Namespace is in no
+			// namespace: the capability's own webhook judges it.
+			namespaced := admissionregistrationv1.MatchCondition{Name: "in-namespaces", Expression: `request.namespace != "" || request.kind.kind == "Namespace"`}
+			h.add(g.action, nsName, cc, rules, r.exclusion().For(only, g.optOut), &namespaced, r.opts.TimeoutSeconds)
 		}
 	}
 	if static {
@@ -189,6 +210,58 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 	}{h.mutating, h.validating, h.policies})
 	h.hash = hex.EncodeToString(sum.Sum(nil))[:16]
 	return h, nil
+}
+
+// add appends the webhook of an action, its selectors and match conditions
+// those of excluded, plus cond when given.
+func (h *hooks) add(action spec.Action, name string, cc admissionregistrationv1.WebhookClientConfig, rules []admissionregistrationv1.RuleWithOperations,
+	excluded spec.ExclusionPolicy, cond *admissionregistrationv1.MatchCondition, timeout int32) {
+	selector, objects, conds := excluded.NamespaceSelector(), excluded.ObjectSelector(), excluded.MatchConditions()
+	if cond != nil {
+		conds = append(conds, *cond)
+	}
+	{
+		if action == spec.Mutate {
+			h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
+				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,
+				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+				TimeoutSeconds: ptr.To(timeout), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
+				ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+			})
+		} else {
+			h.validating = append(h.validating, admissionregistrationv1.ValidatingWebhook{
+				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,
+				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+				TimeoutSeconds: ptr.To(timeout), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
+			})
+		}
+	}
+}
+
+// policyNamespaces are a policy's namespaces, of a capability's
+// NamespacePolicies.
+type policyNamespaces struct {
+	policy     admission.FailurePolicy
+	namespaces []string
+}
+
+// byPolicy merges namespace policies by policy, Fail before Ignore, each
+// list sorted: one webhook each.
+func byPolicy(nps []spec.NamespacePolicy) []policyNamespaces {
+	var out []policyNamespaces
+	for _, p := range []admission.FailurePolicy{admission.Fail, admission.Ignore} {
+		var ns []string
+		for _, np := range nps {
+			if np.Policy == p {
+				ns = append(ns, np.Namespaces...)
+			}
+		}
+		if len(ns) > 0 {
+			slices.Sort(ns)
+			out = append(out, policyNamespaces{policy: p, namespaces: slices.Compact(ns)})
+		}
+	}
+	return out
 }
 
 func rulesOf(m map[schema.GroupVersionResource][]admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {

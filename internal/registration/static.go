@@ -25,7 +25,12 @@ func (r *Registrar) Static() (*admissionregistrationv1.MutatingWebhookConfigurat
 		return nil, nil, err
 	}
 	mut, val := Bootstrap(spec.StaticName(r.opts.Module))
-	fail := func(string) *admissionregistrationv1.FailurePolicyType { return ptr.To(admissionregistrationv1.Fail) }
+	fail := func(name string) *admissionregistrationv1.FailurePolicyType {
+		if p, ok := h.nsPolicies[name]; ok {
+			return ptr.To(p)
+		}
+		return ptr.To(admissionregistrationv1.Fail)
+	}
 	mws, vws := slices.Clone(h.mutating), slices.Clone(h.validating)
 	setPolicies(mws, fail)
 	setPolicies(vws, fail)

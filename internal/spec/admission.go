@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"reflect"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -40,8 +41,31 @@ type Capability struct {
 	// JoinDenials runs every validation of the capability on a request, and
 	// answers the denials together, their messages joined with "; " in the
 	// order the bindings were declared.
-	JoinDenials bool   `json:"joinDenials,omitempty"`
-	Site        string `json:"site"`
+	JoinDenials bool `json:"joinDenials,omitempty"`
+	// NamespacePolicies are failure policies for requests in some
+	// namespaces, in place of the capability's (or the module's): each its
+	// own webhook, the capability's other webhook leaving those namespaces
+	// out.
+	NamespacePolicies []NamespacePolicy `json:"namespacePolicies,omitempty"`
+	Site              string            `json:"site"`
+}
+
+// NamespacePolicy is a capability's failure policy in some namespaces.
+type NamespacePolicy struct {
+	Policy     admission.FailurePolicy `json:"policy"`
+	Namespaces []string                `json:"namespaces"`
+	Site       string                  `json:"site"`
+}
+
+// PolicyIn is the failure policy the capability's NamespacePolicies give
+// requests in namespace ns; ok is false where none does.
+func PolicyIn(nps []NamespacePolicy, ns string) (p admission.FailurePolicy, ok bool) {
+	for _, np := range nps {
+		if ns != "" && slices.Contains(np.Namespaces, ns) {
+			return np.Policy, true
+		}
+	}
+	return "", false
 }
 
 // FailOpen is a capability's declared outage bound: once no admission
@@ -169,6 +193,8 @@ type Binding struct {
 	Mode Mode `json:"mode"`
 	// JoinDenials is the capability's: its validations' denials are joined.
 	JoinDenials bool `json:"joinDenials,omitempty"`
+	// NamespacePolicies are the capability's (see Capability).
+	NamespacePolicies []NamespacePolicy `json:"namespacePolicies,omitempty"`
 	// FailOpenAfter is the capability's outage bound (see FailOpen); zero
 	// when it has none.
 	FailOpenAfter time.Duration `json:"failOpenAfter,omitempty"`

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/vigilkit/vigil/admission"
 )
 
 // The names of what a module registers with the API server for admission:
@@ -23,6 +25,13 @@ func StaticName(module string) string { return module + "-fail-closed" }
 // WebhookName names the webhook of a module's capability and action.
 func WebhookName(module, capability string, action Action) string {
 	return fmt.Sprintf("%s.%s.%s.vigil.dev", capability, action, module)
+}
+
+// NamespaceWebhookName names the webhook of a module's capability and
+// action in the namespaces its failure policy policy is given for
+// (FailurePolicyIn): ignore.<capability>.<action>.<module>.vigil.dev.
+func NamespaceWebhookName(module, capability string, action Action, policy admission.FailurePolicy) string {
+	return fmt.Sprintf("%s.%s.%s.%s.vigil.dev", strings.ToLower(string(policy)), capability, action, module)
 }
 
 // CanaryName names a module's canary webhook.
