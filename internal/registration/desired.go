@@ -87,7 +87,7 @@ type hooks struct {
 	// nsPolicies are the failure policies of the webhooks of a capability's
 	// namespace policies, static or registered.
 	nsPolicies map[string]admissionregistrationv1.FailurePolicyType
-	hash     string
+	hash       string
 }
 
 // build turns the bindings registered when ready into webhooks, one per
