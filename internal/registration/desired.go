@@ -220,22 +220,20 @@ func (h *hooks) add(action spec.Action, name string, cc admissionregistrationv1.
 	if cond != nil {
 		conds = append(conds, *cond)
 	}
-	{
-		if action == spec.Mutate {
-			h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
-				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,
-				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
-				TimeoutSeconds: ptr.To(timeout), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
-				ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
-			})
-		} else {
-			h.validating = append(h.validating, admissionregistrationv1.ValidatingWebhook{
-				Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,
-				SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
-				TimeoutSeconds: ptr.To(timeout), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
-			})
-		}
+	if action == spec.Mutate {
+		h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
+			Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,
+			SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds: ptr.To(timeout), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
+			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+		})
+		return
 	}
+	h.validating = append(h.validating, admissionregistrationv1.ValidatingWebhook{
+		Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), AdmissionReviewVersions: []string{"v1"},
+		TimeoutSeconds: ptr.To(timeout), MatchPolicy: ptr.To(admissionregistrationv1.Exact),
+	})
 }
 
 // policyNamespaces are a policy's namespaces, of a capability's
