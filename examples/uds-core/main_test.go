@@ -36,7 +36,7 @@ const EnvCRDs = "UDS_CORE_CRDS"
 
 // crdDir finds UDS Core's CRD files: $UDS_CORE_CRDS, or shared/uds-core/crds
 // in a folder above this one. The project copies no file of UDS Core's.
-func crdDir(t *testing.T) string {
+func crdDir(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv(EnvCRDs); d != "" {
 		return d
@@ -66,7 +66,7 @@ var installCRDs sync.Mutex
 
 // udsCRDs installs UDS Core's CRDs, as its CRD chart does before the
 // policy engine starts.
-func udsCRDs(t *testing.T) {
+func udsCRDs(t testing.TB) {
 	t.Helper()
 	installCRDs.Lock()
 	defer installCRDs.Unlock()
@@ -98,7 +98,7 @@ func clusterConfig(allowAllNsExemptions bool) *unstructured.Unstructured {
 }
 
 // namespace creates the namespace unless it exists.
-func namespace(t *testing.T, name string) {
+func namespace(t testing.TB, name string) {
 	t.Helper()
 	err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -110,7 +110,13 @@ func namespace(t *testing.T, name string) {
 // the operator config Secret and the ClusterConfig in place, the gates run,
 // the webhooks enforcing, the watcher running; the namespaces
 // policy-tests and uds-policy-exemptions exist.
-func startUDSCore(t *testing.T) *vigiltest.Module {
+func startUDSCore(t testing.TB) *vigiltest.Module {
+	t.Helper()
+	return startUDSCoreWith(t, vigiltest.ModuleOptions{Dir: "."})
+}
+
+// startUDSCoreWith is startUDSCore with the module's options.
+func startUDSCoreWith(t testing.TB, opts vigiltest.ModuleOptions) *vigiltest.Module {
 	t.Helper()
 	udsCRDs(t)
 	cc := clusterConfig(false)
@@ -119,7 +125,7 @@ func startUDSCore(t *testing.T) *vigiltest.Module {
 	}
 	namespace(t, PolicyTests)
 	namespace(t, ExemptionsNamespace)
-	m := env.InstallModule(t, vigiltest.ModuleOptions{Dir: "."})
+	m := env.InstallModule(t, opts)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: OperatorConfigSecret},
 		StringData: map[string]string{"AUTHSERVICE_REDIS_URI": "", "KEYCLOAK_CLIENT_MODE": "AUTO"}}
 	if err := env.Client.Create(t.Context(), secret); err != nil && !apierrors.IsAlreadyExists(err) {
