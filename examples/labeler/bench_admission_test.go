@@ -1,24 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/base64"
 	"fmt"
 	"io"
-	"log"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -29,126 +20,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
-
-// The floor server is this test binary run again with these set: see
-// serveFloor.
-const (
-	floorAddrEnv  = "LABELER_BENCH_FLOOR_ADDR"
-	floorCertsEnv = "LABELER_BENCH_FLOOR_CERTS"
-)
-
-// serveFloor is the floor of this machine for an admission webhook: a Go
-// HTTPS server that reads the review, finds its uid by a byte search and
-// answers a canned patch — no JSON decoded, no binding run. It serves until
-// killed, with the labeler's serving certificate.
-func serveFloor(addr, certDir string) int {
-	pair, err := tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "floor:", err)
-		return 1
-	}
-	patch := base64.StdEncoding.EncodeToString([]byte(`[{"op":"add","path":"/metadata/labels/vigil.dev~1labeled","value":"true"}]`))
-	head := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"`)
-	tail := []byte(`","allowed":true,"patchType":"JSONPatch","patch":"` + patch + `"}}`)
-	// Validations answer without a patch: the API server refuses one.
-	validateTail := []byte(`","allowed":true}}`)
-	key := []byte(`"uid":"`)
-	var conns atomic.Int64
-	srv := &http.Server{
-		Addr: addr,
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
-				conns.Add(1)
-			}
-		},
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/connections" { // how many it accepted
-				_, _ = fmt.Fprint(w, conns.Load())
-				return
-			}
-			body, err := io.ReadAll(r.Body)
-			i := bytes.Index(body, key)
-			if err != nil || i < 0 {
-				http.Error(w, "no uid", http.StatusBadRequest)
-				return
-			}
-			uid := body[i+len(key):]
-			uid = uid[:max(0, bytes.IndexByte(uid, '"'))]
-			end := tail
-			if strings.HasPrefix(r.URL.Path, "/validate") {
-				end = validateTail
-			}
-			out := make([]byte, 0, len(head)+len(uid)+len(end))
-			out = append(append(append(out, head...), uid...), end...)
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(out)
-		}),
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          log.New(io.Discard, "", 0), // the probe that it listens fails a handshake
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
-	}
-	if err := srv.ListenAndServeTLS("", ""); err != nil {
-		fmt.Fprintln(os.Stderr, "floor:", err)
-		return 1
-	}
-	return 0
-}
-
-// floor is a running floor server.
-type floor struct {
-	cmd  *exec.Cmd
-	base string
-}
-
-// connections is how many connections the floor server has accepted.
-func (f *floor) connections(l *labeler) int {
-	resp, err := l.newClient(false).Get(f.base + "/connections")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	n, _ := strconv.Atoi(string(data))
-	return n - 1 // not this one
-}
-
-func (f *floor) stop() { _ = f.cmd.Process.Kill(); _, _ = f.cmd.Process.Wait() }
-
-func startFloor(b *testing.B, l *labeler) *floor {
-	b.Helper()
-	addr := vigiltest.FreeAddr(b)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), floorAddrEnv+"="+addr, floorCertsEnv+"="+l.certDir)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	f := &floor{cmd: cmd, base: "https://" + addr}
-	for began := time.Now(); ; time.Sleep(5 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return f
-		}
-		if time.Since(began) > 10*time.Second {
-			b.Fatalf("floor server not listening on %s within 10s", addr)
-		}
-	}
-}
-
-type loadResult struct {
-	payload     string
-	target      string
-	concurrency int
-	requests    int64
-	rps         float64
-	p50, p99    time.Duration
-	cpuPerReq   time.Duration
-	latencies   []time.Duration // sorted
-}
 
 // client returns an HTTP/1.1 keep-alive client trusting the labeler's CA, or
 // an HTTP/2 one (one connection, its streams shared by the workers, as the
@@ -194,7 +69,7 @@ func BenchmarkAdmission(b *testing.B) {
 			var m, f, v []loadResult
 			for range 3 {
 				m = append(m, load(b, pid, "vigil mutate", mutate, h1, p.name, p.body, c, d))
-				f = append(f, load(b, fl.cmd.Process.Pid, "floor", fl.base+"/mutate", h1, p.name, p.body, c, d))
+				f = append(f, load(b, fl.Cmd.Process.Pid, "floor", fl.Base+"/mutate", h1, p.name, p.body, c, d))
 				v = append(v, load(b, pid, "vigil validate", validate, h1, p.name, p.body, c, d))
 			}
 			results = append(results, merged(m), merged(f), merged(v))
@@ -205,8 +80,8 @@ func BenchmarkAdmission(b *testing.B) {
 	h2 := l.newClient(true)
 	cm := payloads[0].body
 	h2Results := []loadResult{
-		load(b, fl.cmd.Process.Pid, "floor h2", fl.base+"/mutate", h2, "configmap", cm, 16, d),
-		load(b, fl.cmd.Process.Pid, "floor", fl.base+"/mutate", h1, "configmap", cm, 16, d),
+		load(b, fl.Cmd.Process.Pid, "floor h2", fl.Base+"/mutate", h2, "configmap", cm, 16, d),
+		load(b, fl.Cmd.Process.Pid, "floor", fl.Base+"/mutate", h1, "configmap", cm, 16, d),
 		load(b, pid, "vigil mutate, h2 offered", mutate, h2, "configmap", cm, 16, d),
 	}
 	rssLoad := vigiltest.ProcStatus(pid, "VmHWM")
@@ -217,12 +92,12 @@ func BenchmarkAdmission(b *testing.B) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "payload\tserver\tconcurrency\trequests\treq/s\tp50\tp99\tserver cpu/req")
 	for _, r := range append(results, h2Results...) {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.2f ms\t%.2f ms\t%.1f µs\n", r.payload, r.target, r.concurrency, r.requests, r.rps, ms(r.p50), ms(r.p99), us(r.cpuPerReq))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.2f ms\t%.2f ms\t%.1f µs\n", r.Payload, r.Target, r.Concurrency, r.Requests, r.RPS, ms(r.P50), ms(r.P99), us(r.CPUPerReq))
 	}
 	tw.Flush()
 	find := func(rs []loadResult, payload, target string, c int) loadResult {
 		for _, r := range rs {
-			if r.payload == payload && r.target == target && r.concurrency == c {
+			if r.Payload == payload && r.Target == target && r.Concurrency == c {
 				return r
 			}
 		}
@@ -239,7 +114,7 @@ func BenchmarkAdmission(b *testing.B) {
 				prefix += "-c64"
 			}
 			fmt.Printf("%s: c%d_rps=%.0f c%d_p50=%.2fms c%d_p99=%.2fms cpu_per_req=%.1fus cpu_per_req_validate=%.1fus floor_cpu_per_req=%.1fus vs_floor=%.2fx vs_floor_validate=%.2fx floor_rps=%.0f",
-				prefix, c, m.rps, c, ms(m.p50), c, ms(m.p99), us(m.cpuPerReq), us(v.cpuPerReq), us(f.cpuPerReq), ratio(m, f), ratio(v, f), f.rps)
+				prefix, c, m.RPS, c, ms(m.P50), c, ms(m.P99), us(m.CPUPerReq), us(v.CPUPerReq), us(f.CPUPerReq), ratio(m, f), ratio(v, f), f.RPS)
 			if c == 16 {
 				fmt.Printf(" rss_idle=%.1fMiB rss_load=%.1fMiB ready_after=%dms", float64(rssIdle)/1024, float64(rssLoad)/1024, l.readyAfter.Milliseconds())
 			}
@@ -248,7 +123,7 @@ func BenchmarkAdmission(b *testing.B) {
 	}
 	h2f, h1f, offered := h2Results[0], h2Results[1], h2Results[2]
 	fmt.Printf("admission-h2: the labeler answers HTTP/1.1 to a client offering h2 (cpu_per_req=%.1fus); the floor over HTTP/2 floor_h2_cpu_per_req=%.1fus against floor_cpu_per_req=%.1fus over HTTP/1.1 keep-alive, %.2fx (c16: %.0f against %.0f req/s)\n",
-		us(offered.cpuPerReq), us(h2f.cpuPerReq), us(h1f.cpuPerReq), ratio(h2f, h1f), h2f.rps, h1f.rps)
+		us(offered.CPUPerReq), us(h2f.CPUPerReq), us(h1f.CPUPerReq), ratio(h2f, h1f), h2f.RPS, h1f.RPS)
 	fmt.Printf("admission-profile mutate (configmap, c16, share of the labeler's CPU): %s\n", mutateShares)
 	fmt.Printf("admission-profile validate (configmap, c16, share of the labeler's CPU): %s\n", validateShares)
 	fmt.Printf("admission-ready: ready_after=%dms (exec to /readyz 200, asked every 2 ms; the Store CRD installed and served just before), in ms since the process started: %s\n", l.readyAfter.Milliseconds(), readyParts(l.logs.String()))
@@ -257,7 +132,7 @@ func BenchmarkAdmission(b *testing.B) {
 	// server serves it.
 	_ = l.cmd.Process.Kill()
 	_, _ = l.cmd.Process.Wait()
-	fl.stop()
+	fl.Stop()
 	if err := deleteStoreCRD(b.Context()); err != nil {
 		b.Fatal(err)
 	}
@@ -287,13 +162,6 @@ func deleteStoreCRD(ctx context.Context) error {
 	}
 }
 
-func ratio(r, floor loadResult) float64 {
-	if floor.cpuPerReq == 0 {
-		return 0
-	}
-	return float64(r.cpuPerReq) / float64(floor.cpuPerReq)
-}
-
 // readyParts is what the role's admission-ready line says of its start.
 func readyParts(logs string) string {
 	line := regexp.MustCompile(`event=admission-ready .*`).FindString(logs)
@@ -305,60 +173,6 @@ func readyParts(logs string) string {
 		parts = append(parts, m[1]+"="+m[2])
 	}
 	return strings.Join(parts, " ")
-}
-
-// load sends body to url from c workers for d, and measures each request
-// and the CPU the server process pid spent.
-func load(b *testing.B, pid int, target, url string, client *http.Client, payload string, body []byte, c int, d time.Duration) loadResult {
-	// Warm the connections.
-	for range c {
-		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	cpuBefore := procCPU(pid)
-	var total atomic.Int64
-	var mu sync.Mutex
-	var lat []time.Duration
-	began := time.Now()
-	stop := began.Add(d)
-	var wg sync.WaitGroup
-	for range c {
-		wg.Go(func() {
-			mine := make([]time.Duration, 0, 4096)
-			for time.Now().Before(stop) {
-				t0 := time.Now()
-				resp, err := client.Post(url, "application/json", bytes.NewReader(body))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Errorf("%s: status %d", target, resp.StatusCode)
-					return
-				}
-				mine = append(mine, time.Since(t0))
-				total.Add(1)
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(began)
-	cpu := procCPU(pid) - cpuBefore
-	slices.Sort(lat)
-	n := total.Load()
-	return loadResult{
-		payload: payload, target: target, concurrency: c, requests: n, rps: float64(n) / elapsed.Seconds(),
-		p50: pct(lat, 50), p99: pct(lat, 99), cpuPerReq: cpu / time.Duration(max(n, 1)), latencies: lat,
-	}
 }
 
 // profileShares takes a CPU profile of the labeler while url is loaded at
@@ -451,27 +265,22 @@ func shares(p *profile.Profile) string {
 	return strings.Join(out, " ")
 }
 
-// procCPU is the process's user and system CPU time from /proc.
-func procCPU(pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which is in parentheses.
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+// The load and floor machinery is the kit's (internal/testkit), which
+// bench-uds shares.
+type loadResult = testkit.LoadResult
+
+func load(b *testing.B, pid int, target, url string, client *http.Client, payload string, body []byte, c int, d time.Duration) loadResult {
+	return testkit.Load(b, pid, target, url, client, payload, body, c, d)
 }
 
-func pct(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[(len(sorted)-1)*p/100]
-}
+func startFloor(b *testing.B, l *labeler) *testkit.Floor { return testkit.StartFloor(b, l.certDir) }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func ratio(r, floor loadResult) float64 { return r.Ratio(floor) }
 
-func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+func procCPU(pid int) time.Duration { return testkit.ProcCPU(pid) }
+
+func pct(sorted []time.Duration, p int) time.Duration { return testkit.Percentile(sorted, p) }
+
+func ms(d time.Duration) float64 { return testkit.Ms(d) }
+
+func us(d time.Duration) float64 { return testkit.Us(d) }

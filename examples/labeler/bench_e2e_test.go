@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -144,9 +145,9 @@ func BenchmarkAdmissionE2E(b *testing.B) {
 		slices.Sort(lat)
 		return lat
 	}
-	conns := fl.connections(l)
+	conns := fl.Connections(l.newClient(false))
 	floorLat := floorRun("floor", true, false)
-	conns = fl.connections(l) - conns
+	conns = fl.Connections(l.newClient(false)) - conns
 	// Fewer calls: the floor as the mutating webhook alone, and beside it
 	// the labeler's check as a ValidatingAdmissionPolicy the API server
 	// evaluates itself.
@@ -167,7 +168,7 @@ func BenchmarkAdmissionE2E(b *testing.B) {
 // registerFloor registers the floor server as a mutating webhook for creates
 // of ConfigMaps in ns, and as a validating one (validating), and the
 // labeler's check — an app label — as a ValidatingAdmissionPolicy (policy).
-func registerFloor(ctx context.Context, fl *floor, l *labeler, ns string, validating, policy bool) error {
+func registerFloor(ctx context.Context, fl *testkit.Floor, l *labeler, ns string, validating, policy bool) error {
 	rules := []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
@@ -176,7 +177,7 @@ func registerFloor(ctx context.Context, fl *floor, l *labeler, ns string, valida
 	none := admissionregistrationv1.SideEffectClassNone
 	fail := admissionregistrationv1.Fail
 	cc := func(path string) admissionregistrationv1.WebhookClientConfig {
-		url := fl.base + path
+		url := fl.Base + path
 		return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: l.serving.CABundle}
 	}
 	objs := []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{

@@ -79,7 +79,7 @@ func BenchmarkAdmissionLister(b *testing.B) {
 	n, nl := merged(noneCPU), merged(listerCPU)
 	fmt.Printf("admission-lister: validate_p99_lister_10k=%.2fms validate_p99_none=%.2fms p99_ratio=%.2f validate_p50_lister_10k=%.2fms validate_p50_none=%.2fms (c16, n=%d each) cpu_per_req_lister_10k=%.1fus cpu_per_req_none=%.1fus rss=%.1fMiB ready_after=%dms (10,000 ConfigMaps to list, created in %.1fs; in ms since the process started: %s)\n",
 		ms(pct(lister, 99)), ms(pct(none, 99)), float64(pct(lister, 99))/float64(max(1, pct(none, 99))),
-		ms(pct(lister, 50)), ms(pct(none, 50)), min(len(none), len(lister)), us(nl.cpuPerReq), us(n.cpuPerReq), float64(rss)/1024,
+		ms(pct(lister, 50)), ms(pct(none, 50)), min(len(none), len(lister)), us(nl.CPUPerReq), us(n.CPUPerReq), float64(rss)/1024,
 		l.readyAfter.Milliseconds(), created.Seconds(), readyParts(l.logs.String()))
 }
 
@@ -123,23 +123,23 @@ func alternate(tb testing.TB, a, b string, client *http.Client, body []byte, c i
 // rate and the CPU per request over all.
 func merged(rs []loadResult) loadResult {
 	out := rs[0]
-	out.latencies = nil
-	out.requests = 0
+	out.Latencies = nil
+	out.Requests = 0
 	var cpu time.Duration
 	var seconds float64
 	for _, r := range rs {
-		out.latencies = append(out.latencies, r.latencies...)
-		out.requests += r.requests
-		cpu += r.cpuPerReq * time.Duration(r.requests)
-		if r.rps > 0 {
-			seconds += float64(r.requests) / r.rps
+		out.Latencies = append(out.Latencies, r.Latencies...)
+		out.Requests += r.Requests
+		cpu += r.CPUPerReq * time.Duration(r.Requests)
+		if r.RPS > 0 {
+			seconds += float64(r.Requests) / r.RPS
 		}
 	}
-	slices.Sort(out.latencies)
-	out.cpuPerReq = cpu / time.Duration(max(1, out.requests))
-	out.p50, out.p99 = pct(out.latencies, 50), pct(out.latencies, 99)
+	slices.Sort(out.Latencies)
+	out.CPUPerReq = cpu / time.Duration(max(1, out.Requests))
+	out.P50, out.P99 = pct(out.Latencies, 50), pct(out.Latencies, 99)
 	if seconds > 0 {
-		out.rps = float64(out.requests) / seconds
+		out.RPS = float64(out.Requests) / seconds
 	}
 	return out
 }

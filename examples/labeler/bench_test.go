@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -27,10 +28,7 @@ import (
 var env *vigiltest.Env
 
 func TestMain(m *testing.M) {
-	if addr := os.Getenv(floorAddrEnv); addr != "" {
-		// This binary, run again by BenchmarkAdmission, as the floor server.
-		os.Exit(serveFloor(addr, os.Getenv(floorCertsEnv)))
-	}
+	testkit.FloorMain() // this binary, run again by BenchmarkAdmission, as the floor server
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 

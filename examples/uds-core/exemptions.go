@@ -119,6 +119,46 @@ func (e *exemptions) exempt(ctx context.Context, policy Policy, namespace, name 
 	return len(found) > 0 && e.cfg.allowAllNsExemptions(ctx)
 }
 
+// exemptFrom is every policy an Exemption exempts the object from, read
+// as exempt reads them: what the mutations mark.
+func (e *exemptions) exemptFrom(ctx context.Context, namespace, name string) map[Policy]bool {
+	out := map[Policy]bool{}
+	found, err := e.lister.Find(ctx, func(u *unstructured.Unstructured) bool {
+		for _, entry := range e.entries(u) {
+			if entry.re != nil && entry.Matcher.Namespace == namespace && entry.re.MatchString(name) {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "the Exemptions cannot be read: none applies")
+		return out
+	}
+	allowAll := -1
+	for _, u := range found {
+		if u.GetNamespace() != ExemptionsNamespace {
+			if allowAll < 0 {
+				allowAll = 0
+				if e.cfg.allowAllNsExemptions(ctx) {
+					allowAll = 1
+				}
+			}
+			if allowAll == 0 {
+				continue
+			}
+		}
+		for _, entry := range e.entries(u) {
+			if entry.re != nil && entry.Matcher.Namespace == namespace && entry.re.MatchString(name) {
+				for _, p := range entry.Policies {
+					out[p] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
 // declareExemptionValidation validates Exemptions at admission as UDS
 // Core's operator does: in uds-policy-exemptions unless the ClusterConfig
 // allows all namespaces; each policy one its matcher's kind may be exempted

@@ -136,6 +136,7 @@ func newModule(s settings) *vigil.Module {
 	p.declareNetworking()
 	p.declareSecurity()
 	p.declareStorage()
+	p.declareMutations()
 	declareExemptionValidation(operator, cfg)
 	return m
 }

@@ -73,6 +73,10 @@ type policies struct {
 	capability *vigil.Capability
 	exemptions *exemptions
 	istio      istioImages
+	// podMutations and serviceMarks are the policies' mutations, in the
+	// order they were declared: declareMutations runs them.
+	podMutations []podStep
+	serviceMarks []Policy
 }
 
 // podMutation changes a Pod that is not exempt from its policy; it reports
@@ -87,59 +91,83 @@ type podValidation func(r *vigil.Request[*corev1.Pod]) string
 // a mutation that marks a Pod exempt from the policy (the annotation
 // uds-core.pepr.dev/uds-core-policies.<Policy>: exempted) and otherwise runs
 // mutate, when there is one; and a validation that admits an exempt Pod
-// and otherwise runs validate. Ephemeral containers, added through the
-// pods/ephemeralcontainers subresource (kubectl debug), which UDS Core's
-// webhooks are never sent, are judged by the same bindings.
+// and otherwise runs validate. The mutations of every policy run in one
+// binding (see declareMutations), in the order they were declared; each
+// validation is a binding of its own, named after its policy. Ephemeral
+// containers, added through the pods/ephemeralcontainers subresource
+// (kubectl debug), which UDS Core's webhooks are never sent, are judged by
+// the same bindings.
 func (p *policies) pod(policy Policy, mutate podMutation, validate podValidation) {
-	m := func(ctx context.Context, r *vigil.Request[*corev1.Pod]) error {
-		if p.exemptions.exempt(ctx, policy, r.Namespace, podName(r.Object)) {
-			r.SetAnnotation(ExemptionAnnotationPrefix+"."+string(policy), "exempted")
-			return nil
+	p.podMutations = append(p.podMutations, podStep{policy, mutate})
+	// The policy first, the Exemptions only for what it would deny: the
+	// verdict is UDS Core's (exempt, or else the policy's), and a Pod the
+	// policy admits costs no read of the Exemptions. A denial read them, so
+	// it is made again on fresh data when they may have changed.
+	v := func(ctx context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+		msg := validate(r)
+		if msg == "" || p.exemptions.exempt(ctx, policy, r.Namespace, podName(r.Object)) {
+			return admission.Allow()
 		}
-		if mutate != nil && mutate(r) {
-			annotateMutation(r, policy)
+		return admission.Deny(msg)
+	}
+	name := policy.kebab()
+	vigil.When(p.capability, &corev1.Pod{}).IsCreatedOrUpdated().Named(name).Validate(v)
+	vigil.When(p.capability, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named(name + "-debug").Validate(v)
+}
+
+// podStep is one policy's part of the Pods' mutation.
+type podStep struct {
+	policy Policy
+	mutate podMutation
+}
+
+// declareMutations declares the one binding that runs every policy's
+// mutation of a Pod (and the marks of a Service's), in UDS Core's order: an
+// object exempt from a policy is marked and left as it is, else the
+// policy's mutation runs. Declared after the policies: the mutating webhook
+// runs it before any validation, as the API server calls them.
+func (p *policies) declareMutations() {
+	pods := func(ctx context.Context, r *vigil.Request[*corev1.Pod]) error {
+		exempt := p.exemptions.exemptFrom(ctx, r.Namespace, podName(r.Object))
+		for _, step := range p.podMutations {
+			if exempt[step.policy] {
+				r.SetAnnotation(ExemptionAnnotationPrefix+"."+string(step.policy), "exempted")
+				continue
+			}
+			if step.mutate != nil && step.mutate(r) {
+				annotateMutation(r, step.policy)
+			}
 		}
 		return nil
 	}
-	v := func(ctx context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
-		if p.exemptions.exempt(ctx, policy, r.Namespace, podName(r.Object)) {
-			return admission.Allow()
-		}
-		if msg := validate(r); msg != "" {
-			return admission.Deny(msg)
-		}
-		return admission.Allow()
-	}
-	name := policy.kebab()
-	vigil.When(p.capability, &corev1.Pod{}).IsCreatedOrUpdated().Named(name + "-mutate").Mutate(m)
-	vigil.When(p.capability, &corev1.Pod{}).IsCreatedOrUpdated().Named(name).Validate(v)
-	vigil.When(p.capability, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named(name + "-debug-mutate").Mutate(m)
-	vigil.When(p.capability, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named(name + "-debug").Validate(v)
+	vigil.When(p.capability, &corev1.Pod{}).IsCreatedOrUpdated().Named("pod-mutations").Mutate(pods)
+	vigil.When(p.capability, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named("pod-debug-mutations").Mutate(pods)
+	vigil.When(p.capability, &corev1.Service{}).IsCreatedOrUpdated().Named("service-mutations").
+		Mutate(func(ctx context.Context, r *vigil.Request[*corev1.Service]) error {
+			exempt := p.exemptions.exemptFrom(ctx, r.Namespace, serviceName(r.Object))
+			for _, policy := range p.serviceMarks {
+				if exempt[policy] {
+					r.SetAnnotation(ExemptionAnnotationPrefix+"."+string(policy), "exempted")
+				}
+			}
+			return nil
+		})
 }
 
 // serviceValidation judges a Service that is not exempt from its policy.
 type serviceValidation func(r *vigil.Request[*corev1.Service]) string
 
-// service declares a Service policy as pod declares a Pod one, without a
-// mutation of its own.
+// service declares a Service policy as pod declares a Pod one; its
+// mutation only marks an exempt Service.
 func (p *policies) service(policy Policy, validate serviceValidation) {
-	name := policy.kebab()
-	vigil.When(p.capability, &corev1.Service{}).IsCreatedOrUpdated().Named(name + "-mutate").
-		Mutate(func(ctx context.Context, r *vigil.Request[*corev1.Service]) error {
-			if p.exemptions.exempt(ctx, policy, r.Namespace, serviceName(r.Object)) {
-				r.SetAnnotation(ExemptionAnnotationPrefix+"."+string(policy), "exempted")
-			}
-			return nil
-		})
-	vigil.When(p.capability, &corev1.Service{}).IsCreatedOrUpdated().Named(name).
+	p.serviceMarks = append(p.serviceMarks, policy)
+	vigil.When(p.capability, &corev1.Service{}).IsCreatedOrUpdated().Named(policy.kebab()).
 		Validate(func(ctx context.Context, r *vigil.Request[*corev1.Service]) vigil.Verdict {
-			if p.exemptions.exempt(ctx, policy, r.Namespace, serviceName(r.Object)) {
+			msg := validate(r)
+			if msg == "" || p.exemptions.exempt(ctx, policy, r.Namespace, serviceName(r.Object)) {
 				return admission.Allow()
 			}
-			if msg := validate(r); msg != "" {
-				return admission.Deny(msg)
-			}
-			return admission.Allow()
+			return admission.Deny(msg)
 		})
 }
 
