@@ -45,7 +45,7 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := version.ParseSemantic(chartVersion(m)); err != nil {
+	if _, err := version.ParseSemantic(Version(m)); err != nil {
 		return nil, fmt.Errorf("module %s version %q: a chart's version must be SemVer, as in 1.2.0: set vigil.Options.Version to one", m.Name, m.Version)
 	}
 	objs, err := manifests.Render(m, manifests.Options{Image: imageSentinel})

@@ -13,7 +13,9 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-func chartVersion(m *spec.Module) string {
+// Version is the version of the module's chart: the module's version without a
+// leading v, or 0.0.0 for a module that declares none.
+func Version(m *spec.Module) string {
 	if m.Version == "" {
 		return "0.0.0" // as registration counts an unversioned module
 	}
@@ -26,7 +28,7 @@ func chartYAML(m *spec.Module, tag string) []byte {
 		"name":        m.Name,
 		"description": fmt.Sprintf("The vigil module %s: its admission webhooks, watcher and startup gates, with RBAC derived from its definition.", m.Name),
 		"type":        "application",
-		"version":     chartVersion(m),
+		"version":     Version(m),
 		"kubeVersion": KubeVersion,
 	}
 	if tag != "" {

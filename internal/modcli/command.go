@@ -47,6 +47,7 @@ func NewCommand(m *spec.Module, defErr error, out, errOut io.Writer) *cobra.Comm
 		newCommand(m, unregisterCommand(), NewUnregisterFlags()),
 		newCommand(m, chartCommand(), NewChartFlags()),
 		newCommand(m, manifestsCommand(), NewManifestsFlags()),
+		newCommand(m, zarfCommand(), NewZarfFlags()),
 		newCommand(m, planCommand(), NewPlanFlags()),
 	)
 	return root

@@ -50,6 +50,7 @@ func TestCommandsKeepTheirFlags(t *testing.T) {
 			"remove-finalizers": "false", "stop-watcher": "false", "delete-state": "false", "stop-watcher-timeout": "2m0s",
 		}),
 		"chart":     {"output-dir": "", "image": "", "allow-deadlock": "false"},
+		"zarf":      {"output-dir": "", "image": "", "allow-deadlock": "false"},
 		"manifests": {"image": "", "namespace": "", "replicas": "2", "output-dir": "", "ca-bundle": "", "allow-deadlock": "false", "with": "[]", "network-policy": "true"},
 		"plan":      {"output": "text", "with": "[]"},
 	}
