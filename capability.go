@@ -197,6 +197,15 @@ func (o admissionOptions[T, B]) IsCreatedOrUpdated() B {
 // being deleted.
 func (o admissionOptions[T, B]) IsDeleted() B { o.ad.On(admissionv1.Delete); return o.self }
 
+// IfServed registers the binding only while the API server serves its kind:
+// a binding on a CRD that may be installed later, or never (a Prometheus
+// Probe where the cluster may run no Prometheus), neither holds the module's
+// other webhooks back nor fails their registration; it joins its webhook's
+// rules within a registration check (--registration-check-interval) of its
+// CRD being served. Until then its kind's objects pass unchecked, as plan
+// says.
+func (o admissionOptions[T, B]) IfServed() B { o.ad.IfServed = true; return o.self }
+
 // Named names the binding in messages and metrics; by default it is named
 // after its kind, action and place.
 func (o admissionOptions[T, B]) Named(name string) B {

@@ -138,5 +138,6 @@ func newModule(s settings) *vigil.Module {
 	p.declareStorage()
 	p.declareMutations()
 	declareExemptionValidation(operator, cfg)
+	declarePrometheus(m)
 	return m
 }

@@ -193,6 +193,9 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 			continue // only mutations, which no outage has skipped: nothing to list
 		}
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil && meta.IsNoMatchError(err) && ifServedOnly(m, gvk) {
+			continue // not served: its bindings are not registered either
+		}
 		if err != nil {
 			return r.findings, fmt.Errorf("audit %s: %w", gvk, err)
 		}
@@ -503,4 +506,19 @@ func recordEvent(ctx context.Context, cs kubernetes.Interface, module string, ob
 		Type:    corev1.EventTypeWarning, Source: corev1.EventSource{Component: module + "-audit"},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}, metav1.CreateOptions{})
+}
+
+// ifServedOnly reports whether every binding of the kind is registered only
+// while the kind is served (IfServed).
+func ifServedOnly(m *spec.Module, gvk schema.GroupVersionKind) bool {
+	any := false
+	for _, b := range m.Bindings {
+		if b.GVK == gvk {
+			if !b.IfServed {
+				return false
+			}
+			any = true
+		}
+	}
+	return any
 }

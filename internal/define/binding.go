@@ -31,6 +31,8 @@ type Binding struct {
 	// and WhenScaled.
 	Parent      schema.GroupVersionKind
 	Subresource string
+	// IfServed: registered only while its kind is served.
+	IfServed bool
 
 	// What a watch could select on the server: see watcher.Agree.
 	inNamespaces []string
@@ -169,6 +171,7 @@ func (b *Binding) AddAdmission(site string, binding spec.Binding, action string)
 	binding.FailOpenAfter = b.Cap.FailOpenAfter()
 	binding.Filters = b.Filters
 	binding.Parent, binding.Subresource = b.Parent, b.Subresource
+	binding.IfServed = b.IfServed
 	binding.Name = b.Name
 	binding.Site = b.Site
 	b.m.AddBinding(binding)

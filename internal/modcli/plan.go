@@ -267,7 +267,11 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 		}
 		for _, b := range m.BindingsOf(c.Name) {
 			what, ops := target(b.GVK.Kind, b.Subresource, b.Resource(), b.Operations)
-			fmt.Fprintf(out, "    %s %s %s %s (%s)\n", b.Name, b.Action, what, ops, b.Site)
+			served := ""
+			if b.IfServed {
+				served = "; registered only while its kind is served (IfServed)"
+			}
+			fmt.Fprintf(out, "    %s %s %s %s (%s%s)\n", b.Name, b.Action, what, ops, b.Site, served)
 		}
 		if f := c.FailOpen; f != nil {
 			guard := ""

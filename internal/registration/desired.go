@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
@@ -115,6 +116,14 @@ func (r *Registrar) groups(static bool) (map[string]*hookGroup, []string, error)
 		if b.FailClosed != static {
 			continue
 		}
+		kind := b.ResourceKind()
+		m, err := r.opts.Mapper.RESTMapping(kind.GroupKind(), kind.Version)
+		if err != nil && b.IfServed && meta.IsNoMatchError(err) {
+			continue // registered once its kind is served
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("register binding %s: resource of %s: %w", b.ID(), kind, err)
+		}
 		key := b.Capability + "/" + b.Action.String()
 		g, ok := groups[key]
 		if !ok {
@@ -122,11 +131,6 @@ func (r *Registrar) groups(static bool) (map[string]*hookGroup, []string, error)
 				rules: map[schema.GroupVersionResource][]admissionregistrationv1.OperationType{}}
 			groups[key] = g
 			order = append(order, key)
-		}
-		kind := b.ResourceKind()
-		m, err := r.opts.Mapper.RESTMapping(kind.GroupKind(), kind.Version)
-		if err != nil {
-			return nil, nil, fmt.Errorf("register binding %s: resource of %s: %w", b.ID(), kind, err)
 		}
 		res := m.Resource
 		if b.Subresource != "" {

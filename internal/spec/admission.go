@@ -184,6 +184,10 @@ type Binding struct {
 	// "ephemeralcontainers" of pods or "scale" of deployments; empty for the
 	// resource itself.
 	Subresource string `json:"subresource,omitempty"`
+	// IfServed bindings are registered only while the API server serves
+	// their kind: one on a CRD that may come later does not hold the
+	// module's other webhooks back.
+	IfServed bool `json:"ifServed,omitempty"`
 	// FailClosed bindings are served by static webhooks with failurePolicy
 	// Fail from install on, instead of being registered when ready.
 	FailClosed bool `json:"failClosed"`
