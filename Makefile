@@ -154,3 +154,5 @@ e2e:
 	VIGIL_E2E=1 go test -count=1 -v -timeout 20m ./internal/node/
 	@echo "==> the kit's module both ways, by the runner and by the node's kubelet"
 	VIGIL_E2E=1 go test -count=1 -v -timeout 20m -run 'TestTheRunnerAndANodeAgree' ./vigiltest/
+	@echo "==> UDS Core's policy engine from its image on the node, before UDS Core's CRDs"
+	VIGIL_E2E=1 go test -count=1 -v -timeout 20m -run 'TestUDSCoreOnANode' ./examples/uds-core/
