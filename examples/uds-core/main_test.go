@@ -68,7 +68,10 @@ var installCRDs sync.Mutex
 
 // udsCRDs installs UDS Core's CRDs, as its CRD chart does before the
 // policy engine starts.
-func udsCRDs(t testing.TB) {
+func udsCRDs(t testing.TB) { installUDSCRDs(t, env) }
+
+// installUDSCRDs installs UDS Core's CRDs in e's API server.
+func installUDSCRDs(t testing.TB, e *vigiltest.Env) {
 	t.Helper()
 	installCRDs.Lock()
 	defer installCRDs.Unlock()
@@ -78,7 +81,7 @@ func udsCRDs(t testing.TB) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := env.InstallCRDYAML(data); err != nil {
+		if err := e.InstallCRDYAML(data); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -48,16 +47,7 @@ func TestUDSCoreOnANode(t *testing.T) {
 	// Phase 0 waits for UDS Core's CRDs, which come late.
 	p0 := m.StartPhase(0)
 	p0.WaitOutput(t, "gate waiting", 2*time.Minute)
-	dir := crdDir(t)
-	for _, f := range []string{"clusterconfig.uds.dev.yaml", "exemptions.uds.dev.yaml"} {
-		data, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nodeEnv.InstallCRDYAML(data); err != nil {
-			t.Fatal(err)
-		}
-	}
+	installUDSCRDs(t, nodeEnv)
 	p0.WaitOK(t, time.Minute)
 
 	// Phase 1 waits for the ClusterConfig; the watcher starts meanwhile.

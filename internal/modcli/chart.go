@@ -30,21 +30,44 @@ prints. A pre-delete hook stops the watcher and runs unregister
 	}
 }
 
-// ChartFlags are the flags of `<module> chart`.
-type ChartFlags struct {
+// packageFlags are the flags of the commands that write what ships the
+// module (chart, zarf): a folder, the image, and whether a deadlock may be
+// written.
+type packageFlags struct {
 	Dir           string
 	Image         string
 	AllowDeadlock bool
 }
+
+// addFlags declares the flags, the folder's and the image's as what says.
+func (f *packageFlags) addFlags(fs *pflag.FlagSet, dir, image string) {
+	fs.StringVarP(&f.Dir, "output-dir", "o", "", dir)
+	fs.StringVar(&f.Image, "image", "", image)
+	fs.BoolVar(&f.AllowDeadlock, "allow-deadlock", false, "write even when plan finds a startup deadlock")
+}
+
+// refuseDeadlock is the error that refuses to write what of module m
+// when plan finds a startup deadlock in it, unless allowed.
+func refuseDeadlock(m *spec.Module, what string, allowed bool) error {
+	cycles := findDeadlocks(m, nil)
+	if len(cycles) == 0 || allowed {
+		return nil
+	}
+	var b strings.Builder
+	_ = writeDeadlocks(&b, cycles, nil)
+	return fmt.Errorf("%w: refusing to write %s that would never become ready (--allow-deadlock writes it anyway):%s", ErrDeadlock, what, strings.TrimRight(b.String(), "\n"))
+}
+
+// ChartFlags are the flags of `<module> chart`.
+type ChartFlags struct{ packageFlags }
 
 // NewChartFlags returns the flags.
 func NewChartFlags() *ChartFlags { return &ChartFlags{} }
 
 // AddFlags declares the flags.
 func (f *ChartFlags) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&f.Dir, "output-dir", "o", "", "folder to write the chart into (required)")
-	fs.StringVar(&f.Image, "image", "", "the module's container image, the default of image.repository, image.tag and image.digest (required)")
-	fs.BoolVar(&f.AllowDeadlock, "allow-deadlock", false, "write even when plan finds a startup deadlock")
+	f.addFlags(fs, "folder to write the chart into (required)",
+		"the module's container image, the default of image.repository, image.tag and image.digest (required)")
 }
 
 // ToOptions checks that a folder is given.
@@ -69,10 +92,8 @@ type ChartOptions struct {
 // Run writes the module's chart, unless it would deadlock.
 func (o *ChartOptions) Run(context.Context) error {
 	m := o.Module
-	if cycles := findDeadlocks(m, nil); len(cycles) > 0 && !o.AllowDeadlock {
-		var b strings.Builder
-		_ = writeDeadlocks(&b, cycles, nil)
-		return fmt.Errorf("%w: refusing to write a chart that would never become ready (--allow-deadlock writes it anyway):%s", ErrDeadlock, strings.TrimRight(b.String(), "\n"))
+	if err := refuseDeadlock(m, "a chart", o.AllowDeadlock); err != nil {
+		return err
 	}
 	if err := chart.Write(m, o.Dir, o.Chart); err != nil {
 		return err

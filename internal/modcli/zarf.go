@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -27,20 +26,15 @@ of the module and a UDS bundle can take it.`,
 }
 
 // ZarfFlags are the flags of `<module> zarf`.
-type ZarfFlags struct {
-	Dir           string
-	Image         string
-	AllowDeadlock bool
-}
+type ZarfFlags struct{ packageFlags }
 
 // NewZarfFlags returns the flags.
 func NewZarfFlags() *ZarfFlags { return &ZarfFlags{} }
 
 // AddFlags declares the flags.
 func (f *ZarfFlags) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&f.Dir, "output-dir", "o", "", "folder to write zarf.yaml and the chart into (required)")
-	fs.StringVar(&f.Image, "image", "", "the module's container image, which the package carries and the chart runs (required)")
-	fs.BoolVar(&f.AllowDeadlock, "allow-deadlock", false, "write even when plan finds a startup deadlock")
+	f.addFlags(fs, "folder to write zarf.yaml and the chart into (required)",
+		"the module's container image, which the package carries and the chart runs (required)")
 }
 
 // ToOptions checks that a folder and an image are given.
@@ -65,10 +59,8 @@ type ZarfOptions struct {
 // Run writes the package definition, unless the module would deadlock.
 func (o *ZarfOptions) Run(context.Context) error {
 	m := o.Module
-	if cycles := findDeadlocks(m, nil); len(cycles) > 0 && !o.AllowDeadlock {
-		var b strings.Builder
-		_ = writeDeadlocks(&b, cycles, nil)
-		return fmt.Errorf("%w: refusing to write a package that would never become ready (--allow-deadlock writes it anyway):%s", ErrDeadlock, strings.TrimRight(b.String(), "\n"))
+	if err := refuseDeadlock(m, "a package", o.AllowDeadlock); err != nil {
+		return err
 	}
 	if err := zarf.Write(m, o.Dir, o.Image); err != nil {
 		return err
