@@ -1,6 +1,7 @@
 package registration_test
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -120,5 +121,52 @@ func TestExclusionsRenderExactlyTheGatedObjects(t *testing.T) {
 	}
 	if len(val.Webhooks) != 1 || !reflect.DeepEqual(val.Webhooks[0].MatchConditions, policy.Spec.MatchConditions) {
 		t.Errorf("the webhooks' match conditions %+v, want the check's %+v", val.Webhooks, policy.Spec.MatchConditions)
+	}
+}
+
+// A fail-closed capability's namespace policy: its static webhook leaves
+// the namespaces out, and a webhook of their own answers them with their
+// policy (Ignore), for namespaced objects and their Namespaces only; a
+// binding IfServed whose kind is not served is left out, not an error.
+func TestNamespacePoliciesAndIfServedRenderInTheStaticWebhooks(t *testing.T) {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, meta.RESTScopeNamespace)
+	pods := spec.Binding{Capability: "c", Name: "v", Action: spec.Validate, GVK: schema.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Operations: []admissionv1.Operation{admissionv1.Create}, FailClosed: true,
+		NamespacePolicies: []spec.NamespacePolicy{{Policy: "Ignore", Namespaces: []string{"istio-system"}}}}
+	probes := spec.Binding{Capability: "c", Name: "p", Action: spec.Validate, GVK: schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "Probe"},
+		Operations: []admissionv1.Operation{admissionv1.Create}, FailClosed: true, IfServed: true}
+	r := registration.New(nil, registration.Options{Module: "m", Namespace: "m-system", Bindings: []spec.Binding{pods, probes}, Mapper: mapper,
+		CABundle: func() []byte { return nil },
+		ClientConfig: func(string) admissionregistrationv1.WebhookClientConfig {
+			return admissionregistrationv1.WebhookClientConfig{}
+		},
+	})
+	_, val, err := r.Static()
+	if err != nil {
+		t.Fatalf("Static with an IfServed binding whose kind is not served: %v", err)
+	}
+	if len(val.Webhooks) != 2 {
+		t.Fatalf("%d webhooks, want the capability's and its istio-system one: %+v", len(val.Webhooks), val.Webhooks)
+	}
+	for _, w := range val.Webhooks {
+		sel := fmt.Sprint(w.NamespaceSelector.MatchExpressions)
+		rules := fmt.Sprint(w.Rules)
+		if strings.Contains(rules, "probes") {
+			t.Errorf("webhook %s has a rule for probes, whose kind is not served", w.Name)
+		}
+		switch w.Name {
+		case "c.validate.m.vigil.dev":
+			if *w.FailurePolicy != admissionregistrationv1.Fail || !strings.Contains(sel, "NotIn [kube-node-lease kube-system m-system istio-system]") {
+				t.Errorf("the capability's webhook: failurePolicy %s, namespaceSelector %s; want Fail, istio-system left out", *w.FailurePolicy, sel)
+			}
+		case "ignore.c.validate.m.vigil.dev":
+			last := w.MatchConditions[len(w.MatchConditions)-1]
+			if *w.FailurePolicy != admissionregistrationv1.Ignore || !strings.Contains(sel, "In [istio-system]") || last.Name != "in-namespaces" {
+				t.Errorf("the istio-system webhook: failurePolicy %s, namespaceSelector %s, last condition %+v; want Ignore, istio-system only, namespaced objects", *w.FailurePolicy, sel, last)
+			}
+		default:
+			t.Errorf("unexpected webhook %s", w.Name)
+		}
 	}
 }
