@@ -277,8 +277,6 @@ func startFloor(b *testing.B, l *labeler) *testkit.Floor { return testkit.StartF
 
 func ratio(r, floor loadResult) float64 { return r.Ratio(floor) }
 
-func procCPU(pid int) time.Duration { return testkit.ProcCPU(pid) }
-
 func pct(sorted []time.Duration, p int) time.Duration { return testkit.Percentile(sorted, p) }
 
 func ms(d time.Duration) float64 { return testkit.Ms(d) }
