@@ -475,7 +475,7 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := testkit.NewOutageProxy(gone.Config)
+	proxy, err := vigiltest.NewOutageProxy(gone.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil/store"
-
-	"github.com/vigilkit/vigil/internal/testkit"
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // figures of the last run of each benchmark, for the summary TestMain prints.
@@ -55,8 +54,8 @@ func BenchmarkStoreSetAndWait(b *testing.B) {
 				return s.SetAndWait(ctx, key, value)
 			}, func(d time.Duration) { mu.Lock(); lat = append(lat, d); mu.Unlock() })
 			slices.Sort(lat)
-			b.ReportMetric(testkit.Ms(testkit.Percentile(lat, 50)), "p50-ms")
-			b.ReportMetric(testkit.Ms(testkit.Percentile(lat, 99)), "p99-ms")
+			b.ReportMetric(vigiltest.Ms(vigiltest.Percentile(lat, 50)), "p50-ms")
+			b.ReportMetric(vigiltest.Ms(vigiltest.Percentile(lat, 99)), "p99-ms")
 			bench.mu.Lock()
 			if bench.waitLatency == nil {
 				bench.waitLatency = map[int][]time.Duration{}
@@ -131,12 +130,12 @@ func printBenchSummary() {
 	fmt.Fprintln(tw, "writers\tset/s\tsetandwait p50\tsetandwait p99\tsamples")
 	for _, w := range []int{1, 8} {
 		lat := bench.waitLatency[w]
-		fmt.Fprintf(tw, "%d\t%.0f\t%.2f ms\t%.2f ms\t%d\n", w, bench.setPerSec[w], testkit.Ms(testkit.Percentile(lat, 50)), testkit.Ms(testkit.Percentile(lat, 99)), len(lat))
+		fmt.Fprintf(tw, "%d\t%.0f\t%.2f ms\t%.2f ms\t%d\n", w, bench.setPerSec[w], vigiltest.Ms(vigiltest.Percentile(lat, 50)), vigiltest.Ms(vigiltest.Percentile(lat, 99)), len(lat))
 	}
 	tw.Flush()
 	// The summary takes the single writer's SetAndWait latency (what a gate
 	// handing over its result sees) and the 8 writers' Set throughput.
 	lat := bench.waitLatency[1]
 	fmt.Printf("store: set=%.0f/s setandwait_p50=%.2fms setandwait_p99=%.2fms lost=%d\n",
-		bench.setPerSec[8], testkit.Ms(testkit.Percentile(lat, 50)), testkit.Ms(testkit.Percentile(lat, 99)), bench.lost)
+		bench.setPerSec[8], vigiltest.Ms(vigiltest.Percentile(lat, 50)), vigiltest.Ms(vigiltest.Percentile(lat, 99)), bench.lost)
 }

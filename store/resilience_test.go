@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -51,7 +50,7 @@ func TestOutageAndGoneLoseNothing(t *testing.T) {
 func outageScenario(t *testing.T, gone *vigiltest.Env, cutWrites, assertGone bool) {
 	ctx := t.Context()
 	ns := gone.Namespace(t)
-	proxy, err := testkit.NewOutageProxy(gone.Config)
+	proxy, err := vigiltest.NewOutageProxy(gone.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -265,20 +264,20 @@ func shares(p *profile.Profile) string {
 	return strings.Join(out, " ")
 }
 
-// The load and floor machinery is the kit's (internal/testkit), which
+// The load and floor machinery is the kit's (vigiltest), which
 // bench-uds shares.
-type loadResult = testkit.LoadResult
+type loadResult = vigiltest.LoadResult
 
 func load(b *testing.B, pid int, target, url string, client *http.Client, payload string, body []byte, c int, d time.Duration) loadResult {
-	return testkit.Load(b, pid, target, url, client, payload, body, c, d)
+	return vigiltest.Load(b, pid, target, url, client, payload, body, c, d)
 }
 
-func startFloor(b *testing.B, l *labeler) *testkit.Floor { return testkit.StartFloor(b, l.certDir) }
+func startFloor(b *testing.B, l *labeler) *vigiltest.Floor { return vigiltest.StartFloor(b, l.certDir) }
 
 func ratio(r, floor loadResult) float64 { return r.Ratio(floor) }
 
-func pct(sorted []time.Duration, p int) time.Duration { return testkit.Percentile(sorted, p) }
+func pct(sorted []time.Duration, p int) time.Duration { return vigiltest.Percentile(sorted, p) }
 
-func ms(d time.Duration) float64 { return testkit.Ms(d) }
+func ms(d time.Duration) float64 { return vigiltest.Ms(d) }
 
-func us(d time.Duration) float64 { return testkit.Us(d) }
+func us(d time.Duration) float64 { return vigiltest.Us(d) }

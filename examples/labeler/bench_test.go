@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -28,7 +27,7 @@ import (
 var env *vigiltest.Env
 
 func TestMain(m *testing.M) {
-	testkit.FloorMain() // this binary, run again by BenchmarkAdmission, as the floor server
+	vigiltest.FloorMain() // this binary, run again by BenchmarkAdmission, as the floor server
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -88,7 +87,7 @@ func clientTrusting(t testing.TB, ca []byte) *http.Client {
 // BenchmarkUDS (make bench-uds) loads UDS Core's policy engine, its real
 // admission process, over TLS keep-alive at c=16 with a compliant Pod
 // through every policy (its mutating and its validating path) and a denied
-// one, beside the floor server (testkit.StartFloor) under the same load in
+// one, beside the floor server (vigiltest.StartFloor) under the same load in
 // the same run; it reports req/s, p99, the module's CPU per request against
 // the floor's, and its memory under load. Run it with -benchtime 1x.
 func BenchmarkUDS(b *testing.B) {
@@ -100,9 +99,9 @@ func BenchmarkUDS(b *testing.B) {
 		b.Fatalf("the module's validating webhooks: %v", err)
 	}
 	vigilClient := clientTrusting(b, val.Webhooks[0].ClientConfig.CABundle)
-	ca, floorCerts := testkit.ServingDir(b)
-	fl := testkit.StartFloor(b, floorCerts)
-	floorClient := clientTrusting(b, ca.CertPEM)
+	floorCert := vigiltest.NewServingCert(b, "127.0.0.1")
+	fl := vigiltest.StartFloor(b, floorCert.Dir)
+	floorClient := clientTrusting(b, floorCert.CABundle)
 	base := "https://" + pod.Ports["https"]
 	mutate, validate := base+"/mutate/uds-core/"+CapabilityName, base+"/validate/uds-core/"+CapabilityName
 	compliant, denied := podReview(b, benchPod(false)), podReview(b, benchPod(true))
@@ -126,18 +125,18 @@ func BenchmarkUDS(b *testing.B) {
 	}
 
 	const d = 3 * time.Second
-	var v, mu, dn, f testkit.LoadResult
+	var v, mu, dn, f vigiltest.LoadResult
 	for round := range 2 { // the second round counts: the first warms both
-		v = testkit.Load(b, pid, "vigil validate", validate, vigilClient, "pod", compliant, 16, d)
-		f = testkit.Load(b, fl.Cmd.Process.Pid, "floor", fl.Base+"/validate", floorClient, "pod", compliant, 16, d)
-		mu = testkit.Load(b, pid, "vigil mutate", mutate, vigilClient, "pod", compliant, 16, d)
-		dn = testkit.Load(b, pid, "vigil validate denied", validate, vigilClient, "pod", denied, 16, d)
+		v = vigiltest.Load(b, pid, "vigil validate", validate, vigilClient, "pod", compliant, 16, d)
+		f = vigiltest.Load(b, fl.Cmd.Process.Pid, "floor", fl.Base+"/validate", floorClient, "pod", compliant, 16, d)
+		mu = vigiltest.Load(b, pid, "vigil mutate", mutate, vigilClient, "pod", compliant, 16, d)
+		dn = vigiltest.Load(b, pid, "vigil validate denied", validate, vigilClient, "pod", denied, 16, d)
 		if round == 0 {
-			b.Logf("warm-up round: vigil validate %.1fus, floor %.1fus", testkit.Us(v.CPUPerReq), testkit.Us(f.CPUPerReq))
+			b.Logf("warm-up round: vigil validate %.1fus, floor %.1fus", vigiltest.Us(v.CPUPerReq), vigiltest.Us(f.CPUPerReq))
 		}
 	}
 	rss := vigiltest.ProcStatus(pid, "VmRSS")
 	fmt.Printf("uds: cpu_per_req=%.1fus floor_cpu_per_req=%.1fus c16_rps=%.0f c16_p99=%.2fms rss_load=%.1fMiB vs_floor=%.2fx cpu_per_req_mutate=%.1fus vs_floor_mutate=%.2fx cpu_per_req_denied=%.1fus c16_p99_mutate=%.2fms floor_rps=%.0f\n",
-		testkit.Us(v.CPUPerReq), testkit.Us(f.CPUPerReq), v.RPS, testkit.Ms(v.P99), float64(rss)/1024, v.Ratio(f),
-		testkit.Us(mu.CPUPerReq), mu.Ratio(f), testkit.Us(dn.CPUPerReq), testkit.Ms(mu.P99), f.RPS)
+		vigiltest.Us(v.CPUPerReq), vigiltest.Us(f.CPUPerReq), v.RPS, vigiltest.Ms(v.P99), float64(rss)/1024, v.Ratio(f),
+		vigiltest.Us(mu.CPUPerReq), mu.Ratio(f), vigiltest.Us(dn.CPUPerReq), vigiltest.Ms(mu.P99), f.RPS)
 }

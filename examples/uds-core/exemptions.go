@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -46,9 +47,14 @@ type exemptions struct {
 	cfg    *config
 	// parsed holds each Exemption's entries, their names compiled, by UID:
 	// an Exemption is parsed once per resourceVersion, not once per policy
-	// and request.
-	parsed sync.Map // UID → parsedExemption
+	// and request. It is emptied once it holds maxParsed, so that deleted
+	// Exemptions do not stay in it forever.
+	parsed  sync.Map // UID → parsedExemption
+	nParsed atomic.Int64
 }
+
+// maxParsed bounds the parsed Exemptions kept.
+const maxParsed = 4096
 
 // parsedExemption is one version of an Exemption, parsed.
 type parsedExemption struct {
@@ -83,6 +89,10 @@ func (e *exemptions) entries(u *unstructured.Unstructured) []compiledEntry {
 	for i, entry := range ex.Spec.Exemptions {
 		out[i].ExemptionEntry = entry
 		out[i].re, _ = regexp.Compile(entry.Matcher.Name)
+	}
+	if e.nParsed.Add(1) > maxParsed {
+		e.parsed.Clear()
+		e.nParsed.Store(1)
 	}
 	e.parsed.Store(u.GetUID(), parsedExemption{resourceVersion: u.GetResourceVersion(), entries: out})
 	return out

@@ -16,14 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
 var env *vigiltest.Env
 
 func TestMain(m *testing.M) {
-	testkit.FloorMain() // this binary, run again by BenchmarkUDS, as the floor server
+	vigiltest.FloorMain() // this binary, run again by BenchmarkUDS, as the floor server
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -39,7 +38,7 @@ func soakExemptionRace(t testing.TB, trials, workers int, watchDelay time.Durati
 	namespace(t, "race")
 	// The module reads the API server as its ServiceAccount, through a
 	// proxy that holds its watch events back.
-	proxy, err := testkit.NewOutageProxyWith(env.AsServiceAccountConfig(Namespace, "uds-core"), testkit.ProxyOptions{WatchDelay: watchDelay})
+	proxy, err := vigiltest.NewOutageProxyWith(env.AsServiceAccountConfig(Namespace, "uds-core"), vigiltest.ProxyOptions{WatchDelay: watchDelay})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +111,7 @@ spec:
 	wg.Wait()
 	slices.Sort(r.applies)
 	// Denials the lagging cache made and fresh data turned into allows.
-	r.rechangedDenials = int(testkit.Metric(metrics, `vigil_admission_rechecks_total{binding="disallow-privileged",capability="`+CapabilityName+`",module="uds-core",outcome="changed"}`))
+	r.rechangedDenials = int(vigiltest.Metric(metrics, `vigil_admission_rechecks_total{binding="disallow-privileged",capability="`+CapabilityName+`",module="uds-core",outcome="changed"}`))
 	return r
 }
 
@@ -143,7 +142,7 @@ func BenchmarkSoakUDSExemptions(b *testing.B) {
 		trials = n
 	}
 	r := soakExemptionRace(b, trials, 8, 250*time.Millisecond)
-	pct := func(p int) float64 { return testkit.Ms(testkit.Percentile(r.applies, p)) }
+	pct := func(p int) float64 { return vigiltest.Ms(vigiltest.Percentile(r.applies, p)) }
 	fmt.Printf("uds-exemptions: trials=%d false_denials=%d failures=%d stale_cache_denials=%d apply_p50=%.0fms apply_p99=%.0fms\n",
 		r.trials, r.falseDenials, r.failures, r.rechangedDenials, pct(50), pct(99))
 	if r.falseDenials != 0 || r.failures != 0 {

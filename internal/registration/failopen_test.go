@@ -22,7 +22,6 @@ import (
 	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
-	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -30,13 +29,13 @@ import (
 // away: capability "open" validates ConfigMaps in apps with an outage bound,
 // "closed" validates Pods cluster-wide without one. The stand-in denies
 // everything but the canary.
-func outageModule(t *testing.T, prefix string, bound time.Duration) (r *registration.Registrar, opts registration.Options, front *testkit.OutageProxy, name, home, apps string) {
+func outageModule(t *testing.T, prefix string, bound time.Duration) (r *registration.Registrar, opts registration.Options, front *vigiltest.OutageProxy, name, home, apps string) {
 	t.Helper()
 	home, apps = env.Namespace(t), env.Namespace(t)
 	name = prefix + "-" + home[len(home)-6:]
 	bootstrap(t, name)
 	m := newModule(t, name)
-	front, err := testkit.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
+	front, err := vigiltest.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
 	if err != nil {
 		t.Fatal(err)
 	}

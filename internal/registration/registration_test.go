@@ -243,7 +243,7 @@ func TestStaysIgnoreUntilReachable(t *testing.T) {
 	name := "reach-" + home[len(home)-6:]
 	bootstrap(t, name)
 	m := newModule(t, name)
-	front, err := testkit.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
+	front, err := vigiltest.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/registration"
-	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -55,7 +54,7 @@ func TestReRegistrationStaysEnforcedWhileProving(t *testing.T) {
 	}
 	vigiltest.Eventually(t, 5*time.Second, func() error { return denied(t, apps, name) })
 
-	front, err := testkit.NewOutageProxy(&rest.Config{Host: base})
+	front, err := vigiltest.NewOutageProxy(&rest.Config{Host: base})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +239,7 @@ func TestStuckRegistrationIsReported(t *testing.T) {
 	bootstrap(t, name)
 	refuseUnlabelled(t, home)
 	m := newModule(t, name)
-	front, err := testkit.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
+	front, err := vigiltest.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (
 	return testkit.RunAdmission(t, m, addr, flags...)
 }
 
-func reconciled(url, series string) float64 { return testkit.Metric(url, series) }
+func reconciled(url, series string) float64 { return vigiltest.Metric(url, series) }
 
 func waitReady(t testing.TB, url string, exited <-chan struct{}) {
 	t.Helper()

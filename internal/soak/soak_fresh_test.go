@@ -24,7 +24,6 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/registration"
-	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -132,7 +131,7 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped b
 	name := "fresh-" + home[len(home)-6:]
 	bootstrapConfigs(b, name)
 
-	proxy, err := testkit.NewOutageProxyWith(env.Config, testkit.ProxyOptions{WatchDelay: watchDelay})
+	proxy, err := vigiltest.NewOutageProxyWith(env.Config, vigiltest.ProxyOptions{WatchDelay: watchDelay})
 	if err != nil {
 		b.Fatal(err)
 	}

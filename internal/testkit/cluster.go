@@ -1,13 +1,10 @@
 package testkit
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -104,23 +101,4 @@ func WaitReady(t testing.TB, url string, exited <-chan struct{}) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// Metric reads one series' value from a Prometheus text page at url; 0 when
-// the page or the series is missing.
-func Metric(url, series string) float64 {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
 }

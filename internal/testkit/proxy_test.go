@@ -133,7 +133,7 @@ func TestOutageProxyBreaksAndResumesWatches(t *testing.T) {
 	testenv.ControlPlane(t)
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	proxy, err := testkit.NewOutageProxy(env.Config)
+	proxy, err := vigiltest.NewOutageProxy(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestOutageProxyRejectsBadHost(t *testing.T) {
 	testenv.ControlPlane(t)
 	cfg := *env.Config
 	cfg.Host = "::not a url"
-	_, err := testkit.NewOutageProxy(&cfg)
+	_, err := vigiltest.NewOutageProxy(&cfg)
 	if err == nil || !strings.Contains(err.Error(), "expected the config's host to be a URL") {
 		t.Fatalf("err = %v, want it to say what host was expected", err)
 	}
@@ -238,7 +238,7 @@ func TestOutageProxyHoldsBackWatchEvents(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	const delay = 600 * time.Millisecond
-	proxy, err := testkit.NewOutageProxyWith(env.Config, testkit.ProxyOptions{WatchDelay: delay})
+	proxy, err := vigiltest.NewOutageProxyWith(env.Config, vigiltest.ProxyOptions{WatchDelay: delay})
 	if err != nil {
 		t.Fatal(err)
 	}

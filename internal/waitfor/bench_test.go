@@ -19,8 +19,6 @@ import (
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/waitfor"
 	"github.com/vigilkit/vigil/vigiltest"
-
-	"github.com/vigilkit/vigil/internal/testkit"
 )
 
 // figures of the last run of each benchmark, for the summary line.
@@ -210,8 +208,8 @@ func writeKubeconfig(b *testing.B) string { return env.KubeConfigFile(b) }
 func report(b *testing.B, lat []time.Duration) {
 	s := slices.Clone(lat)
 	slices.Sort(s)
-	b.ReportMetric(testkit.Ms(testkit.Percentile(s, 50)), "p50-ms")
-	b.ReportMetric(testkit.Ms(testkit.Percentile(s, 99)), "p99-ms")
+	b.ReportMetric(vigiltest.Ms(vigiltest.Percentile(s, 50)), "p50-ms")
+	b.ReportMetric(vigiltest.Ms(vigiltest.Percentile(s, 99)), "p99-ms")
 }
 
 func printGatesSummary(b *testing.B) {
@@ -220,5 +218,5 @@ func printGatesSummary(b *testing.B) {
 	sorted := func(d []time.Duration) []time.Duration { s := slices.Clone(d); slices.Sort(s); return s }
 	react, kubectl, satisfied := sorted(bench.react), sorted(bench.kubectl), sorted(bench.satisfied)
 	fmt.Printf("gates: react_p50=%.2fms react_p99=%.2fms kubectl_wait_p50=%.2fms satisfied_exec=%.2fms satisfied_rss=%.1fMiB\n",
-		testkit.Ms(testkit.Percentile(react, 50)), testkit.Ms(testkit.Percentile(react, 99)), testkit.Ms(testkit.Percentile(kubectl, 50)), testkit.Ms(testkit.Percentile(satisfied, 50)), float64(bench.satisfiedRSS)/1024)
+		vigiltest.Ms(vigiltest.Percentile(react, 50)), vigiltest.Ms(vigiltest.Percentile(react, 99)), vigiltest.Ms(vigiltest.Percentile(kubectl, 50)), vigiltest.Ms(vigiltest.Percentile(satisfied, 50)), float64(bench.satisfiedRSS)/1024)
 }

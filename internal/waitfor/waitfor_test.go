@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/gate"
-	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/internal/waitfor"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -420,7 +419,7 @@ func TestForbiddenNamesTheRule(t *testing.T) {
 func TestOutageMidWait(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	proxy, err := testkit.NewOutageProxy(env.Config)
+	proxy, err := vigiltest.NewOutageProxy(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +448,7 @@ func TestGoneMidWait(t *testing.T) {
 	t.Cleanup(func() { gone.Stop() })
 	ctx := t.Context()
 	ns := gone.Namespace(t)
-	proxy, err := testkit.NewOutageProxy(gone.Config)
+	proxy, err := vigiltest.NewOutageProxy(gone.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

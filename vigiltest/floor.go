@@ -1,4 +1,4 @@
-package testkit
+package vigiltest
 
 import (
 	"bytes"
@@ -19,12 +19,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/vigilkit/vigil/vigiltest"
 )
 
-// The floor server is the test binary run again with these set: a package's
-// TestMain calls FloorMain first.
+// The floor of the machine for an admission webhook, to measure a module
+// against: a server that answers a review with a canned patch and decodes
+// nothing (see StartFloor), and Load, which loads a server and reads its
+// CPU. The floor server is the test binary run again with these set: a
+// package's TestMain calls FloorMain first.
 const (
 	FloorAddrEnv  = "VIGIL_BENCH_FLOOR_ADDR"
 	FloorCertsEnv = "VIGIL_BENCH_FLOOR_CERTS"
@@ -123,7 +124,7 @@ func (f *Floor) Stop() { _ = f.Cmd.Process.Kill(); _, _ = f.Cmd.Process.Wait() }
 // with the serving certificate in certDir, and waits until it listens.
 func StartFloor(t testing.TB, certDir string) *Floor {
 	t.Helper()
-	addr := vigiltest.FreeAddr(t)
+	addr := FreeAddr(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), FloorAddrEnv+"="+addr, FloorCertsEnv+"="+certDir)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
