@@ -1,10 +1,9 @@
 package admit
 
 import (
-	"strings"
-
 	"fmt"
 	"net/http"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
