@@ -293,9 +293,6 @@ func (m *Module) Handoff() map[string]string { return m.handoff(m.admissionPod()
 
 // handoff reads the files in the pod's handoff folder.
 func (m *Module) handoff(p *Pod) map[string]string {
-	if m.node != nil {
-		return m.nodeHandoff(p)
-	}
 	out := map[string]string{}
 	for _, c := range p.spec.InitContainers {
 		for _, e := range c.Env {
@@ -303,6 +300,9 @@ func (m *Module) handoff(p *Pod) map[string]string {
 				continue
 			}
 			dir := podrun.Local(c, p.Root, e.Value)
+			if m.node != nil {
+				dir = m.nodeDir(p, c, e.Value)
+			}
 			entries, _ := os.ReadDir(dir)
 			for _, f := range entries {
 				if data, err := os.ReadFile(filepath.Join(dir, f.Name())); err == nil && !f.IsDir() {

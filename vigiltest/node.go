@@ -188,13 +188,13 @@ func (m *Module) nodePod(component string) *Pod {
 		m.t.Fatalf("scale %s to %d: %v", d.Name, scale.Spec.Replicas, err)
 	}
 	var first *corev1.Pod
-	waitFor(m.t, 60*time.Second, "a pod of "+d.Name, func() error {
+	Eventually(m.t, 60*time.Second, func() error {
 		pods, err := m.podsOf(ctx, d)
 		if err != nil {
 			return err
 		}
 		if len(pods) == 0 {
-			return fmt.Errorf("no pod of Deployment %s yet", d.Name)
+			return fmt.Errorf("waiting for a pod of Deployment %s: none yet", d.Name)
 		}
 		first = &pods[0]
 		return nil
@@ -234,7 +234,13 @@ func (m *Module) waitRolledOut(component string, p *Pod, timeout time.Duration) 
 		m.t.Fatal(err)
 	}
 	ctx := m.t.Context()
-	waitFor(m.t, timeout, "every replica of "+d.Name+" to be ready", func() error {
+	// What the role's containers said, read once, when the wait failed.
+	defer func() {
+		if m.t.Failed() {
+			m.t.Logf("what the %s containers of %s said:\n%s", component, d.Name, m.Output(component))
+		}
+	}()
+	Eventually(m.t, timeout, func() error {
 		if err := m.env.node.Check(ctx); err != nil {
 			m.t.Fatalf("waiting for %s: %v", d.Name, err)
 		}
@@ -245,7 +251,7 @@ func (m *Module) waitRolledOut(component string, p *Pod, timeout time.Duration) 
 		want := m.node.replicas[component]
 		if have.Status.ReadyReplicas < want || have.Status.UpdatedReplicas < want {
 			pods, _ := m.podsOf(ctx, d)
-			return fmt.Errorf("%d of %d ready; %s\n%s", have.Status.ReadyReplicas, want, node.PodStates(pods), m.Output(component))
+			return fmt.Errorf("waiting for every replica of %s to be ready: %d of %d are; %s", d.Name, have.Status.ReadyReplicas, want, node.PodStates(pods))
 		}
 		return nil
 	})
@@ -317,32 +323,16 @@ func containerTerminated(ctx context.Context, pods interface {
 	return nil
 }
 
-// nodeHandoff reads the files the pod's gate phases handed off, from the
-// emptyDir the kubelet keeps on this machine.
-func (m *Module) nodeHandoff(p *Pod) map[string]string {
-	out := map[string]string{}
-	for _, c := range p.spec.InitContainers {
-		for _, e := range c.Env {
-			if e.Name != "VIGIL_HANDOFF_DIR" {
-				continue
-			}
-			for _, vm := range c.VolumeMounts {
-				rel, ok := strings.CutPrefix(e.Value, vm.MountPath)
-				if !ok {
-					continue
-				}
-				dir := filepath.Join(m.env.node.EmptyDir(p.UID, vm.Name), rel)
-				entries, _ := os.ReadDir(dir)
-				for _, f := range entries {
-					if data, err := os.ReadFile(filepath.Join(dir, f.Name())); err == nil && !f.IsDir() {
-						out[f.Name()] = string(data)
-					}
-				}
-				return out
-			}
+// nodeDir is where, on this machine, the kubelet keeps the folder path of
+// container c of the pod: under the emptyDir mounted over it ("" when no
+// emptyDir holds it).
+func (m *Module) nodeDir(p *Pod, c corev1.Container, path string) string {
+	for _, vm := range c.VolumeMounts {
+		if rel, ok := strings.CutPrefix(path, vm.MountPath); ok {
+			return filepath.Join(m.env.node.EmptyDir(p.UID, vm.Name), rel)
 		}
 	}
-	return out
+	return ""
 }
 
 // nodeOutput is what the role's containers of that name have logged, in
@@ -426,27 +416,6 @@ func (m *Module) waitGone(ds []*appsv1.Deployment) {
 				return
 			}
 			time.Sleep(200 * time.Millisecond)
-		}
-	}
-}
-
-// waitFor polls check until it passes, and fails the test when within
-// passes first, with what it waited for and what it last saw.
-func waitFor(t testing.TB, within time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: not within %s; last: %v", what, within, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("waiting for %s: the test ended", what)
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

@@ -99,67 +99,41 @@ func (e *exemptions) entries(u *unstructured.Unstructured) []compiledEntry {
 }
 
 // exempt reports whether an Exemption exempts the object name of namespace
-// from policy: an entry that lists the policy and whose matcher names the
-// namespace and matches the name. Only Exemptions in uds-policy-exemptions
+// from policy (see exemptFrom).
+func (e *exemptions) exempt(ctx context.Context, policy Policy, namespace, name string) bool {
+	if e.exemptFrom(ctx, namespace, name, policy)[policy] {
+		logr.FromContextOrDiscard(ctx).V(1).Info("exempt", "policy", policy, "namespace", namespace, "name", name)
+		return true
+	}
+	return false
+}
+
+// exemptFrom is every policy (of only, when given) an Exemption exempts the
+// object name of namespace from: an entry whose matcher names the namespace
+// and matches the name lists it. Only Exemptions in uds-policy-exemptions
 // count, unless the ClusterConfig allows all namespaces (read only when an
 // Exemption elsewhere matches). An entry whose name does not compile (the
 // Exemption's validation refuses those) matches nothing. Only matching
 // Exemptions count as found: an allow of an object no Exemption names is
 // not made again on fresh data.
-func (e *exemptions) exempt(ctx context.Context, policy Policy, namespace, name string) bool {
-	found, err := e.lister.Find(ctx, func(u *unstructured.Unstructured) bool {
-		for _, entry := range e.entries(u) {
-			if entry.re != nil && entry.Matcher.Namespace == namespace && slices.Contains(entry.Policies, policy) && entry.re.MatchString(name) {
-				return true
-			}
-		}
-		return false
-	})
-	if err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "the Exemptions cannot be read: none applies", "policy", policy)
-		return false
+func (e *exemptions) exemptFrom(ctx context.Context, namespace, name string, only ...Policy) map[Policy]bool {
+	names := func(entry compiledEntry) bool {
+		return entry.re != nil && entry.Matcher.Namespace == namespace && entry.re.MatchString(name) &&
+			(len(only) == 0 || slices.ContainsFunc(entry.Policies, func(p Policy) bool { return slices.Contains(only, p) }))
 	}
-	for _, u := range found {
-		if u.GetNamespace() == ExemptionsNamespace {
-			logr.FromContextOrDiscard(ctx).V(1).Info("exempt", "policy", policy, "namespace", namespace, "name", name,
-				"exemption", u.GetNamespace()+"/"+u.GetName())
-			return true
-		}
-	}
-	return len(found) > 0 && e.cfg.allowAllNsExemptions(ctx)
-}
-
-// exemptFrom is every policy an Exemption exempts the object from, read
-// as exempt reads them: what the mutations mark.
-func (e *exemptions) exemptFrom(ctx context.Context, namespace, name string) map[Policy]bool {
 	out := map[Policy]bool{}
-	found, err := e.lister.Find(ctx, func(u *unstructured.Unstructured) bool {
-		for _, entry := range e.entries(u) {
-			if entry.re != nil && entry.Matcher.Namespace == namespace && entry.re.MatchString(name) {
-				return true
-			}
-		}
-		return false
-	})
+	found, err := e.lister.Find(ctx, func(u *unstructured.Unstructured) bool { return slices.ContainsFunc(e.entries(u), names) })
 	if err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "the Exemptions cannot be read: none applies")
+		logr.FromContextOrDiscard(ctx).Error(err, "the Exemptions cannot be read: none applies", "namespace", namespace, "name", name)
 		return out
 	}
-	allowAll := -1
+	allowAll := sync.OnceValue(func() bool { return e.cfg.allowAllNsExemptions(ctx) })
 	for _, u := range found {
-		if u.GetNamespace() != ExemptionsNamespace {
-			if allowAll < 0 {
-				allowAll = 0
-				if e.cfg.allowAllNsExemptions(ctx) {
-					allowAll = 1
-				}
-			}
-			if allowAll == 0 {
-				continue
-			}
+		if u.GetNamespace() != ExemptionsNamespace && !allowAll() {
+			continue
 		}
 		for _, entry := range e.entries(u) {
-			if entry.re != nil && entry.Matcher.Namespace == namespace && entry.re.MatchString(name) {
+			if names(entry) {
 				for _, p := range entry.Policies {
 					out[p] = true
 				}

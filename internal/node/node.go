@@ -58,6 +58,8 @@ type Node struct {
 	Kubeconfig string
 	// Config is the same as a rest.Config, without client-side rate limits.
 	Config *rest.Config
+	// cs is a clientset over Config, for the node's own checks.
+	cs kubernetes.Interface
 
 	layout  layout
 	opts    Options
@@ -202,6 +204,10 @@ func (n *Node) prepare() error {
 	}
 	cfg.QPS, cfg.Burst = -1, 0
 	n.Config = cfg
+	if n.cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		_ = n.Stop()
+		return err
+	}
 	return nil
 }
 
@@ -262,12 +268,8 @@ func (n *Node) startAPIServer(ctx context.Context) error {
 	); err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(n.Config)
-	if err != nil {
-		return err
-	}
 	return n.waitFor(ctx, "kube-apiserver", 60*time.Second, func() error {
-		return cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+		return n.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 	})
 }
 
@@ -318,25 +320,21 @@ func (n *Node) startNode(ctx context.Context) error {
 	); err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(n.Config)
-	if err != nil {
-		return err
-	}
-	if err := n.waitFor(ctx, "the node to be Ready", 120*time.Second, func() error { return n.ready(ctx, cs) }); err != nil {
+	if err := n.waitFor(ctx, "the node to be Ready", 120*time.Second, func() error { return n.ready(ctx) }); err != nil {
 		return err
 	}
 	return n.waitFor(ctx, "ServiceAccounts (the default one and kube-root-ca.crt)", 60*time.Second, func() error {
-		if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		if _, err := n.cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
 			return err
 		}
-		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		_, err := n.cs.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 		return err
 	})
 }
 
 // ready is nil once the node is Ready and untainted of not-ready.
-func (n *Node) ready(ctx context.Context, cs kubernetes.Interface) error {
-	node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+func (n *Node) ready(ctx context.Context) error {
+	node, err := n.cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("node %s not registered yet", n.Name)
 	}
@@ -366,11 +364,7 @@ func (n *Node) Check(ctx context.Context) error {
 	if c := n.exited(); c != nil {
 		return fmt.Errorf("the node's %s exited (%v); its last lines:\n%s", c.name, c.err, n.tail(c.name, 20))
 	}
-	cs, err := kubernetes.NewForConfig(n.Config)
-	if err != nil {
-		return err
-	}
-	if err := n.ready(ctx, cs); err != nil {
+	if err := n.ready(ctx); err != nil {
 		return fmt.Errorf("%w\nthe kubelet's last lines:\n%s", err, n.tail("kubelet", 20))
 	}
 	return nil
