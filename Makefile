@@ -141,11 +141,11 @@ bench-ship:
 	fi; \
 	echo "ship: $$image $$chart"
 
-## demo: the clusterconfig module from an empty cluster to admission, narrated (builds the control plane on first use)
+## demo: UDS Core's policy engine on vigil (examples/uds-core), from an empty cluster to admission, narrated (builds the control plane on first use)
 demo:
 	@echo "==> control plane (built from the Go module proxy on first use, then cached)"; \
 	hack/control-plane.sh >/dev/null; \
-	go run ./examples/clusterconfig/demo
+	go run ./examples/uds-core/demo
 
 ## e2e: a real node on this machine (needs root; installs containerd, runc, the CNI plugins, iptables and conntrack with apt-get when missing): a pod from an image imported by digest, the kubernetes Service from a pod, a killed kubelet reported, nothing left at stop; the clusterconfig module from its own image and chart with its CRDs applied late: phases in order, a gate container killed, admission Ready and registered, a mutation, a denial, an Exemption, an upgrade 1.0.0 → 2.0.0 under load, a Helm uninstall (prints an e2e: line); the kit's module by the runner and by the kubelet, compared
 e2e:

@@ -5,7 +5,9 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -90,8 +92,17 @@ func clientTrusting(t testing.TB, ca []byte) *http.Client {
 // one, beside the floor server (vigiltest.StartFloor) under the same load in
 // the same run; it reports req/s, p99, the module's CPU per request against
 // the floor's, and its memory under load. Run it with -benchtime 1x.
+//
+// With UDS_BENCH_PPROF=FILE it also writes a CPU profile of the module's
+// admission process under the validating load, taken in a load of its own
+// (profiling costs CPU), for go tool pprof.
 func BenchmarkUDS(b *testing.B) {
-	m := startUDSCore(b)
+	opts := vigiltest.ModuleOptions{Dir: "."}
+	profile := os.Getenv("UDS_BENCH_PPROF")
+	if profile != "" {
+		opts.Args = map[string][]string{"admission": {"--shutdown-delay", "0s", "--pprof"}}
+	}
+	m := startUDSCoreWith(b, opts)
 	pod := m.AdmissionPod()
 	pid := pod.Process("admission").Pid()
 	val, err := env.Clientset.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(b.Context(), m.Name, metav1.GetOptions{})
@@ -136,7 +147,38 @@ func BenchmarkUDS(b *testing.B) {
 		}
 	}
 	rss := vigiltest.ProcStatus(pid, "VmRSS")
+	if profile != "" {
+		writeProfile(b, "http://"+pod.Ports["metrics"]+"/debug/pprof/profile?seconds=3", profile, func() {
+			vigiltest.Load(b, pid, "vigil validate (profiled)", validate, vigilClient, "pod", compliant, 16, 4*time.Second)
+		})
+	}
 	fmt.Printf("uds: cpu_per_req=%.1fus floor_cpu_per_req=%.1fus c16_rps=%.0f c16_p99=%.2fms rss_load=%.1fMiB vs_floor=%.2fx cpu_per_req_mutate=%.1fus vs_floor_mutate=%.2fx cpu_per_req_denied=%.1fus c16_p99_mutate=%.2fms floor_rps=%.0f\n",
 		vigiltest.Us(v.CPUPerReq), vigiltest.Us(f.CPUPerReq), v.RPS, vigiltest.Ms(v.P99), float64(rss)/1024, v.Ratio(f),
 		vigiltest.Us(mu.CPUPerReq), mu.Ratio(f), vigiltest.Us(dn.CPUPerReq), vigiltest.Ms(mu.P99), f.RPS)
+}
+
+// writeProfile fetches the CPU profile at url while load runs, into file.
+func writeProfile(b *testing.B, url, file string, load func()) {
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(url)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %s: %s", url, resp.Status, data)
+		}
+		if err == nil {
+			err = os.WriteFile(file, data, 0o644)
+		}
+		done <- err
+	}()
+	load()
+	if err := <-done; err != nil {
+		b.Fatalf("CPU profile: %v", err)
+	}
+	b.Logf("CPU profile of the validating load written to %s", file)
 }

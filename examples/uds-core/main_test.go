@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -179,4 +180,27 @@ func testPod(name string, with func(*corev1.Pod)) *corev1.Pod {
 		with(p)
 	}
 	return p
+}
+
+// UDS Core's deadlock — its module down, its Fail webhook refusing the
+// ClusterConfig the module needs to start — cannot form here: plan shows
+// the ClusterConfig the gate waits for left out of every webhook, the
+// istio-system webhook failing open, and no startup deadlock.
+func TestPlanLeavesTheClusterConfigOutOfThePolicies(t *testing.T) {
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Dir: "."})
+	out, err := exec.Command(m.Binary, "plan").CombinedOutput()
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	plan := string(out)
+	for _, want := range []string{
+		"uds-core-policies (cluster-wide): registered when ready",
+		"failurePolicy Ignore in namespaces istio-system (FailurePolicyIn",
+		"ClusterConfig uds-cluster-config (cluster-scoped; the admission role refuses to register if ClusterConfig is a namespaced kind its webhooks or checks govern): gate uds-cluster-config (config.go:65) waits for it, so exactly this one object",
+		"deadlocks: none found",
+	} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("plan lacks %q:\n%s", want, plan)
+		}
+	}
 }

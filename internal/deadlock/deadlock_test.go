@@ -242,6 +242,24 @@ func TestFind(t *testing.T) {
 			name: "own webhook, named object excluded",
 			mods: policy(cm("apps", "settings"), hook("configs/check", "", "ConfigMap", "policy.go:20")),
 		},
+		// UDS Core's deadlock (its Pepr module loads uds-cluster-config before
+		// it serves, and its Fail webhook governs ClusterConfigs): with the
+		// gate naming the object, vigil's exclusion leaves it out of the
+		// webhook and there is no cycle; a gate on any ClusterConfig cannot
+		// be excluded, and the shape is found.
+		{
+			name: "UDS Core's shape: a gate on uds-cluster-config, the module's Fail webhook on ClusterConfigs",
+			mods: policy(cc("uds-cluster-config"), hook("uds-core/clusterconfig", "uds.dev", "ClusterConfig", "policy.go:20")),
+		},
+		{
+			name: "UDS Core's shape: a gate on any ClusterConfig, the module's Fail webhook on ClusterConfigs",
+			mods: policy(cc(""), hook("uds-core/clusterconfig", "uds.dev", "ClusterConfig", "policy.go:20")),
+			want: [][]string{{
+				"policy phase 0 (gate config at policy.go:10) waits for any ClusterConfig",
+				"any ClusterConfig is admitted only once policy serves: it must pass policy's fail-closed webhook uds-core/clusterconfig at policy.go:20 on CREATE",
+				"policy serves only after its phase 0 finished",
+			}},
+		},
 		{
 			name: "own webhook, named cluster-scoped object excluded",
 			mods: policy(cc("initial"), hook("clusterconfigs/check", "uds.dev", "ClusterConfig", "policy.go:20")),

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +31,8 @@ import (
 // options configure a run of the demo.
 type options struct {
 	kubeconfig string // empty: an embedded control plane
-	dir        string // the clusterconfig example
+	dir        string // the uds-core example
+	crds       string // UDS Core's CRD files; empty: the stand-ins
 	out        io.Writer
 	progress   io.Writer
 	color      bool
@@ -40,15 +44,23 @@ type report struct {
 	Events []dev.Event
 	// Waiting is what the gates said while nothing was installed.
 	Waiting []dev.Event
-	// Applied is when the CRDs, the ClusterConfig and the Exemption went in.
+	// Applied is when the CRDs and the ClusterConfig went in; CRDs says
+	// whose (UDS Core's files or the stand-ins).
 	Applied time.Time
+	CRDs    string
 	// PhasesDone lists the phases in the order they finished.
 	PhasesDone []int
 	Enforced   time.Time
-	PodLabel   string
-	Denial     string
-	// Exempted is the admission of the privileged pod once exempted.
-	Exempted *dev.Review
+	// Webhooks are the validating webhooks registered, with their failure
+	// policies and namespace selectors.
+	Webhooks []admissionregistrationv1.ValidatingWebhook
+	// Mutated is the web Pod's mutated annotation, and its container's
+	// security context as created.
+	Mutated         string
+	SecurityContext *corev1.SecurityContext
+	Denial          string
+	// Exempted is the privileged pod as admitted once exempted.
+	Exempted *corev1.Pod
 	Status   map[string]any
 	Took     time.Duration
 }
@@ -60,10 +72,21 @@ type step struct {
 }
 
 const (
-	demoNS      = "demo"
-	exemptionNS = "uds-policy-exemptions"
-	label       = "uds.dev/cluster"
+	demoNS        = "demo"
+	exemptionNS   = "uds-policy-exemptions"
+	clusterConfig = "uds-cluster-config"
+	// mutatedAnnotation lists the policies that mutated an object, as UDS
+	// Core's mutations mark it.
+	mutatedAnnotation = "uds-core.pepr.dev/mutated"
+	// exemptedAnnotation marks a Pod exempt from DisallowPrivileged.
+	exemptedAnnotation = "uds-core.pepr.dev/uds-core-policies.DisallowPrivileged"
 )
+
+// standInCRDs are UDS Core's CRDs' names with an open schema, for a
+// machine without UDS Core's files.
+//
+//go:embed crds.yaml
+var standInCRDs []byte
 
 type demo struct {
 	o       options
@@ -88,19 +111,19 @@ func runDemo(ctx context.Context, o options) (*report, error) {
 			_ = d.session.Wait()
 		}
 	}()
-	d.say(d.bold("vigil demo: the clusterconfig module, from an empty cluster to admission, on a real API server"))
+	d.say(d.bold("vigil demo: UDS Core's policy engine on vigil, from an empty cluster to admission, on a real API server"))
 	steps := []struct {
 		name string
 		run  func(context.Context) (string, error)
 	}{
-		{"start the module with nothing installed: its gates wait", d.start},
-		{"a few seconds later, apply the CRDs, the ClusterConfig and an Exemption", d.apply},
+		{"start the module before UDS Core's CRDs: its gates wait, nothing crash-loops", d.start},
+		{"a few seconds later, apply UDS Core's CRDs and the ClusterConfig uds-cluster-config", d.apply},
 		{"the gate phases pass, in order", d.phases},
-		{"the webhooks register, only now", d.registered},
-		{"create a Pod: mutated with the cluster's label", d.createPod},
-		{"create a privileged Pod: denied", d.privilegedDenied},
-		{"add an Exemption and retry: admitted", d.exempted},
-		{"the watcher keeps the ClusterConfig's status", d.status},
+		{"the webhooks register, only now: Fail, and Ignore in istio-system", d.registered},
+		{"create a Pod: mutated to UDS Core's safe defaults", d.createPod},
+		{"create a privileged Pod: denied with UDS Core's message", d.privilegedDenied},
+		{"add an Exemption in uds-policy-exemptions and retry: admitted", d.exempted},
+		{"the watcher sets the ClusterConfig's status to Ready", d.status},
 	}
 	for i, s := range steps {
 		d.say("")
@@ -123,7 +146,7 @@ func runDemo(ctx context.Context, o options) (*report, error) {
 	for i, s := range d.rep.Steps {
 		d.say(fmt.Sprintf("    %d. %-72s %6.1fs", i+1, s.Name, s.Took.Seconds()))
 	}
-	d.say("    Run it yourself: go run ./cmd/vigil dev ./examples/clusterconfig")
+	d.say("    Run it yourself: go run ./cmd/vigil dev ./examples/uds-core")
 	return d.rep, nil
 }
 
@@ -181,17 +204,15 @@ func (d *demo) start(ctx context.Context) (string, error) {
 	if d.c, err = client.New(s.Config, client.Options{}); err != nil {
 		return "", err
 	}
-	// The defaults Secret is the platform's, "guaranteed to exist at pod
-	// startup": the module's pods mount it and do not start without it.
-	defaults, err := os.ReadFile(filepath.Join(d.o.dir, "defaults.yaml"))
-	if err != nil {
-		return "", err
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: "uds-core-defaults"}, Data: map[string][]byte{"defaults.yaml": defaults}}
+	// UDS Core's operator config is the platform's Secret "guaranteed to
+	// exist at pod startup": the module's pods mount it and do not start
+	// without it. UDS Core's chart creates it with the module.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: "uds-operator-config"},
+		StringData: map[string]string{"KEYCLOAK_CLIENT_MODE": "AUTO", "AUTHSERVICE_REDIS_URI": ""}}
 	if err := d.c.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create the defaults Secret: %w", err)
+		return "", fmt.Errorf("create the operator-config Secret: %w", err)
 	}
-	d.say("    the platform's Secret " + s.Namespace + "/uds-core-defaults is in place, as the module's pods need it to start")
+	d.say("    UDS Core's Secret " + s.Namespace + "/uds-operator-config is in place, as the module's pods need it to start")
 	e, err := d.await(ctx, 30*time.Second, "report of a waiting gate in phase 0", func(e dev.Event) bool {
 		return e.Kind == dev.GateWaiting && e.Phase == 0 && e.Seen != ""
 	})
@@ -218,22 +239,47 @@ func (d *demo) apply(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 	}
-	var applied []string
-	for _, file := range []string{"crds.yaml", "clusterconfig.yaml", "exemption.yaml"} {
-		objs, err := readObjects(filepath.Join(d.o.dir, file))
+	var objs []*unstructured.Unstructured
+	if d.o.crds == "" {
+		d.rep.CRDs = "the demo's stand-ins for UDS Core's CRDs (examples/uds-core/demo/crds.yaml)"
+		crds, err := readObjects(bytes.NewReader(standInCRDs), "crds.yaml")
 		if err != nil {
 			return "", err
 		}
-		for _, obj := range objs {
-			if err := d.create(ctx, obj); err != nil {
+		objs = crds
+	} else {
+		d.rep.CRDs = "UDS Core's CRDs from " + d.o.crds
+		for _, file := range []string{"clusterconfig.uds.dev.yaml", "exemptions.uds.dev.yaml"} {
+			f, err := os.Open(filepath.Join(d.o.crds, file))
+			if err != nil {
+				return "", fmt.Errorf("UDS Core's CRD file: %w (--crds names their folder; leave it empty for the demo's stand-ins)", err)
+			}
+			crds, err := readObjects(f, f.Name())
+			f.Close()
+			if err != nil {
 				return "", err
 			}
-			applied = append(applied, describe(obj))
-			d.say("    applied " + describe(obj))
+			objs = append(objs, crds...)
 		}
 	}
+	d.say("    " + d.rep.CRDs)
+	objs = append(objs, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "uds.dev/v1alpha1", "kind": "ClusterConfig",
+		"metadata": map[string]any{"name": clusterConfig},
+		"spec": map[string]any{
+			"expose":     map[string]any{"domain": "uds.dev"},
+			"policy":     map[string]any{"allowAllNsExemptions": false},
+			"attributes": map[string]any{"clusterName": "demo-cluster"},
+		},
+	}})
+	for _, obj := range objs {
+		if err := d.create(ctx, obj); err != nil {
+			return "", err
+		}
+		d.say("    applied " + describe(obj))
+	}
 	d.rep.Applied = time.Now()
-	return fmt.Sprintf("%d objects applied", len(applied)), nil
+	return fmt.Sprintf("%d objects applied", len(objs)), nil
 }
 
 // create creates obj, retrying while its kind is not served yet (a CRD just
@@ -289,11 +335,27 @@ func (d *demo) registered(ctx context.Context) (string, error) {
 	if len(vwc.Webhooks) == 0 {
 		return "", fmt.Errorf("ValidatingWebhookConfiguration %s has no webhooks", vwc.Name)
 	}
-	policy := ""
-	if p := vwc.Webhooks[0].FailurePolicy; p != nil {
-		policy = string(*p)
+	d.rep.Webhooks = vwc.Webhooks
+	var lines []string
+	for _, w := range vwc.Webhooks {
+		policy := "Fail"
+		if w.FailurePolicy != nil {
+			policy = string(*w.FailurePolicy)
+		}
+		where := "every namespace the module judges"
+		if w.NamespaceSelector != nil {
+			for _, e := range w.NamespaceSelector.MatchExpressions {
+				if e.Key == corev1.LabelMetadataName {
+					where = strings.ToLower(string(e.Operator)) + " " + strings.Join(e.Values, ", ")
+				}
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%s: failurePolicy %s (%s)", w.Name, policy, where))
 	}
-	return fmt.Sprintf("ValidatingWebhookConfiguration %s holds %d webhook(s), failurePolicy %s", vwc.Name, len(vwc.Webhooks), policy), nil
+	for _, l := range lines {
+		d.say("    " + l)
+	}
+	return fmt.Sprintf("ValidatingWebhookConfiguration %s holds %d webhook(s)", vwc.Name, len(vwc.Webhooks)), nil
 }
 
 func pod(name string, privileged bool) *corev1.Pod {
@@ -309,11 +371,14 @@ func (d *demo) createPod(ctx context.Context) (string, error) {
 	if err := d.c.Create(ctx, p); err != nil {
 		return "", fmt.Errorf("create pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	d.rep.PodLabel = p.Labels[label]
-	if d.rep.PodLabel == "" {
-		return "", fmt.Errorf("pod %s/%s has no %s label: labels %v", p.Namespace, p.Name, label, p.Labels)
+	d.rep.Mutated = p.Annotations[mutatedAnnotation]
+	d.rep.SecurityContext = p.Spec.Containers[0].SecurityContext
+	if d.rep.Mutated == "" {
+		return "", fmt.Errorf("pod %s/%s has no %s annotation: annotations %v", p.Namespace, p.Name, mutatedAnnotation, p.Annotations)
 	}
-	return fmt.Sprintf("pod %s/%s was created with label %s=%s", p.Namespace, p.Name, label, d.rep.PodLabel), nil
+	sc, _ := json.Marshal(d.rep.SecurityContext)
+	d.say("    container main's securityContext as created: " + string(sc))
+	return fmt.Sprintf("pod %s/%s was created, %s=%s", p.Namespace, p.Name, mutatedAnnotation, d.rep.Mutated), nil
 }
 
 func (d *demo) privilegedDenied(ctx context.Context) (string, error) {
@@ -344,22 +409,18 @@ func (d *demo) exempted(ctx context.Context) (string, error) {
 	d.say("    applied " + describe(ex) + ": pods named debug-* in namespace demo may run privileged")
 	// The module's cache of Exemptions follows the API server closely; a
 	// retry covers the moment between the write and its watch event.
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = d.c.Create(ctx, pod("debug-shell", true))
-		return last == nil, nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("the privileged pod is still refused: %v", last)
+	// A denial on a cache that has not seen the Exemption yet is made
+	// again on fresh data, so the first retry is admitted.
+	p := pod("debug-shell", true)
+	if err := d.c.Create(ctx, p); err != nil {
+		return "", fmt.Errorf("the privileged pod is still refused: %w", err)
 	}
-	e, err := d.await(ctx, 5*time.Second, "validation of the exempted pod", func(e dev.Event) bool {
-		return e.Kind == dev.Admitted && e.Review.Webhook == "validate" && e.Review.Name == "debug-shell"
-	})
-	if err != nil {
-		return "", err
+	d.rep.Exempted = p
+	mark := p.Annotations[exemptedAnnotation]
+	if mark != "exempted" {
+		return "", fmt.Errorf("pod %s/debug-shell was admitted without the annotation %s=exempted: annotations %v", demoNS, exemptedAnnotation, p.Annotations)
 	}
-	d.rep.Exempted = e.Review
-	return fmt.Sprintf("pod %s/debug-shell admitted; warning: %s", demoNS, strings.Join(e.Review.Warnings, "; ")), nil
+	return fmt.Sprintf("pod %s/debug-shell admitted, %s=%s", demoNS, exemptedAnnotation, mark), nil
 }
 
 func (d *demo) status(ctx context.Context) (string, error) {
@@ -368,7 +429,7 @@ func (d *demo) status(ctx context.Context) (string, error) {
 	cc.SetKind("ClusterConfig")
 	var status map[string]any
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := d.c.Get(ctx, client.ObjectKey{Name: "initial"}, cc); err != nil {
+		if err := d.c.Get(ctx, client.ObjectKey{Name: clusterConfig}, cc); err != nil {
 			return false, err
 		}
 		status, _, _ = unstructured.NestedMap(cc.Object, "status")
@@ -376,10 +437,10 @@ func (d *demo) status(ctx context.Context) (string, error) {
 		return status["phase"] == "Ready" && gen == cc.GetGeneration(), nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("ClusterConfig initial's status is %v: %w", status, err)
+		return "", fmt.Errorf("ClusterConfig %s's status is %v: %w", clusterConfig, status, err)
 	}
 	d.rep.Status = status
-	return fmt.Sprintf("ClusterConfig initial: status.phase=%v, observedGeneration=%v, clusterName=%v", status["phase"], status["observedGeneration"], status["clusterName"]), nil
+	return fmt.Sprintf("ClusterConfig %s: status.phase=%v, observedGeneration=%v", clusterConfig, status["phase"], status["observedGeneration"]), nil
 }
 
 func (d *demo) snapshot() []dev.Event {
@@ -389,13 +450,8 @@ func (d *demo) snapshot() []dev.Event {
 }
 
 // readObjects decodes the YAML documents of a file.
-func readObjects(path string) ([]*unstructured.Unstructured, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+func readObjects(r io.Reader, path string) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	var objs []*unstructured.Unstructured
 	for {
 		u := &unstructured.Unstructured{}
