@@ -93,8 +93,9 @@ func clientTrusting(t testing.TB, ca []byte) *http.Client {
 // the same run; it reports req/s, p99, the module's CPU per request against
 // the floor's, and its memory under load. Run it with -benchtime 1x.
 //
-// With UDS_BENCH_PPROF=FILE it also writes a CPU profile of the module's
-// admission process under the validating load, taken in a load of its own
+// With UDS_BENCH_PPROF=FILE.pprof it also writes CPU profiles of the
+// module's admission process under the validating load (FILE.pprof) and the
+// mutating one (FILE-mutate.pprof), each taken in a load of its own
 // (profiling costs CPU), for go tool pprof.
 func BenchmarkUDS(b *testing.B) {
 	opts := vigiltest.ModuleOptions{Dir: "."}
@@ -150,6 +151,9 @@ func BenchmarkUDS(b *testing.B) {
 	if profile != "" {
 		writeProfile(b, "http://"+pod.Ports["metrics"]+"/debug/pprof/profile?seconds=3", profile, func() {
 			vigiltest.Load(b, pid, "vigil validate (profiled)", validate, vigilClient, "pod", compliant, 16, 4*time.Second)
+		})
+		writeProfile(b, "http://"+pod.Ports["metrics"]+"/debug/pprof/profile?seconds=3", strings.TrimSuffix(profile, ".pprof")+"-mutate.pprof", func() {
+			vigiltest.Load(b, pid, "vigil mutate (profiled)", mutate, vigilClient, "pod", compliant, 16, 4*time.Second)
 		})
 	}
 	fmt.Printf("uds: cpu_per_req=%.1fus floor_cpu_per_req=%.1fus c16_rps=%.0f c16_p99=%.2fms rss_load=%.1fMiB vs_floor=%.2fx cpu_per_req_mutate=%.1fus vs_floor_mutate=%.2fx cpu_per_req_denied=%.1fus c16_p99_mutate=%.2fms floor_rps=%.0f\n",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"iter"
 	"regexp"
 	"slices"
 	"strings"
@@ -98,7 +99,7 @@ type podValidation func(r *vigil.Request[*corev1.Pod]) string
 // (kubectl debug), which UDS Core's webhooks are never sent, are judged by
 // the same bindings.
 func (p *policies) pod(policy Policy, mutate podMutation, validate podValidation) {
-	p.podMutations = append(p.podMutations, podStep{policy, mutate})
+	p.podMutations = append(p.podMutations, podStep{policy, policy.kebab(), mutate})
 	// The policy first, the Exemptions only for what it would deny: the
 	// verdict is UDS Core's (exempt, or else the policy's), and a Pod the
 	// policy admits costs no read of the Exemptions. A denial read them, so
@@ -115,9 +116,11 @@ func (p *policies) pod(policy Policy, mutate podMutation, validate podValidation
 	vigil.When(p.capability, &corev1.Pod{}).Subresource("ephemeralcontainers").IsUpdated().Named(name + "-debug").Validate(v)
 }
 
-// podStep is one policy's part of the Pods' mutation.
+// podStep is one policy's part of the Pods' mutation; name is the policy's
+// in kebab case, as the mutated annotation lists it.
 type podStep struct {
 	policy Policy
+	name   string
 	mutate podMutation
 }
 
@@ -129,15 +132,17 @@ type podStep struct {
 func (p *policies) declareMutations() {
 	pods := func(ctx context.Context, r *vigil.Request[*corev1.Pod]) error {
 		exempt := p.exemptions.exemptFrom(ctx, r.Namespace, podName(r.Object))
+		var mutated []string
 		for _, step := range p.podMutations {
 			if exempt[step.policy] {
 				r.SetAnnotation(ExemptionAnnotationPrefix+"."+string(step.policy), "exempted")
 				continue
 			}
 			if step.mutate != nil && step.mutate(r) {
-				annotateMutation(r, step.policy)
+				mutated = append(mutated, step.name)
 			}
 		}
+		annotateMutations(r, mutated)
 		return nil
 	}
 	vigil.When(p.capability, &corev1.Pod{}).IsCreatedOrUpdated().Named("pod-mutations").Mutate(pods)
@@ -187,15 +192,21 @@ func serviceName(s *corev1.Service) string {
 	return s.GenerateName
 }
 
-// annotateMutation records the policy in the mutated annotation, a JSON
-// list of the policies (kebab case) that changed the object.
-func annotateMutation[T client.Object](r *vigil.Request[T], policy Policy) {
+// annotateMutations records the policies in the mutated annotation, a JSON
+// list of the policies (kebab case) that changed the object, after those
+// it lists already.
+func annotateMutations[T client.Object](r *vigil.Request[T], policies []string) {
+	if len(policies) == 0 {
+		return
+	}
 	var list []string
 	if v, ok := r.Object.GetAnnotations()[MutatedAnnotation]; ok {
 		_ = json.Unmarshal([]byte(v), &list)
 	}
-	if !slices.Contains(list, policy.kebab()) {
-		list = append(list, policy.kebab())
+	for _, p := range policies {
+		if !slices.Contains(list, p) {
+			list = append(list, p)
+		}
 	}
 	data, _ := json.Marshal(list)
 	r.SetAnnotation(MutatedAnnotation, string(data))
@@ -213,23 +224,34 @@ type container struct {
 	Init bool
 }
 
-// containers lists the Pod's containers, init containers and ephemeral
-// containers, in that order.
-func containers(p *corev1.Pod) []container {
-	var out []container
-	for i := range p.Spec.Containers {
-		c := &p.Spec.Containers[i]
-		out = append(out, container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Ports: c.Ports, SecurityContext: &c.SecurityContext})
+// containers yields the Pod's containers, init containers and ephemeral
+// containers, in that order, with their index in that order. Every policy
+// walks them, so they are yielded rather than gathered into a slice.
+func containers(p *corev1.Pod) iter.Seq2[int, container] {
+	return func(yield func(int, container) bool) {
+		i := 0
+		for j := range p.Spec.Containers {
+			c := &p.Spec.Containers[j]
+			if !yield(i, container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Ports: c.Ports, SecurityContext: &c.SecurityContext}) {
+				return
+			}
+			i++
+		}
+		for j := range p.Spec.InitContainers {
+			c := &p.Spec.InitContainers[j]
+			if !yield(i, container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Ports: c.Ports, SecurityContext: &c.SecurityContext, Init: true}) {
+				return
+			}
+			i++
+		}
+		for j := range p.Spec.EphemeralContainers {
+			c := &p.Spec.EphemeralContainers[j]
+			if !yield(i, container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Ports: c.Ports, SecurityContext: &c.SecurityContext}) {
+				return
+			}
+			i++
+		}
 	}
-	for i := range p.Spec.InitContainers {
-		c := &p.Spec.InitContainers[i]
-		out = append(out, container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Ports: c.Ports, SecurityContext: &c.SecurityContext, Init: true})
-	}
-	for i := range p.Spec.EphemeralContainers {
-		c := &p.Spec.EphemeralContainers[i]
-		out = append(out, container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args, Ports: c.Ports, SecurityContext: &c.SecurityContext})
-	}
-	return out
 }
 
 // violation is a container's name and security context, as a denial names
@@ -241,18 +263,20 @@ type violation struct {
 
 // securityContextContainers are the containers that have a security
 // context, istio-init containers left out when excludeIstioInit is set.
-func (p *policies) securityContextContainers(pod *corev1.Pod, excludeIstioInit bool) []violation {
-	var out []violation
-	for _, c := range containers(pod) {
-		if *c.SecurityContext == nil {
-			continue
+func (p *policies) securityContextContainers(pod *corev1.Pod, excludeIstioInit bool) iter.Seq[violation] {
+	return func(yield func(violation) bool) {
+		for _, c := range containers(pod) {
+			if *c.SecurityContext == nil {
+				continue
+			}
+			if excludeIstioInit && p.istio.isInitContainer(pod, c) {
+				continue
+			}
+			if !yield(violation{Name: c.Name, Ctx: *c.SecurityContext}) {
+				return
+			}
 		}
-		if excludeIstioInit && p.istio.isInitContainer(pod, c) {
-			continue
-		}
-		out = append(out, violation{Name: c.Name, Ctx: *c.SecurityContext})
 	}
-	return out
 }
 
 // securityContextMessage is UDS Core's denial: the message, what is

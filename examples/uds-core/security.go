@@ -27,7 +27,7 @@ func (p *policies) declareSecurity() {
 		return mutated
 	}, func(r *vigil.Request[*corev1.Pod]) string {
 		var violations []violation
-		for _, v := range p.securityContextContainers(r.Object, false) {
+		for v := range p.securityContextContainers(r.Object, false) {
 			sc := v.Ctx.(*corev1.SecurityContext)
 			if ptr.Deref(sc.AllowPrivilegeEscalation, true) || ptr.Deref(sc.Privileged, false) {
 				violations = append(violations, v)
@@ -52,7 +52,7 @@ func (p *policies) declareSecurity() {
 			return "Pod level securityContext does not meet the non-root user requirement."
 		}
 		var violations []violation
-		for _, v := range p.securityContextContainers(r.Object, true) {
+		for v := range p.securityContextContainers(r.Object, true) {
 			sc := v.Ctx.(*corev1.SecurityContext)
 			if !ptr.Deref(sc.RunAsNonRoot, true) || ptr.Deref(sc.RunAsUser, -1) == 0 {
 				violations = append(violations, v)
@@ -69,7 +69,7 @@ func (p *policies) declareSecurity() {
 	p.pod(RestrictProcMount, nil, func(r *vigil.Request[*corev1.Pod]) string {
 		authorized := []string{"", "Default"}
 		var violations []violation
-		for _, v := range p.securityContextContainers(r.Object, false) {
+		for v := range p.securityContextContainers(r.Object, false) {
 			if pm := v.Ctx.(*corev1.SecurityContext).ProcMount; pm != nil && *pm != "" && !slices.Contains(authorized, string(*pm)) {
 				violations = append(violations, v)
 			}
@@ -132,7 +132,7 @@ func (p *policies) declareSecurity() {
 		return true
 	}, func(r *vigil.Request[*corev1.Pod]) string {
 		var violations []violation
-		for _, v := range p.securityContextContainers(r.Object, false) {
+		for v := range p.securityContextContainers(r.Object, false) {
 			if caps := v.Ctx.(*corev1.SecurityContext).Capabilities; caps == nil || !slices.Contains(caps.Drop, "ALL") {
 				violations = append(violations, v)
 			}
@@ -148,7 +148,7 @@ func (p *policies) declareSecurity() {
 	p.pod(RestrictCapabilities, nil, func(r *vigil.Request[*corev1.Pod]) string {
 		authorized := []string{"NET_BIND_SERVICE"}
 		var violations []violation
-		for _, v := range p.securityContextContainers(r.Object, true) {
+		for v := range p.securityContextContainers(r.Object, true) {
 			caps := v.Ctx.(*corev1.SecurityContext).Capabilities
 			if caps == nil || len(caps.Add) == 0 {
 				continue
@@ -181,7 +181,7 @@ func (p *policies) podOrContainers(pod *corev1.Pod, authorized []string, podMsg,
 		return securityContextMessage(podMsg, authorized, []violation{{Name: "pod", Ctx: psc}})
 	}
 	var violations []violation
-	for _, v := range p.securityContextContainers(pod, false) {
+	for v := range p.securityContextContainers(pod, false) {
 		if !containerOK(v.Ctx.(*corev1.SecurityContext)) {
 			violations = append(violations, v)
 		}

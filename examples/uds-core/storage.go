@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -52,31 +52,31 @@ func (p *policies) declareStorage() {
 // storageVolumeType is the volume's type as UDS Core reads it: the first
 // key of its JSON other than "name" (the API server writes the volume's
 // source after its name, in the Go struct's order), or "unknown" when it
-// has none.
+// has none. That is the JSON name of the first source set, in
+// VolumeSource's order: found without encoding the volume.
 func storageVolumeType(v corev1.Volume) string {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return "unknown"
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if _, err := dec.Token(); err != nil { // {
-		return "unknown"
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "unknown"
-		}
-		if key, _ := tok.(string); key != "name" {
+	src := reflect.ValueOf(&v.VolumeSource).Elem()
+	for i, key := range volumeSourceKeys {
+		if key != "" && !src.Field(i).IsNil() {
 			return key
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "unknown"
 		}
 	}
 	return "unknown"
 }
+
+// volumeSourceKeys are the JSON names of VolumeSource's fields, in its
+// order; empty for a field that is not a pointer (none is, today).
+var volumeSourceKeys = func() []string {
+	t := reflect.TypeFor[corev1.VolumeSource]()
+	keys := make([]string, t.NumField())
+	for i := range keys {
+		f := t.Field(i)
+		if f.Type.Kind() == reflect.Pointer {
+			keys[i], _, _ = strings.Cut(f.Tag.Get("json"), ",")
+		}
+	}
+	return keys
+}()
 
 // storageVolumeMounts are the volume mounts of the Pod's containers, init
 // containers and ephemeral containers, in that order.

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,4 +37,31 @@ func storageHostPathPod(name string) *corev1.Pod {
 			HostPath: &corev1.HostPathVolumeSource{Path: "/data", Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
 		}}}
 	})
+}
+
+// A volume's type is the first key of its JSON after "name", as UDS Core
+// reads it: found without encoding, for every source a volume can have,
+// and "unknown" for none.
+func TestStorageVolumeTypeIsTheFirstKeyOfItsJSON(t *testing.T) {
+	src := reflect.TypeFor[corev1.VolumeSource]()
+	if src.NumField() < 20 {
+		t.Fatalf("VolumeSource has %d fields", src.NumField())
+	}
+	for i := range src.NumField() {
+		v := corev1.Volume{Name: "data"}
+		field := reflect.ValueOf(&v.VolumeSource).Elem().Field(i)
+		field.Set(reflect.New(field.Type().Elem()))
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// {"name":"data","<key>":...}
+		want, _, _ := strings.Cut(strings.TrimPrefix(string(data), `{"name":"data","`), `"`)
+		if got := storageVolumeType(v); got != want {
+			t.Errorf("%s: storageVolumeType = %q, want %q (from %s)", src.Field(i).Name, got, want, data)
+		}
+	}
+	if got := storageVolumeType(corev1.Volume{Name: "data"}); got != "unknown" {
+		t.Errorf("no source: %q, want unknown", got)
+	}
 }

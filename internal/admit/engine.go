@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/callctx"
+	"github.com/vigilkit/vigil/internal/fresh"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
 )
@@ -133,6 +135,8 @@ type reviewRun struct {
 	enforce bool
 	// current is the binding running, for an answer given at the deadline.
 	current atomic.Pointer[spec.Binding]
+	// in is the input of the last capability run: see input.
+	in *input
 }
 
 // review is the engine's one review function, through which every request
@@ -205,15 +209,39 @@ func (rv *reviewRun) apply(ctx context.Context, b *spec.Binding, objs *objects, 
 	return rv.validateOne(ctx, b, obj, old)
 }
 
-// input is what binding b's typed request is made of, besides its objects,
-// and the context it runs in.
-func (rv *reviewRun) input(ctx context.Context, b *spec.Binding) (context.Context, *spec.Call) {
-	st := rv.h.stores[b.Capability]
-	if rv.dryRun {
-		st = dryRunStore{st}
+// input is what the bindings of one capability are handed in one request:
+// the context they run in (the role's, with the capability's Store and the
+// record of lister reads), and their typed request's parts. It is made once
+// per capability and request, not per binding: a policy engine runs many
+// bindings of one capability on each request.
+type input struct {
+	capability string
+	base       context.Context
+	ctx        context.Context
+	call       *spec.Call
+	// reads records the lister reads of the binding running; nil when the
+	// handler does not recheck. Reset before each run.
+	reads *fresh.Reads
+}
+
+// input is binding b's input, its record of lister reads emptied.
+func (rv *reviewRun) input(ctx context.Context, b *spec.Binding) *input {
+	in := rv.in
+	if in == nil || in.capability != b.Capability || in.base != ctx {
+		st := rv.h.stores[b.Capability]
+		if rv.dryRun {
+			st = dryRunStore{st}
+		}
+		in = &input{capability: b.Capability, base: ctx, ctx: ctx, call: &spec.Call{Raw: rv.req, Store: st}}
+		if rv.h.opts.Context != nil {
+			in.ctx = rv.h.opts.Context(in.ctx, st)
+		}
+		if rv.h.opts.Recheck {
+			in.reads = &fresh.Reads{}
+			in.ctx = callctx.WithReads(in.ctx, in.reads)
+		}
+		rv.in = in
 	}
-	if rv.h.opts.Context != nil {
-		ctx = rv.h.opts.Context(ctx, st)
-	}
-	return ctx, &spec.Call{Raw: rv.req, Store: st}
+	in.reads.Reset()
+	return in
 }

@@ -21,14 +21,12 @@ func (h *Handler) timedOut(rv *reviewRun) *admissionv1.AdmissionResponse {
 	return h.failed(b, rv.req.Namespace, fmt.Errorf("did not finish within %s", h.opts.Timeout))
 }
 
-// call runs a binding's function, turning a panic into an error.
-func call(fn func() (admission.Verdict, error)) (v admission.Verdict, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v\n%s", p, firstFrames(debug.Stack(), 12))
-		}
-	}()
-	return fn()
+// recovered turns a binding's panic into its error; deferred by the
+// binding's run.
+func recovered(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("panic: %v\n%s", p, firstFrames(debug.Stack(), 12))
+	}
 }
 
 func firstFrames(stack []byte, lines int) string {

@@ -14,7 +14,13 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-func TestCallTurnsAPanicIntoAnErrorWithItsStack(t *testing.T) {
+// call runs fn as a binding's run does, with recovered deferred.
+func call(fn func() (admission.Verdict, error)) (v admission.Verdict, err error) {
+	defer recovered(&err)
+	return fn()
+}
+
+func TestRecoveredTurnsAPanicIntoAnErrorWithItsStack(t *testing.T) {
 	_, err := call(func() (admission.Verdict, error) { panic("boom") })
 	if err == nil {
 		t.Fatal("a panicking binding returned no error")

@@ -215,3 +215,37 @@ func TestAMutationThatReadAListerIsRedoneFromTheObjectAsItCame(t *testing.T) {
 		t.Fatalf("patch %s: want the fresh team, from one run over the object as it came", patch)
 	}
 }
+
+// A mutation redone after another mutation edited the object is redone
+// from the object as that one left it: the earlier edit stays, the redone
+// binding's first run leaves nothing.
+func TestAMutationRedoneAfterAnotherKeepsTheOthersEdits(t *testing.T) {
+	l := newLagging(map[string]string{"team": "payments"}, map[string]string{"team": "shop"})
+	first := admit.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+		r.SetLabel("first", "ran")
+		return nil
+	})
+	first.Capability, first.Name, first.Operations = "policies", "first", []admissionv1.Operation{admissionv1.Create}
+	second := admit.MutateBinding(gvk, &corev1.Pod{}, func(ctx context.Context, r *admission.Request[*corev1.Pod]) error {
+		team, _ := l.get(ctx, "team")
+		r.SetLabel("team", team)
+		runs, _ := r.Annotation("runs")
+		r.SetAnnotation("runs", runs+"x")
+		return nil
+	})
+	second.Capability, second.Name, second.Operations = "policies", "second", []admissionv1.Operation{admissionv1.Create}
+	reg := prometheus.NewRegistry()
+	m, err := admit.NewMetrics(reg, "mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := admit.NewHandler([]spec.Binding{first, second}, admit.Options{Module: "mod", Timeout: 2 * time.Second, Metrics: m, Log: logr.Discard(), Recheck: true})
+	_, resp := post(t, h, admit.MutatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
+	if resp == nil || !resp.Allowed {
+		t.Fatalf("response %+v: want allowed", resp)
+	}
+	patch := string(resp.Patch)
+	if !strings.Contains(patch, `"payments"`) || strings.Contains(patch, `"shop"`) || strings.Contains(patch, `"xx"`) || !strings.Contains(patch, `"ran"`) {
+		t.Fatalf("patch %s: want the first binding's label and the fresh team, from one run of the second over the object as the first left it", patch)
+	}
+}

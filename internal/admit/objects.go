@@ -45,6 +45,10 @@ type objects struct {
 	req *admissionv1.AdmissionRequest
 
 	cur, old client.Object
+	// pristine is true while cur is the request's object as it was sent,
+	// decoded into the Go type of the binding at hand and edited by no
+	// mutation yet: see asSent.
+	pristine bool
 	// orig is the object as it came, decoded into the Go type of the first
 	// mutation: see original.
 	orig *original
@@ -185,7 +189,7 @@ func (o *objects) decode(b *spec.Binding) (obj, old client.Object, err error) {
 		if err := fastjson.Unmarshal(src, next); err != nil {
 			return nil, nil, fmt.Errorf("decode %s %s as %T: %w", o.req.Kind.Kind, o.req.Name, next, err)
 		}
-		o.cur = next
+		o.cur, o.pristine = next, o.cur == nil
 		if o.orig == nil && b.Action == spec.Mutate {
 			if o.orig, err = keep(next, src); err != nil {
 				return nil, nil, fmt.Errorf("keep %s %s as it came: %w", o.req.Kind.Kind, o.req.Name, err)
@@ -202,6 +206,20 @@ func (o *objects) decode(b *spec.Binding) (obj, old client.Object, err error) {
 		}
 	}
 	return o.cur, o.old, nil
+}
+
+// asSent decodes the request's object again, into binding b's Go type, as
+// it was sent: the object as a mutation found it while pristine.
+func (o *objects) asSent(b *spec.Binding) (client.Object, error) {
+	raw := o.req.Object.Raw
+	if o.req.Operation == admissionv1.Delete {
+		raw = o.req.OldObject.Raw
+	}
+	obj := b.New()
+	if err := fastjson.Unmarshal(raw, obj); err != nil {
+		return nil, fmt.Errorf("decode %s %s as %T again: %w", o.req.Kind.Kind, o.req.Name, obj, err)
+	}
+	return obj, nil
 }
 
 func sameType(obj client.Object, b *spec.Binding) bool {

@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/callctx"
 	"github.com/vigilkit/vigil/internal/fresh"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -16,15 +15,7 @@ import (
 // validateOne runs a validation, and once more on fresh data when its
 // verdict rests on what the listers it read hold: see Options.Recheck.
 func (rv *reviewRun) validateOne(ctx context.Context, b *spec.Binding, obj, old client.Object) (admission.Verdict, error) {
-	once := func() (admission.Verdict, *fresh.Reads, error) {
-		reads := rv.reads()
-		v, err := call(func() (admission.Verdict, error) {
-			ctx, in := rv.input(ctx, b)
-			return b.Validate(callctx.WithReads(ctx, reads), obj, old, in)
-		})
-		return v, reads, err
-	}
-	v, reads, err := once()
+	v, reads, err := rv.validateOnce(ctx, b, obj, old)
 	if err != nil || !rechecked(reads, !v.Allowed()) {
 		return v, err
 	}
@@ -33,7 +24,7 @@ func (rv *reviewRun) validateOne(ctx context.Context, b *spec.Binding, obj, old 
 		rv.h.recheck(b, "failed", waited)
 		return v, err
 	}
-	again, _, err := once()
+	again, _, err := rv.validateOnce(ctx, b, obj, old)
 	outcome := "same"
 	if err != nil || again.Allowed() != v.Allowed() {
 		outcome = "changed"
@@ -42,13 +33,20 @@ func (rv *reviewRun) validateOne(ctx context.Context, b *spec.Binding, obj, old 
 	return again, err
 }
 
-// reads is a fresh record of lister reads, or nil when the handler does not
-// recheck.
-func (rv *reviewRun) reads() *fresh.Reads {
-	if !rv.h.opts.Recheck {
-		return nil
-	}
-	return &fresh.Reads{}
+// validateOnce runs a validation once; reads is the record of its lister
+// reads (nil when the handler does not recheck), good until the next run.
+func (rv *reviewRun) validateOnce(ctx context.Context, b *spec.Binding, obj, old client.Object) (v admission.Verdict, reads *fresh.Reads, err error) {
+	in := rv.input(ctx, b)
+	defer recovered(&err)
+	v, err = b.Validate(in.ctx, obj, old, in.call)
+	return v, in.reads, err
+}
+
+// mutateOnce runs a mutation once, as validateOnce runs a validation.
+func (rv *reviewRun) mutateOnce(ctx context.Context, b *spec.Binding, obj, old client.Object) (reads *fresh.Reads, err error) {
+	in := rv.input(ctx, b)
+	defer recovered(&err)
+	return in.reads, b.Mutate(in.ctx, obj, old, in.call)
 }
 
 // rechecked reports whether a decision must be made again on fresh data: it
@@ -72,19 +70,15 @@ func (rv *reviewRun) refresh(ctx context.Context, reads *fresh.Reads) (time.Dura
 // mutateOne runs a mutation, and once more on fresh data, from the object as
 // it was before, when its outcome rests on what the listers it read hold.
 func (rv *reviewRun) mutateOne(ctx context.Context, b *spec.Binding, objs *objects, obj, old client.Object) error {
+	// The object as this binding found it, to run it again from: decoded
+	// again from the request when no mutation edited it before (most
+	// requests, which are never made again, copy nothing), else a copy.
 	var before client.Object
-	if rv.h.opts.Recheck {
+	if rv.h.opts.Recheck && !objs.pristine {
 		before = obj.DeepCopyObject().(client.Object)
 	}
-	once := func(obj client.Object) (*fresh.Reads, error) {
-		reads := rv.reads()
-		_, err := call(func() (admission.Verdict, error) {
-			ctx, in := rv.input(ctx, b)
-			return admission.Verdict{}, b.Mutate(callctx.WithReads(ctx, reads), obj, old, in)
-		})
-		return reads, err
-	}
-	reads, err := once(obj)
+	objs.pristine = false
+	reads, err := rv.mutateOnce(ctx, b, obj, old)
 	if !rechecked(reads, err != nil) {
 		return err
 	}
@@ -93,8 +87,14 @@ func (rv *reviewRun) mutateOne(ctx context.Context, b *spec.Binding, objs *objec
 		rv.h.recheck(b, "failed", waited)
 		return ferr
 	}
+	if before == nil {
+		if before, ferr = objs.asSent(b); ferr != nil {
+			rv.h.recheck(b, "failed", waited)
+			return ferr
+		}
+	}
 	objs.cur = before
-	_, again := once(before)
+	_, again := rv.mutateOnce(ctx, b, before, old)
 	outcome := "same"
 	if (again == nil) != (err == nil) {
 		outcome = "changed"

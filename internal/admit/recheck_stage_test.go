@@ -118,12 +118,39 @@ func TestWithoutRecheckNothingIsMadeAgain(t *testing.T) {
 	h, _, _ := stageHandler(t, Options{})
 	barrier := fresh.NewBarrier("ConfigMap", freshSource{})
 	rv := &reviewRun{h: h, req: stageRequest()}
-	if rv.reads() != nil {
+	if rv.input(context.Background(), stageBinding("exempt", "check", spec.Enforce)).reads != nil {
 		t.Fatal("a handler without Recheck records lister reads")
 	}
 	runs := 0
 	v, err := rv.validateOne(context.Background(), readingBinding(barrier, &runs, admission.Deny("stale"), admission.Allow()), nil, nil)
 	if err != nil || v.Allowed() || runs != 1 {
 		t.Errorf("verdict allowed %v, err %v, %d runs; want the first denial, 1 run", v.Allowed(), err, runs)
+	}
+}
+
+// One record of lister reads serves a request's bindings, emptied before
+// each: a binding that read nothing is not made again because the one
+// before it read a lister.
+func TestABindingIsRecheckedForItsOwnReadsOnly(t *testing.T) {
+	h, reg, _ := stageHandler(t, Options{Recheck: true})
+	barrier := fresh.NewBarrier("ConfigMap", freshSource{})
+	rv := &reviewRun{h: h, req: stageRequest()}
+
+	runs := 0
+	if v, err := rv.validateOne(context.Background(), readingBinding(barrier, &runs, admission.Deny("stale"), admission.Allow()), nil, nil); err != nil || !v.Allowed() {
+		t.Fatalf("the reading binding: allowed %v, err %v; want the fresh allow", v.Allowed(), err)
+	}
+	plain := stageBinding("exempt", "plain", spec.Enforce)
+	plainRuns := 0
+	plain.Validate = func(context.Context, client.Object, client.Object, *spec.Call) (admission.Verdict, error) {
+		plainRuns++
+		return admission.Deny("no"), nil
+	}
+	v, err := rv.validateOne(context.Background(), plain, nil, nil)
+	if err != nil || v.Allowed() || plainRuns != 1 {
+		t.Errorf("the binding that read nothing: allowed %v, err %v, %d runs; want its denial after 1 run", v.Allowed(), err, plainRuns)
+	}
+	if n, _, _ := sample(t, reg, "vigil_admission_rechecks_total", map[string]string{"capability": "exempt", "binding": "plain"}); n != 0 {
+		t.Errorf("rechecks of the binding that read nothing = %v, want 0", n)
 	}
 }

@@ -33,6 +33,17 @@ func (r *Reads) Note(b *Barrier, found bool) {
 	r.barriers = append(r.barriers, b)
 }
 
+// Reset empties the record, for the next binding's run; a nil record stays
+// nil.
+func (r *Reads) Reset() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.barriers, r.read, r.found = r.barriers[:0], false, false
+}
+
 // Read reports whether the binding read any lister.
 func (r *Reads) Read() bool {
 	r.mu.Lock()
