@@ -103,6 +103,10 @@ func hookObjects(m *spec.Module, objs []client.Object, nsLabels map[string]strin
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: rbacName}, Subjects: subject})
 	}
 	limit := "128Mi"
+	fp, err := m.Fingerprint()
+	if err != nil {
+		return nil, err
+	}
 	out = append(out, &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: meta(name, m.Namespace, "0"),
@@ -117,7 +121,7 @@ func hookObjects(m *spec.Module, objs []client.Object, nsLabels map[string]strin
 					Containers: []corev1.Container{{
 						Name: "unregister", Image: imageSentinel,
 						Args:            UninstallArgs(m),
-						Env:             []corev1.EnvVar{{Name: "GOMEMLIMIT", Value: strconv.FormatInt(manifests.GoMemLimit(limit), 10)}},
+						Env:             append([]corev1.EnvVar{{Name: "GOMEMLIMIT", Value: strconv.FormatInt(manifests.GoMemLimit(limit), 10)}}, manifests.SpecEnv(fp)...),
 						SecurityContext: sec,
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},

@@ -170,6 +170,11 @@ func (z *Materialiser) pod(container string) (*podrun.Pod, error) {
 				if cs[i].Name == container {
 					cs[i].VolumeMounts = slices.DeleteFunc(slices.Clone(cs[i].VolumeMounts), func(m corev1.VolumeMount) bool { return !authored[m.Name] })
 				}
+				// The session runs the binary it built from the module's
+				// source: no rendered definition to hold it to.
+				cs[i].Env = slices.DeleteFunc(slices.Clone(cs[i].Env), func(e corev1.EnvVar) bool {
+					return e.Name == spec.EnvSpecHash || e.Name == spec.EnvSpecParts
+				})
 			}
 		}
 		return pod, nil

@@ -39,6 +39,22 @@ type Options struct {
 	// NoNetworkPolicy leaves out the admission pods' NetworkPolicy, for a
 	// cluster that enforces none or governs them with its own.
 	NoNetworkPolicy bool
+
+	// fingerprint is the definition's, as Render found it: see SpecEnv.
+	fingerprint spec.Fingerprint
+}
+
+// SpecAnnotation carries, on the module's Deployments and their pod
+// templates, the fingerprint of the definition they were rendered from: a
+// definition rendered again with a change rolls the pods.
+const SpecAnnotation = "vigil.dev/spec-hash"
+
+// SpecEnv is what every container of the module is given besides its own
+// environment: the fingerprint of the definition it was rendered from
+// (spec.EnvSpecHash, spec.EnvSpecParts). A role whose own definition has
+// another exits before serving: see modcli.
+func SpecEnv(f spec.Fingerprint) []corev1.EnvVar {
+	return []corev1.EnvVar{{Name: spec.EnvSpecHash, Value: f.Sum}, {Name: spec.EnvSpecParts, Value: f.PartsString()}}
 }
 
 // HandoffDir is where gates hand their results to the main container.
@@ -49,6 +65,13 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 	if o.Image == "" {
 		return nil, fmt.Errorf("--image: expected the module's container image, as in --image ghcr.io/acme/%s:1.0.0", m.Name)
 	}
+	// The definition as the module's binary resolves it, before the
+	// install's settings: what each role finds again when it starts.
+	fp, err := m.Fingerprint()
+	if err != nil {
+		return nil, err
+	}
+	o.fingerprint = fp
 	if o.Namespace != "" {
 		m.Namespace = o.Namespace
 	}
@@ -316,7 +339,7 @@ func Phases(m *spec.Module) []int {
 // InitContainerName is the init container that runs a phase's gates.
 func InitContainerName(phase int) string { return fmt.Sprintf("gate-phase-%d", phase) }
 
-func podSpec(m *spec.Module, containers, inits []corev1.Container, component string) corev1.PodSpec {
+func podSpec(m *spec.Module, o Options, containers, inits []corev1.Container, component string) corev1.PodSpec {
 	role := Admission
 	if component == "watcher" {
 		role = Watcher
@@ -329,9 +352,11 @@ func podSpec(m *spec.Module, containers, inits []corev1.Container, component str
 	}
 	for i := range inits {
 		inits[i] = withAuthorConfig(m, inits[i])
+		inits[i].Env = append(inits[i].Env, SpecEnv(o.fingerprint)...)
 	}
 	for i := range containers {
 		containers[i] = withAuthorConfig(m, containers[i])
+		containers[i].Env = append(containers[i].Env, SpecEnv(o.fingerprint)...)
 	}
 	volumes = append(volumes, authorVolumes(m, append(append([]corev1.Container(nil), inits...), containers...))...)
 	return corev1.PodSpec{
@@ -397,8 +422,8 @@ func admissionDeployment(m *spec.Module, o Options, objMeta func(string, string,
 				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
 			}},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels("admission")},
-				Spec:       podSpec(m, []corev1.Container{main}, inits, "admission"),
+				ObjectMeta: metav1.ObjectMeta{Labels: labels("admission"), Annotations: map[string]string{SpecAnnotation: o.fingerprint.Sum}},
+				Spec:       podSpec(m, o, []corev1.Container{main}, inits, "admission"),
 			},
 		},
 	}
@@ -430,8 +455,8 @@ func watcherDeployment(m *spec.Module, o Options, objMeta func(string, string, s
 				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
 			}},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: objm.Labels},
-				Spec:       podSpec(m, []corev1.Container{main}, nil, "watcher"),
+				ObjectMeta: metav1.ObjectMeta{Labels: objm.Labels, Annotations: map[string]string{SpecAnnotation: o.fingerprint.Sum}},
+				Spec:       podSpec(m, o, []corev1.Container{main}, nil, "watcher"),
 			},
 		},
 	}

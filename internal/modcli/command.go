@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -31,9 +32,12 @@ func NewCommand(m *spec.Module, defErr error, out, errOut io.Writer) *cobra.Comm
 		Short:         fmt.Sprintf("%s is a vigil module: run it in one of its roles", m.Name),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if defErr != nil {
 				return fmt.Errorf("module %s has definition mistakes:\n%w", m.Name, defErr)
+			}
+			if roles[cmd.Name()] {
+				return CheckRendered(m, os.Getenv(spec.EnvSpecHash), os.Getenv(spec.EnvSpecParts))
 			}
 			return nil
 		},
@@ -51,6 +55,39 @@ func NewCommand(m *spec.Module, defErr error, out, errOut io.Writer) *cobra.Comm
 		newCommand(m, planCommand(), NewPlanFlags()),
 	)
 	return root
+}
+
+// roles are the commands that run in the module's containers, from its
+// manifests: each is held to the definition they were rendered from.
+var roles = map[string]bool{"gate": true, "admission": true, "watcher": true, "unregister": true}
+
+// CheckRendered refuses to run a role whose definition is not the one its
+// container was rendered from (sum and parts, from spec.EnvSpecHash and
+// spec.EnvSpecParts; no check when sum is empty, as outside a rendered
+// container): the container would serve another module than the
+// manifests installed — webhooks, RBAC and gates of one definition, a
+// process of another.
+func CheckRendered(m *spec.Module, sum, parts string) error {
+	if sum == "" {
+		return nil
+	}
+	own, err := m.Fingerprint()
+	if err != nil {
+		return err
+	}
+	if own.Sum == sum {
+		return nil
+	}
+	differ := "unknown (" + spec.EnvSpecParts + " is not set)"
+	if parts != "" {
+		differ = strings.Join(own.Differing(parts), ", ")
+	}
+	return fmt.Errorf("module %s: this container was rendered from another definition than this binary resolves "+
+		"(%s=%s, this binary's: %s); they differ in: %s. "+
+		"Something shaped the definition differently where the manifests were rendered — most often an environment variable the definition reads "+
+		"(FOO=x %s manifests, with FOO not set in the containers), or a binary other than the image's. "+
+		"Render the manifests or the chart again with the environment the containers get (vigil.Env gives a variable to the containers), from the image's binary, and apply them",
+		m.Name, spec.EnvSpecHash, sum, own.Sum, differ, m.Name)
 }
 
 // Every command of a module binary has one shape, that of kubectl's

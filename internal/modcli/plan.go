@@ -21,6 +21,11 @@ import (
 func WritePlan(out io.Writer, m *spec.Module) error {
 	phases := m.Phases
 	fmt.Fprintf(out, "module %s (namespace %s)\n", m.Name, m.Namespace)
+	fp, err := m.Fingerprint()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "definition %s: its containers carry it (%s) and refuse to run under a definition that differs\n", fp.Sum, spec.EnvSpecHash)
 	if len(phases) == 0 {
 		fmt.Fprintln(out, "\nno startup gates: the deployment gets no gate init containers")
 		if err := writeConfig(out, m); err != nil {
