@@ -64,7 +64,7 @@ var layers = map[string]struct {
 	"store":          {public, []string{"store/v1alpha1", "internal/warming"}},
 	"store/v1alpha1": {public, nil},
 	"provenance":     {public, nil},
-	"vigiltest":      {public, []string{"store/v1alpha1", "internal/certs", "internal/controlplane", "internal/image", "internal/node", "internal/podrun", "internal/spec"}},
+	"vigiltest":      {public, []string{"store/v1alpha1", "internal/certs", "internal/controlplane", "internal/gobuild", "internal/image", "internal/node", "internal/podrun", "internal/spec"}},
 
 	// Declarations, and what they resolve to.
 	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme", "internal/progress", "provenance"}},
@@ -100,7 +100,8 @@ var layers = map[string]struct {
 	"internal/progress":     {leaf, nil},
 	"internal/warming":      {leaf, nil},
 	"internal/certs":        {leaf, nil},
-	"internal/controlplane": {leaf, nil},
+	"internal/controlplane": {leaf, []string{"internal/gobuild"}},
+	"internal/gobuild":      {leaf, nil},
 	"internal/image":        {leaf, nil},
 	"internal/node":         {leaf, []string{"internal/certs"}},
 	"internal/gcpace":       {leaf, nil},

@@ -20,7 +20,7 @@
 //     the vigil command (dev, cli);
 //   - leaves, which import nothing of vigil's layers above them: callctx,
 //     fresh, handoff, scheme, events, progress, warming, certs, controlplane,
-//     image, gcpace.
+//     image, gcpace, gobuild.
 //
 // The one arrow from the facade into the tools is its entry point: Run
 // hands the resolved spec to modcli, which runs the role the command line

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/mod/modfile"
+
+	"github.com/vigilkit/vigil/internal/gobuild"
 )
 
 // EnvDir names the environment variable that moves the cache root, the folder
@@ -459,37 +461,14 @@ func scratchEtcdMod(version string) []byte {
 // run runs the go tool in dir and returns its stdout. While it runs, what is
 // being built (label) and how far it got is reported on the progress writer.
 func (b *builder) run(ctx context.Context, dir, label string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, b.opts.GoCommand, args[1:]...)
-	cmd.Dir = dir
-	// The caller's GOFLAGS stay (-modcacherw, say); ours come last and win.
-	cmd.Env = append(os.Environ(),
-		strings.TrimSpace("GOFLAGS="+os.Getenv("GOFLAGS")+" -buildvcs=false -mod=mod"),
-		"GOWORK=off",
-		"CGO_ENABLED=0",
-	)
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	stderr := &progressLog{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run %s: %w (is Go installed and on PATH?)", strings.Join(args, " "), err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	started := time.Now()
-	tick := time.NewTicker(b.opts.Heartbeat)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				return nil, fmt.Errorf("%s (in %s): %w\n%s", strings.Join(args, " "), dir, err, stderr.tail())
-			}
-			return stdout.Bytes(), nil
-		case <-tick.C:
-			if label != "" {
-				fmt.Fprintf(b.opts.Progress, "vigil:       %s: %s, %s elapsed\n", label, stderr.summary(args[1]), time.Since(started).Round(time.Second))
-			}
-		}
-	}
+	return gobuild.Run(ctx, gobuild.Options{
+		Go: b.opts.GoCommand, Dir: dir,
+		// The caller's GOFLAGS stay (-modcacherw, say); ours come last and win.
+		Env: append(os.Environ(),
+			strings.TrimSpace("GOFLAGS="+os.Getenv("GOFLAGS")+" -buildvcs=false -mod=mod"),
+			"GOWORK=off",
+			"CGO_ENABLED=0",
+		),
+		Progress: b.opts.Progress, Heartbeat: b.opts.Heartbeat, Prefix: "vigil:       ", Label: label,
+	}, args...)
 }

@@ -225,21 +225,6 @@ func TestRootHonoursEnvironment(t *testing.T) {
 	}
 }
 
-func TestProgressLogCountsCompiledPackages(t *testing.T) {
-	var p progressLog
-	p.Write([]byte("go: downloading k8s.io/api v0.37.2\nk8s.io/apimachinery/pkg/types\nk8s.io/api/c"))
-	p.Write([]byte("ore/v1\n# some/pkg\nerror: bad thing\n"))
-	if got := p.summary("build"); got != "2 packages compiled, last k8s.io/api/core/v1" {
-		t.Fatalf("summary = %q", got)
-	}
-	if got := p.summary("get"); got != "resolving modules, 1 downloaded" {
-		t.Fatalf("summary = %q", got)
-	}
-	if !strings.Contains(p.tail(), "error: bad thing") {
-		t.Fatalf("tail %q lacks the last error line", p.tail())
-	}
-}
-
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
