@@ -301,8 +301,8 @@ func TestChartValuesReachTheContainers(t *testing.T) {
 		t.Errorf("admission replicas %v, want 3", r)
 	}
 	c := adm["containers"].([]any)[0].(map[string]any)
-	if c["image"] != "ghcr.io/acme/quota@"+digest {
-		t.Errorf("image %v: want the digest, which wins over the tag", c["image"])
+	if c["image"] != "ghcr.io/acme/quota:2.0.0@"+digest {
+		t.Errorf("image %v: want the tag and the digest, as manifests --image writes them", c["image"])
 	}
 	envs := map[string]string{}
 	for _, e := range c["env"].([]any) {

@@ -42,11 +42,13 @@ func chartYAML(m *spec.Module, tag string) []byte {
 // limit (90% of it in bytes, as the manifests compute it) and the name of
 // the mounted serving certificate's Secret.
 func helpers(m *spec.Module) string {
-	return `{{/* The image: repository, then @digest, or else :tag. */}}
+	return `{{/* The image: repository, :tag, @digest — as manifests --image writes
+it; with a digest, the digest decides what runs and the tag is for readers. */}}
 {{- define "vigil.image" -}}
 {{- $i := .Values.image -}}
 {{- $i.repository -}}
-{{- if $i.digest -}}@{{ $i.digest }}{{- else if $i.tag -}}:{{ $i.tag }}{{- end -}}
+{{- if $i.tag -}}:{{ $i.tag }}{{- end -}}
+{{- if $i.digest -}}@{{ $i.digest }}{{- end -}}
 {{- end -}}
 
 {{/* GOMEMLIMIT of a memory limit: 90% of it in bytes, computed as the
@@ -102,9 +104,9 @@ func valuesYAML(m *spec.Module, g *gen, repo, tag, digest string) ([]byte, error
 	fmt.Fprintf(&b, "# Values of the vigil module %s. They reach the module only as flags and\n# env of its containers: the webhooks it registers at run time are not here.\n\n", m.Name)
 	b.WriteString("image:\n")
 	b.WriteString("  repository: " + scalar(repo) + "\n")
-	b.WriteString("  # The tag; ignored when digest is set.\n")
+	b.WriteString("  # The tag; kept beside a digest (repository:tag@digest), where the\n  # digest decides what runs.\n")
 	b.WriteString("  tag: " + scalar(tag) + "\n")
-	b.WriteString("  # sha256:…; wins over tag.\n")
+	b.WriteString("  # sha256:…; decides what runs when set.\n")
 	b.WriteString("  digest: " + scalar(digest) + "\n\n")
 	b.WriteString("namespace:\n")
 	fmt.Fprintf(&b, "  # Create the module's namespace (%s) with the release; false when it\n  # exists already (as with helm install --create-namespace).\n", m.Namespace)
