@@ -46,6 +46,10 @@ func TestEveryMistakeNamesTheAuthorsLine(t *testing.T) {
 			return -1
 		}, ""},
 		{"Capability", func(m *vigil.Module, _ *vigil.Capability) int { return at(func() { m.Capability("Bad_Name") }) }, "capability name"},
+		{"InNamespaces its webhooks skip", func(m *vigil.Module, _ *vigil.Capability) int {
+			// The module runs in vigil-system; kube-system is skipped too.
+			return at(func() { m.Capability("skipped", vigil.InNamespaces(vigil.DefaultNamespace, "kube-system")) })
+		}, "its webhooks never see these namespaces"},
 		{"FailOpenAfter", func(m *vigil.Module, _ *vigil.Capability) int {
 			return at(func() { m.Capability("fo", vigil.FailOpenAfter(0)) })
 		}, "FailOpenAfter(0s)"},
@@ -191,5 +195,21 @@ func TestEveryMistakeNamesTheAuthorsLine(t *testing.T) {
 			}
 			t.Errorf("Verify() = %v, want %q", err, tc.want)
 		})
+	}
+}
+
+// A capability limited to namespaces its webhooks skip is refused; one that
+// also names a namespace they see is not.
+func TestACapabilityOnlyInSkippedNamespacesIsRefused(t *testing.T) {
+	m := vigil.NewModule("mod", vigil.Options{Namespace: "mod-system"})
+	m.Capability("partly", vigil.InNamespaces("mod-system", "apps"))
+	if err := m.Verify(); err != nil {
+		t.Fatalf("a capability in mod-system and apps: %v, want it accepted", err)
+	}
+	m.Capability("never", vigil.InNamespaces("mod-system", "kube-node-lease"))
+	err := m.Verify()
+	if err == nil || !strings.Contains(err.Error(), "capability never: InNamespaces(mod-system, kube-node-lease): its webhooks never see these namespaces") ||
+		!strings.Contains(err.Error(), "kube-node-lease, kube-system, mod-system") {
+		t.Fatalf("Verify() = %v, want the capability refused, naming the namespaces vigil's webhooks skip", err)
 	}
 }

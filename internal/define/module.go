@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -148,6 +149,13 @@ func (m *Module) AddCapability(c spec.Capability) {
 		if problems := validation.IsDNS1123Label(ns); len(problems) > 0 {
 			m.Recordf(site, "capability %s: InNamespaces(%q): not a namespace name: %s", c.Name, ns, strings.Join(problems, "; "))
 		}
+	}
+	// A capability whose namespaces its webhooks all skip can never run.
+	if skipped := spec.ExcludedNamespaces(m.Namespace); len(c.Namespaces) > 0 &&
+		!slices.ContainsFunc(c.Namespaces, func(ns string) bool { return !slices.Contains(skipped, ns) }) {
+		m.Recordf(site, "capability %s: InNamespaces(%s): its webhooks never see these namespaces — a module's webhooks skip %s (its own namespace, kube-system and kube-node-lease), so it could never run; "+
+			"limit it to the namespaces where the objects it judges are made, or run the module in another namespace",
+			c.Name, strings.Join(c.Namespaces, ", "), strings.Join(skipped, ", "))
 	}
 	switch {
 	case c.Mode == "":
