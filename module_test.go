@@ -67,6 +67,10 @@ func TestModuleBinariesLinkNoDeveloperCLI(t *testing.T) {
 	if !slices.Contains(deps, "github.com/vigilkit/vigil/internal/modcli") {
 		t.Fatalf("the examples do not link internal/modcli; go list printed:\n%s", out)
 	}
+	// The image has no CA bundle: the binary carries the roots HTTPS needs.
+	if !slices.Contains(deps, "golang.org/x/crypto/x509roots/fallback") {
+		t.Errorf("the examples do not link golang.org/x/crypto/x509roots/fallback: HTTPS from their images would trust no root")
+	}
 	for _, dep := range deps {
 		switch {
 		case dep == "github.com/vigilkit/vigil/internal/cli",
