@@ -216,7 +216,6 @@ func (rv *reviewRun) apply(ctx context.Context, b *spec.Binding, objs *objects, 
 // bindings of one capability on each request.
 type input struct {
 	capability string
-	base       context.Context
 	ctx        context.Context
 	call       *spec.Call
 	// reads records the lister reads of the binding running; nil when the
@@ -224,15 +223,16 @@ type input struct {
 	reads *fresh.Reads
 }
 
-// input is binding b's input, its record of lister reads emptied.
+// input is binding b's input, its record of lister reads emptied. ctx is
+// the request's, the same for every binding of a reviewRun.
 func (rv *reviewRun) input(ctx context.Context, b *spec.Binding) *input {
 	in := rv.in
-	if in == nil || in.capability != b.Capability || in.base != ctx {
+	if in == nil || in.capability != b.Capability {
 		st := rv.h.stores[b.Capability]
 		if rv.dryRun {
 			st = dryRunStore{st}
 		}
-		in = &input{capability: b.Capability, base: ctx, ctx: ctx, call: &spec.Call{Raw: rv.req, Store: st}}
+		in = &input{capability: b.Capability, ctx: ctx, call: &spec.Call{Raw: rv.req, Store: st}}
 		if rv.h.opts.Context != nil {
 			in.ctx = rv.h.opts.Context(in.ctx, st)
 		}

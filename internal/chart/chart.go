@@ -48,6 +48,11 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	if _, err := version.ParseSemantic(Version(m)); err != nil {
 		return nil, fmt.Errorf("module %s version %q: a chart's version must be SemVer, as in 1.2.0: set vigil.Options.Version to one", m.Name, m.Version)
 	}
+	// The definition's fingerprint as Render finds it, for the hooks' Job.
+	fp, err := m.Fingerprint()
+	if err != nil {
+		return nil, err
+	}
 	objs, err := manifests.Render(m, manifests.Options{Image: imageSentinel})
 	if err != nil {
 		return nil, err
@@ -99,7 +104,7 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 		}
 		files["templates/"+name] = []byte(text)
 	}
-	hooks, err := hookObjects(m, objs, nsLabels)
+	hooks, err := hookObjects(m, fp, objs, nsLabels)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func UninstallRules(m *spec.Module) (cluster, namespaced []rbacv1.PolicyRule) {
 
 // hookObjects are the pre-delete hook: a ServiceAccount and its RBAC
 // (weight -10), then the Job (weight 0); all deleted once it succeeded.
-func hookObjects(m *spec.Module, objs []client.Object, nsLabels map[string]string) ([]map[string]any, error) {
+func hookObjects(m *spec.Module, fp spec.Fingerprint, objs []client.Object, nsLabels map[string]string) ([]map[string]any, error) {
 	// The hook's pod runs as restricted as the module's own.
 	var podSec *corev1.PodSecurityContext
 	var sec *corev1.SecurityContext
@@ -103,10 +103,6 @@ func hookObjects(m *spec.Module, objs []client.Object, nsLabels map[string]strin
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: rbacName}, Subjects: subject})
 	}
 	limit := "128Mi"
-	fp, err := m.Fingerprint()
-	if err != nil {
-		return nil, err
-	}
 	out = append(out, &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: meta(name, m.Namespace, "0"),
