@@ -118,7 +118,7 @@ func configure(m *vigil.Module) {
 func containerConfig(c corev1.Container) (env, mounts []string) {
 	for _, e := range c.Env {
 		switch {
-		case slices.Contains([]string{"POD_NAME", "POD_NAMESPACE", "POD_UID", "VIGIL_HANDOFF_DIR", "GOMEMLIMIT"}, e.Name):
+		case slices.Contains([]string{"POD_NAME", "POD_NAMESPACE", "POD_UID", "VIGIL_HANDOFF_DIR", "GOMEMLIMIT", "VIGIL_SPEC_HASH", "VIGIL_SPEC_PARTS"}, e.Name):
 		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
 			r := e.ValueFrom.SecretKeyRef
 			env = append(env, fmt.Sprintf("%s=secret:%s/%s optional=%v", e.Name, r.Name, r.Key, r.Optional != nil && *r.Optional))
@@ -163,9 +163,20 @@ func TestManifestsGiveEnvAndVolumesToTheNamedContainers(t *testing.T) {
 		t.Fatalf("want Deployments configured and configured-watcher, got %v", deployments)
 	}
 	got := map[string][2][]string{}
+	hashes := map[string]bool{}
 	for _, c := range append(append([]corev1.Container{}, adm.Spec.Template.Spec.InitContainers...), append(adm.Spec.Template.Spec.Containers, watcher.Spec.Template.Spec.Containers...)...) {
 		e, v := containerConfig(c)
 		got[c.Name] = [2][]string{e, v}
+		for _, e := range c.Env {
+			if e.Name == "VIGIL_SPEC_HASH" {
+				hashes[e.Value] = true
+			}
+		}
+	}
+	// vigil's own besides the author's: every container carries the one
+	// fingerprint of the definition rendered.
+	if len(hashes) != 1 {
+		t.Errorf("the containers carry VIGIL_SPEC_HASH %v, want one value in all", hashes)
 	}
 	want := map[string][2][]string{
 		"gate-phase-0": {nil, nil},

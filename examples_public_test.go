@@ -12,7 +12,7 @@ import (
 
 // notAnExample is what under examples/ is no module to copy: the narrated
 // demo drives vigil dev's session itself, as the vigil CLI does.
-var notAnExample = map[string]bool{filepath.Join("examples", "clusterconfig", "demo"): true}
+var notAnExample = map[string]bool{filepath.Join("examples", "uds-core", "demo"): true}
 
 // Every example, its tests among it, builds on the public API alone, so that
 // it can be copied into a module project of its own: no example imports a
