@@ -341,16 +341,18 @@ func TestWaitForDelete(t *testing.T) {
 	createConfigMap(t, ns, "set-1", map[string]string{"app": "doomed"}, nil)
 	createConfigMap(t, ns, "set-2", map[string]string{"app": "doomed"}, nil)
 
+	var setProgress vigiltest.Buffer
 	one := goWait(t, kc, nil, "cm/doomed", "--for=delete", "-n", ns, "--timeout=40s")
-	set := goWait(t, kc, nil, "cm", "-l", "app=doomed", "--for=delete", "-n", ns, "--timeout=40s")
+	set := goWait(t, kc, &setProgress, "cm", "-l", "app=doomed", "--for=delete", "-n", ns, "--timeout=40s", "--progress-interval=100ms")
 	stillRunning(t, 200*time.Millisecond, one, set)
 	if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), "doomed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, receive(t, one), cmdutil.ExitOK, "configmap/doomed condition met\n")
-	// The set's waiter, started with the first, has listed its objects by
-	// now, as the first has seen its object go: a deletion before its list
-	// would leave set-1 out of what it waits for, as kubectl does.
+	// The set's waiter has listed its two objects (its progress says so): a
+	// deletion before its list would leave set-1 out of what it waits for,
+	// as kubectl does.
+	waitForText(t, &setProgress, "0 of 2 match")
 	if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), "set-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
