@@ -163,20 +163,22 @@ func TestManifestsGiveEnvAndVolumesToTheNamedContainers(t *testing.T) {
 		t.Fatalf("want Deployments configured and configured-watcher, got %v", deployments)
 	}
 	got := map[string][2][]string{}
-	hashes := map[string]bool{}
+	hashes, carried, containers := map[string]bool{}, 0, 0
 	for _, c := range append(append([]corev1.Container{}, adm.Spec.Template.Spec.InitContainers...), append(adm.Spec.Template.Spec.Containers, watcher.Spec.Template.Spec.Containers...)...) {
 		e, v := containerConfig(c)
 		got[c.Name] = [2][]string{e, v}
+		containers++
 		for _, e := range c.Env {
 			if e.Name == "VIGIL_SPEC_HASH" {
 				hashes[e.Value] = true
+				carried++
 			}
 		}
 	}
 	// vigil's own besides the author's: every container carries the one
 	// fingerprint of the definition rendered.
-	if len(hashes) != 1 {
-		t.Errorf("the containers carry VIGIL_SPEC_HASH %v, want one value in all", hashes)
+	if len(hashes) != 1 || carried != containers {
+		t.Errorf("%d of %d containers carry VIGIL_SPEC_HASH, with values %v; want one value in all", carried, containers, hashes)
 	}
 	want := map[string][2][]string{
 		"gate-phase-0": {nil, nil},

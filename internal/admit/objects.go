@@ -173,10 +173,7 @@ func (o *original) release() {
 }
 
 func (o *objects) decode(b *spec.Binding) (obj, old client.Object, err error) {
-	raw := o.req.Object.Raw
-	if o.req.Operation == admissionv1.Delete {
-		raw = o.req.OldObject.Raw
-	}
+	raw := o.sent()
 	if o.cur == nil || !sameType(o.cur, b) {
 		src := raw
 		if o.cur != nil {
@@ -211,15 +208,21 @@ func (o *objects) decode(b *spec.Binding) (obj, old client.Object, err error) {
 // asSent decodes the request's object again, into binding b's Go type, as
 // it was sent: the object as a mutation found it while pristine.
 func (o *objects) asSent(b *spec.Binding) (client.Object, error) {
-	raw := o.req.Object.Raw
-	if o.req.Operation == admissionv1.Delete {
-		raw = o.req.OldObject.Raw
-	}
+	raw := o.sent()
 	obj := b.New()
 	if err := fastjson.Unmarshal(raw, obj); err != nil {
 		return nil, fmt.Errorf("decode %s %s as %T again: %w", o.req.Kind.Kind, o.req.Name, obj, err)
 	}
 	return obj, nil
+}
+
+// sent is the request's object as the API server sent it: the old object
+// on DELETE, which has no other.
+func (o *objects) sent() []byte {
+	if o.req.Operation == admissionv1.Delete {
+		return o.req.OldObject.Raw
+	}
+	return o.req.Object.Raw
 }
 
 func sameType(obj client.Object, b *spec.Binding) bool {
