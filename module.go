@@ -58,3 +58,13 @@ func (m *Module) Namespace() string { return m.d.Namespace }
 // every one only the whole definition shows, each with the call site that
 // made it. (Validate is an admission declaration: When(...).Validate(fn).)
 func (m *Module) Verify() error { return m.d.Verify() }
+
+func init() {
+	define.SetFacade(func(module any) (*define.Module, bool) {
+		m, ok := module.(*Module)
+		if !ok || m == nil {
+			return nil, false
+		}
+		return m.d, true
+	})
+}

@@ -45,3 +45,7 @@ func matches(b *spec.Binding, req *admissionv1.AdmissionRequest, meta func() spe
 	}
 	return true
 }
+
+// Serves reports whether a binding's webhook rules send it the request:
+// its kind, resource or subresource, and operations (not its filters).
+func Serves(b *spec.Binding, req *admissionv1.AdmissionRequest) bool { return serves(b, req) }

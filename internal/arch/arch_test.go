@@ -48,6 +48,9 @@ var vocabulary = []string{"admission", "gate", "store", "store/v1alpha1", "prove
 var entryPoints = map[string]string{
 	// Run hands the resolved spec to the module command line.
 	". -> internal/modcli": "vigil.Run is the module's entry point: it hands the spec to the command line, which runs a role",
+	// The kit runs a module's webhooks in process, as `<module> test` does.
+	"vigiltest -> .":                   "vigiltest.Review and Cases take the module its author defines",
+	"vigiltest -> internal/policytest": "vigiltest.Review and Cases run the module's webhooks in process, as `<module> test` does",
 }
 
 // layer is each package's layer and the vigil packages it may import, by
@@ -64,7 +67,7 @@ var layers = map[string]struct {
 	"store":          {public, []string{"store/v1alpha1", "internal/warming"}},
 	"store/v1alpha1": {public, nil},
 	"provenance":     {public, nil},
-	"vigiltest":      {public, []string{"store/v1alpha1", "internal/certs", "internal/controlplane", "internal/gobuild", "internal/image", "internal/node", "internal/podrun", "internal/spec"}},
+	"vigiltest":      {public, []string{".", "internal/define", "internal/policytest", "store/v1alpha1", "internal/certs", "internal/controlplane", "internal/gobuild", "internal/image", "internal/node", "internal/podrun", "internal/spec"}},
 
 	// Declarations, and what they resolve to.
 	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme", "internal/progress", "provenance"}},
@@ -82,14 +85,15 @@ var layers = map[string]struct {
 	"internal/podevents":     {role, []string{"internal/spec"}},
 
 	// Tools.
-	"internal/manifests": {tool, []string{"store", "store/v1alpha1", "internal/spec", "internal/registration", "internal/scheme"}},
-	"internal/chart":     {tool, []string{"admission", "store/v1alpha1", "internal/spec", "internal/manifests", "internal/registration"}},
-	"internal/deadlock":  {tool, []string{"admission", "internal/spec", "internal/registration"}},
-	"internal/modcli":    {tool, []string{"store", "store/v1alpha1", "provenance", "internal/spec", "internal/admissionrole", "internal/gaterun", "internal/watcher", "internal/registration", "internal/waitfor", "internal/podevents", "internal/manifests", "internal/chart", "internal/zarf", "internal/deadlock", "internal/cmdutil", "internal/callctx"}},
-	"internal/zarf":      {tool, []string{"internal/spec", "internal/chart"}},
-	"internal/cmdutil":   {tool, []string{"internal/spec"}},
-	"internal/dev":       {tool, []string{"internal/spec", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/events"}},
-	"internal/cli":       {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor"}},
+	"internal/manifests":  {tool, []string{"store", "store/v1alpha1", "internal/spec", "internal/registration", "internal/scheme"}},
+	"internal/chart":      {tool, []string{"admission", "store/v1alpha1", "internal/spec", "internal/manifests", "internal/registration"}},
+	"internal/deadlock":   {tool, []string{"admission", "internal/spec", "internal/registration"}},
+	"internal/modcli":     {tool, []string{"store", "store/v1alpha1", "provenance", "internal/spec", "internal/policytest", "internal/admissionrole", "internal/gaterun", "internal/watcher", "internal/registration", "internal/waitfor", "internal/podevents", "internal/manifests", "internal/chart", "internal/zarf", "internal/deadlock", "internal/cmdutil", "internal/callctx"}},
+	"internal/policytest": {tool, []string{"store", "internal/spec", "internal/admit", "internal/callctx"}},
+	"internal/zarf":       {tool, []string{"internal/spec", "internal/chart"}},
+	"internal/cmdutil":    {tool, []string{"internal/spec"}},
+	"internal/dev":        {tool, []string{"internal/spec", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/events"}},
+	"internal/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor"}},
 
 	// Leaves.
 	"internal/callctx":      {leaf, []string{"store", "internal/fresh"}},

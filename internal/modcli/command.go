@@ -53,6 +53,7 @@ func NewCommand(m *spec.Module, defErr error, out, errOut io.Writer) *cobra.Comm
 		newCommand(m, manifestsCommand(), NewManifestsFlags()),
 		newCommand(m, zarfCommand(), NewZarfFlags()),
 		newCommand(m, planCommand(), NewPlanFlags()),
+		newTestCommand(m),
 	)
 	return root
 }

@@ -1,0 +1,96 @@
+package policytest_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+func teams() *vigil.Module {
+	m := vigil.NewModule("teams", vigil.Options{})
+	c := m.Capability("teams")
+	teamsOf := vigil.NewLister(m, &corev1.Namespace{})
+	vigil.When(c, &corev1.Pod{}).IsCreated().Named("team-label").
+		Mutate(func(ctx context.Context, r *vigil.Request[*corev1.Pod]) error {
+			ns, err := teamsOf.Get(ctx, "", r.Namespace)
+			if err != nil {
+				return nil
+			}
+			r.SetLabel("team", ns.Labels["team"])
+			return nil
+		})
+	vigil.When(c, &corev1.Pod{}).IsCreated().Named("needs-team").
+		Validate(func(_ context.Context, r *vigil.Request[*corev1.Pod]) vigil.Verdict {
+			if r.Object.Labels["team"] == "" {
+				return admission.Deny("Pod " + r.Name + " has no team: label its namespace with team")
+			}
+			return admission.Allow()
+		})
+	return m
+}
+
+// vigiltest.Review runs a module's webhooks on Go objects, no control
+// plane: the mutation reads its lister, the validation sees the patched
+// object.
+func TestReviewRunsTheModuleInProcess(t *testing.T) {
+	m := teams()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{"team": "retail"}}}
+
+	a := vigiltest.Review(t, m, vigiltest.Request{Object: pod, Objects: []client.Object{ns}})
+	if !a.Allowed || !a.Patch.HasLabel("team", "retail") || a.Object.GetLabels()["team"] != "retail" {
+		t.Fatalf("answer %+v; want allowed with the label team=retail", a)
+	}
+	a = vigiltest.Review(t, m, vigiltest.Request{Object: pod})
+	if a.Allowed || !strings.Contains(a.Message, "Pod web has no team") || a.Webhook != "teams.validate.teams.vigil.dev" {
+		t.Fatalf("answer %+v; want denied by teams.validate.teams.vigil.dev, naming the Pod", a)
+	}
+
+	// A whole AdmissionReview's request, as the API server sends it.
+	pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &admissionv1.AdmissionRequest{
+		UID: "1", Operation: admissionv1.Create, Namespace: "shop", Name: "web",
+		Kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Object:   runtime.RawExtension{Raw: raw},
+	}
+	if a := vigiltest.ReviewRequest(t, m, req, []client.Object{ns}, nil); !a.Allowed || !a.Patch.HasLabel("team", "retail") {
+		t.Fatalf("ReviewRequest: %+v; want allowed with the label", a)
+	}
+}
+
+// vigiltest.Cases runs a folder of case files, a subtest each.
+func TestCasesRunAFolderAsSubtests(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "pods.yaml"), []byte(`
+name: a team's pod
+object: {apiVersion: v1, kind: Pod, metadata: {name: web, namespace: shop}}
+objects: [{apiVersion: v1, kind: Namespace, metadata: {name: shop, labels: {team: retail}}}]
+expect: {allowed: true, patch: [{op: add, path: /metadata/labels, value: {team: retail}}]}
+---
+name: no team
+object: {apiVersion: v1, kind: Pod, metadata: {name: web, namespace: shop}}
+expect: {allowed: false, message: "has no team"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vigiltest.Cases(t, teams(), dir)
+}
+
