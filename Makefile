@@ -74,9 +74,14 @@ deadcode:
 vulncheck:
 	@go run $(GOVULNCHECK) -db "file://$$(hack/vulndb.sh)" ./...
 
-## unit: the tests that need no control plane, in every package (those that need one skip under -short)
+## unit: the tests that need no control plane, in every package (those that need one skip under -short), and every example's policy cases (`<module> test testdata/policies`, in process)
 unit:
 	go test -count=1 -short ./...
+	@for d in examples/*/testdata/policies; do \
+		example="$${d%/testdata/policies}"; \
+		echo "go run ./$$example test $$d"; \
+		go run "./$$example" test "$$d" || exit 1; \
+	done
 
 ## generate: regenerate deep copies and CRDs from the Go API types
 generate:

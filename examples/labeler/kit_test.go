@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -39,6 +40,26 @@ func TestLabelerAsShipped(t *testing.T) {
 		}
 		if l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > 10*time.Second {
 			return fmt.Errorf("Lease %s renewed at %v: want within the last 10s", lease, l.Spec.RenewTime)
+		}
+		return nil
+	})
+}
+
+// The labeler's policy cases (testdata/policies) pass in process, without
+// the control plane, and again through the API server with the labeler
+// installed and registered: what `labeler test` answers is what the
+// cluster answers.
+func TestPolicyCases(t *testing.T) {
+	vigiltest.Cases(t, newModule(), "testdata/policies")
+
+	m := env.InstallModule(t, vigiltest.ModuleOptions{})
+	m.StartAdmission(60 * time.Second)
+	kubeconfig := env.KubeConfigFile(t)
+	// The checks' policies reach the API server's policy cache a moment
+	// after they are created: retried until then.
+	vigiltest.Eventually(t, 30*time.Second, func() error {
+		if code := vigil.Execute(t.Context(), newModule(), []string{"test", "testdata/policies", "--kubeconfig", kubeconfig}); code != 0 {
+			return fmt.Errorf("labeler test --kubeconfig exited %d: its report is above", code)
 		}
 		return nil
 	})

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // UDS Core's security policy tests (test/vitest/pepr-policies/security.spec.ts,
@@ -95,4 +97,15 @@ func TestSecurityPolicies(t *testing.T) {
 			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}
 		})), "Unauthorized container capabilities in securityContext.capabilities.add. Authorized: [NET_BIND_SERVICE]")
 	})
+}
+
+// UDS Core's cases as case files (testdata/policies), run in process: what
+// `uds-core test testdata/policies` runs without a cluster, and `make unit`
+// with it.
+func TestPolicyCases(t *testing.T) {
+	s, err := settingsFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vigiltest.Cases(t, newModule(s), "testdata/policies")
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -36,7 +37,8 @@ var scaffoldFS embed.FS
 
 // scaffoldFiles are the files init writes, in order, from their templates;
 // go.mod is written first, from code.
-var scaffoldFiles = []string{"main.go", "main_test.go", "Makefile", "README.md"}
+// each from scaffold/<its base name>.tmpl.
+var scaffoldFiles = []string{"main.go", "main_test.go", "Makefile", "README.md", "testdata/policies/configmaps.yaml"}
 
 func newInitCommand(out io.Writer) *cobra.Command {
 	o := &InitOptions{}
@@ -129,7 +131,7 @@ func (o *InitOptions) Run(ctx context.Context, out io.Writer) error {
 	data := scaffoldData{Name: o.Name, ModulePath: modPath, EnvPrefix: strings.ToUpper(strings.ReplaceAll(o.Name, "-", "_"))}
 	files := map[string][]byte{"go.mod": goMod}
 	for _, name := range scaffoldFiles {
-		tmpl, err := template.ParseFS(scaffoldFS, "scaffold/"+name+".tmpl")
+		tmpl, err := template.ParseFS(scaffoldFS, "scaffold/"+path.Base(name)+".tmpl")
 		if err != nil {
 			return err
 		}
@@ -145,20 +147,23 @@ func (o *InitOptions) Run(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "vigil %s\n", how)
 	for _, name := range append([]string{"go.mod"}, scaffoldFiles...) {
-		path := filepath.Join(dir, name)
+		file := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", filepath.Dir(file), err)
+		}
 		// O_EXCL: never overwrite, even a file that appeared since the check.
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
+			return fmt.Errorf("write %s: %w", file, err)
 		}
 		_, err = f.Write(files[name])
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
+			return fmt.Errorf("write %s: %w", file, err)
 		}
-		fmt.Fprintf(out, "created %s\n", path)
+		fmt.Fprintf(out, "created %s\n", file)
 	}
 
 	fmt.Fprintf(out, "resolving dependencies: go mod tidy in %s\n", dir)

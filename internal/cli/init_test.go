@@ -45,7 +45,8 @@ func TestInitScaffoldBuildsAndPassesItsTest(t *testing.T) {
 	for _, want := range []string{
 		"created " + filepath.Join(dir, "go.mod"), "created " + filepath.Join(dir, "main.go"),
 		"created " + filepath.Join(dir, "main_test.go"), "created " + filepath.Join(dir, "Makefile"),
-		"created " + filepath.Join(dir, "README.md"), "go mod tidy", "make test",
+		"created " + filepath.Join(dir, "README.md"), "created " + filepath.Join(dir, "testdata", "policies", "configmaps.yaml"),
+		"go mod tidy", "make test",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -64,7 +65,8 @@ func TestInitScaffoldBuildsAndPassesItsTest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: not building and testing the scaffold")
 	}
-	for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "./..."}} {
+	// Its policy cases pass from the command line too, without a cluster.
+	for _, args := range [][]string{{"vet", "./..."}, {"test", "-count=1", "./..."}, {"run", ".", "test", "testdata/policies"}} {
 		began := time.Now()
 		cmd := exec.Command("go", args...)
 		cmd.Dir = dir

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -41,19 +42,42 @@ func Diff(c Case, r Result) []string {
 }
 
 // matches reports whether got is the operation p expects: the same op and
-// path, and the same value when p gives one.
+// path, and the same value when p gives one. An add p is also made by an
+// add (or replace) of one of its parents whose value holds p's at the rest
+// of its path: a label added with the whole labels map the object lacked.
 func (p PatchOp) matches(got PatchOp) bool {
-	if p.Op != got.Op || p.Path != got.Path {
-		return false
-	}
-	if len(p.Value) == 0 {
-		return true
-	}
 	var want, have any
-	if json.Unmarshal(p.Value, &want) != nil || json.Unmarshal(got.Value, &have) != nil {
+	if len(p.Value) > 0 && json.Unmarshal(p.Value, &want) != nil {
 		return false
 	}
-	return reflect.DeepEqual(want, have)
+	if len(got.Value) > 0 && json.Unmarshal(got.Value, &have) != nil {
+		return false
+	}
+	if p.Op == got.Op && p.Path == got.Path {
+		return len(p.Value) == 0 || reflect.DeepEqual(want, have)
+	}
+	rest, ok := strings.CutPrefix(p.Path, got.Path+"/")
+	if p.Op != "add" || (got.Op != "add" && got.Op != "replace") || !ok {
+		return false
+	}
+	for _, token := range strings.Split(rest, "/") {
+		token = strings.NewReplacer("~1", "/", "~0", "~").Replace(token)
+		switch v := have.(type) {
+		case map[string]any:
+			if have, ok = v[token]; !ok {
+				return false
+			}
+		case []any:
+			i, err := strconv.Atoi(token)
+			if err != nil || i < 0 || i >= len(v) {
+				return false
+			}
+			have = v[i]
+		default:
+			return false
+		}
+	}
+	return len(p.Value) == 0 || reflect.DeepEqual(want, have)
 }
 
 func verdict(allowed bool) string {

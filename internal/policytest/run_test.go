@@ -174,3 +174,29 @@ func TestCaseFilesAreChecked(t *testing.T) {
 		})
 	}
 }
+
+func TestAnExpectedAddIsMadeByAnAddOfItsParent(t *testing.T) {
+	parent := policytest.PatchOp{Op: "add", Path: "/metadata/labels", Value: []byte(`{"a/b":"x","c":"y"}`)}
+	list := policytest.PatchOp{Op: "add", Path: "/spec/containers/0/securityContext", Value: []byte(`{"capabilities":{"drop":["ALL"]}}`)}
+	for _, tc := range []struct {
+		want policytest.PatchOp
+		got  policytest.PatchOp
+		ok   bool
+	}{
+		{policytest.PatchOp{Op: "add", Path: "/metadata/labels/a~1b", Value: []byte(`"x"`)}, parent, true},
+		{policytest.PatchOp{Op: "add", Path: "/metadata/labels/c"}, parent, true},
+		{policytest.PatchOp{Op: "add", Path: "/metadata/labels/a~1b", Value: []byte(`"y"`)}, parent, false},
+		{policytest.PatchOp{Op: "add", Path: "/metadata/labels/d"}, parent, false},
+		{policytest.PatchOp{Op: "replace", Path: "/metadata/labels/c"}, parent, false},
+		{policytest.PatchOp{Op: "add", Path: "/spec/containers/0/securityContext/capabilities/drop/0", Value: []byte(`"ALL"`)}, list, true},
+		{policytest.PatchOp{Op: "add", Path: "/spec/containers/0/securityContext/capabilities/drop/1"}, list, false},
+		{policytest.PatchOp{Op: "add", Path: "/metadata/labels", Value: []byte(`{"c":"y","a/b":"x"}`)}, parent, true},
+	} {
+		c := policytest.Case{Expect: policytest.Expect{Allowed: new(bool), Patch: []policytest.PatchOp{tc.want}}}
+		*c.Expect.Allowed = true
+		diff := policytest.Diff(c, policytest.Result{Allowed: true, Webhooks: []string{"w"}, Patch: []policytest.PatchOp{tc.got}})
+		if (len(diff) == 0) != tc.ok {
+			t.Errorf("expected %s against %s: diff %q; want a match: %v", tc.want, tc.got, diff, tc.ok)
+		}
+	}
+}
