@@ -93,4 +93,3 @@ expect: {allowed: false, message: "has no team"}
 	}
 	vigiltest.Cases(t, teams(), dir)
 }
-
