@@ -2,6 +2,7 @@ package vigil
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -212,6 +213,50 @@ func (o admissionOptions[T, B]) Named(name string) B {
 	o.ad.SetName(define.Caller(), name)
 	return o.self
 }
+
+// PodTemplates makes a validation of Pods also judge the pod templates of
+// Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and CronJobs when
+// they are created or their template changes, so that `kubectl apply` of a
+// workload whose pods would be denied is answered then, not by a
+// ReplicaSet that quietly makes no pods. fn sees the Pod the template makes:
+// named after the workload (a Deployment web's pods are judged as a Pod
+// web), in its namespace, with the template's labels, annotations and spec,
+// as a CREATE. An update that leaves the template as it was (a scale) is
+// not judged.
+//
+// mode is what a denial does to the workload: TemplatesWarn (the default)
+// admits it with the denial as a warning; TemplatesDeny refuses it. A rule
+// that exempts Pods by their generated names (web-7d4b9c-x2x9q) cannot
+// exempt a template, which has none: under TemplatesDeny such a workload
+// is refused although its pods would be admitted, so keep TemplatesWarn
+// where exemptions name pods. The capability's webhook then also matches
+// these six kinds, under its failure policy: with Fail, applying a
+// workload waits for the module as creating a Pod does.
+//
+// Without PodTemplates (the default), a Pod binding judges Pods alone.
+func (o admissionOptions[T, B]) PodTemplates(mode ...TemplateMode) B {
+	m := TemplatesWarn
+	if len(mode) > 0 {
+		m = mode[0]
+	}
+	if len(mode) > 1 {
+		o.ad.SetPodTemplates(define.Caller(), TemplateMode(fmt.Sprint(mode)))
+		return o.self
+	}
+	o.ad.SetPodTemplates(define.Caller(), m)
+	return o.self
+}
+
+// TemplateMode is what PodTemplates does with a denial of a workload's pod
+// template.
+type TemplateMode = define.TemplateMode
+
+const (
+	// TemplatesWarn admits the workload with the denial as a warning.
+	TemplatesWarn = define.TemplatesWarn
+	// TemplatesDeny refuses the workload with the denial.
+	TemplatesDeny = define.TemplatesDeny
+)
 
 // Mutate edits matching objects with fn; the API server gets the JSON patch.
 // An error answers by the module's failure policy.

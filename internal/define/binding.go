@@ -33,6 +33,10 @@ type Binding struct {
 	Subresource string
 	// IfServed: registered only while its kind is served.
 	IfServed bool
+	// templates, when set, makes a Pod validation judge workloads' pod
+	// templates too (SetPodTemplates, at templatesSite).
+	templates     TemplateMode
+	templatesSite string
 
 	// What a watch could select on the server: see watcher.Agree.
 	inNamespaces []string
@@ -174,5 +178,14 @@ func (b *Binding) AddAdmission(site string, binding spec.Binding, action string)
 	binding.IfServed = b.IfServed
 	binding.Name = b.Name
 	binding.Site = b.Site
-	b.m.AddBinding(binding)
+	binding.Name = b.m.AddBinding(binding)
+	if b.templates != "" {
+		if binding.Action != spec.Validate {
+			b.m.Recordf(b.templatesSite, "When(Pod).PodTemplates: pod templates are judged by a validation, not a %s", binding.Action)
+			return
+		}
+		for _, t := range b.templateBindings(binding) {
+			b.m.AddBinding(t)
+		}
+	}
 }

@@ -227,8 +227,8 @@ func checkOptOut(c spec.Capability) []error {
 
 // AddBinding records an admission binding, named after its kind, action and
 // place when it has no name, in its capability's mode (Enforce when the
-// capability was not recorded).
-func (m *Module) AddBinding(b spec.Binding) {
+// capability was not recorded); it returns the name.
+func (m *Module) AddBinding(b spec.Binding) (name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if b.Name == "" {
@@ -244,6 +244,7 @@ func (m *Module) AddBinding(b spec.Binding) {
 		}
 	}
 	m.bindings = append(m.bindings, b)
+	return b.Name
 }
 
 // AddCheck records a check, named as AddBinding names, in its capability's
