@@ -106,6 +106,19 @@ func OptOutLabel(key string, allowed ...string) CapabilityOption {
 	return func(c *Capability) { c.c.OptOut = &spec.OptOut{Label: key, Allowed: allowed, Site: site} }
 }
 
+// OptInLabel limits the capability's webhooks and checks to namespaces
+// labelled key=true: a policy rolled out namespace by namespace. Objects in
+// other namespaces are not sent to it (cluster-scoped objects other than
+// Namespaces still are). Only the allowed (usernames, "group:" groups) may
+// set, change or remove the label — removing it switches the policy off in
+// that namespace — : a ValidatingAdmissionPolicy, which holds while the
+// module is down, refuses everyone else. A capability has an opt-in or an
+// opt-out label, not both; a fail-closed capability has neither.
+func OptInLabel(key string, allowed ...string) CapabilityOption {
+	site := define.Caller()
+	return func(c *Capability) { c.c.OptIn = &spec.OptOut{Label: key, Allowed: allowed, Site: site} }
+}
+
 // Capability declares a group of bindings.
 func (m *Module) Capability(name string, opts ...CapabilityOption) *Capability {
 	c := &Capability{m: m, c: spec.Capability{Name: name, Site: define.Caller()}}

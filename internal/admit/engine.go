@@ -88,7 +88,7 @@ func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 	for i := range bindings {
 		b := &bindings[i]
 		h.caps[b.Capability] = true
-		if b.OptOut != "" {
+		if b.OptOut != "" || b.OptIn != "" {
 			h.optOut[b.Capability] = true
 		}
 		if _, ok := h.stores[b.Capability]; !ok {

@@ -172,6 +172,7 @@ func (b *Binding) AddAdmission(site string, binding spec.Binding, action string)
 	binding.Namespaces = b.Cap.Namespaces
 	binding.FailClosed = b.Cap.FailClosed
 	binding.OptOut = b.Cap.OptOutLabel()
+	binding.OptIn = b.Cap.OptInLabel()
 	binding.FailOpenAfter = b.Cap.FailOpenAfter()
 	binding.Filters = b.Filters
 	binding.Parent, binding.Subresource = b.Parent, b.Subresource

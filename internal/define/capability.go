@@ -31,7 +31,7 @@ func (b *Binding) AddCheck(site, expression, message string) {
 	}
 	c := spec.Check{
 		Capability: b.Cap.Name, Name: b.Name, GVK: b.GVK, Operations: b.Ops, Namespaces: b.Cap.Namespaces,
-		Parent: b.Parent, Subresource: b.Subresource, OptOut: b.Cap.OptOutLabel(),
+		Parent: b.Parent, Subresource: b.Subresource, OptOut: b.Cap.OptOutLabel(), OptIn: b.Cap.OptInLabel(),
 		Expression: expression, Message: message, Site: site,
 	}
 	if c.Name != "" {

@@ -168,8 +168,16 @@ func (m *Module) AddCapability(c spec.Capability) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if o := c.OptOut; o != nil {
-		for _, err := range checkOptOut(c) {
+		for _, err := range checkOptOut(c, o, "an opt-out label", "OptOutLabel") {
 			m.errs = append(m.errs, fmt.Errorf("%s: capability %s: OptOutLabel(%q): %w", o.Site, c.Name, o.Label, err))
+		}
+	}
+	if o := c.OptIn; o != nil {
+		for _, err := range checkOptOut(c, o, "an opt-in label", "OptInLabel") {
+			m.errs = append(m.errs, fmt.Errorf("%s: capability %s: OptInLabel(%q): %w", o.Site, c.Name, o.Label, err))
+		}
+		if c.OptOut != nil {
+			m.errs = append(m.errs, fmt.Errorf("%s: capability %s: OptInLabel(%q): the capability has an opt-out label (%s) already: a capability is opt-in or opt-out, not both; split it in two capabilities", o.Site, c.Name, o.Label, c.OptOut.Label))
 		}
 	}
 	if f := c.FailOpen; f != nil {
@@ -201,12 +209,12 @@ func (m *Module) AddCapability(c spec.Capability) {
 	m.capabilities = append(m.capabilities, c)
 }
 
-// checkOptOut finds what is wrong with a capability's opt-out label.
-func checkOptOut(c spec.Capability) []error {
-	o := c.OptOut
+// checkOptOut finds what is wrong with o, a capability's opt-out or opt-in
+// label (what, as declared by option).
+func checkOptOut(c spec.Capability, o *spec.OptOut, what, option string) []error {
 	var errs []error
 	if c.FailClosed {
-		errs = append(errs, errors.New("a fail-closed capability checks everything it matches: it cannot have an opt-out label; drop OptOutLabel or FailClosed"))
+		errs = append(errs, fmt.Errorf("a fail-closed capability checks everything it matches: it cannot have %s; drop %s or FailClosed", what, option))
 	}
 	if problems := validation.IsQualifiedName(o.Label); len(problems) > 0 {
 		errs = append(errs, fmt.Errorf("not a label key: %s", strings.Join(problems, "; ")))
@@ -409,6 +417,9 @@ func (m *Module) validate() []error {
 	for _, c := range m.capabilities {
 		if c.OptOut != nil {
 			policySites[spec.PolicyName(m.Name, c.Name, spec.OptOutGuard)] = c.OptOut.Site + " (the guard of capability " + c.Name + "'s opt-out label)"
+		}
+		if c.OptIn != nil {
+			policySites[spec.PolicyName(m.Name, c.Name, spec.OptInGuard)] = c.OptIn.Site + " (the guard of capability " + c.Name + "'s opt-in label)"
 		}
 	}
 	for name, site := range m.trustPolicySites() {

@@ -280,8 +280,8 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 		}
 		if f := c.FailOpen; f != nil {
 			guard := ""
-			if c.OptOut != nil {
-				guard = "; the opt-out label's guard never fails open"
+			if c.OptOut != nil || c.OptIn != nil {
+				guard = "; the label's guard never fails open"
 			}
 			fmt.Fprintf(out, "    fails open after %s of outage (FailOpenAfter, %s): once no admission replica has served for %s, the watcher sets these webhooks to failurePolicy Ignore and the bindings above pass unchecked until a replica serves again%s\n", f.After, f.Site, f.After, guard)
 		}

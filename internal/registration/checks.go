@@ -33,7 +33,7 @@ func Checks(m *spec.Module) []Guard {
 		}
 		out = append(out, newGuard(m.Name, spec.CheckName(m.Name, c.Capability, c.Name), action, admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: excluded.For(c.Namespaces, c.OptOut).NamespaceSelector(),
+				NamespaceSelector: excluded.For(c.Namespaces, c.OptOut).WithOptIn(c.OptIn).NamespaceSelector(),
 				ObjectSelector:    excluded.For(c.Namespaces, c.OptOut).ObjectSelector(),
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 					RuleWithOperations: admissionregistrationv1.RuleWithOperations{

@@ -101,6 +101,7 @@ type hookGroup struct {
 	action     spec.Action
 	namespaces []string
 	optOut     string
+	optIn      string
 	// nsPolicies are the capability's failure policies by namespace: each
 	// policy's namespaces get a webhook of their own.
 	nsPolicies []spec.NamespacePolicy
@@ -127,7 +128,7 @@ func (r *Registrar) groups(static bool) (map[string]*hookGroup, []string, error)
 		key := b.Capability + "/" + b.Action.String()
 		g, ok := groups[key]
 		if !ok {
-			g = &hookGroup{capability: b.Capability, action: b.Action, namespaces: b.Namespaces, optOut: b.OptOut, nsPolicies: b.NamespacePolicies,
+			g = &hookGroup{capability: b.Capability, action: b.Action, namespaces: b.Namespaces, optOut: b.OptOut, optIn: b.OptIn, nsPolicies: b.NamespacePolicies,
 				rules: map[schema.GroupVersionResource][]admissionregistrationv1.OperationType{}}
 			groups[key] = g
 			order = append(order, key)
@@ -172,7 +173,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 			}
 		}
 		rules := rulesOf(g.rules)
-		excluded := r.exclusion().For(g.namespaces, g.optOut)
+		excluded := r.exclusion().For(g.namespaces, g.optOut).WithOptIn(g.optIn)
 		for _, in := range byPolicy(g.nsPolicies) {
 			excluded.Namespaces = append(slices.Clone(excluded.Namespaces), in.namespaces...)
 		}
@@ -199,7 +200,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 			// A cluster-scoped object other than a Namespace is in no
 			// namespace: the capability's own webhook judges it.
 			namespaced := admissionregistrationv1.MatchCondition{Name: "in-namespaces", Expression: `request.namespace != "" || request.kind.kind == "Namespace"`}
-			h.add(g.action, nsName, cc, rules, r.exclusion().For(only, g.optOut), &namespaced, r.opts.TimeoutSeconds)
+			h.add(g.action, nsName, cc, rules, r.exclusion().For(only, g.optOut).WithOptIn(g.optIn), &namespaced, r.opts.TimeoutSeconds)
 		}
 	}
 	if static {

@@ -31,23 +31,28 @@ type Guard struct {
 func Guards(m *spec.Module) []Guard {
 	var out []Guard
 	for _, c := range m.Capabilities {
-		if c.OptOut != nil {
-			out = append(out, guard(m.Name, c))
+		switch {
+		case c.OptOut != nil:
+			out = append(out, guard(m.Name, spec.GuardName(m.Name, c.Name), c.OptOut,
+				fmt.Sprintf("it opts namespaces and objects out of module %s's capability %s", m.Name, c.Name)))
+		case c.OptIn != nil:
+			out = append(out, guard(m.Name, spec.OptInGuardName(m.Name, c.Name), c.OptIn,
+				fmt.Sprintf("it opts namespaces into module %s's capability %s", m.Name, c.Name)))
 		}
 	}
 	return out
 }
 
-func guard(module string, c spec.Capability) Guard {
-	name := spec.GuardName(module, c.Name)
-	key := fmt.Sprintf("%q", c.OptOut.Label)
+// guard is the guard name of the label o: what says what the label does.
+func guard(module, name string, o *spec.OptOut, what string) Guard {
+	key := fmt.Sprintf("%q", o.Label)
 	// label is `="value"` when obj carries the label, "" when it does not:
 	// absent and empty differ.
 	label := func(obj string) string {
 		return fmt.Sprintf(`(%[1]s != null && has(%[1]s.metadata) && has(%[1]s.metadata.labels) && %[2]s in %[1]s.metadata.labels ? "=" + %[1]s.metadata.labels[%[2]s] : "")`, obj, key)
 	}
 	var users, groups []string
-	for _, a := range c.OptOut.Allowed {
+	for _, a := range o.Allowed {
 		if g, ok := strings.CutPrefix(a, spec.GroupPrefix); ok {
 			groups = append(groups, fmt.Sprintf("%q", g))
 		} else {
@@ -77,8 +82,8 @@ func guard(module string, c spec.Capability) Guard {
 		}},
 		Validations: []admissionregistrationv1.Validation{{
 			Expression: allowed,
-			Message: fmt.Sprintf("only %s may set, change or remove the label %s: it opts namespaces and objects out of module %s's capability %s",
-				strings.Join(c.OptOut.Allowed, ", "), c.OptOut.Label, module, c.Name),
+			Message: fmt.Sprintf("only %s may set, change or remove the label %s: %s",
+				strings.Join(o.Allowed, ", "), o.Label, what),
 			Reason: ptr.To(metav1.StatusReasonForbidden),
 		}},
 	})

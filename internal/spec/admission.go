@@ -27,6 +27,11 @@ type Capability struct {
 	// OptOut, when set, lets namespaces and objects labelled with it opt out
 	// of the capability's webhooks; never set on a fail-closed capability.
 	OptOut *OptOut `json:"optOut,omitempty"`
+	// OptIn, when set, limits the capability's webhooks and checks to
+	// namespaces labelled with it (Label=true), and only its Allowed may
+	// set, change or remove the label; never set with OptOut or on a
+	// fail-closed capability.
+	OptIn *OptOut `json:"optIn,omitempty"`
 	// Mode is what the capability's validations do with a denial: Enforce
 	// (the default), Warn or Audit. Mutations are unaffected by it.
 	Mode Mode `json:"mode"`
@@ -116,7 +121,16 @@ func (c *Capability) OptOutLabel() string {
 	return c.OptOut.Label
 }
 
-// OptOut is a capability's opt-out label: a namespace or object labelled
+// OptInLabel is the capability's opt-in label; empty when it has none.
+func (c *Capability) OptInLabel() string {
+	if c.OptIn == nil {
+		return ""
+	}
+	return c.OptIn.Label
+}
+
+// OptOut is a capability's opt-out label (or, as Capability.OptIn, its
+// opt-in label): a namespace or object labelled
 // Label=true is not sent to the capability's webhooks, and only Allowed may
 // set, change or remove the label anywhere (a ValidatingAdmissionPolicy the
 // module's manifests install refuses everyone else).
@@ -193,6 +207,8 @@ type Binding struct {
 	FailClosed bool `json:"failClosed"`
 	// OptOut is the capability's opt-out label; empty when it has none.
 	OptOut string `json:"optOut,omitempty"`
+	// OptIn is the capability's opt-in label; empty when it has none.
+	OptIn string `json:"optIn,omitempty"`
 	// Mode is the capability's: what a validation's denial becomes.
 	Mode Mode `json:"mode"`
 	// JoinDenials is the capability's: its validations' denials are joined.
@@ -255,6 +271,8 @@ type Check struct {
 	Subresource string                  `json:"subresource,omitempty"`
 	// OptOut is the capability's opt-out label; empty when it has none.
 	OptOut string `json:"optOut,omitempty"`
+	// OptIn is the capability's opt-in label; empty when it has none.
+	OptIn string `json:"optIn,omitempty"`
 	// Mode is the capability's: Enforce denies, Warn and Audit become the
 	// policy binding's validation actions of those names.
 	Mode Mode `json:"mode"`
@@ -279,6 +297,10 @@ func PolicyName(module, capability, name string) string {
 // OptOutGuard is the name PolicyName gives the guard of a capability's
 // opt-out label.
 const OptOutGuard = "opt-out"
+
+// OptInGuard is the name PolicyName gives the guard of a capability's
+// opt-in label.
+const OptInGuard = "opt-in"
 
 // ResourceKind is the kind whose resource the check's requests are for.
 func (c *Check) ResourceKind() schema.GroupVersionKind {

@@ -186,6 +186,9 @@ type ExclusionPolicy struct {
 	Only []string
 	// OptOut is the capability's opt-out label; empty when it has none.
 	OptOut string
+	// OptIn is the capability's opt-in label: only namespaces labelled
+	// with it are seen; empty when it has none.
+	OptIn string
 	// Allowed may set, change or remove the opt-out label, which Guard
 	// (a policy name) guards: what plan says of it.
 	Allowed []string
@@ -235,12 +238,21 @@ func (p ExclusionPolicy) For(only []string, optOut string) ExclusionPolicy {
 	return p
 }
 
+// WithOptIn is p for a capability with opt-in label optIn (empty: none).
+func (p ExclusionPolicy) WithOptIn(optIn string) ExclusionPolicy {
+	p.OptIn = optIn
+	return p
+}
+
 // Of is p for the module's capability c, with what plan says of its
-// opt-out label.
+// opt-out or opt-in label.
 func (p ExclusionPolicy) Of(module string, c Capability) ExclusionPolicy {
-	p = p.For(c.Namespaces, c.OptOutLabel())
-	if c.OptOut != nil {
+	p = p.For(c.Namespaces, c.OptOutLabel()).WithOptIn(c.OptInLabel())
+	switch {
+	case c.OptOut != nil:
 		p.Allowed, p.Guard = c.OptOut.Allowed, GuardName(module, c.Name)
+	case c.OptIn != nil:
+		p.Allowed, p.Guard = c.OptIn.Allowed, OptInGuardName(module, c.Name)
 	}
 	return p
 }
@@ -260,6 +272,11 @@ func (p ExclusionPolicy) NamespaceSelector() *metav1.LabelSelector {
 	if len(p.Only) > 0 {
 		s.MatchExpressions = append(s.MatchExpressions, metav1.LabelSelectorRequirement{
 			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: slices.Clone(p.Only),
+		})
+	}
+	if p.OptIn != "" {
+		s.MatchExpressions = append(s.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: p.OptIn, Operator: metav1.LabelSelectorOpIn, Values: []string{OptOutValue},
 		})
 	}
 	return s
@@ -342,6 +359,10 @@ func (p ExclusionPolicy) Lines() []string {
 		out = append(out, fmt.Sprintf("namespaces and objects labelled %s=%s, and every object in such a namespace (namespaceSelector, objectSelector); only %s may set, change or remove the label (ValidatingAdmissionPolicy %s)",
 			p.OptOut, OptOutValue, strings.Join(p.Allowed, ", "), p.Guard))
 	}
+	if p.OptIn != "" {
+		out = append(out, fmt.Sprintf("objects in namespaces not labelled %s=%s (namespaceSelector: the capability is opt-in; cluster-scoped objects other than Namespaces are still seen); only %s may set, change or remove the label (ValidatingAdmissionPolicy %s)",
+			p.OptIn, OptOutValue, strings.Join(p.Allowed, ", "), p.Guard))
+	}
 	return out
 }
 
@@ -378,6 +399,9 @@ func (p ExclusionPolicy) Admits(r AdmissionRequest) bool {
 			return false
 		}
 		if p.OptOut != "" && r.NamespaceLabels[p.OptOut] == OptOutValue {
+			return false
+		}
+		if p.OptIn != "" && r.NamespaceLabels[p.OptIn] != OptOutValue {
 			return false
 		}
 	}

@@ -83,6 +83,9 @@ func TestExclusionPolicyAdmitsAsItRenders(t *testing.T) {
 	all := spec.NewExclusionPolicy("m-system", objects)
 	limited := all.For([]string{"apps", "web"}, optOut)
 	out := map[string]string{optOut: spec.OptOutValue}
+	const optIn = "opt.example.com/in"
+	optedIn := all.For(nil, "").WithOptIn(optIn)
+	in := map[string]string{optIn: spec.OptOutValue}
 	cm := func(ns, name string) spec.AdmissionRequest {
 		return spec.AdmissionRequest{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: name}
 	}
@@ -121,6 +124,12 @@ func TestExclusionPolicyAdmitsAsItRenders(t *testing.T) {
 		{"an opt-out label set to another value", limited, withLabels(cm("web", "x"), map[string]string{optOut: "false"}, map[string]string{optOut: "no"}), true},
 		{"a Namespace opted out", limited, withLabels(spec.AdmissionRequest{Version: "v1", Kind: "Namespace", Namespace: "web", Name: "web"}, out, out), false},
 		{"the gated ConfigMap, limited", limited, cm("apps", "settings"), false},
+		{"in a namespace opted in", optedIn, withLabels(cm("web", "x"), nil, in), true},
+		{"in a namespace not opted in", optedIn, cm("web", "x"), false},
+		{"an object labelled, its namespace not", optedIn, withLabels(cm("web", "x"), in, nil), false},
+		{"in a namespace opted in with another value", optedIn, withLabels(cm("web", "x"), nil, map[string]string{optIn: "yes"}), false},
+		{"a Namespace opted in", optedIn, withLabels(spec.AdmissionRequest{Version: "v1", Kind: "Namespace", Namespace: "web", Name: "web"}, nil, in), true},
+		{"a cluster-scoped object, opt-in", optedIn, spec.AdmissionRequest{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "other"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -131,3 +140,4 @@ func TestExclusionPolicyAdmitsAsItRenders(t *testing.T) {
 		})
 	}
 }
+

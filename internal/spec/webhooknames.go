@@ -55,6 +55,12 @@ func GuardName(module, capability string) string {
 	return PolicyName(module, capability, OptOutGuard)
 }
 
+// OptInGuardName names the guard of a capability's opt-in label:
+// <module>-<capability>-opt-in.
+func OptInGuardName(module, capability string) string {
+	return PolicyName(module, capability, OptInGuard)
+}
+
 var unsafeName = regexp.MustCompile(`[^a-z0-9.-]+`)
 
 // LeaseName names the Lease the admission replicas of a module's version
