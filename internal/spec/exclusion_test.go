@@ -140,4 +140,3 @@ func TestExclusionPolicyAdmitsAsItRenders(t *testing.T) {
 		})
 	}
 }
-
