@@ -92,7 +92,7 @@ var layers = map[string]struct {
 	"internal/policytest": {tool, []string{"store", "internal/spec", "internal/admit", "internal/callctx"}},
 	"internal/zarf":       {tool, []string{"internal/spec", "internal/chart"}},
 	"internal/cmdutil":    {tool, []string{"internal/spec"}},
-	"internal/dev":        {tool, []string{"internal/spec", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/events"}},
+	"internal/dev":        {tool, []string{"internal/spec", "internal/policytest", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/events"}},
 	"internal/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor"}},
 
 	// Leaves.

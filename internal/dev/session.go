@@ -14,15 +14,18 @@ import (
 	"sync"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/policytest"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -293,6 +296,39 @@ func (s *Session) phases(ctx context.Context) error {
 	return nil
 }
 
+// refusedAfter finds whether the API server's own policies — the module's
+// checks, which it evaluates after the mutating webhooks and before the
+// validating ones — refuse a request the module's mutating webhook
+// allowed: the timeline must not call it admitted. They are evaluated here
+// as the API server evaluates them (policytest), on the object as patched,
+// with its Namespace's labels.
+func (s *Session) refusedAfter(ctx context.Context, r *Review, req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
+	if len(s.plan.Checks) == 0 {
+		return
+	}
+	req = req.DeepCopy()
+	if len(resp.Patch) > 0 {
+		p, err := jsonpatch.DecodePatch(resp.Patch)
+		if err != nil {
+			return
+		}
+		if req.Object.Raw, err = p.Apply(req.Object.Raw); err != nil {
+			return
+		}
+	}
+	var ns map[string]any
+	if req.Namespace != "" {
+		if got, err := s.cs.CoreV1().Namespaces().Get(ctx, req.Namespace, metav1.GetOptions{}); err == nil {
+			if u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(got); err == nil {
+				ns = u
+			}
+		}
+	}
+	if policy, msg, err := policytest.RefusedByChecks(s.plan, req, ns); err == nil && policy != "" {
+		r.RefusedBy, r.RefusedMessage = policy, msg
+	}
+}
+
 // roles runs admission and the watcher until ctx ends or one of them exits.
 func (s *Session) roles(ctx context.Context) error {
 	proxy, err := newReviewProxy(s.cs, s.Namespace, s.Module+"-dev-tls")
@@ -306,8 +342,11 @@ func (s *Session) roles(ctx context.Context) error {
 	}
 	proxy.serve(addr, func(path string, req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse) {
 		r := review(path, req, resp)
+		if r.Allowed && r.Webhook == "mutate" {
+			s.refusedAfter(ctx, r, req, resp)
+		}
 		kind := Admitted
-		if !r.Allowed {
+		if !r.Allowed || r.RefusedBy != "" {
 			kind = Denied
 		}
 		s.emit(Event{Kind: kind, Role: "request", Review: r, Text: r.describe()})

@@ -57,6 +57,10 @@ type Review struct {
 	// Patch holds the JSON patch's operations, one per entry ("add
 	// /metadata/labels/app = web").
 	Patch []string
+	// RefusedBy is the API server's own policy (one of the module's
+	// checks) that refused the request after the module's webhook allowed
+	// it, RefusedMessage its answer; empty when none did.
+	RefusedBy, RefusedMessage string
 }
 
 // Object is namespace/name, or the name alone.
@@ -166,12 +170,18 @@ func (p *Printer) Print(e Event) {
 func (r *Review) describe() string {
 	var b strings.Builder
 	verb := "admitted"
-	if !r.Allowed {
+	switch {
+	case !r.Allowed:
 		verb = "denied"
+	case r.RefusedBy != "":
+		verb = "allowed by the module's webhook, then refused by the API server's policy " + r.RefusedBy
 	}
 	fmt.Fprintf(&b, "%s %s %s (%s): %s", r.Operation, r.Kind, r.Object(), r.Webhook, verb)
 	if !r.Allowed && r.Message != "" {
 		fmt.Fprintf(&b, ": %s", r.Message)
+	}
+	if r.RefusedBy != "" {
+		fmt.Fprintf(&b, ": %s", r.RefusedMessage)
 	}
 	for _, p := range r.Patch {
 		fmt.Fprintf(&b, "\n  patch: %s", p)

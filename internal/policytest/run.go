@@ -166,6 +166,23 @@ func namespaceLabels(ns map[string]any) map[string]string {
 	return (&unstructured.Unstructured{Object: ns}).GetLabels()
 }
 
+// RefusedByChecks is the first of the module's checks that refuses req, as
+// the API server evaluates them after the mutating webhooks: its policy's
+// name and the API server's message; empty when none refuses. ns is req's
+// Namespace object (nil when unknown: then only its name label is seen).
+func RefusedByChecks(m *spec.Module, req *admissionv1.AdmissionRequest, ns map[string]any) (policy, message string, err error) {
+	var namespaces map[string]map[string]any
+	if ns != nil {
+		namespaces = map[string]map[string]any{req.Namespace: ns}
+	}
+	var res Result
+	denied, err := applyChecks(m, req, namespaces, &res)
+	if err != nil || !denied {
+		return "", "", err
+	}
+	return res.Webhook, res.Message, nil
+}
+
 // applyChecks runs the module's checks on req into res: their warnings,
 // and the first denial, which answers.
 func applyChecks(m *spec.Module, req *admissionv1.AdmissionRequest, namespaces map[string]map[string]any, res *Result) (denied bool, err error) {
