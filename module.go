@@ -11,7 +11,13 @@ import (
 
 // Options configure a module.
 type Options struct {
-	// Namespace the module runs in; "vigil-system" when empty.
+	// Namespace the module runs in; "vigil-system" when empty. VIGIL_NAMESPACE
+	// wins over it: set it when rendering (VIGIL_NAMESPACE=apps-policy
+	// <module> manifests) to install the module elsewhere, and every
+	// container gets it from its pod's namespace, so each role resolves the
+	// definition that was rendered. Write m.Namespace() wherever the module's
+	// own namespace is meant — a gate's InNamespace, a lister's, an RBAC
+	// rule's — and it follows.
 	Namespace string
 	// Scheme the module's Go types are registered in, so that a prototype
 	// such as &udsv1.ClusterConfig{} resolves to its group, version and kind;

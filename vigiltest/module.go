@@ -55,6 +55,7 @@ type ModuleOptions struct {
 // refused. Every object it applied is removed when the test ends, the
 // shared Store CRD excepted.
 type Module struct {
+	// Name is the module's; Namespace the one its manifests install it in.
 	Name, Namespace string
 	// Binary is the module binary; Manifests, what `manifests` rendered.
 	Binary    string
@@ -140,7 +141,13 @@ func (e *Env) InstallModule(t testing.TB, opts ModuleOptions) *Module {
 	for _, d := range ds {
 		checkPodSpec(t, "Deployment "+d.Name, d.Spec.Template.Spec)
 	}
-	mod := &Module{Name: plan.Name, Namespace: plan.Namespace, Binary: bin, Manifests: m, t: t, env: e, opts: opts}
+	// The namespace is where the manifests install the module — a chart
+	// rendered for another namespace than the definition's default, say.
+	ns := plan.Namespace
+	if len(ds) > 0 {
+		ns = ds[0].Namespace
+	}
+	mod := &Module{Name: plan.Name, Namespace: ns, Binary: bin, Manifests: m, t: t, env: e, opts: opts}
 	apply := m
 	if e.node != nil {
 		// On a node's control plane the kubelet would run every Deployment

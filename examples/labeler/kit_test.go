@@ -64,3 +64,16 @@ func TestPolicyCases(t *testing.T) {
 		return nil
 	})
 }
+
+// Installed in another namespace than its definition's default, rendered
+// with VIGIL_NAMESPACE: the kit reports that namespace, the roles resolve
+// the same definition there (their fingerprint agrees), and it serves.
+func TestLabelerInAnotherNamespace(t *testing.T) {
+	ns := env.Namespace(t)
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Env: []string{"VIGIL_NAMESPACE=" + ns}})
+	if m.Namespace != ns {
+		t.Fatalf("Module.Namespace = %s, want %s, where its manifests installed it", m.Namespace, ns)
+	}
+	m.StartAdmission(60 * time.Second)
+	vigiltest.Denied(t, env.Client, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "no-app-" + ns}}, "has no app label")
+}

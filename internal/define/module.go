@@ -3,6 +3,7 @@ package define
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
@@ -78,6 +79,9 @@ func New(site string, name, namespace string, s *runtime.Scheme, policy admissio
 	if m.Timeout < 3*time.Second || m.Timeout > 30*time.Second {
 		m.Recordf(site, "Options.WebhookTimeout %s: expected 3s to 30s (the API server allows 1s to 30s, and bindings get 2s less)", m.Timeout)
 	}
+	if ns := os.Getenv(spec.EnvNamespace); ns != "" {
+		m.Namespace = ns
+	}
 	if m.Namespace == "" {
 		m.Namespace = DefaultNamespace
 	}
@@ -88,7 +92,11 @@ func New(site string, name, namespace string, s *runtime.Scheme, policy admissio
 		m.Recordf(site, "module name %q is not a valid DNS-1123 label (%s): use lower-case letters, digits and '-', like \"uds-core\"", name, strings.Join(problems, "; "))
 	}
 	if problems := validation.IsDNS1123Label(m.Namespace); len(problems) > 0 {
-		m.Recordf(site, "Options.Namespace %q is not a valid namespace name (%s)", m.Namespace, strings.Join(problems, "; "))
+		from := "Options.Namespace"
+		if os.Getenv(spec.EnvNamespace) != "" {
+			from = spec.EnvNamespace
+		}
+		m.Recordf(site, "%s %q is not a valid namespace name (%s)", from, m.Namespace, strings.Join(problems, "; "))
 	}
 	return m
 }

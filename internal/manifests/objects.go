@@ -51,10 +51,14 @@ const SpecAnnotation = "vigil.dev/spec-hash"
 
 // SpecEnv is what every container of the module is given besides its own
 // environment: the fingerprint of the definition it was rendered from
-// (spec.EnvSpecHash, spec.EnvSpecParts). A role whose own definition has
+// (spec.EnvSpecHash, spec.EnvSpecParts), and the namespace it runs in, its
+// pod's (spec.EnvNamespace). A role whose own definition has
 // another exits before serving: see modcli.
 func SpecEnv(f spec.Fingerprint) []corev1.EnvVar {
-	return []corev1.EnvVar{{Name: spec.EnvSpecHash, Value: f.Sum}, {Name: spec.EnvSpecParts, Value: f.PartsString()}}
+	return []corev1.EnvVar{
+		{Name: spec.EnvSpecHash, Value: f.Sum}, {Name: spec.EnvSpecParts, Value: f.PartsString()},
+		{Name: spec.EnvNamespace, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
+	}
 }
 
 // HandoffDir is where gates hand their results to the main container.
@@ -72,8 +76,10 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 		return nil, err
 	}
 	o.fingerprint = fp
-	if o.Namespace != "" {
-		m.Namespace = o.Namespace
+	if o.Namespace != "" && o.Namespace != m.Namespace {
+		return nil, fmt.Errorf("--namespace %s: the module's definition was resolved for namespace %s, and its gates, listers, RBAC and exclusions with it; "+
+			"render it for %s with %s=%s (%s=%s %s manifests), which resolves the definition there — what it writes as m.Namespace() follows — "+
+			"and which its containers get from their pod's namespace", o.Namespace, m.Namespace, o.Namespace, spec.EnvNamespace, o.Namespace, spec.EnvNamespace, o.Namespace, m.Name)
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 2

@@ -54,7 +54,7 @@ func NewManifestsFlags() *ManifestsFlags { return &ManifestsFlags{} }
 // AddFlags declares the flags.
 func (f *ManifestsFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Image, "image", "", "the module's container image (required), best by digest as `vigil image --push` prints it: REPO:TAG@sha256:...")
-	fs.StringVar(&f.Namespace, "namespace", "", "namespace to deploy into (default: the module's)")
+	fs.StringVar(&f.Namespace, "namespace", "", "the namespace the module runs in, checked against the definition's (render for another with VIGIL_NAMESPACE=NAME, which the definition resolves)")
 	fs.Int32Var(&f.Replicas, "replicas", 2, "replicas of the admission and watcher Deployments")
 	fs.StringVarP(&f.Dir, "output-dir", "o", "", "write one file per object into this folder instead of printing")
 	fs.StringVar(&f.CABundleFile, "ca-bundle", "", "PEM CA bundle for the fail-closed webhook configurations (default: the module fills it in once it serves)")

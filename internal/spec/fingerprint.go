@@ -19,6 +19,13 @@ const (
 	EnvSpecParts = "VIGIL_SPEC_PARTS"
 )
 
+// EnvNamespace names the variable that says which namespace the module runs
+// in: every container gets it from its pod's namespace (the downward API),
+// and set when the manifests or the chart are rendered it renders them for
+// that namespace. It wins over Options.Namespace, so the definition a role
+// resolves is the one rendered for where it runs.
+const EnvNamespace = "VIGIL_NAMESPACE"
+
 // Fingerprint identifies a resolved definition: Parts has a short hash of
 // each of its parts (its top-level fields: phases, capabilities, bindings,
 // rules and so on) and Sum one of them all.
