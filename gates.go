@@ -236,3 +236,14 @@ func (b *GateBuilder[T]) set(site string, mode spec.WaitMode, n int) *SetGateBui
 type SetGateBuilder[T client.Object] struct {
 	objectOptions[T, []T, *SetGateBuilder[T]]
 }
+
+// CRDs declares the CustomResourceDefinitions the module ships — its own
+// kinds — from YAML, one or more documents: embed the files controller-gen
+// writes from the module's Go types (go:embed crds/*.yaml). `manifests`
+// renders them, before the pods, and the chart carries them in crds/; plan
+// lists them, and a gate waiting for one (WaitFor(m,
+// &apiextensionsv1.CustomResourceDefinition{}).WithName(...)) waits for
+// what the module's own install applies.
+func CRDs(m *Module, yaml []byte) {
+	m.d.AddCRDs(define.Caller(), yaml)
+}

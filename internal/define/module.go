@@ -39,6 +39,7 @@ type Module struct {
 	watches      []spec.Watch
 	schedules    []spec.Schedule
 	listers      []Lister
+	crds         []spec.CRD
 	rules        []spec.Rule
 	envs         []*Env
 	mounts       []*Mount
@@ -467,6 +468,7 @@ func (m *Module) Resolve() *spec.Module {
 		Watches:      append([]spec.Watch{}, m.watches...),
 		Schedules:    append([]spec.Schedule{}, m.schedules...),
 		Listers:      []spec.Lister{},
+		CRDs:         append([]spec.CRD(nil), m.crds...),
 		Rules:        m.resolveRules(),
 		Scheme:       m.Scheme,
 	}

@@ -3,6 +3,7 @@ package manifests
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 
@@ -108,6 +109,17 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 		// Shared by every module; each labels it as its own when it applies
 		// it, which changes nothing else.
 		crd.Labels = labels("store")
+		objs = append(objs, crd)
+	}
+	// The module's own kinds, before anything that uses them.
+	for _, c := range m.CRDs {
+		crd := c.Object.DeepCopy()
+		crd.TypeMeta = tm("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+		crd.Labels = maps.Clone(crd.Labels)
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		maps.Copy(crd.Labels, labels("crd"))
 		objs = append(objs, crd)
 	}
 	if m.HasAdmission() {

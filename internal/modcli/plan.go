@@ -28,6 +28,7 @@ func WritePlan(out io.Writer, m *spec.Module) error {
 	fmt.Fprintf(out, "definition %s: its containers carry it (%s) and refuse to run under a definition that differs\n", fp.Sum, spec.EnvSpecHash)
 	if len(phases) == 0 {
 		fmt.Fprintln(out, "\nno startup gates: the deployment gets no gate init containers")
+		writeCRDs(out, m)
 		if err := writeConfig(out, m); err != nil {
 			return err
 		}
@@ -58,7 +59,13 @@ func WritePlan(out io.Writer, m *spec.Module) error {
 			if g.Fallback {
 				how = append(how, "fallback on timeout")
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t[%s]\t%s\n", g.Name, g.WaitsFor, strings.Join(how, ", "), g.Site)
+			waits := g.WaitsFor
+			if w := g.Waits; w != nil && w.Kind == "CustomResourceDefinition" {
+				if _, own := m.OwnCRD(w.Name); own {
+					waits += " (the module's own CRD: its install applies it)"
+				}
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t[%s]\t%s\n", g.Name, waits, strings.Join(how, ", "), g.Site)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -68,6 +75,7 @@ func WritePlan(out io.Writer, m *spec.Module) error {
 	for _, p := range phases {
 		fmt.Fprintf(out, "  %s\n", p.InitContainer)
 	}
+	writeCRDs(out, m)
 	if err := writeConfig(out, m); err != nil {
 		return err
 	}
@@ -83,6 +91,17 @@ func WritePlan(out io.Writer, m *spec.Module) error {
 
 // writeConfig prints the author's variables and volumes, the containers
 // that get each, and the startup dependencies among them.
+// writeCRDs lists the CustomResourceDefinitions the module ships.
+func writeCRDs(out io.Writer, m *spec.Module) {
+	if len(m.CRDs) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nits own kinds (CRDs shipped with the install, before its pods; the chart's crds/):")
+	for _, c := range m.CRDs {
+		fmt.Fprintf(out, "  %s: %s (%s, %s; %s)\n", c.Name, c.Kind, strings.Join(c.Versions, ", "), c.Scope, c.Site)
+	}
+}
+
 func writeConfig(out io.Writer, m *spec.Module) error {
 	if len(m.Env) == 0 && len(m.Mounts) == 0 {
 		return nil

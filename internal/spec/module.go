@@ -40,6 +40,9 @@ type Module struct {
 	Watches []Watch `json:"watches"`
 	// Schedules run on the watcher's active replica.
 	Schedules []Schedule `json:"schedules"`
+	// CRDs are the CustomResourceDefinitions the module ships: its own
+	// kinds.
+	CRDs []CRD `json:"crds,omitempty"`
 	// Listers are the kinds read through live caches, by every role.
 	Listers []Lister `json:"listers"`
 	// Rules are the RBAC the author declared for what handlers call.
