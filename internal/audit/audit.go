@@ -237,6 +237,8 @@ type auditRun struct {
 	enforced               time.Time
 	valWindows, mutWindows []registration.Outage
 	findings               []Finding
+	// nsLabels are the labels of the namespaces seen, by name.
+	nsLabels map[string]map[string]string
 }
 
 // startRun reads the registration records the findings are dated by; a
@@ -290,6 +292,49 @@ func (r *auditRun) report(f Finding, obj *unstructured.Unstructured) {
 	recordEvent(r.ctx, r.cs, m.Name, obj, fmt.Sprintf("vigil module %s (version %s), capability %s: %s; %s: %s", m.Name, versionOrNone(m.Version), f.Capability, what, f.Explain(r.enforced), f.Violation))
 }
 
+// seen reports whether the capability's webhooks would see obj were it
+// created now: what its exclusions leave out — a namespace or object that
+// opted out, a namespace that did not opt in — is no violation of it.
+func (r *auditRun) seen(capability string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured) bool {
+	m := r.a.Module
+	i := slices.IndexFunc(m.Capabilities, func(c spec.Capability) bool { return c.Name == capability })
+	if i < 0 {
+		return true
+	}
+	c := m.Capabilities[i]
+	if c.OptOut == nil && c.OptIn == nil {
+		return true // its other exclusions are the audit's own (namespaces, kinds)
+	}
+	ns := obj.GetNamespace()
+	if gvk.Group == "" && gvk.Kind == "Namespace" {
+		ns = obj.GetName()
+	}
+	return m.ExclusionPolicy().Of(m.Name, c).Admits(spec.AdmissionRequest{
+		Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: ns, Name: obj.GetName(),
+		Labels: obj.GetLabels(), NamespaceLabels: r.namespaceLabels(ns),
+	})
+}
+
+// namespaceLabels are the labels of namespace ns, read once per run; nil
+// when it cannot be read.
+func (r *auditRun) namespaceLabels(ns string) map[string]string {
+	if ns == "" {
+		return nil
+	}
+	if labels, ok := r.nsLabels[ns]; ok {
+		return labels
+	}
+	var labels map[string]string
+	if got, err := r.cs.CoreV1().Namespaces().Get(r.ctx, ns, metav1.GetOptions{}); err == nil {
+		labels = got.Labels
+	}
+	if r.nsLabels == nil {
+		r.nsLabels = map[string]map[string]string{}
+	}
+	r.nsLabels[ns] = labels
+	return labels
+}
+
 // judge reviews one existing object as if it were created now: its
 // validations' denials, and the mutations that would still change what got
 // in while they were failed open.
@@ -312,6 +357,9 @@ func (r *auditRun) judge(gvk schema.GroupVersionKind, mapping *meta.RESTMapping,
 	base := Finding{Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), APIVersion: gvk.GroupVersion().String(), UID: obj.GetUID(), Created: created,
 		Policy: m.Version, Registered: r.rec.Version, Admitted: Unknown}
 	for _, d := range r.a.Handler.Audit(r.ctx, request()) {
+		if !r.seen(d.Capability, gvk, obj) {
+			continue
+		}
 		f := base
 		f.Capability, f.Action, f.Violation = d.Capability, spec.Validate, d.Message
 		if !r.enforced.IsZero() {
@@ -341,6 +389,9 @@ func (r *auditRun) judge(gvk schema.GroupVersionKind, mapping *meta.RESTMapping,
 		return
 	}
 	for _, sk := range r.a.Handler.AuditMutations(r.ctx, request(), func(c string) bool { return windows[c] != "" }) {
+		if !r.seen(sk.Capability, gvk, obj) {
+			continue
+		}
 		f := base
 		f.Capability, f.Action, f.Admitted, f.Outage = sk.Capability, spec.Mutate, WhileFailedOpen, windows[sk.Capability]
 		f.Registered = r.mutRec.Version

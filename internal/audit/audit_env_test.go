@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
@@ -214,4 +215,72 @@ func unstructuredInt(obj map[string]any, path ...string) (int64, bool, error) {
 		return int64(v), true, nil
 	}
 	return 0, false, nil
+}
+
+// What a capability's webhooks leave out is no violation of it: an object
+// labelled with its opt-out label, one in a namespace opted out, and, for
+// an opt-in capability, one in a namespace that did not opt in.
+func TestAuditSkipsWhatTheCapabilityLeavesOut(t *testing.T) {
+	ctx := t.Context()
+	in, out := env.Namespace(t), env.Namespace(t)
+	name := "labelled-" + in[len(in)-6:]
+	const optOut, optIn = "audit.example.dev/skip", "audit.example.dev/enforce"
+	for ns, labels := range map[string]map[string]string{in: {optIn: "true"}, out: {optOut: "true"}} {
+		n := &corev1.Namespace{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+			t.Fatal(err)
+		}
+		n.Labels = labels
+		if err := env.Client.Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cm := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	deny := define.ValidateBinding(cm, &corev1.ConfigMap{}, func(_ context.Context, req *admission.Request[*corev1.ConfigMap]) admission.Verdict {
+		if req.HasLabel("bad") {
+			return admission.Deny("bad")
+		}
+		return admission.Allow()
+	})
+	outB, inB := deny, deny
+	outB.Capability, outB.Name, outB.Namespaces, outB.OptOut = "skippable", "skippable-cms", []string{in, out}, optOut
+	inB.Capability, inB.Name, inB.Namespaces, inB.OptIn = "enrolled", "enrolled-cms", []string{in, out}, optIn
+	m := &spec.Module{Name: name, Namespace: "audit-home", Version: "1.0.0", Bindings: []spec.Binding{outB, inB}, Capabilities: []spec.Capability{
+		{Name: "skippable", Namespaces: []string{in, out}, OptOut: &spec.OptOut{Label: optOut, Allowed: []string{"alice"}}},
+		{Name: "enrolled", Namespaces: []string{in, out}, OptIn: &spec.OptOut{Label: optIn, Allowed: []string{"alice"}}},
+	}}
+	configurations(t, name, registration.Record{}, registration.Record{Version: "1.0.0", State: registration.StateEnforced, Enforced: time.Now().UTC().Format(time.RFC3339)})
+	for _, o := range []struct {
+		ns, name string
+		labels   map[string]string
+	}{
+		{in, "bad", map[string]string{"bad": "1"}},
+		{in, "bad-opted-out", map[string]string{"bad": "1", optOut: "true"}},
+		{out, "bad", map[string]string{"bad": "1"}},
+	} {
+		if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: o.name, Labels: o.labels}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := admit.NewHandler(m.Bindings, admit.Options{Module: name, Timeout: 5 * time.Second})
+	findings, err := (&audit.Auditor{Module: m, Handler: h, Config: env.Config, Log: logr.Discard()}).Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range findings {
+		ns := "in"
+		if f.Namespace == out {
+			ns = "out"
+		}
+		got = append(got, ns+"/"+f.Name+"/"+f.Capability)
+	}
+	slices.Sort(got)
+	// in: opted in, not out: both capabilities see "bad"; the object
+	// labelled with the opt-out label only the opt-in one. out: opted out
+	// of one, not opted in to the other: nothing.
+	want := []string{"in/bad-opted-out/enrolled", "in/bad/enrolled", "in/bad/skippable"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("findings %v, want %v", got, want)
+	}
 }

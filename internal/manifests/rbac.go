@@ -186,6 +186,12 @@ func (rs *ruleSet) audit(m *spec.Module) {
 		APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"validatingwebhookconfigurations"},
 		Verbs: []string{"get"}, ResourceNames: []string{m.Name},
 	}, Why: "the audit reads since when the webhooks enforce from their registration record"})
+	for _, c := range m.Capabilities {
+		if c.OptOut != nil || c.OptIn != nil {
+			rs.add("", "", "namespaces", nil, "the audit reads namespaces' opt-out and opt-in labels: what a capability's webhooks leave out is no violation of it", "get")
+			break
+		}
+	}
 	kinds := m.AuditedKinds()
 	for _, b := range m.Bindings { // in the order declared
 		namespaces, ok := kinds[b.GVK]
