@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,31 +48,8 @@ func TestOptInLabel(t *testing.T) {
 		return admission.Allow()
 	})
 
-	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name + "-few"}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"namespaces", "pods"}, Verbs: []string{"create", "get", "update", "patch"},
-	}}}
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-few"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name},
-		Subjects: []rbacv1.Subject{
-			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: mallory},
-			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: alice},
-		},
-	}
-	for _, o := range []client.Object{cr, crb} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
-	as := func(user string) client.Client {
-		c, err := client.New(env.AsUserConfig(user), client.Options{Scheme: env.Scheme})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	mc, ac := as(mallory), as(alice)
+	users := fewRights(t, name, mallory, alice)
+	mc, ac := users[0], users[1]
 
 	_, certDir := servingDir(t)
 	addr := vigiltest.FreeAddr(t)

@@ -53,7 +53,7 @@ func NewCommand(m *spec.Module, defErr error, out, errOut io.Writer) *cobra.Comm
 		newCommand(m, manifestsCommand(), NewManifestsFlags()),
 		newCommand(m, zarfCommand(), NewZarfFlags()),
 		newCommand(m, planCommand(), NewPlanFlags()),
-		newTestCommand(m),
+		newCommand(m, testCommand(m.Name), NewTestFlags()),
 	)
 	return root
 }
@@ -109,11 +109,25 @@ type options interface {
 	Run(ctx context.Context) error
 }
 
+// positional flags take the command's arguments too (`test DIR`).
+type positional interface {
+	// Args checks the arguments; SetArgs takes them, before ToOptions.
+	Args() cobra.PositionalArgs
+	SetArgs(args []string)
+}
+
 // newCommand makes cmd (its use and help) the command of f: it takes no
-// arguments, and runs the options its flags give.
+// arguments, unless f is positional, and runs the options its flags give.
 func newCommand[O options](m *spec.Module, cmd *cobra.Command, f flags[O]) *cobra.Command {
 	cmd.Args = cobra.NoArgs
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	p, takesArgs := f.(positional)
+	if takesArgs {
+		cmd.Args = p.Args()
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if takesArgs {
+			p.SetArgs(args)
+		}
 		o, err := f.ToOptions(m, cmd.OutOrStdout())
 		if err != nil {
 			return err

@@ -17,8 +17,8 @@ import (
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
-func testCommand() *cobra.Command {
-	return &cobra.Command{
+func testCommand(module string) *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "test DIR",
 		Short: "Run the module's admission on the policy cases in DIR, without a cluster",
 		Long: `Run every case in DIR's .yaml files through the module's webhooks, in this
@@ -57,6 +57,8 @@ there: ClientFrom's client fails.`,
   shop test testdata/policies --junit report.xml
   shop test testdata/policies --kubeconfig ~/.kube/config   # through a cluster where shop is installed`,
 	}
+	cmd.Example = strings.ReplaceAll(cmd.Example, "shop", module)
+	return cmd
 }
 
 // TestFlags are the flags of `<module> test`.
@@ -68,6 +70,19 @@ type TestFlags struct {
 
 // NewTestFlags returns the flags.
 func NewTestFlags() *TestFlags { return &TestFlags{} }
+
+// Args is the folder of cases, one.
+func (f *TestFlags) Args() cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("expected one argument, the folder of case files, as in `%s test testdata/policies`; got %d", cmd.Root().Name(), len(args))
+		}
+		return nil
+	}
+}
+
+// SetArgs takes the folder.
+func (f *TestFlags) SetArgs(args []string) { f.dir = args[0] }
 
 // AddFlags declares the flags.
 func (f *TestFlags) AddFlags(fs *pflag.FlagSet) {
@@ -152,22 +167,4 @@ func writeJUnit(file, suite string, outcomes []policytest.Outcome) (err error) {
 		}
 	}()
 	return policytest.WriteJUnit(f, suite, outcomes)
-}
-
-// newTestCommand is `test DIR`: the one command with an argument.
-func newTestCommand(m *spec.Module) *cobra.Command {
-	f := NewTestFlags()
-	cmd := testCommand()
-	cmd.Example = strings.ReplaceAll(cmd.Example, "shop", m.Name)
-	cmd.Args = cobra.ExactArgs(1)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		f.dir = args[0]
-		o, err := f.ToOptions(m, cmd.OutOrStdout())
-		if err != nil {
-			return err
-		}
-		return o.Run(cmd.Context())
-	}
-	f.AddFlags(cmd.Flags())
-	return cmd
 }

@@ -93,3 +93,32 @@ expect: {allowed: false, message: "has no team"}
 	}
 	vigiltest.Cases(t, teams(), dir)
 }
+
+// `<module> test DIR` exits 0 when every case passes and 1 otherwise, and
+// --junit writes each case's outcome.
+func TestTheTestCommandExitsAndWritesJUnit(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) {
+		if err := os.WriteFile(filepath.Join(dir, "pods.yaml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	junit := filepath.Join(t.TempDir(), "report.xml")
+	write("name: no team\nobject: {apiVersion: v1, kind: Pod, metadata: {name: web, namespace: shop}}\nexpect: {allowed: false, message: has no team}\n")
+	if code := vigil.Execute(t.Context(), teams(), []string{"test", dir, "--junit", junit}); code != 0 {
+		t.Fatalf("a passing case: exit %d, want 0", code)
+	}
+	write("name: no team\nobject: {apiVersion: v1, kind: Pod, metadata: {name: web, namespace: shop}}\nexpect: {allowed: true}\n")
+	if code := vigil.Execute(t.Context(), teams(), []string{"test", dir, "--junit", junit}); code != 1 {
+		t.Fatalf("a failing case: exit %d, want 1", code)
+	}
+	report, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<testsuites tests="1" failures="1" errors="0">`, `<testcase name="no team"`, `<failure message="expected allowed, got denied by teams.validate.teams.vigil.dev`} {
+		if !strings.Contains(string(report), want) {
+			t.Errorf("JUnit report lacks %q:\n%s", want, report)
+		}
+	}
+}
