@@ -153,3 +153,17 @@ func (b *MountBuilder) Path() string {
 
 // File is the path of the file that holds key, in Path.
 func (b *MountBuilder) File(key string) string { return filepath.Join(b.Path(), key) }
+
+// Setting is a value the module's definition takes from the environment —
+// the variable name's, else def — declared rather than read with
+// os.Getenv, so that what runs is what was rendered: every container the
+// manifests and the chart render gets name set to the value it had there
+// (`QUOTA_MAX_REPLICAS=5 quota manifests` gives the pods 5), the value is
+// part of the definition's fingerprint, and the chart's values show it
+// under settings, where its schema refuses another value (render the chart
+// again with the new one). plan lists the settings.
+//
+//	limit, _ := strconv.Atoi(vigil.Setting(m, "QUOTA_MAX_REPLICAS", "3"))
+func Setting(m *Module, name, def string) string {
+	return m.d.Setting(define.Caller(), name, def)
+}

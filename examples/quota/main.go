@@ -27,11 +27,13 @@ func newModule() *vigil.Module {
 	if ns == "" {
 		ns = "quota-system"
 	}
+	m := vigil.NewModule("quota", vigil.Options{Namespace: ns})
+	// A setting, declared: the containers get the value the manifests were
+	// rendered with (QUOTA_MAX_REPLICAS=5 quota manifests).
 	limit := 3
-	if v, err := strconv.Atoi(os.Getenv("QUOTA_MAX_REPLICAS")); err == nil && v > 0 {
+	if v, err := strconv.Atoi(vigil.Setting(m, "QUOTA_MAX_REPLICAS", "3")); err == nil && v > 0 {
 		limit = v
 	}
-	m := vigil.NewModule("quota", vigil.Options{Namespace: ns})
 	quota := m.Capability("replicas")
 
 	check := func(what string, replicas int32) vigil.Verdict {

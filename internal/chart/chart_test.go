@@ -255,6 +255,11 @@ func TestChartSchemaRejectsWrongTypes(t *testing.T) {
 		{map[string]any{"admission": map[string]any{"replica": 3}}, "replica"},
 		{map[string]any{"failurePolicy": map[string]any{"replicas": "Maybe"}}, "/failurePolicy/replicas"},
 		{map[string]any{"failurePolicy": map[string]any{"nosuch": "Ignore"}}, "nosuch"},
+		// A declared setting is pinned to what the chart was rendered
+		// with, and extraEnv cannot contradict it.
+		{map[string]any{"settings": map[string]any{"QUOTA_MAX_REPLICAS": "9"}}, "/settings/QUOTA_MAX_REPLICAS"},
+		{map[string]any{"extraEnv": []any{map[string]any{"name": "QUOTA_MAX_REPLICAS", "value": "9"}}}, "/extraEnv/0/name"},
+		{map[string]any{"extraEnv": []any{map[string]any{"name": "VIGIL_NAMESPACE", "value": "x"}}}, "/extraEnv/0/name"},
 	} {
 		_, err := render(t, ch, c.vals)
 		if err == nil {
@@ -813,5 +818,51 @@ func TestChartExistingSecretCABundle(t *testing.T) {
 	var s corev1.Secret
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: module + "-tls"}, &s); !apierrors.IsNotFound(err) {
 		t.Errorf("managed Secret %s-tls: %v, want none in existingSecret mode", module, err)
+	}
+}
+
+// A declared setting reaches every container as the manifests and the chart
+// were rendered with it, and the chart's values show it.
+func TestSettingsReachEveryContainer(t *testing.T) {
+	dir, _ := writeChart(t, "QUOTA_MAX_REPLICAS=5")
+	values, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(values), "settings:\n  QUOTA_MAX_REPLICAS: \"5\"") {
+		t.Errorf("values.yaml lacks the setting as rendered:\n%s", values)
+	}
+	cmd := exec.Command(quota(t), "manifests", "--image", image)
+	cmd.Env = append(os.Environ(), "QUOTA_MAX_REPLICAS=5")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, string(out))
+	n := 0
+	for key := range objs {
+		if !strings.HasPrefix(key, "Deployment ") {
+			continue
+		}
+		spec := podSpecOf(t, objs, key)
+		for _, list := range []string{"initContainers", "containers"} {
+			cs, _ := spec[list].([]any)
+			for _, c := range cs {
+				c := c.(map[string]any)
+				n++
+				found := false
+				envs, _ := c["env"].([]any)
+				for _, e := range envs {
+					e := e.(map[string]any)
+					found = found || (e["name"] == "QUOTA_MAX_REPLICAS" && e["value"] == "5")
+				}
+				if !found {
+					t.Errorf("%s container %s: env %v lacks QUOTA_MAX_REPLICAS=5", key, c["name"], envs)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no containers in the manifests")
 	}
 }

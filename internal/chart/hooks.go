@@ -117,7 +117,7 @@ func hookObjects(m *spec.Module, fp spec.Fingerprint, objs []client.Object, nsLa
 					Containers: []corev1.Container{{
 						Name: "unregister", Image: imageSentinel,
 						Args:            UninstallArgs(m),
-						Env:             append([]corev1.EnvVar{{Name: "GOMEMLIMIT", Value: strconv.FormatInt(manifests.GoMemLimit(limit), 10)}}, manifests.SpecEnv(fp)...),
+						Env:             append([]corev1.EnvVar{{Name: "GOMEMLIMIT", Value: strconv.FormatInt(manifests.GoMemLimit(limit), 10)}}, manifests.SpecEnv(m, fp)...),
 						SecurityContext: sec,
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},

@@ -131,6 +131,7 @@ func valuesYAML(m *spec.Module, g *gen, repo, tag, digest string) ([]byte, error
 	b.WriteString("# Capabilities: " + capabilityList(m) + ".\n")
 	b.WriteString("failurePolicy: {}\n\n")
 	b.WriteString(g.networkPolicyValues())
+	b.WriteString(settingsValues(m))
 	b.WriteString(`# debug, info, warn or error; empty for the module's default (info).
 logLevel: ""
 
@@ -184,7 +185,8 @@ func schemaJSON(m *spec.Module) ([]byte, error) {
 		// What a parent chart shares with its subcharts.
 		"global":            anyObj,
 		"logLevel":          map[string]any{"type": "string", "enum": []string{"", "debug", "info", "warn", "error"}},
-		"extraEnv":          named("name"),
+		"extraEnv":          extraEnvSchema(m),
+		"settings":          settingsSchema(m),
 		"extraVolumes":      named("name"),
 		"extraVolumeMounts": named("name", "mountPath"),
 		"certificate": obj(map[string]any{
@@ -230,6 +232,52 @@ func schemaJSON(m *spec.Module) ([]byte, error) {
 	s["$schema"] = "http://json-schema.org/draft-07/schema#"
 	s["title"] = "Values of the vigil module " + m.Name
 	return json.MarshalIndent(s, "", "  ")
+}
+
+// settingsValues are the module's declared settings as the chart was
+// rendered with them.
+func settingsValues(m *spec.Module) string {
+	if len(m.Settings) == 0 {
+		return "# The module declares no settings (vigil.Setting).\nsettings: {}\n\n"
+	}
+	var b strings.Builder
+	b.WriteString("# The module's declared settings (vigil.Setting), as this chart was rendered\n" +
+		"# with them: every container gets them, and the webhooks, RBAC and gates\n" +
+		"# rendered here follow from them. The schema refuses another value: render the\n" +
+		"# chart again with it, as in NAME=value " + m.Name + " chart -o DIR.\n")
+	vals := map[string]any{}
+	for _, s := range m.Settings {
+		vals[s.Name] = s.Value
+	}
+	b.WriteString(yamlAt(map[string]any{"settings": vals}, ""))
+	b.WriteString("\n")
+	return b.String()
+}
+
+// settingsSchema pins each declared setting to the value the chart was
+// rendered with.
+func settingsSchema(m *spec.Module) map[string]any {
+	props := map[string]any{}
+	for _, s := range m.Settings {
+		props[s.Name] = map[string]any{
+			"type": "string", "enum": []string{s.Value},
+			"description": fmt.Sprintf("declared at %s (default %q); this chart was rendered with %q: render it again with %s=<value> %s chart to change it", s.Site, s.Default, s.Value, s.Name, m.Name),
+		}
+	}
+	return map[string]any{"type": "object", "additionalProperties": false, "properties": props}
+}
+
+// extraEnvSchema is extraEnv's: named variables, none of them vigil's own or
+// a declared setting, which the rendering sets and extraEnv would
+// contradict.
+func extraEnvSchema(m *spec.Module) map[string]any {
+	reserved := []string{spec.EnvSpecHash, spec.EnvSpecParts, spec.EnvNamespace}
+	for _, s := range m.Settings {
+		reserved = append(reserved, s.Name)
+	}
+	return map[string]any{"type": "array", "items": map[string]any{"type": "object", "required": []string{"name"},
+		"properties": map[string]any{"name": map[string]any{"type": "string", "not": map[string]any{"enum": reserved},
+			"description": "not one the module sets itself: " + strings.Join(reserved, ", ")}}}}
 }
 
 func moduleFailurePolicy(m *spec.Module) admission.FailurePolicy {

@@ -40,6 +40,7 @@ type Module struct {
 	schedules    []spec.Schedule
 	listers      []Lister
 	crds         []spec.CRD
+	settings     []spec.Setting
 	rules        []spec.Rule
 	envs         []*Env
 	mounts       []*Mount
@@ -469,6 +470,7 @@ func (m *Module) Resolve() *spec.Module {
 		Schedules:    append([]spec.Schedule{}, m.schedules...),
 		Listers:      []spec.Lister{},
 		CRDs:         append([]spec.CRD(nil), m.crds...),
+		Settings:     append([]spec.Setting(nil), m.settings...),
 		Rules:        m.resolveRules(),
 		Scheme:       m.Scheme,
 	}

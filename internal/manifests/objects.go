@@ -53,13 +53,18 @@ const SpecAnnotation = "vigil.dev/spec-hash"
 // SpecEnv is what every container of the module is given besides its own
 // environment: the fingerprint of the definition it was rendered from
 // (spec.EnvSpecHash, spec.EnvSpecParts), and the namespace it runs in, its
-// pod's (spec.EnvNamespace). A role whose own definition has
+// pod's (spec.EnvNamespace), and each declared setting as it was resolved
+// (spec.Setting). A role whose own definition has
 // another exits before serving: see modcli.
-func SpecEnv(f spec.Fingerprint) []corev1.EnvVar {
-	return []corev1.EnvVar{
+func SpecEnv(m *spec.Module, f spec.Fingerprint) []corev1.EnvVar {
+	out := []corev1.EnvVar{
 		{Name: spec.EnvSpecHash, Value: f.Sum}, {Name: spec.EnvSpecParts, Value: f.PartsString()},
 		{Name: spec.EnvNamespace, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
 	}
+	for _, s := range m.Settings {
+		out = append(out, corev1.EnvVar{Name: s.Name, Value: s.Value})
+	}
+	return out
 }
 
 // HandoffDir is where gates hand their results to the main container.
@@ -370,11 +375,11 @@ func podSpec(m *spec.Module, o Options, containers, inits []corev1.Container, co
 	}
 	for i := range inits {
 		inits[i] = withAuthorConfig(m, inits[i])
-		inits[i].Env = append(inits[i].Env, SpecEnv(o.fingerprint)...)
+		inits[i].Env = append(inits[i].Env, SpecEnv(m, o.fingerprint)...)
 	}
 	for i := range containers {
 		containers[i] = withAuthorConfig(m, containers[i])
-		containers[i].Env = append(containers[i].Env, SpecEnv(o.fingerprint)...)
+		containers[i].Env = append(containers[i].Env, SpecEnv(m, o.fingerprint)...)
 	}
 	volumes = append(volumes, authorVolumes(m, append(append([]corev1.Container(nil), inits...), containers...))...)
 	return corev1.PodSpec{

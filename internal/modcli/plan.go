@@ -91,8 +91,15 @@ func WritePlan(out io.Writer, m *spec.Module) error {
 
 // writeConfig prints the author's variables and volumes, the containers
 // that get each, and the startup dependencies among them.
-// writeCRDs lists the CustomResourceDefinitions the module ships.
+// writeCRDs lists the CustomResourceDefinitions the module ships, and its
+// declared settings.
 func writeCRDs(out io.Writer, m *spec.Module) {
+	if len(m.Settings) > 0 {
+		fmt.Fprintln(out, "\nsettings (vigil.Setting; every container gets them as resolved here):")
+		for _, s := range m.Settings {
+			fmt.Fprintf(out, "  %s=%q (default %q; %s)\n", s.Name, s.Value, s.Default, s.Site)
+		}
+	}
 	if len(m.CRDs) == 0 {
 		return
 	}

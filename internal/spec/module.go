@@ -40,6 +40,9 @@ type Module struct {
 	Watches []Watch `json:"watches"`
 	// Schedules run on the watcher's active replica.
 	Schedules []Schedule `json:"schedules"`
+	// Settings are the values the definition took from the environment,
+	// declared, in declaration order.
+	Settings []Setting `json:"settings,omitempty"`
 	// CRDs are the CustomResourceDefinitions the module ships: its own
 	// kinds.
 	CRDs []CRD `json:"crds,omitempty"`
