@@ -66,7 +66,8 @@ type Answer struct {
 // ValidatingAdmissionPolicies' CEL) and every validation. A failing or
 // panicking handler is answered by the failure policy. The module's listers
 // read r.Objects, its Store holds r.Store; handlers have no API server
-// (ClientFrom's client fails). It takes milliseconds: see `<module> test`
+// (ClientFrom returns nil: a handler that calls the API server is answered by
+// its failure policy). It takes milliseconds: see `<module> test`
 // for the same run from case files.
 func Review(t testing.TB, m *vigil.Module, r Request) Answer {
 	t.Helper()

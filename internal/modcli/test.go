@@ -52,7 +52,8 @@ match it, mutations first and in order, each seeing the object as those before
 it patched it; then the module's checks (its ValidatingAdmissionPolicies'
 CEL, with Kubernetes' CEL library) and every validation. A handler that fails
 or panics is answered by the failure policy. Handlers have no API server
-there: ClientFrom's client fails.`,
+there: ClientFrom returns nil, and a handler that calls the API server is
+answered by its failure policy.`,
 		Example: `  shop test testdata/policies
   shop test testdata/policies --junit report.xml
   shop test testdata/policies --kubeconfig ~/.kube/config   # through a cluster where shop is installed`,

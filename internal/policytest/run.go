@@ -54,7 +54,7 @@ var DefaultUser = User{Username: "policy-test", Groups: []string{"system:authent
 // validations of every capability, each webhook only if the API server would
 // call it. The first denial answers. The module's listers read the case's
 // objects; its Store holds the case's keys; handlers have no API server
-// (Client fails).
+// (ClientFrom returns nil).
 func Run(ctx context.Context, m *spec.Module, c Case) (Result, error) {
 	req, err := request(m, c)
 	if err != nil {
