@@ -21,14 +21,6 @@ type Outcome struct {
 // Passed reports whether the case ran and answered as expected.
 func (o Outcome) Passed() bool { return o.Err == nil && len(o.Diff) == 0 }
 
-// Failure is why the case failed, in lines; empty when it passed.
-func (o Outcome) Failure() string {
-	if o.Err != nil {
-		return o.Err.Error()
-	}
-	return strings.Join(o.Diff, "\n")
-}
-
 type junitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
 	Tests    int          `xml:"tests,attr"`
