@@ -118,7 +118,7 @@ func configure(m *vigil.Module) {
 func containerConfig(c corev1.Container) (env, mounts []string) {
 	for _, e := range c.Env {
 		switch {
-		case slices.Contains([]string{"POD_NAME", "POD_NAMESPACE", "POD_UID", "VIGIL_HANDOFF_DIR", "GOMEMLIMIT", "VIGIL_SPEC_HASH", "VIGIL_SPEC_PARTS"}, e.Name):
+		case slices.Contains([]string{"POD_NAME", "POD_NAMESPACE", "POD_UID", "VIGIL_HANDOFF_DIR", "GOMEMLIMIT", "VIGIL_SPEC_HASH", "VIGIL_SPEC_PARTS", "VIGIL_NAMESPACE"}, e.Name):
 		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
 			r := e.ValueFrom.SecretKeyRef
 			env = append(env, fmt.Sprintf("%s=secret:%s/%s optional=%v", e.Name, r.Name, r.Key, r.Optional != nil && *r.Optional))

@@ -62,7 +62,7 @@ func TestPlanShowsFailOpenAfter(t *testing.T) {
 		}
 	})
 	want := "fails open after 1m30s of outage (FailOpenAfter, failopen_test.go:"
-	if !strings.Contains(out, want) || !strings.Contains(out, "the opt-out label's guard never fails open") {
+	if !strings.Contains(out, want) || !strings.Contains(out, "the label's guard never fails open") {
 		t.Errorf("plan lacks %q and the guard:\n%s", want, out)
 	}
 	if n := strings.Count(out, "fails open after"); n != 1 {
