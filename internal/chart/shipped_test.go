@@ -1,6 +1,7 @@
 package chart_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,11 +25,13 @@ func TestChartPodsRunAsShipped(t *testing.T) {
 	// A namespace of its own: the package's other tests uninstall
 	// quota-system, which stays Terminating without a namespace controller.
 	const ns = "quota-shipped"
-	overlay := []string{"QUOTA_NAMESPACE=" + ns}
+	// The quota is a declared setting: rendered with 2, every container
+	// gets 2.
+	overlay := []string{"QUOTA_NAMESPACE=" + ns, "QUOTA_MAX_REPLICAS=2"}
 	_, ch := writeChart(t, overlay...)
 	rel, err := render(t, ch, map[string]any{
 		"logLevel":  "debug",
-		"extraEnv":  []any{map[string]any{"name": "QUOTA_MAX_REPLICAS", "value": "2"}},
+		"extraEnv":  []any{map[string]any{"name": "QUOTA_NOTE", "value": "from extraEnv"}},
 		"admission": map[string]any{"replicas": 1},
 	})
 	if err != nil {
@@ -51,6 +54,13 @@ func TestChartPodsRunAsShipped(t *testing.T) {
 		}
 	}
 	m.Objects = kept
+	adm, err := m.Deployment("admission")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(adm.Spec.Template.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == "QUOTA_NOTE" && e.Value == "from extraEnv" }) {
+		t.Errorf("extraEnv did not reach the admission container: %v", adm.Spec.Template.Spec.Containers[0].Env)
+	}
 	mod := env.InstallModule(t, vigiltest.ModuleOptions{Binary: quota(t), Manifests: m, Env: overlay})
 	if mod.Name != module || mod.Namespace != ns {
 		t.Fatalf("installed %s in %s, want %s in %s", mod.Name, mod.Namespace, module, ns)
@@ -75,7 +85,7 @@ func TestChartPodsRunAsShipped(t *testing.T) {
 			},
 		}
 	}
-	// extraEnv reached the module: its quota is 2, not the default 3.
+	// The setting reached the module: its quota is 2, not the default 3.
 	vigiltest.Denied(t, env.Client, deploy("three", 3), "the quota allows 2 at most")
 	vigiltest.Admitted(t, env.Client, deploy("two", 2))
 }
