@@ -49,6 +49,18 @@ var (
 
 var validKey = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 
+// CheckKey reports, as ErrInvalidKey, what is wrong with a key a Store
+// would refuse; nil for a valid one.
+func CheckKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: expected a key matching [-._a-zA-Z0-9]+, got an empty string", ErrInvalidKey)
+	}
+	if !validKey.MatchString(key) {
+		return fmt.Errorf("%w: expected a key matching [-._a-zA-Z0-9]+, got %q: use letters, digits, '-', '_' and '.'", ErrInvalidKey, key)
+	}
+	return nil
+}
+
 // Options configure a Client.
 type Options struct {
 	// Namespace and Name of the Store object: the module's namespace and name.
@@ -357,11 +369,8 @@ func (sc scope) key(key string) (string, error) {
 	if sc.err != nil {
 		return "", sc.err
 	}
-	if key == "" {
-		return "", fmt.Errorf("%w: expected a key matching [-._a-zA-Z0-9]+, got an empty string", ErrInvalidKey)
-	}
-	if !validKey.MatchString(key) {
-		return "", fmt.Errorf("%w: expected a key matching [-._a-zA-Z0-9]+, got %q: use letters, digits, '-', '_' and '.'", ErrInvalidKey, key)
+	if err := CheckKey(key); err != nil {
+		return "", err
 	}
 	return sc.prefix + key, nil
 }

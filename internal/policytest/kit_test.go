@@ -122,3 +122,23 @@ func TestTheTestCommandExitsAndWritesJUnit(t *testing.T) {
 		}
 	}
 }
+
+// The in-process Store refuses the keys the real one does, so a handler
+// that passes in a case does not fail in the cluster.
+func TestTheInProcessStoreRefusesWhatTheStoreRefuses(t *testing.T) {
+	m := vigil.NewModule("keys", vigil.Options{})
+	c := m.Capability("keys")
+	vigil.When(c, &corev1.Secret{}).IsCreated().Named("records").
+		Validate(func(ctx context.Context, r *vigil.Request[*corev1.Secret]) vigil.Verdict {
+			if err := vigil.StoreFrom(ctx).Set(ctx, r.Name, "seen"); err != nil {
+				return admission.Deny(err.Error())
+			}
+			return admission.Allow()
+		})
+	for name, want := range map[string]string{"ok.key-1": "", "bad:key": "invalid store key"} {
+		a := vigiltest.Review(t, m, vigiltest.Request{Object: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "apps"}}})
+		if (want == "") != a.Allowed || !strings.Contains(a.Message, want) {
+			t.Errorf("a Secret named %s: %+v; want %q", name, a, want)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package policytest
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -41,9 +40,10 @@ type scope struct {
 
 var _ store.Store = scope{}
 
+// key is k as stored; a key the Store would refuse is refused here too.
 func (s scope) key(k string) (string, error) {
-	if k == "" || strings.ContainsAny(k, "/ ") {
-		return "", fmt.Errorf("%w: expected a key matching [-._a-zA-Z0-9]+, got %q", store.ErrInvalidKey, k)
+	if err := store.CheckKey(k); err != nil {
+		return "", err
 	}
 	return s.prefix + k, nil
 }
