@@ -237,6 +237,9 @@ type auditRun struct {
 	enforced               time.Time
 	valWindows, mutWindows []registration.Outage
 	findings               []Finding
+	// labelled are the exclusion policies of the capabilities with an
+	// opt-out or opt-in label, made once per run: see seen.
+	labelled map[string]spec.ExclusionPolicy
 	// nsLabels are the labels of the namespaces seen, by name.
 	nsLabels map[string]map[string]string
 }
@@ -257,6 +260,14 @@ func (a *Auditor) startRun(ctx context.Context, cs kubernetes.Interface) *auditR
 		}
 	}
 	r.enforced = r.rec.EnforcedAt()
+	for _, c := range m.Capabilities {
+		if c.OptOut != nil || c.OptIn != nil {
+			if r.labelled == nil {
+				r.labelled = map[string]spec.ExclusionPolicy{}
+			}
+			r.labelled[c.Name] = m.ExclusionPolicy().Of(m.Name, c)
+		}
+	}
 	r.valWindows, r.mutWindows = r.rec.Windows(), r.mutRec.Windows()
 	return r
 }
@@ -296,20 +307,15 @@ func (r *auditRun) report(f Finding, obj *unstructured.Unstructured) {
 // created now: what its exclusions leave out — a namespace or object that
 // opted out, a namespace that did not opt in — is no violation of it.
 func (r *auditRun) seen(capability string, gvk schema.GroupVersionKind, obj *unstructured.Unstructured) bool {
-	m := r.a.Module
-	i := slices.IndexFunc(m.Capabilities, func(c spec.Capability) bool { return c.Name == capability })
-	if i < 0 {
-		return true
-	}
-	c := m.Capabilities[i]
-	if c.OptOut == nil && c.OptIn == nil {
+	p, labelled := r.labelled[capability]
+	if !labelled {
 		return true // its other exclusions are the audit's own (namespaces, kinds)
 	}
 	ns := obj.GetNamespace()
 	if gvk.Group == "" && gvk.Kind == "Namespace" {
 		ns = obj.GetName()
 	}
-	return m.ExclusionPolicy().Of(m.Name, c).Admits(spec.AdmissionRequest{
+	return p.Admits(spec.AdmissionRequest{
 		Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: ns, Name: obj.GetName(),
 		Labels: obj.GetLabels(), NamespaceLabels: r.namespaceLabels(ns),
 	})
