@@ -274,6 +274,14 @@ func applyPatch(req *admissionv1.AdmissionRequest, res *Result, patch []byte) er
 // request is the AdmissionRequest of a case, as the API server would send
 // it.
 func request(m *spec.Module, c Case) (*admissionv1.AdmissionRequest, error) {
+	// The case's objects are the caller's: a namespace filled in goes on
+	// copies.
+	if c.Object != nil {
+		c.Object = runtime.DeepCopyJSON(c.Object)
+	}
+	if c.OldObject != nil {
+		c.OldObject = runtime.DeepCopyJSON(c.OldObject)
+	}
 	obj := c.Object
 	if obj == nil {
 		obj = c.OldObject
