@@ -341,10 +341,14 @@ func TestWaitForDelete(t *testing.T) {
 	createConfigMap(t, ns, "set-1", map[string]string{"app": "doomed"}, nil)
 	createConfigMap(t, ns, "set-2", map[string]string{"app": "doomed"}, nil)
 
-	var setProgress vigiltest.Buffer
-	one := goWait(t, kc, nil, "cm/doomed", "--for=delete", "-n", ns, "--timeout=40s")
+	var oneProgress, setProgress vigiltest.Buffer
+	one := goWait(t, kc, &oneProgress, "cm/doomed", "--for=delete", "-n", ns, "--timeout=40s", "--progress-interval=100ms")
 	set := goWait(t, kc, &setProgress, "cm", "-l", "app=doomed", "--for=delete", "-n", ns, "--timeout=40s", "--progress-interval=100ms")
 	stillRunning(t, 200*time.Millisecond, one, set)
+	// The waiter has found the object (its progress says so) before it is
+	// deleted: one deleted before it looked is not there, a wait that
+	// ends at once and says nothing, as kubectl wait's does.
+	waitForText(t, &oneProgress, "last seen: still exists")
 	if err := env.Clientset.CoreV1().ConfigMaps(ns).Delete(t.Context(), "doomed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
