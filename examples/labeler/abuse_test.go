@@ -28,14 +28,15 @@ import (
 
 // TestBoundedUnderAbuse drives, for 25 seconds, what took the admission
 // server past its memory limit before it had limits — all on loopback, from
-// a bounded number of connections —
+// a bounded number of connections, from 127.0.0.2 —
 //   - 200 TLS connections that send a review's headers, then its body one
 //     byte every 5 s (reconnecting when cut off);
 //   - 30 connections that each send 6.5 MB of a 7 MB body, then trickle;
 //   - 12 workers sending 6.9 MiB reviews back to back;
 //
 // at the labeler's admission role running with the Deployment's GOMEMLIMIT,
-// while one worker sends ordinary reviews as the API server would. Its
+// while one worker sends ordinary reviews from 127.0.0.1, as the API server
+// would from its own address. Its
 // resident memory must stay under the Deployment's limit (256Mi), every
 // ordinary review must be answered within the webhook's timeout (10s), and
 // no trickling connection may stay open past the server's bounds.
@@ -53,6 +54,11 @@ func TestBoundedUnderAbuse(t *testing.T) {
 		c := l.client.Transport.(*http.Transport).TLSClientConfig.Clone()
 		c.NextProtos = protos
 		return c
+	}
+	// The abuse comes from another client than the API server's reviews,
+	// as a flooding Pod does: 127.0.0.2, which Linux routes to loopback.
+	abuser := func() *net.Dialer {
+		return &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
 	}
 	const window = 25 * time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), window)
@@ -81,7 +87,7 @@ func TestBoundedUnderAbuse(t *testing.T) {
 	trickle := func(prefix int, contentLength int) {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", host, tlsConfig("http/1.1"))
+			c, err := tls.DialWithDialer(abuser(), "tcp", host, tlsConfig("http/1.1"))
 			if err != nil {
 				time.Sleep(200 * time.Millisecond)
 				continue
@@ -133,7 +139,7 @@ func TestBoundedUnderAbuse(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "large", Namespace: "apps", Labels: map[string]string{"app": "bench"}},
 		Data:       map[string]string{"blob": strings.Repeat("x", 69<<20/10)},
 	}, "configmaps")
-	bigClient := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig(), ForceAttemptHTTP2: true}}
+	bigClient := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig(), ForceAttemptHTTP2: true, DialContext: abuser().DialContext}}
 	for range 12 {
 		wg.Add(1)
 		go func() {
