@@ -52,12 +52,18 @@ type Module struct {
 	Gates      []Gate
 	FailClosed []Webhook
 	Needs      []Need
+	// Ships are the CRDs the module's install applies (the chart's crds/)
+	// before its pods: their creator, the install, is the module's.
+	Ships []spec.Object
 }
 
 // Of is what the analysis reads of a module: its gates, what they wait for
 // and create, and its fail-closed webhooks.
 func Of(m *spec.Module) Module {
 	out := Module{Name: m.Name, Namespace: m.Namespace}
+	for _, c := range m.CRDs {
+		out.Ships = append(out.Ships, spec.Object{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Name: c.Name})
+	}
 	for _, g := range m.Gates() {
 		dg := Gate{Name: g.Name, Phase: g.Phase, Creates: g.Creates, Site: g.Site}
 		if g.Waits != nil {
@@ -164,6 +170,7 @@ type edge struct {
 // mod is a module with its nodes.
 type mod struct {
 	m            *Module
+	install      int // its CRDs applied; -1 when it ships none
 	pods         int
 	serving      int
 	phases       []int       // ascending, each with gates
@@ -210,6 +217,10 @@ func build(in []Module) *graph {
 func (g *graph) layout(mods []*mod) []*gateRef {
 	var gates []*gateRef
 	for _, md := range mods {
+		md.install = -1
+		if len(md.m.Ships) > 0 {
+			md.install = g.add()
+		}
 		md.pods = g.add()
 		for i := range md.m.Gates {
 			gt := &md.m.Gates[i]
@@ -244,6 +255,23 @@ func (g *graph) layout(mods []*mod) []*gateRef {
 func (g *graph) addModules(mods []*mod) {
 	for _, md := range mods {
 		name := md.m.Name
+		// Its install applies its CRDs before its pods, through every
+		// module's fail-closed webhooks that match them.
+		if md.install >= 0 {
+			g.and(md.pods, md.install, fmt.Sprintf("%s's pods are created only after its install applied its CRDs (crds/)", name))
+			for _, o := range md.m.Ships {
+				for _, n := range mods {
+					// Its own webhooks are registered only once it serves,
+					// after its install, and a restart does not apply again.
+					if n == md {
+						continue
+					}
+					if why := mustPass(n.m, o); why != "" {
+						g.and(md.install, n.serving, fmt.Sprintf("%s's install applies %s", name, describe(o)), why)
+					}
+				}
+			}
+		}
 		// Its pods are created by the Deployment and ReplicaSet controllers in
 		// its namespace, through every other module's fail-closed webhooks.
 		for _, n := range mods {
@@ -313,7 +341,7 @@ func (g *graph) addNeeds(mods []*mod, gates []*gateRef) {
 			}
 		}
 		for o, need := range md.needNode {
-			addCreators(g, gates, need, o, "")
+			addCreators(g, mods, gates, need, o, "")
 			for _, n := range mods {
 				if why := mustPass(n.m, o); why != "" {
 					g.and(need, n.serving, why)
@@ -331,8 +359,14 @@ func (g *graph) addWaits(mods []*mod, gates []*gateRef) {
 		if o.Kind == "" {
 			continue
 		}
+		if shipped([]*mod{r.mod}, o) {
+			continue // met: its install applied it before its pods
+		}
 		waits := fmt.Sprintf("%s waits for %s", r.desc(), describe(o))
-		addCreators(g, gates, r.wait, o, waits)
+		addCreators(g, mods, gates, r.wait, o, waits)
+		if shipped(mods, o) {
+			continue // its install passed the webhooks, or is held up by them
+		}
 		for _, n := range mods {
 			if why := mustPass(n.m, o); why != "" {
 				g.and(r.wait, n.serving, waits, why)
@@ -342,21 +376,31 @@ func (g *graph) addWaits(mods []*mod, gates []*gateRef) {
 }
 
 // addCreators makes node v, which needs object o, finish once one of o's
-// creators did; first, when given, is the step that says why v needs o.
-func addCreators(g *graph, gates []*gateRef, v int, o spec.Object, first string) {
-	var creators []*gateRef
+// creators did — a gate's callback, or the install of a module that ships
+// it; first, when given, is the step that says why v needs o.
+func addCreators(g *graph, mods []*mod, gates []*gateRef, v int, o spec.Object, first string) {
+	type creator struct {
+		desc string
+		node int
+	}
+	var creators []creator
+	for _, md := range mods {
+		if md.install >= 0 && slices.ContainsFunc(md.m.Ships, func(cr spec.Object) bool { return creates(cr, o) }) {
+			creators = append(creators, creator{md.m.Name + "'s install (its crds/)", md.install})
+		}
+	}
 	for _, c := range gates {
 		if slices.ContainsFunc(c.g.Creates, func(cr spec.Object) bool { return creates(cr, o) }) {
-			creators = append(creators, c)
+			creators = append(creators, creator{c.desc(), c.done})
 		}
 	}
 	for i, c := range creators {
-		s := fmt.Sprintf("%s is created only by %s", describe(o), c.desc())
+		s := fmt.Sprintf("%s is created only by %s", describe(o), c.desc)
 		if len(creators) > 1 {
 			var others []string
 			for j, d := range creators {
 				if j != i {
-					others = append(others, d.desc())
+					others = append(others, d.desc)
 				}
 			}
 			s += fmt.Sprintf(" (or by %s, blocked too)", strings.Join(others, ", "))
@@ -365,8 +409,15 @@ func addCreators(g *graph, gates []*gateRef, v int, o spec.Object, first string)
 		if first != "" {
 			steps = []string{first, s}
 		}
-		g.nodes[v].or = append(g.nodes[v].or, edge{to: c.done, steps: steps})
+		g.nodes[v].or = append(g.nodes[v].or, edge{to: c.node, steps: steps})
 	}
+}
+
+// shipped says whether a module's install applies o.
+func shipped(mods []*mod, o spec.Object) bool {
+	return slices.ContainsFunc(mods, func(md *mod) bool {
+		return slices.ContainsFunc(md.m.Ships, func(cr spec.Object) bool { return creates(cr, o) })
+	})
 }
 
 // podObjects are what the controllers create, in the module's namespace, for

@@ -117,6 +117,57 @@ func TestFind(t *testing.T) {
 			mods: pair(cm("apps", "shared"), Webhook{Name: podHook.Name, Kind: podHook.Kind, Operations: podHook.Operations, Site: podHook.Site, Except: []string{"b-system"}}, configMapHook),
 		},
 		{
+			// Its gate waits for the CRD its install applied before its
+			// pods: met, not external, and its own webhook on CRDs is not
+			// registered yet.
+			name: "a module waiting for the CRD it ships",
+			mods: []Module{{Name: "widgets", Namespace: "widgets-system",
+				Gates:      []Gate{gate("crd", 0, crd("widgets.example.dev"), "w.go:10")},
+				FailClosed: []Webhook{hook("crds", "apiextensions.k8s.io", "CustomResourceDefinition", "w.go:20")},
+				Ships:      []Object{crd("widgets.example.dev")},
+			}},
+		},
+		{
+			// b admits CRDs fail-closed and its pods need a; a's install
+			// applies its CRD before a's pods, through b's webhook.
+			name: "an install held up by another module's webhook",
+			mods: []Module{
+				{Name: "a", Namespace: "a-system", FailClosed: []Webhook{podHook},
+					Gates: []Gate{gate("crd", 0, crd("widgets.example.dev"), "a.go:10")},
+					Ships: []Object{crd("widgets.example.dev")}},
+				{Name: "b", Namespace: "b-system", FailClosed: []Webhook{hook("crds", "apiextensions.k8s.io", "CustomResourceDefinition", "b.go:20")}},
+			},
+			want: [][]string{{
+				"a's install applies CustomResourceDefinition widgets.example.dev",
+				"CustomResourceDefinition widgets.example.dev is admitted only once b serves: it must pass b's fail-closed webhook crds at b.go:20 on CREATE",
+				"b serves only once its pods exist",
+				"b's pods in namespace b-system are created only once a serves: they must pass its fail-closed webhook a/pods at a.go:20 on Pod CREATE",
+				"a serves only after its phase 0 finished",
+				"a phase 0 runs only once a's pods exist",
+				"a's pods are created only after its install applied its CRDs (crds/)",
+			}},
+		},
+		{
+			// c's gate waits for a's CRD: a's install creates it, so c is
+			// held up while a's install is, by b, whose pods need c.
+			name: "another module waiting for a module's CRD",
+			mods: []Module{
+				{Name: "a", Namespace: "a-system", Ships: []Object{crd("widgets.example.dev")}},
+				{Name: "b", Namespace: "b-system", FailClosed: []Webhook{hook("crds", "apiextensions.k8s.io", "CustomResourceDefinition", "b.go:20")}},
+				{Name: "c", Namespace: "c-system", FailClosed: []Webhook{hook("pods", "", "Pod", "c.go:20", "b-system")},
+					Gates: []Gate{gate("widgets", 0, crd("widgets.example.dev"), "c.go:10")}},
+			},
+			want: [][]string{{
+				"a's install applies CustomResourceDefinition widgets.example.dev",
+				"CustomResourceDefinition widgets.example.dev is admitted only once b serves: it must pass b's fail-closed webhook crds at b.go:20 on CREATE",
+				"b serves only once its pods exist",
+				"b's pods in namespace b-system are created only once c serves: they must pass its fail-closed webhook pods at c.go:20 on Pod CREATE",
+				"c serves only after its phase 0 finished",
+				"c phase 0 (gate widgets at c.go:10) waits for CustomResourceDefinition widgets.example.dev",
+				"CustomResourceDefinition widgets.example.dev is created only by a's install (its crds/)",
+			}},
+		},
+		{
 			name: "module without gates or webhooks",
 			mods: []Module{{Name: "empty", Namespace: "empty"}},
 		},

@@ -29,6 +29,12 @@
 // its creators ran (none declared: external), and it passed the fail-closed
 // webhooks that match it.
 //
+// A module's install applies the CRDs it ships (the chart's crds/) before
+// its pods, through the other modules' fail-closed webhooks that match
+// them: its pods need its install, and a CRD it ships is created by its
+// install — met for its own gates, a creator like a gate's callback for
+// another module's.
+//
 // A wait for an object is held up by its creators only when every declared
 // creator is itself blocked: one creator that can finish is enough. An object
 // nobody declares to create is external. Webhook matching follows what
