@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -169,6 +170,21 @@ func TestEveryMistakeNamesTheAuthorsLine(t *testing.T) {
 			vigil.TrustedNamespace(m, "trusted")
 			return at(func() { vigil.TrustedNamespace(m, "trusted") })
 		}, "already declared"},
+		{"Setting named VIGIL_", func(m *vigil.Module, _ *vigil.Capability) int {
+			return at(func() { vigil.Setting(m, "VIGIL_LIMIT", "3") })
+		}, "names starting with VIGIL_ are vigil's own"},
+		{"SettingAs a value that does not parse", func(m *vigil.Module, _ *vigil.Capability) int {
+			t.Setenv("CALLSITE_TIMEOUT", "soon")
+			var got time.Duration
+			line := at(func() { got = vigil.SettingAs(m, "CALLSITE_TIMEOUT", "2m", time.ParseDuration) })
+			if got != 2*time.Minute {
+				t.Errorf("SettingAs with a value that does not parse = %s, want the default 2m", got)
+			}
+			return line
+		}, `CALLSITE_TIMEOUT="soon" does not parse: time: invalid duration "soon": set a value that does, or unset it for the default "2m"`},
+		{"SettingAs a default that does not parse", func(m *vigil.Module, _ *vigil.Capability) int {
+			return at(func() { vigil.SettingAs(m, "CALLSITE_UNSET_LIMIT", "three", strconv.Atoi) })
+		}, `Setting("CALLSITE_UNSET_LIMIT"): the default "three" does not parse`},
 		{"NamespaceProvenance twice", func(m *vigil.Module, _ *vigil.Capability) int {
 			vigil.NamespaceProvenance(m)
 			return at(func() { vigil.NamespaceProvenance(m) })

@@ -167,3 +167,24 @@ func (b *MountBuilder) File(key string) string { return filepath.Join(b.Path(), 
 func Setting(m *Module, name, def string) string {
 	return m.d.Setting(define.Caller(), name, def)
 }
+
+// SettingAs is Setting with its value parsed by parse, such as
+// time.ParseDuration or strconv.Atoi. A value parse refuses — the default or
+// the environment's — is a mistake in the definition, reported at start with
+// this call's site, the value seen and the default that stands without it.
+//
+//	timeout := vigil.SettingAs(m, "SHOP_TIMEOUT", "2m", time.ParseDuration)
+func SettingAs[T any](m *Module, name, def string, parse func(string) (T, error)) T {
+	site := define.Caller()
+	value := m.d.Setting(site, name, def)
+	v, err := parse(value)
+	if err != nil {
+		if value == def {
+			m.d.Recordf(site, "Setting(%q): the default %q does not parse: %v: declare a default that does", name, def, err)
+		} else {
+			m.d.Recordf(site, "Setting(%q): %s=%q does not parse: %v: set a value that does, or unset it for the default %q", name, name, value, err, def)
+		}
+		v, _ = parse(def)
+	}
+	return v
+}

@@ -344,3 +344,35 @@ func TestMountPathFollowsTheMountRoot(t *testing.T) {
 		t.Errorf("under vigil dev, Path = %q, want the mount path under %s", p, root)
 	}
 }
+
+// A parsed setting gives the author the parsed value of the environment's
+// variable, and the containers get the text it was parsed from.
+func TestSettingAsParsesAndIsCarried(t *testing.T) {
+	t.Setenv("CONFIGURED_TIMEOUT", "45s")
+	m := gated(vigil.DefaultNamespace)
+	if got := vigil.SettingAs(m, "CONFIGURED_TIMEOUT", "2m", time.ParseDuration); got != 45*time.Second {
+		t.Fatalf("SettingAs = %s, want 45s from the environment", got)
+	}
+	if err := m.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	var seen int
+	for _, o := range renderManifests(t, m) {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		var d appsv1.Deployment
+		if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {
+			seen++
+			if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "CONFIGURED_TIMEOUT" && e.Value == "45s" }) {
+				t.Errorf("%s's container %s lacks CONFIGURED_TIMEOUT=45s: %v", d.Name, c.Name, c.Env)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("the manifests render no Deployment's containers")
+	}
+}

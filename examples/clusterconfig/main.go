@@ -94,46 +94,46 @@ const (
 	DefaultsDir    = "/etc/uds"
 )
 
-func main() {
-	s, err := settingsFromEnv()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "clusterconfig: %v\n", err)
-		os.Exit(1)
-	}
-	vigil.Run(newModule(s))
-}
+func main() { vigil.Run(newModule()) }
 
-// settings are what the module reads from its environment.
+// settings are what the module reads from its environment, declared as
+// settings so that every container runs with the values it was rendered
+// with.
 type settings struct {
-	namespace string
 	// defaultsPath is the defaults file; the mounted Secret's when empty.
 	defaultsPath string
 	timeout      time.Duration
 	// exemptionsNamespace is the one namespace whose Exemptions count,
 	// unless the ClusterConfig allows all.
 	exemptionsNamespace string
+	// creators are identities trusted to create namespaces that Exemptions
+	// name, comma-separated.
+	creators string
 }
 
-func settingsFromEnv() (settings, error) {
-	s := settings{
-		namespace:    envOr("CLUSTERCONFIG_NAMESPACE", "uds-system"),
-		defaultsPath: os.Getenv("CLUSTERCONFIG_DEFAULTS"),
-		timeout:      2 * time.Minute,
-
-		exemptionsNamespace: envOr("CLUSTERCONFIG_EXEMPTIONS_NAMESPACE", "uds-policy-exemptions"),
+func declareSettings(m *vigil.Module) settings {
+	return settings{
+		defaultsPath:        vigil.Setting(m, "CLUSTERCONFIG_DEFAULTS", ""),
+		timeout:             vigil.SettingAs(m, "CLUSTERCONFIG_TIMEOUT", "2m", positiveDuration),
+		exemptionsNamespace: vigil.Setting(m, "CLUSTERCONFIG_EXEMPTIONS_NAMESPACE", "uds-policy-exemptions"),
+		creators:            vigil.Setting(m, "CLUSTERCONFIG_NAMESPACE_CREATORS", ""),
 	}
-	if v := os.Getenv("CLUSTERCONFIG_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return s, fmt.Errorf("CLUSTERCONFIG_TIMEOUT=%q: expected a positive duration such as 30s or 2m", v)
-		}
-		s.timeout = d
-	}
-	return s, nil
 }
 
-func newModule(s settings) *vigil.Module {
-	m := vigil.NewModule("uds-core", vigil.Options{Namespace: s.namespace})
+// positiveDuration parses a duration such as 30s or 2m, and refuses 0 and
+// less.
+func positiveDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("%s is not positive", v)
+	}
+	return d, err
+}
+
+func newModule() *vigil.Module {
+	// Installed elsewhere when rendered with VIGIL_NAMESPACE.
+	m := vigil.NewModule("uds-core", vigil.Options{Namespace: "uds-system"})
+	s := declareSettings(m)
 
 	// The defaults, in every container that merges a ClusterConfig over them.
 	defaults := vigil.MountSecret(m, DefaultsSecret, DefaultsDir).Keys(DefaultsKey).
@@ -486,11 +486,4 @@ func matchExemption(exemptions []*unstructured.Unstructured, from, namespace, po
 		}
 	}
 	return "", invalid
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

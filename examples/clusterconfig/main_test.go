@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -74,7 +75,7 @@ func TestModuleRolesAsInAPod(t *testing.T) {
 	kc := env.KubeConfigFile(t)
 	handoff := filepath.Join(dir, "handoff")
 	envv := []string{
-		"KUBECONFIG=" + kc, "VIGIL_HANDOFF_DIR=" + handoff, "CLUSTERCONFIG_NAMESPACE=" + ns,
+		"KUBECONFIG=" + kc, "VIGIL_HANDOFF_DIR=" + handoff, "VIGIL_NAMESPACE=" + ns,
 		"CLUSTERCONFIG_DEFAULTS=" + filepath.Join(".", "defaults.yaml"), "CLUSTERCONFIG_TIMEOUT=1s",
 		"CLUSTERCONFIG_EXEMPTIONS_NAMESPACE=" + exemptionNS,
 	}
@@ -308,7 +309,8 @@ func TestExemptionsOnlyFromTheirNamespace(t *testing.T) {
 		t.Errorf("a ClusterConfig with allowAllNsExemptions: true: %v, %v; want all namespaces allowed", spec, err)
 	}
 	t.Setenv("CLUSTERCONFIG_EXEMPTIONS_NAMESPACE", "")
-	if got, _ := settingsFromEnv(); got.exemptionsNamespace != "uds-policy-exemptions" {
+	os.Unsetenv("CLUSTERCONFIG_EXEMPTIONS_NAMESPACE")
+	if got := declareSettings(vigil.NewModule("uds-core", vigil.Options{})); got.exemptionsNamespace != "uds-policy-exemptions" {
 		t.Errorf("exemptions namespace %q by default, want uds-policy-exemptions", got.exemptionsNamespace)
 	}
 }
@@ -376,7 +378,7 @@ func TestDefaultsSecretIsMountedAndMergedUnder(t *testing.T) {
 	if err := env.InstallCRDYAML(crds); err != nil {
 		t.Fatal(err)
 	}
-	moduleEnv := []string{"CLUSTERCONFIG_NAMESPACE=" + ns, "CLUSTERCONFIG_TIMEOUT=1s", "CLUSTERCONFIG_EXEMPTIONS_NAMESPACE=" + env.Namespace(t)}
+	moduleEnv := []string{"VIGIL_NAMESPACE=" + ns, "CLUSTERCONFIG_TIMEOUT=1s", "CLUSTERCONFIG_EXEMPTIONS_NAMESPACE=" + env.Namespace(t)}
 	m := env.InstallModule(t, vigiltest.ModuleOptions{Env: moduleEnv})
 
 	// The manifests mount it where the module reads it.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,7 +40,7 @@ func declareTrust(m *vigil.Module, s settings) *trust {
 		provenance: vigil.NamespaceProvenance(m),
 	}
 	t.creators = t.exemptions.Allowed()
-	for _, c := range strings.Split(os.Getenv("CLUSTERCONFIG_NAMESPACE_CREATORS"), ",") {
+	for _, c := range strings.Split(s.creators, ",") {
 		if c = strings.TrimSpace(c); c != "" {
 			t.creators = append(t.creators, c)
 		}

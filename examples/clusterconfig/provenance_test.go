@@ -144,7 +144,7 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	}
 	ns := env.Namespace(t)
 	trusted := "exemptions-" + id
-	moduleEnv := []string{"CLUSTERCONFIG_NAMESPACE=" + ns, "CLUSTERCONFIG_TIMEOUT=1s", "CLUSTERCONFIG_EXEMPTIONS_NAMESPACE=" + trusted}
+	moduleEnv := []string{"VIGIL_NAMESPACE=" + ns, "CLUSTERCONFIG_TIMEOUT=1s", "CLUSTERCONFIG_EXEMPTIONS_NAMESPACE=" + trusted}
 	bin := vigiltest.BuildModule(t, ".")
 	cmd := exec.Command(bin, "manifests", "--image", "vigiltest.invalid/uds-core:test")
 	cmd.Env = append(os.Environ(), moduleEnv...)

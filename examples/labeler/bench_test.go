@@ -123,7 +123,7 @@ func startModuleCRD(t testing.TB, moduleDir string, installCRD bool, extraArgs [
 		args = append(args, strings.ReplaceAll(a, "{addr}", addr))
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(append(os.Environ(), "LABELER_NAMESPACE="+ns, "VIGIL_HANDOFF_DIR="+dir), extraEnv...)
+	cmd.Env = append(append(os.Environ(), "VIGIL_NAMESPACE="+ns, "VIGIL_HANDOFF_DIR="+dir), extraEnv...)
 	logs := &vigiltest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	l := &labeler{cmd: cmd, base: "https://" + addr, metrics: "http://" + metrics, serving: serving, logs: logs, certDir: dir}

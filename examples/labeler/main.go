@@ -13,7 +13,7 @@ package main
 
 import (
 	"context"
-	"os"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -24,11 +24,8 @@ import (
 func main() { vigil.Run(newModule()) }
 
 func newModule() *vigil.Module {
-	ns := os.Getenv("LABELER_NAMESPACE")
-	if ns == "" {
-		ns = "labeler-system"
-	}
-	m := vigil.NewModule("labeler", vigil.Options{Namespace: ns})
+	// Installed elsewhere when rendered with VIGIL_NAMESPACE.
+	m := vigil.NewModule("labeler", vigil.Options{Namespace: "labeler-system"})
 	labels := m.Capability("labels")
 
 	vigil.When(labels, &corev1.ConfigMap{}).IsCreated().Named("label-configmaps").
@@ -42,7 +39,10 @@ func newModule() *vigil.Module {
 			return nil
 		})
 
-	if os.Getenv("LABELER_CHECKS") == "webhook" {
+	// Where the app-label checks run: in the API server (require, CEL) or
+	// in the module's webhook (webhook). A setting, so every container runs
+	// with the value the manifests were rendered with.
+	if vigil.SettingAs(m, "LABELER_CHECKS", "require", checksIn) == "webhook" {
 		vigil.When(labels, &corev1.ConfigMap{}).IsCreated().Named("configmaps-need-app").
 			Validate(func(_ context.Context, r *vigil.Request[*corev1.ConfigMap]) vigil.Verdict {
 				if !r.HasLabel("app") {
@@ -65,4 +65,12 @@ func newModule() *vigil.Module {
 	vigil.When(labels, &corev1.Pod{}).IsCreated().Named("pods-need-app").
 		Require(hasApp, "the Pod has no app label: add one, as in `app: my-service`")
 	return m
+}
+
+// checksIn accepts where the checks run: require or webhook.
+func checksIn(v string) (string, error) {
+	if v != "require" && v != "webhook" {
+		return v, fmt.Errorf("expected require or webhook")
+	}
+	return v, nil
 }

@@ -9,11 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
-// A definition that reads the environment (LABELER_CHECKS adds a
-// validation) rendered with one environment and run with another: the
+// A definition that depends on the environment (the setting LABELER_CHECKS
+// adds a validation) rendered with one environment and run with another,
+// as when a container's variable is overridden: the
 // role refuses to serve, naming what differs, instead of serving a module
 // other than the one its manifests registered. With the environment the
 // manifests were rendered with, it passes the check.
@@ -41,6 +44,9 @@ func TestARoleRefusesADefinitionOtherThanItsManifests(t *testing.T) {
 		if strings.HasPrefix(e.Name, "VIGIL_SPEC_") {
 			carried = append(carried, e.Name+"="+e.Value)
 		}
+	}
+	if !slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == "LABELER_CHECKS" && e.Value == "webhook" }) {
+		t.Errorf("the admission container does not carry the setting LABELER_CHECKS=webhook it was rendered with: %v", d.Spec.Template.Spec.Containers[0].Env)
 	}
 	if len(carried) != 2 || d.Spec.Template.Annotations["vigil.dev/spec-hash"] == "" {
 		t.Fatalf("the admission container carries %v and its pod template the annotation %q; want VIGIL_SPEC_HASH and VIGIL_SPEC_PARTS, and the hash",

@@ -33,8 +33,9 @@ import (
 func main() { vigil.Run(newModule()) }
 
 func newModule() *vigil.Module {
-	ns := envOr("PHASES_NAMESPACE", "phases-system")
-	m := vigil.NewModule("phases", vigil.Options{Namespace: ns})
+	// Installed elsewhere when rendered with VIGIL_NAMESPACE.
+	m := vigil.NewModule("phases", vigil.Options{Namespace: "phases-system"})
+	ns := m.Namespace()
 
 	vigil.WaitFor(m, &apiextensionsv1.CustomResourceDefinition{}).
 		WithName("widgets.example.vigil.dev").
@@ -50,14 +51,15 @@ func newModule() *vigil.Module {
 			return store.SetJSONAndWait(ctx, s, "firstWidget", w.Object["spec"])
 		})
 
-	vigil.Sample(m, readFile(envOr("PHASES_READY_FILE", "/var/run/phases/ready")), vigil.Every(100*time.Millisecond)).
+	defaultsFile := vigil.Setting(m, "PHASES_DEFAULTS_FILE", "/etc/phases/defaults.json")
+	vigil.Sample(m, readFile(vigil.Setting(m, "PHASES_READY_FILE", "/var/run/phases/ready")), vigil.Every(100*time.Millisecond)).
 		Named("ready-file").InPhase(2).
 		ToMatch(func(s string) bool { return strings.TrimSpace(s) == "ready" })
 	vigil.WaitFor(m, &corev1.ConfigMap{}).
 		WithName("overrides").InNamespace(ns).InPhase(2).
 		Timeout(time.Second).
 		OnTimeout(func(context.Context) (*corev1.ConfigMap, error) {
-			return defaults(envOr("PHASES_DEFAULTS_FILE", "/etc/phases/defaults.json"))
+			return defaults(defaultsFile)
 		}).
 		ToBeCreated(nil)
 	return m
@@ -87,11 +89,4 @@ func defaults(path string) (*corev1.ConfigMap, error) {
 	}
 	cm.Name = "overrides"
 	return cm, nil
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

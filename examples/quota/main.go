@@ -10,7 +10,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -23,11 +22,8 @@ import (
 func main() { vigil.Run(newModule()) }
 
 func newModule() *vigil.Module {
-	ns := os.Getenv("QUOTA_NAMESPACE")
-	if ns == "" {
-		ns = "quota-system"
-	}
-	m := vigil.NewModule("quota", vigil.Options{Namespace: ns})
+	// Installed elsewhere when rendered with VIGIL_NAMESPACE.
+	m := vigil.NewModule("quota", vigil.Options{Namespace: "quota-system"})
 	// A setting, declared: the containers get the value the manifests were
 	// rendered with (QUOTA_MAX_REPLICAS=5 quota manifests).
 	limit := 3

@@ -42,7 +42,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/vigilkit/vigil"
@@ -72,16 +71,11 @@ const (
 	IstioSystem = "istio-system"
 )
 
-func main() {
-	s, err := settingsFromEnv()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "uds-core: %v\n", err)
-		os.Exit(1)
-	}
-	vigil.Run(newModule(s))
-}
+func main() { vigil.Run(newModule()) }
 
-// settings are what the module reads from its environment.
+// settings are what the module reads from its environment, declared as
+// settings so that every container runs with the values it was rendered
+// with.
 type settings struct {
 	timeout time.Duration
 	// zarfRegistry is the registry an Istio proxy image may come from
@@ -92,23 +86,26 @@ type settings struct {
 	operatorConfigDir string
 }
 
-func settingsFromEnv() (settings, error) {
-	s := settings{timeout: 2 * time.Minute, zarfRegistry: os.Getenv("ZARF_REGISTRY_ADDRESS")}
-	if s.zarfRegistry == "" {
-		s.zarfRegistry = "127.0.0.1:31999"
+func declareSettings(m *vigil.Module) settings {
+	return settings{
+		timeout:      vigil.SettingAs(m, "UDS_CLUSTERCONFIG_TIMEOUT", "2m", positiveDuration),
+		zarfRegistry: vigil.Setting(m, "ZARF_REGISTRY_ADDRESS", "127.0.0.1:31999"),
 	}
-	if v := os.Getenv("UDS_CLUSTERCONFIG_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return s, fmt.Errorf("UDS_CLUSTERCONFIG_TIMEOUT=%q: expected a positive duration such as 30s or 2m", v)
-		}
-		s.timeout = d
-	}
-	return s, nil
 }
 
-func newModule(s settings) *vigil.Module {
+// positiveDuration parses a duration such as 30s or 2m, and refuses 0 and
+// less.
+func positiveDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("%s is not positive", v)
+	}
+	return d, err
+}
+
+func newModule() *vigil.Module {
 	m := vigil.NewModule("uds-core", vigil.Options{Namespace: Namespace})
+	s := declareSettings(m)
 	// The operator config, in every container that merges a ClusterConfig
 	// over it. UDS Core's chart creates it before the module.
 	opcfg := vigil.MountSecret(m, OperatorConfigSecret, OperatorConfigDir).

@@ -103,9 +103,5 @@ func TestSecurityPolicies(t *testing.T) {
 // `uds-core test testdata/policies` runs without a cluster, and `make unit`
 // with it.
 func TestPolicyCases(t *testing.T) {
-	s, err := settingsFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	vigiltest.Cases(t, newModule(s), "testdata/policies")
+	vigiltest.Cases(t, newModule(), "testdata/policies")
 }

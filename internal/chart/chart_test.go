@@ -704,7 +704,7 @@ func BenchmarkChartInstall(b *testing.B) {
 	for n := 0; n < b.N; n++ {
 		b.StopTimer()
 		// A fresh namespace each time: none is ever removed here.
-		_, ch := writeChart(b, fmt.Sprintf("QUOTA_NAMESPACE=quota-bench-%d-%d", time.Now().UnixNano()%100000, n))
+		_, ch := writeChart(b, fmt.Sprintf("VIGIL_NAMESPACE=quota-bench-%d-%d", time.Now().UnixNano()%100000, n))
 		b.StartTimer()
 		_, took := installChart(b, cfg, ch, nil)
 		b.StopTimer()
@@ -727,7 +727,7 @@ func BenchmarkChartInstall(b *testing.B) {
 func TestChartExistingSecretCABundle(t *testing.T) {
 	ctx := context.Background()
 	const ns = "quota-certs"
-	nsEnv := "QUOTA_NAMESPACE=" + ns
+	nsEnv := "VIGIL_NAMESPACE=" + ns
 	_, ch := writeChart(t, nsEnv)
 	cfg := helmConfig(t, "default")
 	installChart(t, cfg, ch, map[string]any{"certificate": map[string]any{"mode": "existingSecret", "existingSecret": "quota-serving"}})

@@ -27,7 +27,7 @@ func TestChartPodsRunAsShipped(t *testing.T) {
 	const ns = "quota-shipped"
 	// The quota is a declared setting: rendered with 2, every container
 	// gets 2.
-	overlay := []string{"QUOTA_NAMESPACE=" + ns, "QUOTA_MAX_REPLICAS=2"}
+	overlay := []string{"VIGIL_NAMESPACE=" + ns, "QUOTA_MAX_REPLICAS=2"}
 	_, ch := writeChart(t, overlay...)
 	rel, err := render(t, ch, map[string]any{
 		"logLevel":  "debug",

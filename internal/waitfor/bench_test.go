@@ -134,7 +134,7 @@ func benchSatisfied(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		cmd := exec.Command(bin, "gate", "--phase", "0")
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kc, "PHASES_NAMESPACE="+ns, "VIGIL_HANDOFF_DIR="+dir)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kc, "VIGIL_NAMESPACE="+ns, "VIGIL_HANDOFF_DIR="+dir)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		began := time.Now()

@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"os"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,14 +20,10 @@ import (
 func main() { vigil.Run(newModule()) }
 
 func newModule() *vigil.Module {
-	ns := os.Getenv("LABELER_NAMESPACE")
-	if ns == "" {
-		ns = "listerbench-system"
-	}
-	m := vigil.NewModule("listerbench", vigil.Options{Namespace: ns})
+	m := vigil.NewModule("listerbench", vigil.Options{Namespace: "listerbench-system"})
 	// The namespace whose ConfigMaps' names are reserved: a ConfigMap of
 	// the same name elsewhere is refused by the "cached" validation.
-	reserved := os.Getenv("LISTERBENCH_RESERVED_NAMESPACE")
+	reserved := vigil.Setting(m, "LISTERBENCH_RESERVED_NAMESPACE", "")
 	configMaps := vigil.NewLister(m, &corev1.ConfigMap{})
 
 	vigil.When(m.Capability("plain"), &corev1.ConfigMap{}).IsCreated().Named("needs-app").
