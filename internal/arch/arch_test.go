@@ -93,7 +93,7 @@ var layers = map[string]struct {
 	"internal/zarf":       {tool, []string{"internal/spec", "internal/chart"}},
 	"internal/cmdutil":    {tool, []string{"internal/spec"}},
 	"internal/dev":        {tool, []string{"internal/spec", "internal/policytest", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/events"}},
-	"internal/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor"}},
+	"internal/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/crdgen", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor"}},
 
 	// Leaves.
 	"internal/callctx":      {leaf, []string{"store", "internal/fresh"}},
@@ -107,6 +107,7 @@ var layers = map[string]struct {
 	"internal/controlplane": {leaf, []string{"internal/gobuild"}},
 	"internal/gobuild":      {leaf, nil},
 	"internal/image":        {leaf, nil},
+	"internal/crdgen":       {leaf, nil},
 	"internal/node":         {leaf, []string{"internal/certs"}},
 	"internal/gcpace":       {leaf, nil},
 	"internal/arch":         {leaf, nil},

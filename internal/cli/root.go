@@ -27,6 +27,7 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.AddCommand(newInitCommand(out))
 	root.AddCommand(newDevCommand(out, errOut))
 	root.AddCommand(newImageCommand(out, errOut))
+	root.AddCommand(newCRDsCommand(out))
 	return root
 }
 
