@@ -22,7 +22,7 @@ import (
 // marked // +groupName=<group>.
 func Generate(dir string, paths ...string) ([]string, error) {
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("expected the Go packages of the types, as in ./api/...")
+		return nil, fmt.Errorf("expected the Go packages of the types, as go build takes them (./api/...)")
 	}
 	var gen genall.Generator = crd.Generator{}
 	rt, err := genall.Generators{&gen}.ForRoots(paths...)
