@@ -170,6 +170,17 @@ func TestEveryMistakeNamesTheAuthorsLine(t *testing.T) {
 			vigil.TrustedNamespace(m, "trusted")
 			return at(func() { vigil.TrustedNamespace(m, "trusted") })
 		}, "already declared"},
+		{"Backoff", func(_ *vigil.Module, c *vigil.Capability) int {
+			return at(func() { vigil.Watch(c, cm).Backoff(0, time.Second).Reconcile(none) })
+		}, "Backoff(0s, 1s): expected a first delay above 0"},
+		{"Backoff on OnEvent", func(_ *vigil.Module, c *vigil.Capability) int {
+			return at(func() {
+				vigil.Watch(c, cm).Backoff(time.Second, time.Minute).OnEvent(func(context.Context, *corev1.ConfigMap, vigil.WatchEvent) {})
+			}) + 1
+		}, "OnEvent handlers are not retried by back-off"},
+		{"Backoff shorter max", func(_ *vigil.Module, c *vigil.Capability) int {
+			return at(func() { vigil.Watch(c, cm).Backoff(time.Second, time.Millisecond).Reconcile(none) })
+		}, "expected max >= initial"},
 		{"Setting named VIGIL_", func(m *vigil.Module, _ *vigil.Capability) int {
 			return at(func() { vigil.Setting(m, "VIGIL_LIMIT", "3") })
 		}, "names starting with VIGIL_ are vigil's own"},

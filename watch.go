@@ -47,6 +47,17 @@ func (b *WatchBuilder[T]) Named(name string) *WatchBuilder[T] {
 	return b
 }
 
+// Backoff sets how a Reconcile or Finalize handler's failures (errors and
+// panics) are retried: the first retry initial after the failure, each
+// failure in a row doubling the delay, up to maxDelay; a success, a
+// RequeueAfter or a Terminal error starts over. Without it: 5 ms doubling
+// to 1000 s, controller-runtime's default. Retries never end on their own:
+// return Terminal(err) for what retrying cannot fix.
+func (b *WatchBuilder[T]) Backoff(initial, maxDelay time.Duration) *WatchBuilder[T] {
+	b.wd.SetBackoff(define.Caller(), initial, maxDelay)
+	return b
+}
+
 // OnEvent calls fn with every add, update and delete of matching objects, in
 // order; events narrows them (all when none). A panic is retried with
 // back-off, up to four tries, while later events wait; then it is dropped.
@@ -58,7 +69,8 @@ func (b *WatchBuilder[T]) OnEvent(fn func(ctx context.Context, obj T, event Watc
 
 // Reconcile calls fn for matching objects from a work queue keyed by object:
 // changes collapse into one run, runs for one object start at least 200 ms
-// apart (--reconcile-spacing). Errors and panics are retried with back-off;
+// apart (--reconcile-spacing). Errors and panics are retried with back-off
+// (Backoff; 5 ms doubling to 1000 s by default);
 // RequeueAfter comes back later, a Terminal error is not retried. Objects that
 // are gone are not reconciled: use Finalize.
 func (b *WatchBuilder[T]) Reconcile(fn func(ctx context.Context, obj T) error) {

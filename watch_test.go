@@ -286,6 +286,54 @@ func TestReconcileRetriesRequeuesAndRecovers(t *testing.T) {
 	}
 }
 
+// A declared Backoff is the retry delay: its first delay after the first
+// failure, doubling, held at its maximum; a success ends the retries.
+func TestReconcileBackoffIsTheDeclaredOne(t *testing.T) {
+	ns := env.Namespace(t)
+	c := newClient(t)
+	m := vigil.NewModule("reconcile-backoff", vigil.Options{Namespace: ns})
+	var mu sync.Mutex
+	var at []time.Time
+	vigil.Watch(m.Capability("retry"), &corev1.ConfigMap{}).InNamespace(ns).
+		Backoff(300*time.Millisecond, 600*time.Millisecond).
+		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
+			mu.Lock()
+			defer mu.Unlock()
+			at = append(at, time.Now())
+			if len(at) <= 5 {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	createConfigMap(t, c, ns, "failing", nil)
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(at) }
+	eventually(t, 20*time.Second, "6 attempts", func() bool { return count() >= 6 })
+	vigiltest.Consistently(t, 2*time.Second, func() error {
+		if n := count(); n != 6 {
+			return fmt.Errorf("the reconcile ran %d times; want 6 (5 failures, then success, then no more)", n)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	var gaps []time.Duration
+	for i := 1; i < len(at); i++ {
+		gaps = append(gaps, at[i].Sub(at[i-1]))
+	}
+	t.Logf("retry gaps with Backoff(300ms, 600ms): %v", gaps)
+	// Without the cap the delays would be 300ms, 600ms, 1.2s, 2.4s, 4.8s.
+	for i, want := range []time.Duration{300, 600, 600, 600, 600} {
+		want *= time.Millisecond
+		if gaps[i] < want-20*time.Millisecond {
+			t.Errorf("retry %d came %s after the failure; want at least %s", i+1, gaps[i], want)
+		}
+	}
+	if gaps[4] > 2*time.Second {
+		t.Errorf("the fifth retry came %s after the failure: the 600ms maximum did not hold", gaps[4])
+	}
+}
+
 // Finalize puts its finalizer on objects that existed before the module
 // started and on new ones; a deleted object stays while the handler fails and
 // goes once it succeeds; `unregister --remove-finalizers` strips the rest.

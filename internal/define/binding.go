@@ -3,6 +3,7 @@ package define
 import (
 	"regexp"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -37,6 +38,10 @@ type Binding struct {
 	// templates too (SetPodTemplates, at templatesSite).
 	templates     TemplateMode
 	templatesSite string
+
+	// backoff is a Reconcile's or Finalize's retry back-off, when declared.
+	backoff     *spec.Backoff
+	backoffSite string
 
 	// What a watch could select on the server: see watcher.Agree.
 	inNamespaces []string
@@ -136,6 +141,17 @@ func (b *Binding) WhileTerminating() {
 }
 
 // SetName names the binding.
+// SetBackoff declares how the binding's failures are retried.
+func (b *Binding) SetBackoff(site string, initial, maxDelay time.Duration) {
+	switch {
+	case initial <= 0:
+		b.m.Recordf(site, "Backoff(%s, %s): expected a first delay above 0, as in Backoff(100*time.Millisecond, time.Minute)", initial, maxDelay)
+	case maxDelay < initial:
+		b.m.Recordf(site, "Backoff(%s, %s): the longest delay is shorter than the first: expected max >= initial", initial, maxDelay)
+	}
+	b.backoff, b.backoffSite = &spec.Backoff{Initial: initial, Max: maxDelay}, site
+}
+
 func (b *Binding) SetName(site, name string) {
 	if problems := validation.IsDNS1123Label(name); len(problems) > 0 {
 		b.m.Recordf(site, "binding name %q: %s", name, strings.Join(problems, "; "))

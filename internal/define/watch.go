@@ -33,6 +33,12 @@ func (b *Binding) AddWatch(site string, role spec.WatchRole, events []spec.Event
 			b.m.Recordf(site, "Watch(%s).OnEvent: event %q: expected EventAdded, EventModified or EventDeleted", b.GVK.Kind, ev)
 		}
 	}
+	if b.backoff != nil {
+		if role == spec.RoleWatch {
+			b.m.Recordf(b.backoffSite, "Watch(%s).Backoff before OnEvent: OnEvent handlers are not retried by back-off: declare Backoff for Reconcile or Finalize", b.GVK.Kind)
+		}
+		w.Backoff = b.backoff
+	}
 	set(&w)
 	w.Name = b.Name
 	b.m.AddWatch(w)

@@ -71,6 +71,9 @@ type Watch struct {
 	Finalizer string `json:"finalizer,omitempty"`
 	// Site is where the binding was declared.
 	Site string `json:"site"`
+	// Backoff is how a Reconcile or Finalize binding's failures are
+	// retried; DefaultBackoff when nil.
+	Backoff *Backoff `json:"backoff,omitempty"`
 
 	// New returns an empty object of the binding's Go type.
 	New func() client.Object `json:"-"`
@@ -82,6 +85,26 @@ type Watch struct {
 
 // ID names the binding in logs and metrics: capability/name.
 func (w *Watch) ID() string { return w.Capability + "/" + w.Name }
+
+// Backoff is the delay before an object's next try after a failure: Initial
+// after the first, doubling with each failure in a row, at most Max. A
+// success, a RequeueAfter or a Terminal error starts it over.
+type Backoff struct {
+	Initial time.Duration `json:"initial"`
+	Max     time.Duration `json:"max"`
+}
+
+// DefaultBackoff is a Reconcile's unless it declares its own:
+// controller-runtime's, 5 ms doubling to 1000 s (16m40s).
+var DefaultBackoff = Backoff{Initial: 5 * time.Millisecond, Max: 1000 * time.Second}
+
+// RetryBackoff is the binding's back-off.
+func (w *Watch) RetryBackoff() Backoff {
+	if w.Backoff != nil {
+		return *w.Backoff
+	}
+	return DefaultBackoff
+}
 
 // Lister is what the watch binding reads of its type's informer.
 func (w *Watch) Lister() Lister { return Lister{GVK: w.GVK, New: w.New, Select: w.Select} }

@@ -6,8 +6,10 @@ import (
 	"runtime/debug"
 	"time"
 
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,12 +35,23 @@ func addBinding(mgr manager.Manager, b *spec.Watch, o runOptions, m *metrics) er
 		Reconciler:         r,
 		SkipNameValidation: ptr.To(true),
 		RecoverPanic:       ptr.To(false), // recovered by the reconciler, naming the object
+		RateLimiter:        retryLimiter(b.RetryBackoff()),
 		Logger:             o.Log.WithValues("binding", b.ID()),
 	})
 	if err != nil {
 		return err
 	}
 	return c.Watch(source.Kind(mgr.GetCache(), b.New(), r.spacing.handler(), r.predicate()))
+}
+
+// retryLimiter delays an object's retries by the binding's back-off and,
+// as controller-runtime's default does, all of the binding's retries together
+// to 10 a second after a burst of 100.
+func retryLimiter(b spec.Backoff) workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](b.Initial, b.Max),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 }
 
 // controllerName names a binding's controller, its queue and their metrics.
