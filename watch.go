@@ -122,10 +122,18 @@ func (c CronSchedule) Next(t time.Time) time.Time { return c.c.Next(t) }
 func (c CronSchedule) String() string { return c.c.Expr }
 
 // OnSchedule runs fn on the schedule, on the module's active watcher; a run
-// never overlaps the previous one (the ticks it outlasts are skipped). Every(d)
-// first runs d after the watcher becomes active. Errors and panics are logged
-// and counted.
-func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Context) error) {
+// never overlaps the previous one (the ticks it outlasts are skipped).
+// Errors and panics are logged and counted.
+//
+// Its timing outlives restarts and leader changes: the tick of its last run
+// (and how many runs succeeded) is kept in the module's Store, so a watcher
+// that starts or takes over runs it when it is due, not d after it started.
+// Every(d) first runs d after the schedule was first seen active, or at
+// StartingAt(t). Ticks missed while no watcher ran are made up by one run
+// as soon as one is active, unless SkipMissed(). Completions(n) ends it after
+// n runs succeeded. Without a reachable Store it keeps time in memory, from
+// each start.
+func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Context) error, opts ...ScheduleOption) {
 	site := define.Caller()
 	var c *define.Cron
 	var every *time.Duration
@@ -136,6 +144,45 @@ func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Cont
 		every = &s.every
 	}
 	if m.d.CheckSchedule(site, name, when == nil, c, every, fn) {
-		m.d.AddSchedule(spec.Schedule{Name: name, When: fmt.Sprint(when), Next: when.Next, Run: fn, Site: site})
+		s := spec.Schedule{Name: name, When: fmt.Sprint(when), Next: when.Next, Run: fn, Site: site}
+		if every != nil {
+			s.Every = *every
+		}
+		var completions *int
+		for _, o := range opts {
+			o.apply(&s)
+			if o.completions {
+				completions = &s.Completions
+			}
+		}
+		m.d.CheckScheduleOptions(site, s, completions)
+		m.d.AddSchedule(s)
 	}
+}
+
+// ScheduleOption refines an OnSchedule: StartingAt, Completions, SkipMissed.
+type ScheduleOption struct {
+	apply       func(*spec.Schedule)
+	completions bool
+}
+
+// StartingAt makes t the schedule's first tick: Every(d) runs at t, t+d,
+// t+2d…; a Cron at its first time from t on. A fixed time, as in
+// time.Date(2027, 1, 1, 3, 0, 0, 0, time.UTC): it is part of the
+// definition, which every container must resolve alike.
+func StartingAt(t time.Time) ScheduleOption {
+	return ScheduleOption{apply: func(s *spec.Schedule) { s.StartAt = t.UTC() }}
+}
+
+// Completions ends the schedule once n runs succeeded, counted across
+// restarts and leader changes.
+func Completions(n int) ScheduleOption {
+	return ScheduleOption{apply: func(s *spec.Schedule) { s.Completions = n }, completions: true}
+}
+
+// SkipMissed skips the ticks that passed while no watcher ran: the next run
+// is the next tick. Without it they are made up by one run as soon as a
+// watcher is active.
+func SkipMissed() ScheduleOption {
+	return ScheduleOption{apply: func(s *spec.Schedule) { s.SkipMissed = true }}
 }

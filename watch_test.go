@@ -734,7 +734,7 @@ func TestPlanShowsWatcher(t *testing.T) {
 		"apps/sync reconcile ConfigMap (watch_test.go:",
 		"apps/cleanup finalize ConfigMap (finalizer planned.vigil.dev/apps.cleanup) (watch_test.go:",
 		"audit/pod-watch-2 watch Pod (watch_test.go:",
-		"schedule nightly (watch_test.go:",
+		"schedule nightly 0 3 * * *, a missed tick made up once; state in the Store as vigil.schedule.nightly (watch_test.go:",
 		"ConfigMap: namespaces shop,web",
 		"Pod: labels team=shop",
 		"Secret: everything, cluster-wide",

@@ -2,6 +2,7 @@ package define
 
 import (
 	"context"
+	"regexp"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -81,11 +82,26 @@ func (m *Module) CheckSchedule(site, name string, none bool, c *Cron, every *tim
 	case every != nil && *every <= 0:
 		m.Recordf(site, "OnSchedule(%q): Every(%s): expected a positive interval", name, *every)
 	}
+	if !scheduleName.MatchString(name) {
+		m.Recordf(site, "OnSchedule(%q): expected a name of letters, digits, '-', '_' and '.', as in nightly-cleanup", name)
+	}
 	if fn == nil {
 		m.Recordf(site, "OnSchedule(%q): no function to run", name)
 		return false
 	}
 	return true
+}
+
+var scheduleName = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+
+// CheckScheduleOptions reports the mistakes in a schedule's options.
+func (m *Module) CheckScheduleOptions(site string, s spec.Schedule, completions *int) {
+	if completions != nil && *completions <= 0 {
+		m.Recordf(site, "OnSchedule(%q): Completions(%d): expected 1 or more runs", s.Name, *completions)
+	}
+	if !s.StartAt.IsZero() && s.StartAt.Before(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		m.Recordf(site, "OnSchedule(%q): StartingAt(%s): expected a time, as in time.Date(2027, 1, 1, 3, 0, 0, 0, time.UTC)", s.Name, s.StartAt)
+	}
 }
 
 // Events are the watch events an OnEvent names.

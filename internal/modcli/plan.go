@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -252,7 +253,19 @@ func watching(m *spec.Module) watched {
 		users = append(users, b.Lister())
 	}
 	for _, s := range m.Schedules {
-		w.schedules = append(w.schedules, fmt.Sprintf("%s (%s)", s.Name, s.Site))
+		var how []string
+		if !s.StartAt.IsZero() {
+			how = append(how, "from "+s.StartAt.Format(time.RFC3339))
+		}
+		if s.Completions > 0 {
+			how = append(how, fmt.Sprintf("%d completions", s.Completions))
+		}
+		if s.SkipMissed {
+			how = append(how, "missed ticks skipped")
+		} else {
+			how = append(how, "a missed tick made up once")
+		}
+		w.schedules = append(w.schedules, fmt.Sprintf("%s %s, %s; state in the Store as %s (%s)", s.Name, s.When, strings.Join(how, ", "), s.StateKey(), s.Site))
 	}
 	for _, ag := range spec.Agree(users) {
 		var sel []string

@@ -115,11 +115,25 @@ type Schedule struct {
 	// When says when it runs, e.g. "every 30s" or "*/5 * * * *".
 	When string `json:"when"`
 	Site string `json:"site"`
+	// Every is an interval schedule's interval; 0 for a cron.
+	Every time.Duration `json:"every,omitempty"`
+	// StartAt, when set, is its first tick; else the first tick after it
+	// was first seen active.
+	StartAt time.Time `json:"startAt,omitzero"`
+	// Completions, when above 0, ends it after that many runs succeeded.
+	Completions int `json:"completions,omitempty"`
+	// SkipMissed skips the ticks that passed while no watcher ran; without
+	// it they are made up by one run as soon as a watcher is active.
+	SkipMissed bool `json:"skipMissed,omitempty"`
 
 	// Next returns the first time to run after t.
 	Next func(t time.Time) time.Time     `json:"-"`
 	Run  func(ctx context.Context) error `json:"-"`
 }
+
+// StateKey is the module-wide Store key that keeps the schedule's state
+// across restarts and leader changes.
+func (s *Schedule) StateKey() string { return "vigil.schedule." + s.Name }
 
 // NewObjectFunc returns empty objects of proto's type; unstructured ones
 // carry the kind.

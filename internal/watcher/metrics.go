@@ -46,7 +46,7 @@ func registerMetrics() *metrics {
 			}, []string{"module", "schedule", "result"}),
 			scheduleSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Namespace: "vigil", Subsystem: "schedule", Name: "skipped_total",
-				Help: "Ticks skipped because the previous run was still going.",
+				Help: "Ticks not run: passed while the previous run was still going, or while no watcher ran (beyond the one run that makes them up).",
 			}, []string{"module", "schedule"}),
 			scheduleSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 				Namespace: "vigil", Subsystem: "schedule", Name: "run_seconds",

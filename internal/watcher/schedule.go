@@ -2,18 +2,23 @@ package watcher
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime/debug"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"github.com/vigilkit/vigil/internal/callctx"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
 // scheduleRunner runs one schedule on the active replica. Runs never
 // overlap: ticks that pass while a run is still going are skipped, and
-// counted.
+// counted. Its state — when it was first seen active, the tick of its last
+// run, the runs that succeeded — is kept in the module-wide Store under
+// spec.Schedule.StateKey, so that a replica that starts or takes over
+// continues its timing.
 type scheduleRunner struct {
 	s       spec.Schedule
 	module  string
@@ -22,9 +27,41 @@ type scheduleRunner struct {
 	metrics *metrics
 }
 
+// scheduleState is what the Store keeps of a schedule.
+type scheduleState struct {
+	// Since is when the schedule was first seen active: Every(d)'s first
+	// tick is Since+d.
+	Since time.Time `json:"since"`
+	// Last is the tick of the last run started.
+	Last time.Time `json:"last,omitzero"`
+	// Completions are the runs that succeeded.
+	Completions int `json:"completions,omitempty"`
+}
+
+// storeWait bounds how long a replica waits for the Store before it keeps a
+// schedule's time in memory.
+const storeWait = 15 * time.Second
+
 func (r *scheduleRunner) Start(ctx context.Context) error {
 	log := r.log.WithValues("schedule", r.s.Name)
-	next := r.s.Next(time.Now())
+	st, kept := r.load(ctx, log)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if r.done(st) {
+		log.Info("the schedule has completed its runs", "completions", st.Completions)
+		return nil
+	}
+	now := time.Now()
+	next, missed := r.first(st, now)
+	if missed > 0 {
+		if r.s.SkipMissed {
+			log.Info("ticks passed while no watcher ran: skipped (SkipMissed)", "missed", missed, "next", next)
+		} else {
+			log.Info("ticks passed while no watcher ran: made up by one run now", "missed", missed)
+		}
+		r.metrics.scheduleSkipped.WithLabelValues(r.module, r.s.Name).Add(float64(max(0, missed-btoi(!r.s.SkipMissed))))
+	}
 	for {
 		t := time.NewTimer(time.Until(next))
 		select {
@@ -33,10 +70,21 @@ func (r *scheduleRunner) Start(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		r.run(ctx, log)
+		st.Last = next
+		r.save(ctx, kept, st, log)
+		if r.run(ctx, log) == nil {
+			st.Completions++
+			if r.s.Completions > 0 { // counted in the Store only when they end it
+				r.save(ctx, kept, st, log)
+			}
+		}
+		if r.done(st) {
+			log.Info("the schedule has completed its runs", "completions", st.Completions)
+			return nil
+		}
 		skipped := 0
 		now := time.Now()
-		for next = r.s.Next(next); !next.After(now); next = r.s.Next(next) {
+		for next = r.s.Next(st.Last); !next.After(now); next = r.s.Next(next) {
 			skipped++
 		}
 		if skipped > 0 {
@@ -46,7 +94,108 @@ func (r *scheduleRunner) Start(ctx context.Context) error {
 	}
 }
 
-func (r *scheduleRunner) run(ctx context.Context, log logr.Logger) {
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// done says whether the schedule has had all the runs it declared.
+func (r *scheduleRunner) done(st scheduleState) bool {
+	return r.s.Completions > 0 && st.Completions >= r.s.Completions
+}
+
+// first is the schedule's next run after a start at now, and how many ticks
+// passed since its last run (or its first tick) while no watcher ran.
+func (r *scheduleRunner) first(st scheduleState, now time.Time) (time.Time, int) {
+	var due time.Time
+	switch {
+	case !st.Last.IsZero():
+		due = r.s.Next(st.Last)
+	case !r.s.StartAt.IsZero() && r.s.Every > 0:
+		due = r.s.StartAt // an interval's ticks are StartAt, StartAt+d, …
+	case !r.s.StartAt.IsZero():
+		due = r.s.Next(r.s.StartAt.Add(-time.Nanosecond)) // a cron's first time from StartAt on
+	default:
+		due = r.s.Next(st.Since)
+	}
+	if due.After(now) {
+		return due, 0
+	}
+	// Count the ticks that passed, up to a bound, then find the next one.
+	missed, next := 0, due
+	for ; !next.After(now) && missed < 1_000_000; next = r.s.Next(next) {
+		missed++
+	}
+	if !next.After(now) {
+		next = r.s.Next(now)
+	}
+	if r.s.SkipMissed {
+		return next, missed
+	}
+	return now, missed
+}
+
+// load reads the schedule's state from the Store, recording it as first
+// seen now when the Store holds none; kept is false when the Store cannot
+// be reached, and the state then lives in memory from now.
+func (r *scheduleRunner) load(ctx context.Context, log logr.Logger) (scheduleState, bool) {
+	fresh := scheduleState{Since: time.Now().UTC()}
+	s := callctx.Store(r.ctx(ctx, ""))
+	if s == nil {
+		return fresh, false
+	}
+	wctx, cancel := context.WithTimeout(ctx, storeWait)
+	defer cancel()
+	if err := s.WaitForSync(wctx); err != nil {
+		if ctx.Err() == nil {
+			log.Error(err, "the schedule's state cannot be read from the Store: its time is kept in memory from this start, and a restart begins it again")
+		}
+		return fresh, false
+	}
+	var st scheduleState
+	err := s.Update(wctx, r.s.StateKey(), func(old string, found bool) (string, error) {
+		st = fresh
+		if found {
+			if err := json.Unmarshal([]byte(old), &st); err != nil || st.Since.IsZero() {
+				log.Info("the schedule's state in the Store is unreadable: starting it again", "key", r.s.StateKey(), "value", old)
+				st = fresh
+			} else {
+				return old, nil
+			}
+		}
+		data, err := json.Marshal(st)
+		return string(data), err
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error(err, "the schedule's state cannot be written to the Store: its time is kept in memory from this start, and a restart begins it again")
+		}
+		return fresh, false
+	}
+	return st, true
+}
+
+// save writes the state when the Store keeps it. A failed write is logged:
+// the schedule runs on, and a replica that takes over may repeat a tick.
+func (r *scheduleRunner) save(ctx context.Context, kept bool, st scheduleState, log logr.Logger) {
+	if !kept {
+		return
+	}
+	s := callctx.Store(r.ctx(ctx, ""))
+	data, err := json.Marshal(st)
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, storeWait)
+		err = s.Set(wctx, r.s.StateKey(), string(data))
+		cancel()
+	}
+	if err != nil && ctx.Err() == nil {
+		log.Error(err, "the schedule's state was not saved: a replica that takes over may run this tick again", "key", r.s.StateKey())
+	}
+}
+
+func (r *scheduleRunner) run(ctx context.Context, log logr.Logger) error {
 	start := time.Now()
 	err := func() (err error) {
 		defer func() {
@@ -64,4 +213,5 @@ func (r *scheduleRunner) run(ctx context.Context, log logr.Logger) {
 	}
 	r.metrics.scheduleRuns.WithLabelValues(r.module, r.s.Name, result).Inc()
 	r.metrics.scheduleSeconds.WithLabelValues(r.module, r.s.Name).Observe(time.Since(start).Seconds())
+	return err
 }
