@@ -1,6 +1,7 @@
 package vigiltest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,8 @@ type OutageProxy struct {
 	inner      *connListener
 	httpSrv    *http.Server
 
+	f faults
+
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]struct{}
@@ -53,6 +56,10 @@ type ProxyStats struct {
 	Reset    int // open connections reset by Outage
 	Outages  int // calls of Outage
 	Watches  int // watch responses held back by WatchDelay
+
+	Blackholes int // calls of Blackhole
+	Throttled  int // requests answered 429 by Throttle
+	Expired    int // watches answered 410 Gone by ExpireWatches
 }
 
 // ProxyOptions configure an OutageProxy.
@@ -65,6 +72,10 @@ type ProxyOptions struct {
 	// with the credentials of the config it was made from: clients act as
 	// that config's user, or as whom they impersonate.
 	WatchDelay time.Duration
+	// Faults makes the proxy answer requests itself, as with WatchDelay, so
+	// that Throttle and ExpireWatches can answer in the API server's place
+	// (NewFaultProxy).
+	Faults bool
 }
 
 // NewOutageProxy starts a proxy in front of the API server that cfg talks to.
@@ -85,13 +96,14 @@ func NewOutageProxyWith(cfg *rest.Config, o ProxyOptions) (*OutageProxy, error) 
 		return nil, fmt.Errorf("outage proxy: listen: %w", err)
 	}
 	p := &OutageProxy{target: u.Host, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}}
+	p.f.watches, p.f.changed = map[*http.Request]context.CancelFunc{}, make(chan struct{})
 	p.config = rest.CopyConfig(cfg)
 	p.config.Host = "https://" + p.addr
 	if p.config.TLSClientConfig.ServerName == "" {
 		// Keep verifying the name the API server's certificate was issued for.
 		p.config.TLSClientConfig.ServerName = u.Hostname()
 	}
-	if o.WatchDelay > 0 {
+	if o.WatchDelay > 0 || o.Faults {
 		if err := p.startHTTP(cfg, o.WatchDelay); err != nil {
 			ln.Close()
 			return nil, err
@@ -237,8 +249,9 @@ func (p *OutageProxy) pipe(ln net.Listener, client net.Conn) {
 		_, _ = io.Copy(dst, src)
 		done <- struct{}{}
 	}
-	go copyHalf(server, client)
-	go copyHalf(client, server)
+	held := &holeConn{Conn: client, f: &p.f}
+	go copyHalf(server, held)
+	go copyHalf(held, server)
 	<-done
 	// One side ended: end both, so the other copy returns too.
 	p.mu.Lock()

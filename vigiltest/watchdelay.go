@@ -23,7 +23,8 @@ import (
 var quiet = log.New(io.Discard, "", 0)
 
 // startHTTP makes the proxy serve its connections with a TLS reverse proxy
-// to the API server that holds back watch responses by delay.
+// to the API server that answers what its faults decide and holds back
+// watch responses by delay.
 func (p *OutageProxy) startHTTP(cfg *rest.Config, delay time.Duration) error {
 	ca, err := certs.NewCA("vigiltest-proxy-ca", 24*time.Hour)
 	if err != nil {
@@ -50,7 +51,7 @@ func (p *OutageProxy) startHTTP(cfg *rest.Config, delay time.Duration) error {
 		Transport:     upstream,
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
-			if isWatch(resp.Request) {
+			if delay > 0 && isWatch(resp.Request) {
 				p.mu.Lock()
 				p.stats.Watches++
 				p.mu.Unlock()
@@ -63,7 +64,14 @@ func (p *OutageProxy) startHTTP(cfg *rest.Config, delay time.Duration) error {
 	p.watchDelay = delay
 	p.inner = &connListener{addr: p.addrOf(), conns: make(chan net.Conn), closed: make(chan struct{})}
 	p.httpSrv = &http.Server{
-		Handler:           rp,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r, done, answered := p.intercept(w, r)
+			if answered {
+				return
+			}
+			defer done()
+			rp.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
 		ErrorLog:          quiet,
@@ -97,7 +105,7 @@ func (p *OutageProxy) handOver(ln net.Listener, client net.Conn) {
 	p.conns[client] = struct{}{}
 	p.stats.Accepted++
 	p.mu.Unlock()
-	tracked := &trackedConn{Conn: client, onClose: func() {
+	tracked := &trackedConn{Conn: &holeConn{Conn: client, f: &p.f}, onClose: func() {
 		p.mu.Lock()
 		delete(p.conns, client)
 		p.mu.Unlock()

@@ -1,0 +1,184 @@
+package vigiltest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// FaultProxy is the OutageProxy made with ProxyOptions.Faults: between a role
+// (or any client) and the API server, it can besides Outage blackhole every
+// connection (Blackhole), answer 429 with Retry-After (Throttle), end watches
+// and answer new ones 410 Gone (ExpireWatches), reset every connection
+// (Cut), and hold back watch events (ProxyOptions.WatchDelay). Point the
+// role at it with Config, or with a kubeconfig of Config.
+type FaultProxy = OutageProxy
+
+// NewFaultProxy starts a FaultProxy in front of the API server cfg talks to.
+func NewFaultProxy(cfg *rest.Config) (*FaultProxy, error) {
+	return NewOutageProxyWith(cfg, ProxyOptions{Faults: true})
+}
+
+// faults is what the proxy does to requests for now.
+type faults struct {
+	mu             sync.Mutex
+	blackholeUntil time.Time
+	throttleUntil  time.Time
+	retryAfter     time.Duration
+	expireUntil    time.Time
+	// watches are the open watch responses, to end on ExpireWatches.
+	watches map[*http.Request]context.CancelFunc
+	// changed is closed and replaced when a blackhole ends early or starts.
+	changed chan struct{}
+}
+
+// Blackhole makes every connection through the proxy, open or new, pass
+// nothing either way for d, without a reset or a close: the TCP connections
+// stay up, as behind a network that silently drops packets, and carry on
+// afterwards. Only a client's own timeouts and health checks notice. It
+// returns the connections it holds.
+func (p *OutageProxy) Blackhole(d time.Duration) int {
+	p.f.mu.Lock()
+	p.f.blackholeUntil = time.Now().Add(d)
+	close(p.f.changed)
+	p.f.changed = make(chan struct{})
+	p.f.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stats.Blackholes++
+	return len(p.conns)
+}
+
+// Throttle answers every request 429 Too Many Requests with a Retry-After of
+// retryAfter (in whole seconds, at least 1) for d, as an API server's
+// priority and fairness does when its queues are full. client-go waits out
+// Retry-After and retries, up to ten times. It needs ProxyOptions.Faults.
+func (p *OutageProxy) Throttle(d, retryAfter time.Duration) error {
+	if p.inner == nil {
+		return fmt.Errorf("Throttle: the proxy passes TLS through; make it with NewFaultProxy (ProxyOptions.Faults) to answer requests itself")
+	}
+	p.f.mu.Lock()
+	defer p.f.mu.Unlock()
+	p.f.throttleUntil, p.f.retryAfter = time.Now().Add(d), retryAfter
+	return nil
+}
+
+// ExpireWatches ends every open watch and, for d, answers every new watch
+// 410 Gone (reason Expired), as an API server does when the resourceVersion
+// a watch resumes from is older than its history: informers list again. It
+// needs ProxyOptions.Faults.
+func (p *OutageProxy) ExpireWatches(d time.Duration) error {
+	if p.inner == nil {
+		return fmt.Errorf("ExpireWatches: the proxy passes TLS through; make it with NewFaultProxy (ProxyOptions.Faults) to answer requests itself")
+	}
+	p.f.mu.Lock()
+	p.f.expireUntil = time.Now().Add(d)
+	for r, cancel := range p.f.watches {
+		cancel()
+		delete(p.f.watches, r)
+	}
+	p.f.mu.Unlock()
+	return nil
+}
+
+// Cut resets every open connection at once, as a crashed load balancer
+// does, and keeps serving new ones. It returns the connections it cut.
+func (p *OutageProxy) Cut() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cutLocked()
+}
+
+// intercept answers a request the proxy's faults decide, or returns false to
+// pass it on; a watch passed on is tracked so that ExpireWatches ends it.
+func (p *OutageProxy) intercept(w http.ResponseWriter, r *http.Request) (*http.Request, func(), bool) {
+	now := time.Now()
+	p.f.mu.Lock()
+	throttled, retryAfter := now.Before(p.f.throttleUntil), p.f.retryAfter
+	expired := isWatch(r) && now.Before(p.f.expireUntil)
+	p.f.mu.Unlock()
+	switch {
+	case throttled:
+		p.count(func(s *ProxyStats) { s.Throttled++ })
+		secs := int(math.Ceil(retryAfter.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
+		writeStatus(w, http.StatusTooManyRequests, "TooManyRequests", "the fault proxy throttles: too many requests, please try again later")
+		return nil, nil, true
+	case expired:
+		p.count(func(s *ProxyStats) { s.Expired++ })
+		writeStatus(w, http.StatusGone, "Expired", "the fault proxy expires watches: too old resource version")
+		return nil, nil, true
+	case isWatch(r):
+		ctx, cancel := context.WithCancel(r.Context())
+		r = r.WithContext(ctx)
+		p.f.mu.Lock()
+		p.f.watches[r] = cancel
+		p.f.mu.Unlock()
+		return r, func() {
+			p.f.mu.Lock()
+			delete(p.f.watches, r)
+			p.f.mu.Unlock()
+			cancel()
+		}, false
+	}
+	return r, func() {}, false
+}
+
+func (p *OutageProxy) count(f func(*ProxyStats)) {
+	p.mu.Lock()
+	f(&p.stats)
+	p.mu.Unlock()
+}
+
+// writeStatus answers as the API server does: a metav1.Status.
+func writeStatus(w http.ResponseWriter, code int, reason, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":%q,"reason":%q,"code":%d}`, message, reason, code)
+}
+
+// holeConn is a client connection that passes nothing while the proxy
+// blackholes: what it reads is held until the blackhole ends, and what is
+// written to it waits.
+type holeConn struct {
+	net.Conn
+	f *faults
+}
+
+// wait returns once no blackhole holds the connection, or when it is closed.
+func (c *holeConn) wait() {
+	for {
+		c.f.mu.Lock()
+		until, changed := c.f.blackholeUntil, c.f.changed
+		c.f.mu.Unlock()
+		d := time.Until(until)
+		if d <= 0 {
+			return
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-changed:
+			t.Stop()
+		}
+	}
+}
+
+func (c *holeConn) Read(b []byte) (int, error) {
+	c.wait()
+	n, err := c.Conn.Read(b)
+	c.wait()
+	return n, err
+}
+
+func (c *holeConn) Write(b []byte) (int, error) {
+	c.wait()
+	return c.Conn.Write(b)
+}
