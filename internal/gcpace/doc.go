@@ -5,9 +5,12 @@
 // a fifth of the CPU a request costs.
 //
 // Start lets the heap grow by up to Headroom beyond what is live before the
-// next collection — GOGC up to MaxPercent while the live heap is small — and
-// falls back to Go's default once the live heap is Headroom or more, so
-// that a process holding much (under abuse, say) collects exactly as it
-// would by default. The GC percent is set again after every collection.
-// GOGC in the environment turns it off.
+// next collection: GOGC up to MaxPercent while the live heap is small, Go's
+// default (100) when it is Headroom, and less as it grows beyond, down to
+// MinPercent (a heap at most half again what is live). A process holding
+// much — an admission server under a burst of large reviews, say — thus
+// collects before its heap doubles, rather than leaving GOMEMLIMIT to stop
+// it near its container's limit, which a starved collector can overshoot.
+// The GC percent is set again after every collection. GOGC in the
+// environment turns it off.
 package gcpace

@@ -13,8 +13,9 @@ const (
 	// Headroom is how far beyond the live heap the heap may grow before a
 	// collection while the live heap is small.
 	Headroom = 48 << 20
-	// MaxPercent bounds the GC percent set.
+	// MaxPercent and MinPercent bound the GC percent set.
 	MaxPercent = 400
+	MinPercent = 50
 )
 
 var (
@@ -43,12 +44,12 @@ func Stop() {
 }
 
 // Percent is the GC percent for a live heap of live bytes: Headroom beyond
-// it, between 100 and MaxPercent.
+// it, between MinPercent and MaxPercent.
 func Percent(live uint64) int {
 	if live == 0 {
 		return MaxPercent
 	}
-	return int(min(MaxPercent, max(100, uint64(Headroom)*100/live)))
+	return int(min(MaxPercent, max(MinPercent, uint64(Headroom)*100/live)))
 }
 
 // sentinel is garbage that the collector finalizes after each collection:
