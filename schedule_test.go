@@ -176,3 +176,19 @@ func TestScheduleSurvivesLeaderHandover(t *testing.T) {
 	spacedAtLeast(t, r.times(), 1900*time.Millisecond)
 	b()
 }
+
+// StartingAt(t) makes t the first tick, with no run before it.
+func TestScheduleStartingAt(t *testing.T) {
+	ns := env.Namespace(t)
+	m := vigil.NewModule("schedule-start", vigil.Options{Namespace: ns})
+	var r runs
+	start := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
+	m.OnSchedule("hourly", vigil.Every(time.Hour), r.record, vigil.StartingAt(start))
+	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	eventually(t, 10*time.Second, "the run at StartingAt", func() bool { return len(r.times()) == 1 })
+	at := r.times()[0]
+	t.Logf("StartingAt(now+2s): ran %s after it", at.Sub(start).Round(time.Millisecond))
+	if at.Before(start) || at.Sub(start) > time.Second {
+		t.Errorf("ran at %s; want at StartingAt, %s", at.Format(time.RFC3339Nano), start.Format(time.RFC3339Nano))
+	}
+}

@@ -125,3 +125,22 @@ func TestFaultProxyBlackholes(t *testing.T) {
 		t.Errorf("a list after the blackhole: %v", err)
 	}
 }
+
+// Cut resets every open connection at once: client-go dials again, and its
+// next request succeeds.
+func TestFaultProxyCuts(t *testing.T) {
+	ns := env.Namespace(t)
+	p, cs := faultProxy(t)
+	if _, err := cs.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Cut(); n < 1 {
+		t.Errorf("Cut reset %d connections; want the client's open one", n)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Errorf("a list after the cut: %v", err)
+	}
+	if s := p.Stats(); s.Reset < 1 || s.Accepted < 2 {
+		t.Errorf("stats %+v: want the connection reset and a new one accepted", s)
+	}
+}
