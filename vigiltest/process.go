@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -181,16 +182,28 @@ func BuildModule(t testing.TB, dir string) string {
 }
 
 // FreeAddr returns a loopback address no one listens on, for a server the
-// test starts.
+// test starts. It never returns an address twice in a process: the kernel
+// may hand a port just closed to the next caller, and two servers a test
+// starts (a module's webhook and its metrics, say) would then collide.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("FreeAddr: the kernel kept handing out addresses already handed out")
+	return ""
 }
+
+// handedOut are the addresses FreeAddr returned.
+var handedOut sync.Map
 
 // Memory reads a figure of the running process's /proc status, in KiB:
 // "VmRSS" (resident now) or "VmHWM" (the most it has been resident); 0 when
