@@ -181,6 +181,14 @@ func TestEveryMistakeNamesTheAuthorsLine(t *testing.T) {
 		{"Backoff shorter max", func(_ *vigil.Module, c *vigil.Capability) int {
 			return at(func() { vigil.Watch(c, cm).Backoff(time.Second, time.Millisecond).Reconcile(none) })
 		}, "expected max >= initial"},
+		{"Completions", func(m *vigil.Module, _ *vigil.Capability) int {
+			return at(func() { m.OnSchedule("once", vigil.Every(time.Hour), func(context.Context) error { return nil }, vigil.Completions(0)) })
+		}, `OnSchedule("once"): Completions(0): expected 1 or more runs`},
+		{"StartingAt", func(m *vigil.Module, _ *vigil.Capability) int {
+			return at(func() {
+				m.OnSchedule("later", vigil.Every(time.Hour), func(context.Context) error { return nil }, vigil.StartingAt(time.Time{}))
+			}) + 1
+		}, `OnSchedule("later"): StartingAt(`},
 		{"Setting named VIGIL_", func(m *vigil.Module, _ *vigil.Capability) int {
 			return at(func() { vigil.Setting(m, "VIGIL_LIMIT", "3") })
 		}, "names starting with VIGIL_ are vigil's own"},

@@ -148,22 +148,21 @@ func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Cont
 		if every != nil {
 			s.Every = *every
 		}
-		var completions *int
 		for _, o := range opts {
-			o.apply(&s)
-			if o.completions {
-				completions = &s.Completions
+			if o.mistake != "" {
+				m.d.Recordf(site, "OnSchedule(%q): %s", name, o.mistake)
 			}
+			o.apply(&s)
 		}
-		m.d.CheckScheduleOptions(site, s, completions)
 		m.d.AddSchedule(s)
 	}
 }
 
 // ScheduleOption refines an OnSchedule: StartingAt, Completions, SkipMissed.
 type ScheduleOption struct {
-	apply       func(*spec.Schedule)
-	completions bool
+	apply func(*spec.Schedule)
+	// mistake, when set, is what is wrong with the option.
+	mistake string
 }
 
 // StartingAt makes t the schedule's first tick: Every(d) runs at t, t+d,
@@ -171,13 +170,21 @@ type ScheduleOption struct {
 // time.Date(2027, 1, 1, 3, 0, 0, 0, time.UTC): it is part of the
 // definition, which every container must resolve alike.
 func StartingAt(t time.Time) ScheduleOption {
-	return ScheduleOption{apply: func(s *spec.Schedule) { s.StartAt = t.UTC() }}
+	o := ScheduleOption{apply: func(s *spec.Schedule) { s.StartAt = t.UTC() }}
+	if t.Before(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		o.mistake = fmt.Sprintf("StartingAt(%s): expected a time, as in time.Date(2027, 1, 1, 3, 0, 0, 0, time.UTC)", t)
+	}
+	return o
 }
 
 // Completions ends the schedule once n runs succeeded, counted across
 // restarts and leader changes.
 func Completions(n int) ScheduleOption {
-	return ScheduleOption{apply: func(s *spec.Schedule) { s.Completions = n }, completions: true}
+	o := ScheduleOption{apply: func(s *spec.Schedule) { s.Completions = n }}
+	if n <= 0 {
+		o.mistake = fmt.Sprintf("Completions(%d): expected 1 or more runs", n)
+	}
+	return o
 }
 
 // SkipMissed skips the ticks that passed while no watcher ran: the next run

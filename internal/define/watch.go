@@ -94,16 +94,6 @@ func (m *Module) CheckSchedule(site, name string, none bool, c *Cron, every *tim
 
 var scheduleName = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 
-// CheckScheduleOptions reports the mistakes in a schedule's options.
-func (m *Module) CheckScheduleOptions(site string, s spec.Schedule, completions *int) {
-	if completions != nil && *completions <= 0 {
-		m.Recordf(site, "OnSchedule(%q): Completions(%d): expected 1 or more runs", s.Name, *completions)
-	}
-	if !s.StartAt.IsZero() && s.StartAt.Before(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)) {
-		m.Recordf(site, "OnSchedule(%q): StartingAt(%s): expected a time, as in time.Date(2027, 1, 1, 3, 0, 0, 0, time.UTC)", s.Name, s.StartAt)
-	}
-}
-
 // Events are the watch events an OnEvent names.
 func Events[E ~string](events []E) []spec.Event {
 	var out []spec.Event

@@ -60,7 +60,11 @@ func (r *scheduleRunner) Start(ctx context.Context) error {
 		} else {
 			log.Info("ticks passed while no watcher ran: made up by one run now", "missed", missed)
 		}
-		r.metrics.scheduleSkipped.WithLabelValues(r.module, r.s.Name).Add(float64(max(0, missed-btoi(!r.s.SkipMissed))))
+		skipped := missed
+		if !r.s.SkipMissed {
+			skipped-- // one is made up
+		}
+		r.metrics.scheduleSkipped.WithLabelValues(r.module, r.s.Name).Add(float64(skipped))
 	}
 	for {
 		t := time.NewTimer(time.Until(next))
@@ -82,23 +86,13 @@ func (r *scheduleRunner) Start(ctx context.Context) error {
 			log.Info("the schedule has completed its runs", "completions", st.Completions)
 			return nil
 		}
-		skipped := 0
-		now := time.Now()
-		for next = r.s.Next(st.Last); !next.After(now); next = r.s.Next(next) {
-			skipped++
-		}
+		var skipped int
+		next, skipped = r.after(r.s.Next(st.Last), time.Now())
 		if skipped > 0 {
 			r.metrics.scheduleSkipped.WithLabelValues(r.module, r.s.Name).Add(float64(skipped))
 			log.Info("the run outlasted the schedule; ticks skipped rather than run twice at once", "skipped", skipped)
 		}
 	}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // done says whether the schedule has had all the runs it declared.
@@ -120,21 +114,25 @@ func (r *scheduleRunner) first(st scheduleState, now time.Time) (time.Time, int)
 	default:
 		due = r.s.Next(st.Since)
 	}
-	if due.After(now) {
-		return due, 0
+	next, missed := r.after(due, now)
+	if missed > 0 && !r.s.SkipMissed {
+		return now, missed
 	}
-	// Count the ticks that passed, up to a bound, then find the next one.
-	missed, next := 0, due
-	for ; !next.After(now) && missed < 1_000_000; next = r.s.Next(next) {
-		missed++
+	return next, missed
+}
+
+// after is the first tick after now, counting from tick, and how many ticks
+// from tick on are not after now (counted up to a million: past that, the
+// next tick is the schedule's first after now).
+func (r *scheduleRunner) after(tick, now time.Time) (time.Time, int) {
+	passed := 0
+	for ; !tick.After(now) && passed < 1_000_000; tick = r.s.Next(tick) {
+		passed++
 	}
-	if !next.After(now) {
-		next = r.s.Next(now)
+	if !tick.After(now) {
+		tick = r.s.Next(now)
 	}
-	if r.s.SkipMissed {
-		return next, missed
-	}
-	return now, missed
+	return tick, passed
 }
 
 // load reads the schedule's state from the Store, recording it as first
