@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -17,7 +18,8 @@ import (
 // (or any client) and the API server, it can besides Outage blackhole every
 // connection (Blackhole), answer 429 with Retry-After (Throttle), end watches
 // and answer new ones 410 Gone (ExpireWatches), reset every connection
-// (Cut), and hold back watch events (ProxyOptions.WatchDelay). Point the
+// (Cut), leave every open connection half-open for good while serving new
+// ones (Stall), and hold back watch events (ProxyOptions.WatchDelay). Point the
 // role at it with Config, or with a kubeconfig of Config.
 type FaultProxy = OutageProxy
 
@@ -37,6 +39,43 @@ type faults struct {
 	watches map[*http.Request]context.CancelFunc
 	// changed is closed and replaced when a blackhole ends early or starts.
 	changed chan struct{}
+	// holes are the open client connections, by the connection accepted,
+	// for Stall; closed is set when the proxy closes.
+	holes  map[net.Conn]*holeConn
+	closed bool
+}
+
+// hole wraps a client connection accepted, for Blackhole and Stall.
+func (f *faults) hole(c net.Conn) *holeConn {
+	h := &holeConn{Conn: c, f: f}
+	f.mu.Lock()
+	f.holes[c] = h
+	f.mu.Unlock()
+	return h
+}
+
+// forget drops a client connection that ended.
+func (f *faults) forget(c net.Conn) {
+	f.mu.Lock()
+	delete(f.holes, c)
+	f.mu.Unlock()
+}
+
+// Stall makes every connection open now pass nothing, either way, for good,
+// while new connections are served: a half-open connection, as a NAT or a
+// load balancer leaves behind when it forgets a flow without telling either
+// end. A watch on one hears nothing more and gets no error; only a client that
+// notices the silence and connects again recovers. It returns the connections
+// it stalled.
+func (p *OutageProxy) Stall() int {
+	p.f.mu.Lock()
+	for _, h := range p.f.holes {
+		h.stalled.Store(true)
+	}
+	n := len(p.f.holes)
+	p.f.mu.Unlock()
+	p.count(func(s *ProxyStats) { s.Stalls++; s.Stalled += n })
+	return n
 }
 
 // Blackhole makes every connection through the proxy, open or new, pass
@@ -150,14 +189,31 @@ func writeStatus(w http.ResponseWriter, code int, reason, message string) {
 type holeConn struct {
 	net.Conn
 	f *faults
+	// stalled holds the connection for good (Stall), until it is closed.
+	stalled, closed atomic.Bool
+}
+
+func (c *holeConn) Close() error {
+	c.closed.Store(true)
+	c.f.forget(c.Conn)
+	return c.Conn.Close()
 }
 
 // wait returns once no blackhole holds the connection, or when it is closed.
 func (c *holeConn) wait() {
 	for {
 		c.f.mu.Lock()
-		until, changed := c.f.blackholeUntil, c.f.changed
+		until, changed, closed := c.f.blackholeUntil, c.f.changed, c.f.closed
 		c.f.mu.Unlock()
+		if c.stalled.Load() && !c.closed.Load() && !closed {
+			// Held until the connection or the proxy closes; the proxy's
+			// side learns of a client's close only when it closes too.
+			select {
+			case <-changed:
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
 		d := time.Until(until)
 		if d <= 0 {
 			return

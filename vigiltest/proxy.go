@@ -60,6 +60,8 @@ type ProxyStats struct {
 	Blackholes int // calls of Blackhole
 	Throttled  int // requests answered 429 by Throttle
 	Expired    int // watches answered 410 Gone by ExpireWatches
+	Stalls     int // calls of Stall
+	Stalled    int // connections Stall held for good
 }
 
 // ProxyOptions configure an OutageProxy.
@@ -96,7 +98,7 @@ func NewOutageProxyWith(cfg *rest.Config, o ProxyOptions) (*OutageProxy, error) 
 		return nil, fmt.Errorf("outage proxy: listen: %w", err)
 	}
 	p := &OutageProxy{target: u.Host, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}}
-	p.f.watches, p.f.changed = map[*http.Request]context.CancelFunc{}, make(chan struct{})
+	p.f.watches, p.f.changed, p.f.holes = map[*http.Request]context.CancelFunc{}, make(chan struct{}), map[net.Conn]*holeConn{}
 	p.config = rest.CopyConfig(cfg)
 	p.config.Host = "https://" + p.addr
 	if p.config.TLSClientConfig.ServerName == "" {
@@ -197,6 +199,11 @@ func (p *OutageProxy) Close() error {
 	}
 	p.cutLocked()
 	p.mu.Unlock()
+	p.f.mu.Lock()
+	p.f.closed = true
+	close(p.f.changed)
+	p.f.changed = make(chan struct{})
+	p.f.mu.Unlock()
 	if p.httpSrv != nil {
 		p.httpSrv.Close()
 	}
@@ -249,7 +256,8 @@ func (p *OutageProxy) pipe(ln net.Listener, client net.Conn) {
 		_, _ = io.Copy(dst, src)
 		done <- struct{}{}
 	}
-	held := &holeConn{Conn: client, f: &p.f}
+	held := p.f.hole(client)
+	defer p.f.forget(client)
 	go copyHalf(server, held)
 	go copyHalf(held, server)
 	<-done

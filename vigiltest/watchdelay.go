@@ -105,7 +105,7 @@ func (p *OutageProxy) handOver(ln net.Listener, client net.Conn) {
 	p.conns[client] = struct{}{}
 	p.stats.Accepted++
 	p.mu.Unlock()
-	tracked := &trackedConn{Conn: &holeConn{Conn: client, f: &p.f}, onClose: func() {
+	tracked := &trackedConn{Conn: p.f.hole(client), onClose: func() {
 		p.mu.Lock()
 		delete(p.conns, client)
 		p.mu.Unlock()

@@ -27,6 +27,7 @@ import (
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
+	"github.com/vigilkit/vigil/internal/watchhealth"
 	"github.com/vigilkit/vigil/internal/webhook"
 	"github.com/vigilkit/vigil/store"
 )
@@ -64,6 +65,11 @@ type Options struct {
 	Pprof bool
 	// MetricsListening, when set, is told the metrics address.
 	MetricsListening func(addr string)
+	// StaleAfter is how long a lister's informer may hear nothing from the
+	// API server before it is stale, listed again, and named by /readyz
+	// (internal/watchhealth): watchhealth.DefaultStaleAfter, or
+	// VIGIL_WATCH_STALE_AFTER, when zero.
+	StaleAfter time.Duration
 }
 
 // processStart is about when the process started: package variables are
@@ -81,7 +87,14 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	// collect less often than Go's default while the heap is small (see
 	// internal/gcpace; GOGC in the environment turns this off).
 	gcpace.Start()
-	r, err := start(ctx, cfg, m, o.HandoffDir, log, marks)
+	health, err := watchhealth.New(m.Name, "admission", watchhealth.Options{StaleAfter: o.StaleAfter, Log: log})
+	if err != nil {
+		return err
+	}
+	defer health.Close()
+	// Every client of the role goes through the tracker's connections.
+	cfg = health.Instrument(cfg)
+	r, err := start(ctx, cfg, m, o.HandoffDir, log, marks, health)
 	if err != nil {
 		return err
 	}
@@ -141,6 +154,7 @@ func serveOptions(m *spec.Module, o Options, r *role, log logr.Logger) webhook.O
 		Handler:       r.handler,
 		Metrics:       promhttp.HandlerFor(r.registry, promhttp.HandlerOpts{Registry: r.registry}),
 		Ready:         r.ready,
+		Live:          r.health.Live,
 		ShutdownDelay: o.ShutdownDelay,
 		Lingering:     r.handler.Lingering,
 		Log:           log,
@@ -212,13 +226,15 @@ type role struct {
 	metrics       *admit.Metrics
 	configMissing prometheus.Gauge
 	ready         func() error
+	// health follows the listers' informers.
+	health *watchhealth.Tracker
 	// newer tells the handler whether a newer version registered.
 	newer *newerCheck
 }
 
 // start connects the module's Store and listers and builds the handler of
 // its bindings.
-func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir string, log logr.Logger, marks *startup) (*role, error) {
+func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir string, log logr.Logger, marks *startup, health *watchhealth.Tracker) (*role, error) {
 	// GateResult, in the module's handlers, reads this folder.
 	callctx.SetHandoffDir(m.Name, handoffDir)
 	st, err := store.New(cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: log})
@@ -235,7 +251,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	if len(m.Listers) > 0 {
 		// The cache starts once the API server serves the listers' kinds:
 		// a CRD installed after the module is waited for, never an exit.
-		listers, err = watcher.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log, podevents.For(cfg, m.Name, -1), func(c cache.Cache) error {
+		listers, err = watcher.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log, podevents.For(cfg, m.Name, -1), health, func(c cache.Cache) error {
 			barriers, err := watcher.Barriers(cfg, m.Scheme, c, m.Listers, m.BindingTimeout())
 			if err != nil {
 				return err
@@ -251,8 +267,8 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	marks.listersSynced = func() bool { return listers() == nil }
 
 	timeout := m.BindingTimeout()
-	r := &role{registry: prometheus.NewRegistry(), newer: &newerCheck{timeout: timeout}}
-	r.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r := &role{registry: prometheus.NewRegistry(), newer: &newerCheck{timeout: timeout}, health: health}
+	r.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), watchhealth.Collector())
 	if r.metrics, err = admit.NewMetrics(r.registry, m.Name); err != nil {
 		return nil, err
 	}
@@ -305,7 +321,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		if err := listers(); err != nil {
 			return err
 		}
-		return nil
+		return health.Check()
 	}
 	return r, nil
 }

@@ -74,13 +74,13 @@ var layers = map[string]struct {
 	"internal/spec":   {spec, []string{"admission", "gate", "store"}},
 
 	// Roles.
-	"internal/gaterun":       {role, []string{"gate", "store", "internal/spec", "internal/waitfor", "internal/events", "internal/handoff", "internal/progress", "internal/callctx", "internal/podevents"}},
-	"internal/waitfor":       {role, []string{"gate", "internal/spec"}},
-	"internal/admissionrole": {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/watcher", "internal/webhook", "internal/podevents", "internal/callctx", "internal/certs", "internal/events", "internal/gcpace", "internal/handoff"}},
+	"internal/gaterun":       {role, []string{"gate", "store", "internal/spec", "internal/waitfor", "internal/events", "internal/handoff", "internal/progress", "internal/callctx", "internal/podevents", "internal/watchhealth"}},
+	"internal/waitfor":       {role, []string{"gate", "internal/spec", "internal/watchhealth"}},
+	"internal/admissionrole": {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/watcher", "internal/webhook", "internal/podevents", "internal/callctx", "internal/certs", "internal/events", "internal/gcpace", "internal/handoff", "internal/watchhealth"}},
 	"internal/admit":         {role, []string{"admission", "store", "internal/spec", "internal/callctx", "internal/events", "internal/fresh"}},
 	"internal/webhook":       {role, []string{"internal/events"}},
 	"internal/registration":  {role, []string{"admission", "provenance", "internal/spec", "internal/admit", "internal/events"}},
-	"internal/watcher":       {role, []string{"store", "internal/spec", "internal/admit", "internal/audit", "internal/registration", "internal/callctx", "internal/events", "internal/fresh", "internal/warming", "internal/waitfor", "internal/podevents", "internal/scheme"}},
+	"internal/watcher":       {role, []string{"store", "internal/spec", "internal/admit", "internal/audit", "internal/registration", "internal/callctx", "internal/events", "internal/fresh", "internal/warming", "internal/waitfor", "internal/podevents", "internal/scheme", "internal/watchhealth"}},
 	"internal/audit":         {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/events"}},
 	"internal/podevents":     {role, []string{"internal/spec"}},
 
@@ -98,6 +98,7 @@ var layers = map[string]struct {
 	// Leaves.
 	"internal/callctx":      {leaf, []string{"store", "internal/fresh"}},
 	"internal/fresh":        {leaf, nil},
+	"internal/watchhealth":  {leaf, nil},
 	"internal/handoff":      {leaf, nil},
 	"internal/scheme":       {leaf, nil},
 	"internal/events":       {leaf, nil},

@@ -12,6 +12,7 @@ import (
 	"github.com/vigilkit/vigil/internal/podevents"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/waitfor"
+	"github.com/vigilkit/vigil/internal/watchhealth"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -25,6 +26,10 @@ type Options struct {
 	TerminationLog string
 	// Interval between progress lines of a waiting gate; 5s when zero.
 	Interval time.Duration
+	// StaleAfter is how long a gate's watch may hear nothing from the API
+	// server before it is ended and listed again (internal/watchhealth):
+	// watchhealth.DefaultStaleAfter, or VIGIL_WATCH_STALE_AFTER, when zero.
+	StaleAfter time.Duration
 }
 
 // Run runs one phase of the module's gates, `<module> gate --phase N`, as
@@ -36,6 +41,14 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		return fmt.Errorf("phase %d: expected the phase to run, 0 or more", o.Phase)
 	}
 	log := logr.FromContextOrDiscard(ctx).WithValues("module", m.Name)
+	health, err := watchhealth.New(m.Name, "gate", watchhealth.Options{StaleAfter: o.StaleAfter, Log: log})
+	if err != nil {
+		return err
+	}
+	defer health.Close()
+	// A gate's watch that falls silent is ended and listed again, over new
+	// connections: an init container has no probe to restart it.
+	cfg = health.Instrument(cfg)
 	var gates []spec.Gate
 	if p := m.Phase(o.Phase); p != nil {
 		gates = p.Gates
@@ -50,6 +63,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 			if opts.Waiter, err = waitfor.New(cfg, log); err != nil {
 				return err
 			}
+			opts.Waiter.Track(health)
 			break
 		}
 	}
@@ -59,6 +73,6 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st, Scope: func(capability string) store.Store { return st.Scope(capability) }}
 	opts.Store = st
 	opts.Context = func(ctx context.Context) context.Context { return callctx.With(ctx, calls, st) }
-	_, err := RunPhase(ctx, o.Phase, gates, opts)
+	_, err = RunPhase(ctx, o.Phase, gates, opts)
 	return err
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/watchhealth"
 )
 
 // Spec is what to wait for: the gate's wait as the resolved definition
@@ -72,7 +73,13 @@ type Waiter struct {
 	// gone counts watches that ended in 410 Gone: the informer recovers by
 	// relisting, quietly.
 	gone atomic.Int64
+	// health, when set, follows each wait's informer.
+	health *watchhealth.Tracker
 }
+
+// Track has health follow the informer of each wait while it runs: a watch
+// silent past its stale bound is ended and listed again.
+func (w *Waiter) Track(health *watchhealth.Tracker) { w.health = health }
 
 // Gone is the number of watches that ended in 410 Gone and were relisted.
 func (w *Waiter) Gone() int64 { return w.gone.Load() }
@@ -147,7 +154,9 @@ func (w *Waiter) watch(ctx context.Context, spec Spec, mapping *meta.RESTMapping
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ri, ns := w.scoped(mapping, spec.Namespace)
-	lw := w.listWatch(ri, listOptions(spec))
+	tracked := w.health.Informer(spec.GVK.Kind, ns)
+	defer w.health.Remove(tracked)
+	lw := tracked.Wrap(w.listWatch(ri, listOptions(spec)))
 	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
 	failed := make(chan error, 1)
 	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {

@@ -9,16 +9,26 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/vigilkit/vigil/internal/watchhealth"
 )
 
 // newInformer is client-go's shared informer over a list-watch that counts
 // the watches the API server ends with 410 Gone (their resourceVersion was
 // compacted away), after which the informer relists: the one event that
-// shows a watcher may have missed deltas and rebuilt its view.
-func newInformer(module string, m *metrics) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+// shows a watcher may have missed deltas and rebuilt its view. The role's
+// health tracker follows it (when not nil): what it hears, and its watch
+// ended and listed again when silent past the stale bound.
+func newInformer(module string, m *metrics, health *watchhealth.Tracker, scheme *runtime.Scheme) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		expired := func() { m.watchErrors.WithLabelValues(module, "expired").Inc() }
-		return toolscache.NewSharedIndexInformer(&countingLW{lw: lw, ctx: toolscache.ToListerWatcherWithContext(lw), expired: expired}, obj, resync, indexers)
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		if gvk, err := apiutil.GVKForObject(obj, scheme); err == nil {
+			kind = gvk.Kind
+		}
+		tracked := health.Informer(kind, "").Wrap(lw)
+		return toolscache.NewSharedIndexInformer(&countingLW{lw: tracked, ctx: toolscache.ToListerWatcherWithContext(tracked), expired: expired}, obj, resync, indexers)
 	}
 }
 

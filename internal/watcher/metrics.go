@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/vigilkit/vigil/internal/watchhealth"
 )
 
 // metrics are the watcher's own; controller-runtime adds, per binding's
@@ -66,7 +68,7 @@ func registerMetrics() *metrics {
 			}, []string{"module"}),
 		}
 		ctrlmetrics.Registry.MustRegister(shared.events, shared.panics, shared.scheduleRuns, shared.scheduleSkipped, shared.scheduleSeconds, shared.watchErrors,
-			shared.failOpens, shared.failedOpen)
+			shared.failOpens, shared.failedOpen, watchhealth.Collector())
 	})
 	return shared
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/vigilkit/vigil/internal/callctx"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/watchhealth"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -25,6 +26,14 @@ import (
 // neither its CRD nor its RBAC. It logs to logr.FromContext(ctx).
 func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, opts Options) error {
 	o := runOptions{Options: opts, Log: logr.FromContextOrDiscard(ctx).WithValues("module", m.Name)}
+	health, err := watchhealth.New(m.Name, "watcher", watchhealth.Options{StaleAfter: opts.StaleAfter, Log: o.Log})
+	if err != nil {
+		return err
+	}
+	defer health.Close()
+	// Every client of the role goes through the tracker's connections.
+	cfg = health.Instrument(cfg)
+	o.Health = health
 	st := store.NewLazy(ctx, cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: o.Log})
 	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st, Scope: func(capability string) store.Store { return st.Scope(capability) }}
 	o.Module, o.Namespace, o.Scheme = m.Name, m.Namespace, m.Scheme

@@ -20,13 +20,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/vigilkit/vigil/internal/podevents"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/warming"
+	"github.com/vigilkit/vigil/internal/watchhealth"
 
 	"github.com/vigilkit/vigil/internal/events"
 )
@@ -52,6 +52,11 @@ type Options struct {
 	// OutageCheckInterval is how often the watch for outages of the
 	// admission replicas checks: 2s when zero.
 	OutageCheckInterval time.Duration
+	// StaleAfter is how long an informer may hear nothing from the API
+	// server before it is stale, listed again, and named by /readyz
+	// (internal/watchhealth): watchhealth.DefaultStaleAfter, or
+	// VIGIL_WATCH_STALE_AFTER, when zero.
+	StaleAfter time.Duration
 }
 
 // runOptions are what the manager runs: the Options, and what Run derives
@@ -78,7 +83,10 @@ type runOptions struct {
 	// Outages, when set, runs on the active replica only: the watch for
 	// outages of the admission replicas (registration.WatchOutages).
 	Outages func(ctx context.Context) error
-	Log     logr.Logger
+	// Health follows the informers: /readyz names a stale one, /healthz
+	// fails when a restart would help.
+	Health *watchhealth.Tracker
+	Log    logr.Logger
 }
 
 // run runs the watcher until ctx ends, or until the replica loses its lease
@@ -113,14 +121,14 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 	}
 	var ready atomic.Bool
 	if o.ProbeAddr != "" {
-		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		if err := mgr.AddHealthzCheck("informers", func(*http.Request) error { return o.Health.Live() }); err != nil {
 			return err
 		}
 		if err := mgr.AddReadyzCheck("informers", func(*http.Request) error {
 			if !ready.Load() {
 				return errors.New("the informers have not synced yet")
 			}
-			return nil
+			return o.Health.Check()
 		}); err != nil {
 			return err
 		}
@@ -205,7 +213,7 @@ func managerOptions(ctx context.Context, o runOptions, byObject map[client.Objec
 			ByObject:                 byObject,
 			DefaultTransform:         cache.TransformStripManagedFields(),
 			DefaultWatchErrorHandler: watchErrorHandler(o.Module, metrics),
-			NewInformer:              newInformer(o.Module, metrics),
+			NewInformer:              newInformer(o.Module, metrics, o.Health, o.Scheme),
 		},
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              spec.WatcherLeaseName(o.Module),
@@ -305,7 +313,7 @@ func handlerContext(ctx context.Context, o runOptions, b *spec.Watch, obj client
 // it returns is nil once every type has synced, and until then says what
 // the cache waits for: a kind not served yet, the informers' first lists,
 // or what failed. sink, when not nil, records the wait as Events.
-func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []spec.Lister, log logr.Logger, sink podevents.Sink, started func(cache.Cache) error) (status func() error, err error) {
+func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []spec.Lister, log logr.Logger, sink podevents.Sink, health *watchhealth.Tracker, started func(cache.Cache) error) (status func() error, err error) {
 	agreed := spec.Agree(users)
 	byObject, err := ByObject(agreed)
 	if err != nil {
@@ -331,7 +339,7 @@ func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *ru
 		c, err := cache.New(warming.Wrap(rest.CopyConfig(cfg)), cache.Options{
 			Scheme: scheme, ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(),
 			DefaultWatchErrorHandler: watchErrorHandler(module, registerMetrics()),
-			NewInformer:              newInformer(module, registerMetrics()),
+			NewInformer:              newInformer(module, registerMetrics(), health, scheme),
 		})
 		if err == nil {
 			err = started(c)

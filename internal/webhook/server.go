@@ -48,6 +48,9 @@ type Options struct {
 	// Ready reports whether the module may take requests; /readyz answers
 	// 503 with its error until it returns nil.
 	Ready func() error
+	// Live, when set, fails /healthz with its error: the process is stuck
+	// in a way a restart would mend.
+	Live func() error
 	// ReadyDetail, when set, adds lines to a passing /readyz: conditions an
 	// operator should see that do not make the module unready.
 	ReadyDetail func() string
@@ -163,7 +166,15 @@ func servingCertificate(ctx context.Context, opts Options) (func(*tls.ClientHell
 // answer closes its connection.
 func admissionMux(opts Options, stopping *atomic.Bool, lim *limited) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if opts.Live != nil {
+			if err := opts.Live(); err != nil {
+				http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		switch {
 		case stopping.Load():
