@@ -15,7 +15,7 @@ GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 DEADCODE := golang.org/x/tools/cmd/deadcode@v0.52.0
 GO_TEST_FLAGS ?= -count=1 -timeout 15m
 
-.PHONY: e2e test demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-uds bench-uds bench-ship bench-first-module
+.PHONY: e2e test demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-ship bench-first-module
 
 ## test: build the control plane if needed, then vet, staticcheck, the go.mod tidiness check, deadcode, govulncheck and every test under the race detector
 test:
@@ -121,6 +121,11 @@ soak-registration:
 soak-fresh:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakFresh' -benchtime 1x -timeout 15m ./internal/soak/
+
+## soak-watch: a gate, an admission lister and the watcher's OnEvent and Reconcile behind a fault proxy that stalls, blackholes, throttles (429), expires (410) and cuts their connections, 15 rounds, while objects change (one deleted and created again in each blackhole): silences noticed, recovery, no stale decision, every final view equal to the API server's
+soak-watch:
+	@assets="$$(hack/control-plane.sh)"; \
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakWatch' -benchtime 1x -timeout 20m ./internal/soak/
 
 ## bench-uds: UDS Core's policy engine (examples/uds-core) under load at c=16 over TLS keep-alive, a compliant Pod through every policy (validate and mutate) and a denied one, beside the floor server in the same run: CPU per request, req/s, p99, RSS
 bench-uds:

@@ -144,3 +144,36 @@ func TestFaultProxyCuts(t *testing.T) {
 		t.Errorf("stats %+v: want the connection reset and a new one accepted", s)
 	}
 }
+
+// Stall leaves the open connection half-open for good: a request on it gets
+// nothing, even after a while, while a new connection is served.
+func TestFaultProxyStalls(t *testing.T) {
+	ns := env.Namespace(t)
+	p, cs := faultProxy(t)
+	if _, err := cs.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if held := p.Stall(); held < 1 {
+		t.Errorf("Stall held %d connections; want the client's open one", held)
+	}
+	for range 2 { // still stalled a second later: it does not end
+		ctx, cancel := context.WithTimeout(t.Context(), 700*time.Millisecond)
+		_, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		cancel()
+		if err == nil {
+			t.Fatal("a list on the stalled connection succeeded")
+		}
+	}
+	cfg := p.Config()
+	cfg.Dial = (&net.Dialer{}).DialContext // a transport of its own, not client-go's cached one: a new connection
+	fresh, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Errorf("a list on a new connection during the stall: %v", err)
+	}
+	if s := p.Stats(); s.Stalls != 1 || s.Stalled < 1 || s.Reset != 0 {
+		t.Errorf("stats %+v: want one Stall holding the connection, none reset", s)
+	}
+}

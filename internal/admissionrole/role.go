@@ -66,7 +66,7 @@ type Options struct {
 	// MetricsListening, when set, is told the metrics address.
 	MetricsListening func(addr string)
 	// StaleAfter is how long a lister's informer may hear nothing from the
-	// API server before it is stale, listed again, and named by /readyz
+	// API server before it is stale, watched again, and named by /readyz
 	// (internal/watchhealth): watchhealth.DefaultStaleAfter, or
 	// VIGIL_WATCH_STALE_AFTER, when zero.
 	StaleAfter time.Duration

@@ -27,7 +27,7 @@ type Options struct {
 	// Interval between progress lines of a waiting gate; 5s when zero.
 	Interval time.Duration
 	// StaleAfter is how long a gate's watch may hear nothing from the API
-	// server before it is ended and listed again (internal/watchhealth):
+	// server before it is ended and watched again (internal/watchhealth):
 	// watchhealth.DefaultStaleAfter, or VIGIL_WATCH_STALE_AFTER, when zero.
 	StaleAfter time.Duration
 }
@@ -46,7 +46,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		return err
 	}
 	defer health.Close()
-	// A gate's watch that falls silent is ended and listed again, over new
+	// A gate's watch that falls silent is ended and watched again, over new
 	// connections: an init container has no probe to restart it.
 	cfg = health.Instrument(cfg)
 	var gates []spec.Gate

@@ -23,8 +23,10 @@ informers (one per type). With leader election (the default), replicas compete
 for the Lease <module>-watcher in the module's namespace: exactly one runs the
 bindings and schedules, the others keep their informers warm and take over
 within --lease-duration of its death, or at once when it stops gracefully (the
-Lease is released on SIGTERM). Serves /healthz and /readyz (ready once the
-informers have synced) on --probe-addr and /metrics on --metrics-addr. With
+Lease is released on SIGTERM). Serves /healthz and /readyz on --probe-addr
+(ready once the informers have synced and while none has been silent past
+VIGIL_WATCH_STALE_AFTER, 30s by default; live unless a restart would help)
+and /metrics on --metrics-addr. With
 capabilities declared FailOpenAfter, the active replica also watches for
 outages of the admission replicas and fails those capabilities' webhooks open
 once no replica has served for their bound.`,

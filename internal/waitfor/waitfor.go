@@ -78,7 +78,7 @@ type Waiter struct {
 }
 
 // Track has health follow the informer of each wait while it runs: a watch
-// silent past its stale bound is ended and listed again.
+// silent past its stale bound is ended and watched again.
 func (w *Waiter) Track(health *watchhealth.Tracker) { w.health = health }
 
 // Gone is the number of watches that ended in 410 Gone and were relisted.

@@ -19,7 +19,7 @@ import (
 // compacted away), after which the informer relists: the one event that
 // shows a watcher may have missed deltas and rebuilt its view. The role's
 // health tracker follows it (when not nil): what it hears, and its watch
-// ended and listed again when silent past the stale bound.
+// ended and watched again when silent past the stale bound.
 func newInformer(module string, m *metrics, health *watchhealth.Tracker, scheme *runtime.Scheme) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		expired := func() { m.watchErrors.WithLabelValues(module, "expired").Inc() }

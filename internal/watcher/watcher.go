@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -53,7 +52,7 @@ type Options struct {
 	// admission replicas checks: 2s when zero.
 	OutageCheckInterval time.Duration
 	// StaleAfter is how long an informer may hear nothing from the API
-	// server before it is stale, listed again, and named by /readyz
+	// server before it is stale, watched again, and named by /readyz
 	// (internal/watchhealth): watchhealth.DefaultStaleAfter, or
 	// VIGIL_WATCH_STALE_AFTER, when zero.
 	StaleAfter time.Duration
@@ -104,7 +103,19 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := awaitServedProbed(ctx, cfg, agreed, o); err != nil {
+	// The role's probes, for its whole life: live unless a restart would
+	// help; ready once the informers have synced and while none is stale.
+	var readiness atomic.Pointer[func() error]
+	setReady := func(f func() error) { readiness.Store(&f) }
+	setReady(func() error { return errors.New("starting") })
+	if o.ProbeAddr != "" {
+		stop, err := serveProbes(o.ProbeAddr, func() error { return (*readiness.Load())() }, o.Health.Live)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if err := awaitServedProbed(ctx, cfg, agreed, o, setReady); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while waiting: nothing had started
 		}
@@ -120,19 +131,12 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 		o.Cache(mgr.GetCache())
 	}
 	var ready atomic.Bool
-	if o.ProbeAddr != "" {
-		if err := mgr.AddHealthzCheck("informers", func(*http.Request) error { return o.Health.Live() }); err != nil {
-			return err
+	setReady(func() error {
+		if !ready.Load() {
+			return errors.New("the informers have not synced yet")
 		}
-		if err := mgr.AddReadyzCheck("informers", func(*http.Request) error {
-			if !ready.Load() {
-				return errors.New("the informers have not synced yet")
-			}
-			return o.Health.Check()
-		}); err != nil {
-			return err
-		}
-	}
+		return o.Health.Check()
+	})
 	for i := range o.Schedules {
 		if err := mgr.Add(&scheduleRunner{s: o.Schedules[i], module: o.Module, log: o.Log, ctx: o.Context, metrics: metrics}); err != nil {
 			return err
@@ -184,22 +188,15 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 }
 
 // awaitServedProbed waits until the API server serves the kinds a CRD
-// serves among agreed (see Served), answering the watcher's probes
-// meanwhile: live, and not ready, saying what it waits for.
-func awaitServedProbed(ctx context.Context, cfg *rest.Config, agreed []spec.Agreed, o runOptions) error {
+// serves among agreed (see Served), the watcher's readiness meanwhile saying
+// what it waits for.
+func awaitServedProbed(ctx context.Context, cfg *rest.Config, agreed []spec.Agreed, o runOptions, setReady func(func() error)) error {
 	kinds := CustomKinds(agreed)
 	if len(kinds) == 0 {
 		return nil
 	}
 	served := NewServed(kinds)
-	stop := func() {}
-	if o.ProbeAddr != "" {
-		var err error
-		if stop, err = serveProbes(o.ProbeAddr, served.Err); err != nil {
-			return err
-		}
-	}
-	defer stop()
+	setReady(served.Err)
 	return served.Await(ctx, cfg, o.Log, podevents.ForRole(cfg, o.Module, "watcher"))
 }
 
@@ -220,9 +217,10 @@ func managerOptions(ctx context.Context, o runOptions, byObject map[client.Objec
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: orDisabled(o.MetricsAddr)},
-		HealthProbeBindAddress:        o.ProbeAddr,
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(true), RecoverPanic: ptr.To(true)},
-		GracefulShutdownTimeout:       ptr.To(30 * time.Second),
+		// The role serves its own probes (serveProbes), which say why.
+		HealthProbeBindAddress:  "",
+		Controller:              config.Controller{SkipNameValidation: ptr.To(true), RecoverPanic: ptr.To(true)},
+		GracefulShutdownTimeout: ptr.To(30 * time.Second),
 	}
 	if o.LeaseDuration > 0 {
 		mopts.LeaseDuration = &o.LeaseDuration

@@ -14,10 +14,14 @@
 // every watch after Renew (half the stale bound), so a healthy informer hears
 // at least that often even on a quiet type; an informer that hears nothing for
 // StaleAfter (DefaultStaleAfter, or VIGIL_WATCH_STALE_AFTER) is stale. Its
-// watch is then ended locally with 410 Gone, so client-go's reflector lists
-// again, and the role's connections to the API server are closed, so the
-// relist does not go down the same dead connection; a list or a watch that
-// gets no answer within StaleAfter is abandoned the same way.
+// watch is then ended and the role's connections to the API server closed, so
+// the reflector watches again over a new connection from the last
+// resourceVersion it saw: the API server replays every change since, or
+// answers 410 Gone when its history no longer reaches back that far, and the
+// reflector lists again. A list or a watch that gets no answer within
+// StaleAfter is abandoned the same way and tried again at once, so that the
+// reflector, which sees no failure, does not back off: the request in flight
+// when the network returns completes then.
 //
 // Check is the readiness of a role: it names each stale informer and since
 // when. Live fails only when a restart would help: an informer stale for

@@ -2,8 +2,8 @@ package watchhealth
 
 import (
 	"context"
-	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,7 +14,7 @@ import (
 
 // Wrap returns lw with the informer's record kept: what it hears, its
 // relists and reconnects, its watches renewed every Renew and ended when
-// silent past the stale bound. A nil Informer returns lw as it is.
+// silent past the stale bound, so that the reflector watches again. A nil Informer returns lw as it is.
 // What it returns has client-go's methods with and without a context.
 func (i *Informer) Wrap(lw toolscache.ListerWatcher) toolscache.ListerWatcher {
 	if i == nil {
@@ -46,36 +46,49 @@ func (l *listWatch) IsWatchListSemanticsUnSupported() bool {
 	return ok && u.IsWatchListSemanticsUnSupported()
 }
 
-// ListWithContext lists one page, abandoned when the API server does not
-// answer within the stale bound.
+// ListWithContext lists one page. A list with no answer within the stale
+// bound is abandoned and tried again at once over new connections, as often
+// as it takes: the reflector sees no failure, so it does not back off, and
+// the list in flight when the network returns completes then.
 func (l *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	if opts.Continue == "" {
 		l.inf.lists.Add(1)
 	}
-	ctx, cancel := context.WithCancel(withInformer(ctx, l.inf))
-	defer cancel()
-	stop := l.abandonAfter(cancel, "a list")
-	obj, err := l.ctx.ListWithContext(ctx, opts)
-	stop()
-	if err == nil {
-		l.inf.hear()
+	for {
+		attempt, cancel, abandoned := l.attempt(ctx, "a list")
+		obj, err := l.ctx.ListWithContext(attempt, opts)
+		gaveUp := abandoned()
+		cancel()
+		if err != nil && gaveUp && ctx.Err() == nil {
+			continue
+		}
+		if err == nil {
+			l.inf.hear()
+		}
+		return obj, err
 	}
-	return obj, err
 }
 
-// abandonAfter cancels a request that has no answer within the stale bound,
-// marking the informer stalled; the returned func disarms it.
-func (l *listWatch) abandonAfter(cancel context.CancelFunc, what string) func() {
+// attempt is the context of one request of the informer, cancelled when it
+// has no answer within the stale bound (marking the informer stalled);
+// abandoned disarms that and reports whether it happened.
+func (l *listWatch) attempt(ctx context.Context, what string) (context.Context, context.CancelFunc, func() bool) {
+	ctx, cancel := context.WithCancel(withInformer(ctx, l.inf))
+	var gaveUp atomic.Bool
 	t := time.AfterFunc(l.inf.t.staleAfter, func() {
+		gaveUp.Store(true)
 		l.inf.stalled(what)
 		cancel()
 	})
-	return func() { t.Stop() }
+	return ctx, cancel, func() bool {
+		t.Stop()
+		return gaveUp.Load()
+	}
 }
 
-// WatchWithContext opens a watch the server ends after Renew, abandoned when
-// it is not established within the stale bound, and ended with 410 Gone once
-// it has been silent that long.
+// WatchWithContext opens a watch the server ends after Renew, tried again
+// when it is not established within the stale bound (as a list is), and
+// ended with 410 Gone once it has been silent that long.
 func (l *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 		l.inf.lists.Add(1) // a streaming list
@@ -85,24 +98,32 @@ func (l *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOption
 	renew := l.inf.t.Renew()
 	secs := int64(renew / time.Second)
 	opts.TimeoutSeconds = &secs
-	ctx, cancel := context.WithCancel(withInformer(ctx, l.inf))
-	stop := l.abandonAfter(cancel, "a watch to start")
-	w, err := l.ctx.WatchWithContext(ctx, opts)
-	stop()
-	if err != nil {
-		cancel()
-		return nil, err
+	for {
+		attempt, cancel, abandoned := l.attempt(ctx, "a watch to start")
+		w, err := l.ctx.WatchWithContext(attempt, opts)
+		gaveUp := abandoned()
+		if err == nil && gaveUp {
+			w.Stop() // established just as it was given up: its context is gone
+			err = context.Canceled
+		}
+		if err != nil {
+			cancel()
+			if gaveUp && ctx.Err() == nil {
+				continue
+			}
+			return nil, err
+		}
+		l.inf.hear()
+		l.inf.watched.Store(true)
+		l.inf.dropped.Store(false)
+		m := &monitored{inf: l.inf, in: w, cancel: cancel, out: make(chan watch.Event), stop: make(chan struct{}), started: time.Now(), renew: renew}
+		go m.run()
+		return m, nil
 	}
-	l.inf.hear()
-	l.inf.watched.Store(true)
-	l.inf.dropped.Store(false)
-	m := &monitored{inf: l.inf, in: w, cancel: cancel, out: make(chan watch.Event), stop: make(chan struct{}), started: time.Now(), renew: renew}
-	go m.run()
-	return m, nil
 }
 
 // monitored passes a watch's events on, hearing each, and ends the watch
-// with 410 Gone when it has been silent past the stale bound.
+// when it has been silent past the stale bound.
 type monitored struct {
 	inf      *Informer
 	in       watch.Interface
@@ -146,16 +167,14 @@ func (m *monitored) run() {
 			}
 			silence.Reset(m.inf.t.staleAfter)
 		case <-silence.C:
+			// Closed without an error: the reflector watches again at once
+			// from the last resourceVersion it saw, and the API server
+			// replays every change since, or answers 410 Gone when its
+			// history no longer reaches back that far, and the reflector
+			// lists. Ending it with an error would make the reflector list
+			// after a back-off that grows with each silence.
 			m.inf.stalled("watch events")
 			m.inf.dropped.Store(true)
-			gone := &metav1.Status{
-				Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired,
-				Message: "the watch was silent past " + m.inf.t.staleAfter.String() + ": listing again",
-			}
-			select {
-			case m.out <- watch.Event{Type: watch.Error, Object: gone}:
-			case <-m.stop:
-			}
 			return
 		}
 	}

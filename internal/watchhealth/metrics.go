@@ -35,8 +35,8 @@ func (c *trackers) remove(t *Tracker) {
 var (
 	labels      = []string{"module", "role", "kind", "namespace"}
 	descStale   = prometheus.NewDesc("vigil_informer_staleness_seconds", "How long the informer has heard nothing from the API server (no list answer, watch start or event, bookmarks included); a healthy one stays under the stale bound.", labels, nil)
-	descBound   = prometheus.NewDesc("vigil_informer_stale_bound_seconds", "The stale bound: an informer silent longer is stale, and its watch is ended and listed again.", labels, nil)
-	descRelists = prometheus.NewDesc("vigil_informer_relists_total", "Lists after the informer's first: after a watch expired (410 Gone), ended with an error, or was silent past the stale bound.", labels, nil)
+	descBound   = prometheus.NewDesc("vigil_informer_stale_bound_seconds", "The stale bound: an informer silent longer is stale; its watch is ended and started again over new connections.", labels, nil)
+	descRelists = prometheus.NewDesc("vigil_informer_relists_total", "Lists after the informer's first: after a watch expired (410 Gone) or ended with an error.", labels, nil)
 	descThrottl = prometheus.NewDesc("vigil_informer_throttled_total", "Answers 429 Too Many Requests to the informer's lists and watches, client-go's own retries included.", labels, nil)
 	descReconn  = prometheus.NewDesc("vigil_informer_reconnects_total", "Watches started again after one ended before the server's timeout (a dropped connection, or a silence).", labels, nil)
 	descStalls  = prometheus.NewDesc("vigil_informer_stalls_total", "Silences past the stale bound: a watch with no event, or a list or watch with no answer; each ends the request and closes the role's connections.", labels, nil)

@@ -23,7 +23,8 @@ import (
 const DefaultStaleAfter = 30 * time.Second
 
 // EnvStaleAfter overrides DefaultStaleAfter for a role's process, as a Go
-// duration ("10s"); at least 2s.
+// duration ("10s"); at least 4s, so that a watch renewed every half of it
+// lasts a couple of seconds.
 const EnvStaleAfter = "VIGIL_WATCH_STALE_AFTER"
 
 // Options tune a Tracker.
@@ -46,8 +47,8 @@ func StaleAfterFromEnv() (time.Duration, error) {
 		return DefaultStaleAfter, nil
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d < 2*time.Second {
-		return 0, fmt.Errorf("%s=%q: expected a duration of at least 2s, such as 30s; unset it for the default %s", EnvStaleAfter, v, DefaultStaleAfter)
+	if err != nil || d < 4*time.Second {
+		return 0, fmt.Errorf("%s=%q: expected a duration of at least 4s, such as 30s; unset it for the default %s", EnvStaleAfter, v, DefaultStaleAfter)
 	}
 	return d, nil
 }
@@ -270,7 +271,7 @@ func (i *Informer) describe(now time.Time, s time.Duration) string {
 // connections.
 func (i *Informer) stalled(what string) {
 	i.stalls.Add(1)
-	i.t.log.Info("informer stale: nothing heard from the API server; closing the role's connections and listing again",
+	i.t.log.Info("informer stale: nothing heard from the API server; closing the role's connections and asking again",
 		"informer", i.Name(), "waited", what, "for", i.Staleness(time.Now()).Round(time.Millisecond).String())
 	i.t.resetConnections()
 }
