@@ -74,6 +74,8 @@ type watchResult struct {
 	missedFinal, staleDecisions, reconcileMissed  int
 	detectP99, recoverP99, recoverMax, staleAfter time.Duration
 	readyzNamedStale                              bool
+	// recoverBy is the longest recovery after each kind of fault.
+	recoverBy map[string]time.Duration
 }
 
 // cmState is what a view holds of a ConfigMap.
@@ -298,9 +300,12 @@ func soakWatch(tb testing.TB, rounds int) watchResult {
 	var detects, recovers []time.Duration
 	// decide asks whether ConfigMap needs may be depended on, expecting
 	// allowed; a decision against the data is stale, an error undecided.
+	var decidedMu sync.Mutex
 	decide := func(i int, needs string, allowed bool) {
 		c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: fmt.Sprintf("probe-%d-%s", i, needs), Labels: map[string]string{"needs": needs}}}
 		err := env.Client.Create(ctx, c, client.DryRunAll)
+		decidedMu.Lock()
+		defer decidedMu.Unlock()
 		res.decisions++
 		switch {
 		case err == nil:
@@ -405,24 +410,21 @@ func soakWatch(tb testing.TB, rounds int) watchResult {
 		}
 		// Decisions during the fault, beside the changes: each may wait for
 		// the webhook's timeout.
-		decided := make(chan struct{})
-		go func() {
-			defer close(decided)
-			if err := env.Client.Create(ctx, cm(fmt.Sprint("allow-", r))); err != nil {
-				tb.Error(err)
-				return
+		// Each write is followed at once by a decision that depends on it,
+		// made beside the rest: it may wait for the webhook's timeout.
+		var decisions sync.WaitGroup
+		if err := env.Client.Create(ctx, cm(fmt.Sprint("allow-", r))); err != nil {
+			tb.Fatal(err)
+		}
+		changedNow()
+		decisions.Go(func() { decide(r, fmt.Sprint("allow-", r), true) })
+		if r > 1 {
+			if err := env.Client.Delete(ctx, cm(fmt.Sprint("allow-", r-1))); err != nil {
+				tb.Fatal(err)
 			}
 			changedNow()
-			decide(r, fmt.Sprint("allow-", r), true)
-			if r > 1 {
-				if err := env.Client.Delete(ctx, cm(fmt.Sprint("allow-", r-1))); err != nil {
-					tb.Error(err)
-					return
-				}
-				changedNow()
-				decide(r, fmt.Sprint("allow-", r-1), false)
-			}
-		}()
+			decisions.Go(func() { decide(r, fmt.Sprint("allow-", r-1), false) })
+		}
 		// Silences noticed, and the watcher's readiness, meanwhile: every
 		// role with an informer notices within the bound and a bit.
 		watched := make(chan struct{})
@@ -454,7 +456,6 @@ func soakWatch(tb testing.TB, rounds int) watchResult {
 			changedNow()
 			time.Sleep(100 * time.Millisecond)
 		}
-		<-decided
 		<-watched
 		// Recovery counts from the fault's end (its start for a stall or a
 		// cut), or from the last change made during it when that is later.
@@ -485,6 +486,7 @@ func soakWatch(tb testing.TB, rounds int) watchResult {
 		if gateCode != 0 {
 			tb.Fatalf("round %d (%s): the gate exited %d", r, fault, gateCode)
 		}
+		decisions.Wait()
 		recovers = append(recovers, took)
 		if res.recoverBy == nil {
 			res.recoverBy = map[string]time.Duration{}
