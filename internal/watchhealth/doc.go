@@ -1,5 +1,5 @@
 // Package watchhealth knows, for every informer a role depends on — its
-// gates', its admission listers', its watcher's, its Store's — how long it has
+// gates', its admission listers', its watcher's — how long it has
 // been since the informer last heard from the API server, and heals one that
 // has gone silent.
 //
@@ -13,15 +13,17 @@
 // A Tracker wraps each informer's list-watch. It asks the API server to end
 // every watch after Renew (half the stale bound), so a healthy informer hears
 // at least that often even on a quiet type; an informer that hears nothing for
-// StaleAfter (DefaultStaleAfter, or VIGIL_WATCH_STALE_AFTER) is stale. Its
-// watch is then ended and the role's connections to the API server closed, so
-// the reflector watches again over a new connection from the last
-// resourceVersion it saw: the API server replays every change since, or
-// answers 410 Gone when its history no longer reaches back that far, and the
-// reflector lists again. A list or a watch that gets no answer within
-// StaleAfter is abandoned the same way and tried again at once, so that the
-// reflector, which sees no failure, does not back off: the request in flight
-// when the network returns completes then.
+// StaleAfter (DefaultStaleAfter, or VIGIL_WATCH_STALE_AFTER) is stale. The
+// watch the reflector gets resumes itself: when the server ends it, when its
+// connection drops, and when it is stale (the role's connections to the API
+// server closed first, so that it does not go down the same dead one), it
+// watches again from the last resourceVersion it passed on, and the API server
+// replays every change since. The reflector sees one long watch, so it never
+// backs off for these, which it would with a delay growing to a minute; an
+// error answer (410 Gone when the server's history no longer reaches back that
+// far) is passed on, and the reflector lists. A list or a watch that gets no
+// answer within StaleAfter is abandoned and tried again at once, for the same
+// reason: the request in flight when the network returns completes then.
 //
 // Check is the readiness of a role: it names each stale informer and since
 // when. Live fails only when a restart would help: an informer stale for

@@ -2,10 +2,14 @@ package watchhealth
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -87,17 +91,31 @@ func (l *listWatch) attempt(ctx context.Context, what string) (context.Context, 
 }
 
 // WatchWithContext opens a watch the server ends after Renew, tried again
-// when it is not established within the stale bound (as a list is), and
-// ended with 410 Gone once it has been silent that long.
+// when it is not established within the stale bound (as a list is). The
+// watch it returns resumes itself: see resuming.
 func (l *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+	streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	if streaming {
 		l.inf.lists.Add(1) // a streaming list
-	} else if l.inf.watched.Load() && l.inf.dropped.Load() {
-		l.inf.reconnects.Add(1)
 	}
-	renew := l.inf.t.Renew()
-	secs := int64(renew / time.Second)
+	secs := int64(l.inf.t.Renew() / time.Second)
 	opts.TimeoutSeconds = &secs
+	// Stop ends the watch and any attempt to open the next.
+	ctx, end := context.WithCancel(ctx)
+	w, cancel, err := l.open(ctx, opts)
+	if err != nil {
+		end()
+		return nil, err
+	}
+	m := &resuming{l: l, ctx: ctx, end: end, opts: opts, in: w, cancel: cancel, out: make(chan watch.Event), stop: make(chan struct{}),
+		started: time.Now(), rv: opts.ResourceVersion, streaming: streaming}
+	go m.run()
+	return m, nil
+}
+
+// open establishes one watch, trying again at once when it is not
+// established within the stale bound; cancel ends it.
+func (l *listWatch) open(ctx context.Context, opts metav1.ListOptions) (watch.Interface, context.CancelFunc, error) {
 	for {
 		attempt, cancel, abandoned := l.attempt(ctx, "a watch to start")
 		w, err := l.ctx.WatchWithContext(attempt, opts)
@@ -111,41 +129,54 @@ func (l *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOption
 			if gaveUp && ctx.Err() == nil {
 				continue
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		l.inf.hear()
-		l.inf.watched.Store(true)
-		l.inf.dropped.Store(false)
-		m := &monitored{inf: l.inf, in: w, cancel: cancel, out: make(chan watch.Event), stop: make(chan struct{}), started: time.Now(), renew: renew}
-		go m.run()
-		return m, nil
+		return w, cancel, nil
 	}
 }
 
-// monitored passes a watch's events on, hearing each, and ends the watch
-// when it has been silent past the stale bound.
-type monitored struct {
-	inf      *Informer
-	in       watch.Interface
-	cancel   context.CancelFunc
-	out      chan watch.Event
-	stop     chan struct{}
-	stopOnce sync.Once
-	started  time.Time
-	renew    time.Duration
+// resuming passes a watch's events on, hearing each, and keeps it going: when
+// the server ends it (every Renew), when its connection drops, and when it has
+// been silent past the stale bound (the role's connections closed then), it
+// watches again from the last resourceVersion it passed on, and the API
+// server replays every change since. The reflector sees one watch: it does not
+// back off, as it would after each end, with a delay that grows to a minute.
+// An error (410 Gone when the server's history no longer reaches back that
+// far) is passed on, and the reflector lists. A streaming list (initial
+// events) is not resumed: it ends, and the reflector decides.
+type resuming struct {
+	l         *listWatch
+	ctx       context.Context
+	end       context.CancelFunc
+	opts      metav1.ListOptions
+	in        watch.Interface
+	cancel    context.CancelFunc
+	out       chan watch.Event
+	stop      chan struct{}
+	stopOnce  sync.Once
+	started   time.Time
+	rv        string
+	streaming bool
 }
 
-func (m *monitored) ResultChan() <-chan watch.Event { return m.out }
+func (m *resuming) ResultChan() <-chan watch.Event { return m.out }
 
-func (m *monitored) Stop() {
-	m.stopOnce.Do(func() { close(m.stop) })
+func (m *resuming) Stop() {
+	m.stopOnce.Do(func() {
+		close(m.stop)
+		m.end()
+	})
 }
 
-func (m *monitored) run() {
+// resumable reports whether the watch can start again where it was.
+func (m *resuming) resumable() bool { return !m.streaming && m.rv != "" && m.rv != "0" }
+
+func (m *resuming) run() {
 	defer close(m.out)
-	defer m.cancel()
-	defer m.in.Stop()
-	silence := time.NewTimer(m.inf.t.staleAfter)
+	defer func() { m.in.Stop(); m.cancel(); m.end() }()
+	inf, staleAfter := m.l.inf, m.l.inf.t.staleAfter
+	silence := time.NewTimer(staleAfter)
 	defer silence.Stop()
 	for {
 		select {
@@ -154,28 +185,79 @@ func (m *monitored) run() {
 		case ev, ok := <-m.in.ResultChan():
 			if !ok {
 				// Ended by the server's timeout, or earlier: dropped.
-				if time.Since(m.started) < m.renew-500*time.Millisecond {
-					m.inf.dropped.Store(true)
+				if time.Since(m.started) < m.l.inf.t.Renew()-500*time.Millisecond {
+					inf.reconnects.Add(1)
 				}
-				return
+				if !m.resumable() || !m.resume() {
+					return
+				}
+				silence.Reset(staleAfter)
+				continue
 			}
-			m.inf.hear()
+			inf.hear()
+			if ev.Type != watch.Error {
+				if o, err := meta.Accessor(ev.Object); err == nil && o.GetResourceVersion() != "" {
+					m.rv = o.GetResourceVersion()
+					if ev.Type == watch.Bookmark && o.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+						m.streaming = false // the initial events are over: a watch like any
+					}
+				}
+			}
 			select {
 			case m.out <- ev:
 			case <-m.stop:
 				return
 			}
-			silence.Reset(m.inf.t.staleAfter)
+			if ev.Type == watch.Error {
+				return // the reflector decides: 410 Gone, and it lists
+			}
+			silence.Reset(staleAfter)
 		case <-silence.C:
-			// Closed without an error: the reflector watches again at once
-			// from the last resourceVersion it saw, and the API server
-			// replays every change since, or answers 410 Gone when its
-			// history no longer reaches back that far, and the reflector
-			// lists. Ending it with an error would make the reflector list
-			// after a back-off that grows with each silence.
-			m.inf.stalled("watch events")
-			m.inf.dropped.Store(true)
-			return
+			inf.stalled("watch events")
+			if !m.resumable() {
+				return // the reflector watches again at once
+			}
+			inf.reconnects.Add(1)
+			if !m.resume() {
+				return
+			}
+			silence.Reset(staleAfter)
+		}
+	}
+}
+
+// resume ends the current watch and opens the next from m.rv. An answer of
+// the API server that is an error is passed on as an error event (the
+// reflector lists after 410 Gone); it returns whether the watch goes on.
+func (m *resuming) resume() bool {
+	m.in.Stop()
+	m.cancel()
+	opts := m.opts
+	opts.ResourceVersion, opts.SendInitialEvents, opts.ResourceVersionMatch = m.rv, nil, ""
+	for pause := 100 * time.Millisecond; ; pause = min(2*pause, 2*time.Second) {
+		w, cancel, err := m.l.open(m.ctx, opts)
+		if err == nil {
+			m.in, m.cancel, m.started = w, cancel, time.Now()
+			return true
+		}
+		if m.ctx.Err() != nil {
+			return false
+		}
+		var status apierrors.APIStatus
+		if errors.As(err, &status) && status.Status().Code != http.StatusTooManyRequests {
+			st := status.Status()
+			select {
+			case m.out <- watch.Event{Type: watch.Error, Object: &st}:
+			case <-m.stop:
+			}
+			return false
+		}
+		// The connection failed, or 429 after client-go's own retries:
+		// again shortly.
+		select {
+		case <-m.stop:
+			return false
+		case <-time.After(pause):
 		}
 	}
 }

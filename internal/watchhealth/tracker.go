@@ -228,9 +228,6 @@ type Informer struct {
 	// lists counts list requests (watch-lists included) that began a list;
 	// the first is the informer's start, the others relists.
 	lists, throttled, reconnects, stalls atomic.Int64
-	// watched is whether a watch was established once; dropped whether the
-	// last one ended before the server's timeout without being stopped.
-	watched, dropped atomic.Bool
 }
 
 // Name is the informer's kind, and namespace when it watches one.

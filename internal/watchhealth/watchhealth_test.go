@@ -187,6 +187,7 @@ func TestThrottledAnswersAreCounted(t *testing.T) {
 	}
 	i.create(t, "after-throttling")
 	i.seen(t, "after-throttling", 15*time.Second)
+	t.Logf("counts %+v, proxy %+v", i.record.Counts(), i.proxy.Stats())
 	if c := i.record.Counts(); c.Throttled < 1 || int(c.Throttled) > i.proxy.Stats().Throttled {
 		t.Errorf("throttled %d; want between 1 and the proxy's %d", c.Throttled, i.proxy.Stats().Throttled)
 	}
