@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -125,13 +126,27 @@ type Auditor struct {
 	PageSize int64
 
 	csOnce sync.Once
+	hc     *http.Client
 	cs     kubernetes.Interface
 	csErr  error
 }
 
+// client is the audit's clientset, and httpClient the HTTP client every
+// client of the audit shares, made once: a role's config may carry a dialer
+// of its own, and client-go then makes a new transport, with connections of
+// its own, for each client made from it.
 func (a *Auditor) client() (kubernetes.Interface, error) {
-	a.csOnce.Do(func() { a.cs, a.csErr = kubernetes.NewForConfig(a.Config) })
+	a.csOnce.Do(func() {
+		if a.hc, a.csErr = rest.HTTPClientFor(a.Config); a.csErr == nil {
+			a.cs, a.csErr = kubernetes.NewForConfigAndClient(a.Config, a.hc)
+		}
+	})
 	return a.cs, a.csErr
+}
+
+func (a *Auditor) httpClient() (*http.Client, error) {
+	_, err := a.client()
+	return a.hc, err
 }
 
 // Enforced is since when the module's webhooks enforce, as their
@@ -171,15 +186,15 @@ func (a *Auditor) Run(ctx context.Context) ([]Finding, error) {
 
 func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 	m := a.Module
-	dyn, err := dynamic.NewForConfig(a.Config)
-	if err != nil {
-		return nil, err
-	}
 	cs, err := a.client()
 	if err != nil {
 		return nil, err
 	}
-	hc, err := rest.HTTPClientFor(a.Config)
+	hc, err := a.httpClient()
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(a.Config, hc)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,11 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 	if !served[spec.PolicyReports.Resource] && !served[spec.ClusterPolicyReports.Resource] {
 		return
 	}
-	dyn, err := dynamic.NewForConfig(a.Config)
+	hc, err := a.httpClient()
+	if err != nil {
+		return
+	}
+	dyn, err := dynamic.NewForConfigAndClient(a.Config, hc)
 	if err != nil {
 		return
 	}
@@ -73,7 +77,7 @@ func (a *Auditor) writePolicyReports(ctx context.Context, findings []Finding) {
 	// to resourceNames: the watcher may not list other tools' reports) and
 	// read as metadata only, a page at a time.
 	if served[spec.PolicyReports.Resource] {
-		mc, err := metadata.NewForConfig(a.Config)
+		mc, err := metadata.NewForConfigAndClient(a.Config, hc)
 		if err != nil {
 			return
 		}

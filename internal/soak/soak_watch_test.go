@@ -33,8 +33,9 @@ var watchFaults = []string{"stall", "blackhole", "throttle", "expire", "cut"}
 // BenchmarkSoakWatch (make soak-watch): a module's gate, admission lister and
 // watcher (OnEvent and Reconcile) run behind a fault proxy, which in turn
 // leaves their connections half-open (stall), drops everything for twice the
-// stale bound (blackhole), answers 429 (throttle), ends watches with 410 Gone
-// (expire) and resets connections (cut), SOAK_WATCH_ROUNDS times (15 by
+// stale bound (blackhole), answers 429 for 3 s (throttle), ends watches and
+// answers the next ones 410 Gone (expire) and resets connections (cut),
+// SOAK_WATCH_ROUNDS times (15 by
 // default), while objects change — one deleted and created again during each
 // blackhole. After each fault it measures how long each role took to notice a
 // silence and to match the API server again; admission decisions made during
@@ -378,7 +379,10 @@ func soakWatch(tb testing.TB, rounds int) watchResult {
 				tb.Fatal(err)
 			}
 		case "expire":
-			d = 2 * time.Second
+			// Open watches end, and the next ones are answered 410 Gone, as
+			// when the API server's history no longer holds their
+			// resourceVersion: the informers list, then watch from there.
+			d = 300 * time.Millisecond
 			if err := proxy.ExpireWatches(d); err != nil {
 				tb.Fatal(err)
 			}

@@ -194,6 +194,16 @@ func (m *resuming) run() {
 				silence.Reset(staleAfter)
 				continue
 			}
+			if ev.Type == watch.Error && clientSide(ev.Object) && m.resumable() {
+				// The stream broke on this side (a reset connection):
+				// not the API server's answer.
+				inf.reconnects.Add(1)
+				if !m.resume() {
+					return
+				}
+				silence.Reset(staleAfter)
+				continue
+			}
 			inf.hear()
 			if ev.Type != watch.Error {
 				if o, err := meta.Accessor(ev.Object); err == nil && o.GetResourceVersion() != "" {
@@ -260,4 +270,20 @@ func (m *resuming) resume() bool {
 		case <-time.After(pause):
 		}
 	}
+}
+
+// clientSide reports whether an error event is client-go's own, for a stream
+// it could not read (a connection reset mid-stream), rather than the API
+// server's.
+func clientSide(obj runtime.Object) bool {
+	st, ok := obj.(*metav1.Status)
+	if !ok || st.Details == nil {
+		return false
+	}
+	for _, c := range st.Details.Causes {
+		if c.Type == "ClientWatchDecoding" {
+			return true
+		}
+	}
+	return false
 }
