@@ -47,8 +47,9 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	}
 	defer health.Close()
 	// A gate's watch that falls silent is ended and watched again, over new
-	// connections: an init container has no probe to restart it.
-	cfg = health.Instrument(cfg)
+	// connections: an init container has no probe to restart it. The
+	// callbacks reach the API server as the role does, with cfg.
+	watchCfg := health.Instrument(cfg)
 	var gates []spec.Gate
 	if p := m.Phase(o.Phase); p != nil {
 		gates = p.Gates
@@ -60,7 +61,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	for _, g := range gates {
 		if g.Sample == nil {
 			var err error
-			if opts.Waiter, err = waitfor.New(cfg, log); err != nil {
+			if opts.Waiter, err = waitfor.New(watchCfg, log); err != nil {
 				return err
 			}
 			opts.Waiter.Track(health)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,15 +75,7 @@ func (v *verdicts) p99() time.Duration {
 // decided — what the module would have answered without rechecks.
 // Run with -benchtime 1x.
 func BenchmarkSoakFresh(b *testing.B) {
-	trials := 1000
-	if s := os.Getenv("SOAK_FRESH_TRIALS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			b.Fatalf("SOAK_FRESH_TRIALS=%q: want a positive count", s)
-		}
-		trials = n
-	}
-	r := soakFresh(b, trials, 16, 10*time.Minute, false)
+	r := soakFresh(b, envCount(b, "SOAK_FRESH_TRIALS", 1000), 16, 10*time.Minute, false)
 	fmt.Printf("fresh: trials=%d false_denials=%d stale_allows=%d stale_cache_false_denials=%d stale_cache_allows=%d recheck_p99=%dms\n",
 		r.trials, r.falseDenials, r.staleAllows, r.plainDenials, r.plainAllows, r.recheckP99.Milliseconds())
 }

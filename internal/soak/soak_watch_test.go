@@ -42,15 +42,7 @@ var watchFaults = []string{"stall", "blackhole", "throttle", "expire", "cut"}
 // the faults must match the API server's data; at the end each role's view
 // must equal the API server's. Run with -benchtime 1x.
 func BenchmarkSoakWatch(b *testing.B) {
-	rounds := 15
-	if s := os.Getenv("SOAK_WATCH_ROUNDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			b.Fatalf("SOAK_WATCH_ROUNDS=%q: want a positive count", s)
-		}
-		rounds = n
-	}
-	r := soakWatch(b, rounds)
+	r := soakWatch(b, envCount(b, "SOAK_WATCH_ROUNDS", 15))
 	fmt.Printf("watch: faults=%d stall_detect_p99=%.1fs recover_p99=%.1fs missed_final_states=%d stale_decisions=%d reconcile_missed=%d\n",
 		r.faults, r.detectP99.Seconds(), r.recoverP99.Seconds(), r.missedFinal, r.staleDecisions, r.reconcileMissed)
 	fmt.Printf("watch: stale_after=%s decisions=%d undecided=%d stall_detects=%d recover_max=%.1fs readyz_named_stale=%v\n",
