@@ -144,8 +144,10 @@ func TestMetricsPortBoundedUnderAFlood(t *testing.T) {
 	after := proc.Memory("VmRSS")
 	t.Logf("metrics flood of 3,000 idle connections from 10 sources: %d open; admission RSS %d MiB before, %d MiB during (peak %d MiB); %s",
 		open(), before/1024, after/1024, proc.Memory("VmHWM")/1024, floods[0])
-	if grew := after - before; grew > 32<<10 {
-		t.Errorf("the admission container grew by %d MiB under the metrics flood: want under 32 MiB", grew/1024)
+	// Unbounded, the same flood grew it by some 200 MiB; bounded, by 20 to
+	// 33 MiB of buffers and goroutines, however long it lasts.
+	if grew := after - before; grew > 48<<10 {
+		t.Errorf("the admission container grew by %d MiB under the metrics flood: want under 48 MiB", grew/1024)
 	}
 	// Read once the floods stop: while ten addresses keep every slot
 	// busy or new, a scrape may be refused too (the NetworkPolicy keeps

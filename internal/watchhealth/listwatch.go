@@ -76,16 +76,33 @@ func (l *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions
 // attempt is the context of one request of the informer, cancelled when it
 // has no answer within the stale bound (marking the informer stalled);
 // abandoned disarms that and reports whether it happened.
+// A response still arriving (a long list, a byte at a time) is not given up.
 func (l *listWatch) attempt(ctx context.Context, what string) (context.Context, context.CancelFunc, func() bool) {
 	ctx, cancel := context.WithCancel(withInformer(ctx, l.inf))
 	var gaveUp atomic.Bool
-	t := time.AfterFunc(l.inf.t.staleAfter, func() {
+	began := time.Now().UnixNano()
+	var mu sync.Mutex
+	var t *time.Timer
+	var check func()
+	check = func() {
+		quiet := time.Since(time.Unix(0, max(began, l.inf.read.Load())))
+		if left := l.inf.t.staleAfter - quiet; left > 0 {
+			mu.Lock()
+			t.Reset(left)
+			mu.Unlock()
+			return
+		}
 		gaveUp.Store(true)
 		l.inf.stalled(what)
 		cancel()
-	})
+	}
+	mu.Lock()
+	t = time.AfterFunc(l.inf.t.staleAfter, check)
+	mu.Unlock()
 	return ctx, cancel, func() bool {
+		mu.Lock()
 		t.Stop()
+		mu.Unlock()
 		return gaveUp.Load()
 	}
 }
@@ -96,10 +113,12 @@ func (l *listWatch) attempt(ctx context.Context, what string) (context.Context, 
 func (l *listWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	if streaming {
-		l.inf.lists.Add(1) // a streaming list
+		// A streaming list keeps the reflector's timeout, long enough for
+		// its initial events; once they are over, it is renewed as any.
+		l.inf.lists.Add(1)
+	} else {
+		opts.TimeoutSeconds = l.inf.t.renewSeconds()
 	}
-	secs := int64(l.inf.t.Renew() / time.Second)
-	opts.TimeoutSeconds = &secs
 	// Stop ends the watch and any attempt to open the next.
 	ctx, end := context.WithCancel(ctx)
 	w, cancel, err := l.open(ctx, opts)
@@ -143,8 +162,9 @@ func (l *listWatch) open(ctx context.Context, opts metav1.ListOptions) (watch.In
 // server replays every change since. The reflector sees one watch: it does not
 // back off, as it would after each end, with a delay that grows to a minute.
 // An error (410 Gone when the server's history no longer reaches back that
-// far) is passed on, and the reflector lists. A streaming list (initial
-// events) is not resumed: it ends, and the reflector decides.
+// far) is passed on, and the reflector lists. A streaming list is not resumed
+// before its initial events are over: it ends, and the reflector decides;
+// after them it goes on as a watch renewed every Renew.
 type resuming struct {
 	l         *listWatch
 	ctx       context.Context
@@ -205,12 +225,11 @@ func (m *resuming) run() {
 				continue
 			}
 			inf.hear()
+			listed := false
 			if ev.Type != watch.Error {
 				if o, err := meta.Accessor(ev.Object); err == nil && o.GetResourceVersion() != "" {
 					m.rv = o.GetResourceVersion()
-					if ev.Type == watch.Bookmark && o.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
-						m.streaming = false // the initial events are over: a watch like any
-					}
+					listed = ev.Type == watch.Bookmark && o.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
 				}
 			}
 			select {
@@ -220,6 +239,15 @@ func (m *resuming) run() {
 			}
 			if ev.Type == watch.Error {
 				return // the reflector decides: 410 Gone, and it lists
+			}
+			if listed && m.streaming {
+				// The initial events are over: from here it is a watch like
+				// any, renewed every Renew, which the stream with the
+				// reflector's long timeout would not be.
+				m.streaming = false
+				if !m.resume() {
+					return
+				}
 			}
 			silence.Reset(staleAfter)
 		case <-silence.C:
@@ -244,6 +272,7 @@ func (m *resuming) resume() bool {
 	m.cancel()
 	opts := m.opts
 	opts.ResourceVersion, opts.SendInitialEvents, opts.ResourceVersionMatch = m.rv, nil, ""
+	opts.TimeoutSeconds = m.l.inf.t.renewSeconds()
 	for pause := 100 * time.Millisecond; ; pause = min(2*pause, 2*time.Second) {
 		w, cancel, err := m.l.open(m.ctx, opts)
 		if err == nil {

@@ -3,6 +3,7 @@ package watchhealth
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -100,6 +101,12 @@ func (t *Tracker) StaleAfter() time.Duration { return t.staleAfter }
 // open: half the stale bound, at least a second.
 func (t *Tracker) Renew() time.Duration {
 	return max(time.Second, (t.staleAfter / 2).Truncate(time.Second))
+}
+
+// renewSeconds is Renew as a watch's timeoutSeconds.
+func (t *Tracker) renewSeconds() *int64 {
+	secs := int64(t.Renew() / time.Second)
+	return &secs
 }
 
 // Close stops exporting the tracker's metrics: its role has ended.
@@ -225,6 +232,9 @@ type Informer struct {
 	// from the API server (a list, a watch established, a watch event), and
 	// when one of its requests last had any answer.
 	heard, answered atomic.Int64
+	// read is when a byte of one of its responses last arrived, in Unix
+	// nanoseconds: a long list still arriving is not given up.
+	read atomic.Int64
 	// lists counts list requests (watch-lists included) that began a list;
 	// the first is the informer's start, the others relists.
 	lists, throttled, reconnects, stalls atomic.Int64
@@ -306,8 +316,23 @@ func (a *answers) RoundTrip(r *http.Request) (*http.Response, error) {
 		if resp.StatusCode == http.StatusTooManyRequests {
 			inf.throttled.Add(1)
 		}
+		resp.Body = &reading{ReadCloser: resp.Body, inf: inf}
 	}
 	return resp, nil
+}
+
+// reading is a response body that records when its bytes arrive.
+type reading struct {
+	io.ReadCloser
+	inf *Informer
+}
+
+func (r *reading) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if n > 0 {
+		r.inf.read.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 // namespaceOf is the namespace of an API path: /api/v1/namespaces/NS/... or
