@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -79,20 +78,24 @@ func (l *listWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions
 // A response still arriving (a long list, a byte at a time) is not given up.
 func (l *listWatch) attempt(ctx context.Context, what string) (context.Context, context.CancelFunc, func() bool) {
 	ctx, cancel := context.WithCancel(withInformer(ctx, l.inf))
-	var gaveUp atomic.Bool
 	began := time.Now().UnixNano()
-	var mu sync.Mutex
-	var t *time.Timer
-	var check func()
-	check = func() {
-		quiet := time.Since(time.Unix(0, max(began, l.inf.read.Load())))
-		if left := l.inf.t.staleAfter - quiet; left > 0 {
-			mu.Lock()
-			t.Reset(left)
-			mu.Unlock()
+	var (
+		mu             sync.Mutex
+		t              *time.Timer
+		gaveUp, disarm bool
+	)
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if disarm {
 			return
 		}
-		gaveUp.Store(true)
+		quiet := time.Since(time.Unix(0, max(began, l.inf.read.Load())))
+		if left := l.inf.t.staleAfter - quiet; left > 0 {
+			t.Reset(left)
+			return
+		}
+		gaveUp = true
 		l.inf.stalled(what)
 		cancel()
 	}
@@ -101,9 +104,10 @@ func (l *listWatch) attempt(ctx context.Context, what string) (context.Context, 
 	mu.Unlock()
 	return ctx, cancel, func() bool {
 		mu.Lock()
+		defer mu.Unlock()
+		disarm = true
 		t.Stop()
-		mu.Unlock()
-		return gaveUp.Load()
+		return gaveUp
 	}
 }
 

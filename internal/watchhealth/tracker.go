@@ -66,7 +66,6 @@ type Tracker struct {
 	// answered is when the role last had a 2xx answer from the API server,
 	// in Unix nanoseconds.
 	answered atomic.Int64
-	resets   atomic.Int64
 
 	mu        sync.Mutex
 	informers []*Informer
@@ -93,9 +92,6 @@ func New(module, role string, o Options) (*Tracker, error) {
 	collector.add(t)
 	return t, nil
 }
-
-// StaleAfter is the tracker's stale bound.
-func (t *Tracker) StaleAfter() time.Duration { return t.staleAfter }
 
 // Renew is how long the tracker asks the API server to keep each watch
 // open: half the stale bound, at least a second.
@@ -137,7 +133,6 @@ func (t *Tracker) resetConnections() {
 	if t.dialer == nil {
 		return
 	}
-	t.resets.Add(1)
 	t.dialer.CloseAll()
 }
 
