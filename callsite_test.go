@@ -182,7 +182,9 @@ func TestEveryMistakeNamesTheAuthorsLine(t *testing.T) {
 			return at(func() { vigil.Watch(c, cm).Backoff(time.Second, time.Millisecond).Reconcile(none) })
 		}, "expected max >= initial"},
 		{"Completions", func(m *vigil.Module, _ *vigil.Capability) int {
-			return at(func() { m.OnSchedule("once", vigil.Every(time.Hour), func(context.Context) error { return nil }, vigil.Completions(0)) })
+			return at(func() {
+				m.OnSchedule("once", vigil.Every(time.Hour), func(context.Context) error { return nil }, vigil.Completions(0))
+			}) + 1
 		}, `OnSchedule("once"): Completions(0): expected 1 or more runs`},
 		{"StartingAt", func(m *vigil.Module, _ *vigil.Capability) int {
 			return at(func() {

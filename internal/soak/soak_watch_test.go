@@ -2,6 +2,7 @@ package soak_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"maps"
 	"net/http"
@@ -66,7 +67,7 @@ type watchResult struct {
 	faults, detects, decisions, undecided         int
 	missedFinal, staleDecisions, reconcileMissed  int
 	detectP99, recoverP99, recoverMax, staleAfter time.Duration
-	readyzNamedStale                              bool
+	readyzNamedStale, admissionNamedStale         bool
 	// recoverBy is the longest recovery after each kind of fault.
 	recoverBy map[string]time.Duration
 }
@@ -222,7 +223,7 @@ func soakWatch(tb testing.TB, rounds int) watchResult {
 	if code := <-runGate(); code != 0 {
 		tb.Fatalf("the gate of round 0 exited %d", code)
 	}
-	_, certDir := servingDir(tb)
+	ca, certDir := servingDir(tb)
 	addr := vigiltest.FreeAddr(tb)
 	runAdmission(tb, newModule(), addr, "--cert-dir", certDir, "--kubeconfig", kc, "--shutdown-delay", "0s", "--webhook-url", "https://"+addr)
 	waitEnforced(tb, name)
@@ -315,20 +316,22 @@ func soakWatch(tb testing.TB, rounds int) watchResult {
 			res.undecided++ // the module could not decide: the failure policy answered
 		}
 	}
-	// readyz watches the watcher's /readyz for a stale informer named.
+	// readyz asks the watcher's and the admission role's /readyz whether
+	// they name their stale ConfigMap informer.
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
 	readyz := func() {
-		resp, err := http.Get("http://" + probe + "/readyz?verbose")
-		if err != nil {
-			return
-		}
-		defer resp.Body.Close()
-		body := make([]byte, 4096)
-		n, _ := resp.Body.Read(body)
-		if resp.StatusCode != http.StatusOK && strings.Contains(string(body[:n]), "ConfigMap in "+data) {
-			res.readyzNamedStale = true
-		}
-		if os.Getenv("SOAK_WATCH_DEBUG") != "" {
-			tb.Logf("readyz %d %s", resp.StatusCode, body[:n])
+		for role, url := range map[string]string{"watcher": "http://" + probe + "/readyz", "admission": "https://" + addr + "/readyz"} {
+			code, body := httpGet(hc, url)
+			if code != http.StatusOK && strings.Contains(body, "ConfigMap in "+data) {
+				if role == "watcher" {
+					res.readyzNamedStale = true
+				} else {
+					res.admissionNamedStale = true
+				}
+			}
+			if os.Getenv("SOAK_WATCH_DEBUG") != "" {
+				tb.Logf("%s readyz %d %s", role, code, body)
+			}
 		}
 	}
 
@@ -514,6 +517,9 @@ func soakWatch(tb testing.TB, rounds int) watchResult {
 	}
 	if rounds >= 2 && !res.readyzNamedStale {
 		tb.Errorf("the watcher's /readyz never named its stale ConfigMap informer during a blackhole")
+	}
+	if rounds >= 2 && !res.admissionNamedStale {
+		tb.Errorf("the admission role's /readyz never named its lister's stale ConfigMap informer during a blackhole")
 	}
 	if res.detectP99 > staleAfter+2*time.Second {
 		tb.Errorf("stall_detect_p99=%s: want within the stale bound %s and a little", res.detectP99, staleAfter)
