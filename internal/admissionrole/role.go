@@ -300,6 +300,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		Store:         scope,
 		Newer:         r.newer.Newer,
 		Recheck:       len(m.Listers) > 0,
+		LogDecisions:  admit.DecisionLogFromEnv(log),
 	})
 	var gateNames []string
 	for _, g := range m.Gates() {

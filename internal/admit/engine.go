@@ -52,6 +52,9 @@ type Options struct {
 	// or an allow after a read found an object. Set it when the module has
 	// listers.
 	Recheck bool
+	// LogDecisions bounds the decisions logged each second, one
+	// events.Decision line each, on Log; 0 logs none.
+	LogDecisions int
 }
 
 // Handler answers AdmissionReview requests with a module's bindings.
@@ -68,6 +71,8 @@ type Handler struct {
 	// lingering counts the requests answered at their deadline whose
 	// bindings still run: see Lingering.
 	lingering atomic.Int64
+	// decisions logs answered requests; nil when they are not logged.
+	decisions *decisionLog
 }
 
 // NewHandler returns a handler for the bindings.
@@ -84,7 +89,8 @@ func NewHandler(bindings []spec.Binding, opts Options) *Handler {
 	if opts.Store == nil {
 		opts.Store = func(string) store.Store { return noStore{} }
 	}
-	h := &Handler{opts: opts, stores: map[string]store.Store{}, caps: map[string]bool{}, optOut: map[string]bool{}}
+	h := &Handler{opts: opts, stores: map[string]store.Store{}, caps: map[string]bool{}, optOut: map[string]bool{},
+		decisions: newDecisionLog(opts.Log, opts.LogDecisions)}
 	for i := range bindings {
 		b := &bindings[i]
 		h.caps[b.Capability] = true

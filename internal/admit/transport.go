@@ -75,6 +75,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (timeoutSeconds is two seconds more), and tying every request's context
 // to the connection's cost about a twentieth of a request's CPU.
 func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, rv *reviewRun, action spec.Action, run []*spec.Binding) {
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.opts.Timeout)
 	defer cancel()
 	uid := rv.req.UID
@@ -86,7 +87,9 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, rv *reviewRun
 		if !answered {
 			early, answered = true, true
 			h.lingering.Add(1)
-			h.answer(w, uid, h.timedOut(rv), true)
+			resp := h.timedOut(rv)
+			h.answer(w, uid, resp, true)
+			h.decisions.decided(rv.req, rv.current.Load(), resp, began)
 		}
 	})
 	resp := rv.review(ctx, action, run)
@@ -99,6 +102,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, rv *reviewRun
 	}
 	answered = true
 	h.answer(w, uid, resp, false)
+	h.decisions.decided(rv.req, rv.current.Load(), resp, began)
 }
 
 // answer writes resp as the AdmissionReview answering uid. An answer written

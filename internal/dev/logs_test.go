@@ -9,6 +9,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/vigilkit/vigil/internal/events"
 )
 
 func TestParseLine(t *testing.T) {
@@ -25,44 +27,44 @@ func TestParseLine(t *testing.T) {
 		{`level=INFO msg="unterminated`, nil},
 		{`msg=no-level`, nil},
 	} {
-		got, ok := parseLine(tc.line)
+		got, ok := events.ParseLine(tc.line)
 		if tc.want == nil {
 			if ok {
-				t.Errorf("parseLine(%q) = %v, want not a log line", tc.line, got)
+				t.Errorf("events.ParseLine(%q) = %v, want not a log line", tc.line, got)
 			}
 			continue
 		}
 		if !ok || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("parseLine(%q) = %v, %v; want %v", tc.line, got, ok, tc.want)
+			t.Errorf("events.ParseLine(%q) = %v, %v; want %v", tc.line, got, ok, tc.want)
 		}
 	}
 }
 
 func TestGateEvents(t *testing.T) {
-	f, _ := parseLine(`level=INFO msg="gate fallback" event=gate-fallback module=m phase=1 gate=cc took=1.002s`)
+	f, _ := events.ParseLine(`level=INFO msg="gate fallback" event=gate-fallback module=m phase=1 gate=cc took=1.002s`)
 	e, ok := gateEvent(1, f)
 	if !ok || e.Kind != GateDone || e.State != "fallback" || e.Gate != "cc" || e.Role != "phase 1" {
 		t.Errorf("gate fallback line: %+v, %v", e, ok)
 	}
-	f, _ = parseLine(`level=INFO msg="gate callback running" event=gate-callback-running module=m phase=0 gate=cc waitsFor="ConfigMap cc: created" for=9s callbackFor=3.2s`)
+	f, _ = events.ParseLine(`level=INFO msg="gate callback running" event=gate-callback-running module=m phase=0 gate=cc waitsFor="ConfigMap cc: created" for=9s callbackFor=3.2s`)
 	if e, ok := gateEvent(0, f); !ok || e.Kind != GateWaiting || !strings.Contains(e.Text, "its callback has run for 3.2s") || strings.Contains(e.Text, "last saw") {
 		t.Errorf("gate callback running line: %+v, %v", e, ok)
 	}
-	f, _ = parseLine(`level=INFO msg="phase done" event=phase-done module=m phase=1 took=1s`)
+	f, _ = events.ParseLine(`level=INFO msg="phase done" event=phase-done module=m phase=1 took=1s`)
 	if _, ok := gateEvent(1, f); ok {
 		t.Errorf("phase done is reported by the session, not from the log")
 	}
 	// Events are read by name, not by message: a reworded message is the same
 	// event, and a message without the event is none.
-	f, _ = parseLine(`level=INFO msg="the gate is through" event=gate-done module=m phase=0 gate=crd took=5ms`)
+	f, _ = events.ParseLine(`level=INFO msg="the gate is through" event=gate-done module=m phase=0 gate=crd took=5ms`)
 	if e, ok := gateEvent(0, f); !ok || e.Kind != GateDone || e.State != "done" || e.Gate != "crd" {
 		t.Errorf("reworded gate-done line: %+v, %v", e, ok)
 	}
-	f, _ = parseLine(`level=INFO msg="gate done" module=m phase=0 gate=crd took=5ms`)
+	f, _ = events.ParseLine(`level=INFO msg="gate done" module=m phase=0 gate=crd took=5ms`)
 	if e, ok := gateEvent(0, f); ok && e.Kind == GateDone {
 		t.Errorf("a line without an event was taken for gate-done: %+v", e)
 	}
-	f, _ = parseLine(`level=INFO msg="Starting workers" module=m controller=x`)
+	f, _ = events.ParseLine(`level=INFO msg="Starting workers" module=m controller=x`)
 	if _, ok := watcherEvent(f); ok {
 		t.Errorf("a library's line was shown")
 	}

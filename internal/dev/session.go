@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/events"
 	"github.com/vigilkit/vigil/internal/policytest"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -512,7 +513,7 @@ func (s *Session) spawn(role string, env []string, parse func(map[string]string)
 		for sc.Scan() {
 			line := sc.Text()
 			p.keep(line)
-			if f, ok := parseLine(line); ok {
+			if f, ok := events.ParseLine(line); ok {
 				if e, ok := parse(f); ok && !(e.Kind == Problem && s.isStopping()) {
 					s.emit(e)
 				}

@@ -80,6 +80,16 @@ const (
 	// request, which was allowed; fields capability, binding, mode,
 	// operation, kind, namespace, name, user, dryRun, violation.
 	AuditFinding Name = "audit-finding"
+	// Decision: a request the module's bindings answered; fields uid,
+	// operation, kind, subresource, namespace, name, user, dryRun,
+	// capability and binding (the one that denied or failed, else the last
+	// that ran), verdict (allowed, denied, mutated, warned), message,
+	// warnings, patch (cut at 2 KiB: patchCut holds its length), took.
+	// At most VIGIL_DECISION_LOG lines a second; `vigil monitor` follows them.
+	Decision Name = "decision"
+	// DecisionsUnlogged: decisions over the bound were not logged; fields
+	// decisions, bound.
+	DecisionsUnlogged Name = "decisions-unlogged"
 )
 
 // The events of the admission and watcher roles while the API server does

@@ -1,0 +1,125 @@
+package admit_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/events"
+	"github.com/vigilkit/vigil/internal/spec"
+)
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) decisions(t *testing.T) []map[string]string {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]string
+	for _, line := range strings.Split(s.b.String(), "\n") {
+		if f, ok := events.ParseLine(line); ok && f[events.Key] == string(events.Decision) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func loggingHandler(limit int, bindings ...spec.Binding) (*admit.Handler, *syncBuffer) {
+	buf := &syncBuffer{}
+	log := logr.FromSlogHandler(slog.NewTextHandler(buf, nil))
+	for i := range bindings {
+		bindings[i].Capability = "policies"
+		bindings[i].Operations = []admissionv1.Operation{admissionv1.Create, admissionv1.Update}
+	}
+	return admit.NewHandler(bindings, admit.Options{Module: "mod", Timeout: time.Second, Log: log, LogDecisions: limit}), buf
+}
+
+func TestDecisionsAreLoggedForMonitor(t *testing.T) {
+	deny := admit.ValidateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) admission.Verdict {
+		if r.Object.Labels["app"] == "bad" {
+			return admission.Deny("app bad is not allowed")
+		}
+		return admission.Warn("pin the image")
+	})
+	deny.Name = "no-bad-apps"
+	label := admit.MutateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) error {
+		r.SetLabel("team", "shop")
+		return nil
+	})
+	label.Name = "label-team"
+	h, buf := loggingHandler(100, deny, label)
+
+	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "bad"}), nil))
+	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "good"}), nil))
+	post(t, h, admit.MutatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
+
+	got := buf.decisions(t)
+	if len(got) != 3 {
+		t.Fatalf("%d decision lines, want 3:\n%s", len(got), buf.b.String())
+	}
+	want := []map[string]string{
+		{"verdict": "denied", "binding": "no-bad-apps", "capability": "policies", "message": "app bad is not allowed", "operation": "CREATE", "kind": "Pod", "namespace": "apps", "name": "web", "uid": "uid-1"},
+		{"verdict": "warned", "binding": "no-bad-apps", "warnings": "pin the image"},
+		{"verdict": "mutated", "binding": "label-team"},
+	}
+	for i, w := range want {
+		for k, v := range w {
+			if got[i][k] != v {
+				t.Errorf("decision %d: %s=%q, want %q (line %v)", i, k, got[i][k], v, got[i])
+			}
+		}
+		if _, err := time.ParseDuration(got[i]["took"]); err != nil {
+			t.Errorf("decision %d: took=%q: %v", i, got[i]["took"], err)
+		}
+	}
+	if p := got[2]["patch"]; !strings.Contains(p, `"/metadata/labels"`) || !strings.Contains(p, "shop") {
+		t.Errorf("mutated decision's patch %q lacks the label", p)
+	}
+}
+
+func TestDecisionLogIsBoundedEachSecond(t *testing.T) {
+	allow := admit.ValidateBinding(gvk, &corev1.Pod{}, func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict { return admission.Allow() })
+	h, buf := loggingHandler(3, allow)
+	// Start at the beginning of a second, so that the 10 fall in one.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	for range 10 {
+		post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
+	}
+	if n := len(buf.decisions(t)); n != 3 {
+		t.Fatalf("%d decision lines in a second, want the bound 3", n)
+	}
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
+	if n := len(buf.decisions(t)); n != 4 {
+		t.Fatalf("%d decision lines after the next second's request, want 4", n)
+	}
+	if !strings.Contains(buf.b.String(), "event=decisions-unlogged") || !strings.Contains(buf.b.String(), "decisions=7") {
+		t.Errorf("the 7 decisions over the bound are not reported:\n%s", buf.b.String())
+	}
+	// 0 logs none.
+	h, buf = loggingHandler(0, allow)
+	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
+	if n := len(buf.decisions(t)); n != 0 {
+		t.Errorf("%d decision lines with the bound 0, want none", n)
+	}
+}
