@@ -286,17 +286,29 @@ func static(m *spec.Module, o Options) (*admissionregistrationv1.MutatingWebhook
 	for _, b := range m.Bindings {
 		mapper.Add(b.GVK, meta.RESTScopeNamespace)
 	}
-	r := registration.New(nil, registration.Options{
+	return registrar(m, mapper, o.CABundle).Static()
+}
+
+// Enforced returns the configurations of the module's webhooks registered
+// when ready, as they are once it enforces them, reached through its
+// Service; mapper (a cluster's) turns the bindings' kinds into resources.
+// With the static ones the manifests ship, they are every webhook the API
+// server calls once the module serves.
+func Enforced(m *spec.Module, mapper meta.RESTMapper) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	return registrar(m, mapper, nil).Enforced()
+}
+
+func registrar(m *spec.Module, mapper meta.RESTMapper, caBundle []byte) *registration.Registrar {
+	return registration.New(nil, registration.Options{
 		Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Gated: registration.GatedObjects(m),
-		FailurePolicy: m.FailurePolicy, TimeoutSeconds: m.TimeoutSeconds, Mapper: mapper,
-		CABundle: func() []byte { return o.CABundle },
+		FailurePolicy: m.FailurePolicy, Policies: m.Policies(), TimeoutSeconds: m.TimeoutSeconds, Mapper: mapper,
+		CABundle: func() []byte { return caBundle },
 		ClientConfig: func(path string) admissionregistrationv1.WebhookClientConfig {
 			return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
 				Namespace: m.Namespace, Name: m.Name, Path: ptr.To(path), Port: ptr.To[int32](443),
 			}}
 		},
 	})
-	return r.Static()
 }
 
 var restricted = &corev1.SecurityContext{

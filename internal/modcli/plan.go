@@ -12,7 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/client-go/rest"
 
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/deadlock"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -383,14 +385,22 @@ the RBAC its manifests derive (each rule with why), and a deadlock analysis: a
 gate waiting for an object one of the module's own fail-closed webhooks must
 admit, a phase waiting for what only a later phase creates, or — with --with,
 given other modules' ` + "`plan -o json`" + ` — modules whose gates wait on each other.
+With --cluster it also reads the cluster's mutating and validating webhook
+configurations (a cluster viewer's rights) and reports each fail-closed webhook
+of another component (istiod's sidecar injector, for instance) that intercepts
+the module's pods while one of the module's fail-closed webhooks intercepts
+that component's pods: once both are down, neither comes back.
 A deadlock makes plan exit 1 with the cycle spelled out.`,
 	}
 }
 
 // PlanFlags are the flags of `<module> plan`.
 type PlanFlags struct {
-	Output string
-	With   []string
+	Output     string
+	With       []string
+	Cluster    bool
+	Kubeconfig string
+	Context    string
 }
 
 // NewPlanFlags returns the flags.
@@ -400,6 +410,9 @@ func NewPlanFlags() *PlanFlags { return &PlanFlags{} }
 func (f *PlanFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.Output, "output", "o", "text", "text, or json for tools (vigil dev) and for another module's --with")
 	fs.StringSliceVar(&f.With, "with", nil, "other modules' `plan -o json` files: find deadlocks across the modules")
+	fs.BoolVar(&f.Cluster, "cluster", false, "also find deadlocks with the fail-closed webhooks of the cluster the kubeconfig names")
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "with --cluster: kubeconfig file; KUBECONFIG or ~/.kube/config otherwise")
+	fs.StringVar(&f.Context, "context", "", "with --cluster: kubeconfig context")
 }
 
 // ToOptions reads the other modules and checks the output format.
@@ -409,6 +422,11 @@ func (f *PlanFlags) ToOptions(m *spec.Module, out io.Writer) (*PlanOptions, erro
 		return nil, err
 	}
 	o := &PlanOptions{Module: m, Out: out, Others: others}
+	if f.Cluster {
+		if o.Cluster, err = cmdutil.LoadConfig(f.Kubeconfig, f.Context); err != nil {
+			return nil, fmt.Errorf("--cluster: %w", err)
+		}
+	}
 	switch f.Output {
 	case "", "text":
 	case "json":
@@ -427,16 +445,30 @@ type PlanOptions struct {
 	Others []deadlock.Module
 	// JSON prints the resolved definition for tools instead of words.
 	JSON bool
+	// Cluster, when set, is the cluster whose other webhooks the analysis
+	// spans too.
+	Cluster *rest.Config
 }
 
 // Run prints the plan; in words, it ends with the deadlock analysis and
 // returns ErrDeadlock when it found any.
-func (o *PlanOptions) Run(context.Context) error {
+func (o *PlanOptions) Run(ctx context.Context) error {
 	if o.JSON {
 		return WritePlanJSON(o.Out, o.Module)
 	}
 	if err := WritePlan(o.Out, o.Module); err != nil {
 		return err
 	}
-	return writeDeadlocks(o.Out, findDeadlocks(o.Module, o.Others), o.Others)
+	own := writeDeadlocks(o.Out, findDeadlocks(o.Module, o.Others), o.Others)
+	if o.Cluster == nil {
+		return own
+	}
+	cycles, read, missing, err := clusterDeadlocks(ctx, o.Cluster, o.Module)
+	if err != nil {
+		return err
+	}
+	if err := writeClusterDeadlocks(o.Out, cycles, read, missing); err != nil && own == nil {
+		return err
+	}
+	return own
 }

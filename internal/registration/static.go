@@ -94,3 +94,18 @@ func (r *Registrar) InjectCABundle(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Enforced returns the webhook configurations of the capabilities registered
+// when ready as the module writes them once the canary passed: each webhook
+// at its enforced failure policy (the canary stays Ignore). With Static, it
+// is what the API server calls once the module serves.
+func (r *Registrar) Enforced() (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	h, err := r.build()
+	if err != nil {
+		return nil, nil, err
+	}
+	mut, val := Bootstrap(r.opts.Module)
+	mut.Webhooks = []admissionregistrationv1.MutatingWebhook(h.withPolicy(mutatingKind{}, r.policy(), true).(mutatingHooks))
+	val.Webhooks = []admissionregistrationv1.ValidatingWebhook(h.withPolicy(validatingKind{}, r.policy(), true).(validatingHooks))
+	return mut, val, nil
+}
