@@ -28,6 +28,8 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.AddCommand(newDevCommand(out, errOut))
 	root.AddCommand(newImageCommand(out, errOut))
 	root.AddCommand(newCRDsCommand(out))
+	root.AddCommand(newStatusCommand(out))
+	root.AddCommand(newMonitorCommand(out))
 	return root
 }
 

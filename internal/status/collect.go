@@ -1,0 +1,355 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/vigilkit/vigil/internal/deadlock"
+	"github.com/vigilkit/vigil/internal/manifests"
+	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/spec"
+)
+
+// Clients are what Collect reads with.
+type Clients struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+}
+
+// Options narrow a report.
+type Options struct {
+	// Module is the one module to report; every module when empty.
+	Module string
+	// Namespace limits the search for modules to one namespace (a reader
+	// who may list Deployments there only); every namespace when empty.
+	Namespace string
+}
+
+// vigilSelector selects the objects of vigil modules.
+const vigilSelector = "app.kubernetes.io/managed-by=vigil"
+
+// Collect reads the report. Only an error other than a missing right (the
+// API server unreachable) fails it.
+func Collect(ctx context.Context, c Clients, o Options) (*Report, error) {
+	r := &collector{Clients: c, report: &Report{SchemaVersion: SchemaVersion, Modules: []Module{}}}
+	sel := vigilSelector
+	if o.Module != "" {
+		sel += ",app.kubernetes.io/part-of=" + o.Module
+	}
+	deps, err := c.Kube.AppsV1().Deployments(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		if !apierrors.IsForbidden(err) {
+			return nil, fmt.Errorf("list the modules' Deployments: %w", err)
+		}
+		r.missing("list", "deployments.apps", o.Namespace, err)
+		deps = &appsv1.DeploymentList{}
+	}
+	byModule := map[string]*Module{}
+	podLabels := map[string]map[string]string{}
+	var order []string
+	for _, d := range deps.Items {
+		name := d.Labels["app.kubernetes.io/part-of"]
+		m, ok := byModule[name]
+		if !ok {
+			m = &Module{Name: name, Namespace: d.Namespace, Version: d.Labels["app.kubernetes.io/version"], Roles: []Role{}}
+			byModule[name] = m
+			order = append(order, name)
+		}
+		role := d.Labels["app.kubernetes.io/component"]
+		if role == "admission" || m.Spec == "" {
+			m.Spec = d.Spec.Template.Annotations[manifests.SpecAnnotation]
+		}
+		if role == "admission" {
+			podLabels[name] = d.Spec.Template.Labels
+		}
+		m.Roles = append(m.Roles, Role{Name: role, Desired: ptr.Deref(d.Spec.Replicas, 1), Ready: d.Status.ReadyReplicas, Updated: d.Status.UpdatedReplicas})
+	}
+	sort.Strings(order)
+	hooks, missing, err := deadlock.ReadHooks(ctx, c.Kube)
+	if err != nil {
+		return nil, err
+	}
+	r.report.Missing = append(r.report.Missing, missing...)
+	for _, name := range order {
+		m := byModule[name]
+		sort.Slice(m.Roles, func(i, j int) bool { return m.Roles[i].Name < m.Roles[j].Name })
+		r.pods(ctx, m)
+		r.registration(ctx, m)
+		r.audit(ctx, m)
+		r.interceptors(ctx, m, podLabels[name], hooks)
+		r.report.Modules = append(r.report.Modules, *m)
+	}
+	sort.Strings(r.report.Missing)
+	r.report.Missing = compact(r.report.Missing)
+	return r.report, nil
+}
+
+type collector struct {
+	Clients
+	report *Report
+}
+
+func (r *collector) missing(verb, resource, namespace string, err error) {
+	where := "cluster-wide"
+	if namespace != "" {
+		where = "in namespace " + namespace
+	}
+	r.report.Missing = append(r.report.Missing, fmt.Sprintf("%s %s (%s): %v", verb, resource, where, err))
+}
+
+// pods reads the module's admission pods still running their gate phases,
+// and each one's last gate Event.
+func (r *collector) pods(ctx context.Context, m *Module) {
+	pods, err := r.Kube.CoreV1().Pods(m.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: vigilSelector + ",app.kubernetes.io/part-of=" + m.Name + ",app.kubernetes.io/component=admission"})
+	if err != nil {
+		r.missing("list", "pods", m.Namespace, err)
+		return
+	}
+	var evs []corev1.Event
+	for _, p := range pods.Items {
+		sp, starting := startingPod(&p)
+		if !starting {
+			continue
+		}
+		if evs == nil {
+			list, err := r.Kube.CoreV1().Events(m.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod"})
+			if err != nil {
+				r.missing("list", "events", m.Namespace, err)
+			} else {
+				evs = list.Items
+			}
+		}
+		sp.Gate = lastGateEvent(evs, p.Name, sp.InitContainer)
+		m.Starting = append(m.Starting, sp)
+	}
+}
+
+// startingPod reports which init container of p runs, if one still does.
+func startingPod(p *corev1.Pod) (StartingPod, bool) {
+	sp := StartingPod{Pod: p.Name, Phase: -1}
+	if p.DeletionTimestamp != nil || len(p.Spec.InitContainers) == 0 {
+		return sp, false
+	}
+	statuses := map[string]corev1.ContainerStatus{}
+	for _, s := range p.Status.InitContainerStatuses {
+		statuses[s.Name] = s
+	}
+	for _, c := range p.Spec.InitContainers {
+		s, ok := statuses[c.Name]
+		if ok && s.State.Terminated != nil && s.State.Terminated.ExitCode == 0 {
+			continue
+		}
+		sp.InitContainer = c.Name
+		if n, ok := strings.CutPrefix(c.Name, "gate-phase-"); ok {
+			if v, err := strconv.Atoi(n); err == nil {
+				sp.Phase = v
+			}
+		}
+		sp.Restarts = s.RestartCount
+		switch {
+		case s.State.Running != nil:
+			sp.Since = ptr.To(s.State.Running.StartedAt.Time.UTC())
+		case s.State.Waiting != nil:
+			sp.Waiting = strings.TrimSpace(s.State.Waiting.Reason + ": " + s.State.Waiting.Message)
+		case s.State.Terminated != nil:
+			sp.Waiting = fmt.Sprintf("exited %d: %s", s.State.Terminated.ExitCode, strings.TrimSpace(s.State.Terminated.Message))
+		}
+		return sp, true
+	}
+	return sp, false
+}
+
+// lastGateEvent is the newest gate Event recorded on pod's container.
+func lastGateEvent(evs []corev1.Event, pod, container string) *GateReport {
+	var last *GateReport
+	path := fmt.Sprintf("spec.initContainers{%s}", container)
+	for _, e := range evs {
+		if e.InvolvedObject.Name != pod || e.InvolvedObject.FieldPath != path || !strings.HasPrefix(e.Reason, "Gate") {
+			continue
+		}
+		at := eventTime(&e)
+		if last == nil || !at.Before(last.At) {
+			last = &GateReport{Reason: strings.TrimPrefix(e.Reason, "Gate"), Message: e.Message, At: at}
+		}
+	}
+	return last
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.UTC()
+	case !e.EventTime.IsZero():
+		return e.EventTime.UTC()
+	default:
+		return e.CreationTimestamp.UTC()
+	}
+}
+
+// registration reads the module's webhook configurations, their records,
+// and the drifts its admission pods repaired.
+func (r *collector) registration(ctx context.Context, m *Module) {
+	sel := metav1.ListOptions{LabelSelector: vigilSelector + ",app.kubernetes.io/part-of=" + m.Name}
+	var outages []registration.Outage
+	add := func(name, kind string, labels, annotations map[string]string, hooks []Webhook) {
+		c := Configuration{Name: name, Kind: kind, Webhooks: hooks}
+		var rec registration.Record
+		if v := annotations[registration.Annotation]; v != "" {
+			_ = json.Unmarshal([]byte(v), &rec)
+		}
+		switch {
+		case name == spec.StaticName(m.Name):
+			c.State = "static"
+		case rec.State == "":
+			c.State = "not registered"
+		default:
+			c.State = rec.State
+		}
+		c.RegisteredBy, c.Enforced, c.Problem, c.ProblemSince = rec.Version, rec.Enforced, rec.Problem, rec.ProblemSince
+		c.FailedOpen, c.FailedOpenSince = rec.FailedOpen, rec.FailedOpenSince
+		if len(rec.Windows()) > len(outages) {
+			outages = rec.Windows()
+		}
+		m.Registration = append(m.Registration, c)
+	}
+	if muts, err := r.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, sel); err == nil {
+		for _, c := range muts.Items {
+			var hooks []Webhook
+			for _, w := range c.Webhooks {
+				hooks = append(hooks, Webhook{Name: w.Name, FailurePolicy: policy(w.FailurePolicy)})
+			}
+			add(c.Name, "mutating", c.Labels, c.Annotations, hooks)
+		}
+	}
+	if vals, err := r.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, sel); err == nil {
+		for _, c := range vals.Items {
+			var hooks []Webhook
+			for _, w := range c.Webhooks {
+				hooks = append(hooks, Webhook{Name: w.Name, FailurePolicy: policy(w.FailurePolicy)})
+			}
+			add(c.Name, "validating", c.Labels, c.Annotations, hooks)
+		}
+	}
+	for _, o := range outages {
+		m.Outages = append(m.Outages, Outage{From: o.From, To: o.To, Webhooks: o.Webhooks})
+	}
+	evs, err := r.Kube.CoreV1().Events(m.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod"})
+	if err != nil {
+		r.missing("list", "events", m.Namespace, err)
+		return
+	}
+	for _, e := range evs.Items {
+		switch e.Reason {
+		case "WebhookConfigurationDrifted", "WebhookConfigurationRepaired", "WebhookConfigurationMissing", "RegistrationStuck":
+			if !strings.HasPrefix(e.InvolvedObject.Name, m.Name+"-") {
+				continue
+			}
+			m.Repairs = append(m.Repairs, Repair{Reason: e.Reason, Message: e.Message, At: eventTime(&e), Count: e.Count})
+		}
+	}
+	sort.Slice(m.Repairs, func(i, j int) bool { return m.Repairs[i].At.After(m.Repairs[j].At) })
+}
+
+func policy(p *admissionregistrationv1.FailurePolicyType) string {
+	if p == nil {
+		return string(admissionregistrationv1.Fail)
+	}
+	return string(*p)
+}
+
+// audit sums the module's PolicyReports, when the cluster serves them.
+func (r *collector) audit(ctx context.Context, m *Module) {
+	if r.Dynamic == nil {
+		return
+	}
+	sel := metav1.ListOptions{LabelSelector: "vigil.dev/module=" + m.Name}
+	for _, gvr := range []schema.GroupVersionResource{spec.PolicyReports, spec.ClusterPolicyReports} {
+		list, err := r.Dynamic.Resource(gvr).List(ctx, sel)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case apierrors.IsForbidden(err):
+			r.missing("list", gvr.GroupResource().String(), "", err)
+			continue
+		case err != nil:
+			continue
+		}
+		m.Audit.Served = true
+		for _, item := range list.Items {
+			pr := PolicyReport{Name: item.GetName(), Namespace: item.GetNamespace()}
+			if s, ok := item.Object["summary"].(map[string]any); ok {
+				pr.Pass, pr.Fail, pr.Warn = num(s["pass"]), num(s["fail"]), num(s["warn"])
+			}
+			m.Audit.Fail += pr.Fail
+			m.Audit.Warn += pr.Warn
+			m.Audit.Reports = append(m.Audit.Reports, pr)
+		}
+	}
+}
+
+func num(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return 0
+}
+
+// interceptors are the cluster's other webhooks called when the module's
+// admission pods are created, and the deadlocks among them.
+func (r *collector) interceptors(ctx context.Context, m *Module, podLabels map[string]string, hooks []deadlock.Hook) {
+	if podLabels == nil {
+		return // no admission pods
+	}
+	own := &deadlock.Backend{Service: m.Namespace + "/" + m.Name, Namespace: m.Namespace, PodLabels: podLabels}
+	if ns, err := r.Kube.CoreV1().Namespaces().Get(ctx, m.Namespace, metav1.GetOptions{}); err == nil {
+		own.NamespaceLabels = ns.Labels
+	} else if apierrors.IsForbidden(err) {
+		r.missing("get", "namespaces", "", err)
+	}
+	for _, h := range hooks {
+		if h.Module == m.Name || !h.InterceptsPods(own) {
+			continue
+		}
+		kind := "validating"
+		if h.Mutating {
+			kind = "mutating"
+		}
+		in := Interceptor{Configuration: h.Configuration, Kind: kind, Webhook: h.Name, FailurePolicy: string(h.FailurePolicy)}
+		if h.Backend != nil {
+			in.Service = h.Backend.Service
+		}
+		m.Interceptors = append(m.Interceptors, in)
+	}
+	for _, c := range deadlock.Between(m.Name, hooks) {
+		m.Deadlocks = append(m.Deadlocks, c.String())
+	}
+}
+
+func compact(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,148 @@
+package status
+
+import "time"
+
+// SchemaVersion names the JSON form of a Report.
+const SchemaVersion = "vigil.dev/status/v1"
+
+// Report is every module found, or the one asked for.
+type Report struct {
+	SchemaVersion string   `json:"schemaVersion"`
+	Modules       []Module `json:"modules"`
+	// Missing says what could not be read for lack of a right: the verb,
+	// the resource and where, and the API server's answer.
+	Missing []string `json:"missing,omitempty"`
+}
+
+// Module is one installed module.
+type Module struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Version   string `json:"version"`
+	// Spec is the fingerprint of the definition its Deployments were
+	// rendered from (vigil.dev/spec-hash).
+	Spec  string `json:"spec"`
+	Roles []Role `json:"roles"`
+	// Starting are its pods whose gate phases have not all finished.
+	Starting []StartingPod `json:"starting,omitempty"`
+	// Registration is each of its webhook configurations.
+	Registration []Configuration `json:"registration,omitempty"`
+	// Repairs are the drifts of its configurations it found and repaired,
+	// newest first, as its admission pods' Events keep them.
+	Repairs []Repair `json:"repairs,omitempty"`
+	// Outages are the windows its webhooks were failed open, oldest first.
+	Outages []Outage `json:"outages,omitempty"`
+	// Audit is what its audit found, as PolicyReports.
+	Audit Audit `json:"audit"`
+	// Interceptors are the cluster's other webhooks called when its pods
+	// are created.
+	Interceptors []Interceptor `json:"interceptors,omitempty"`
+	// Deadlocks are cycles between its fail-closed webhooks and another's,
+	// each as readable steps.
+	Deadlocks []string `json:"deadlocks,omitempty"`
+}
+
+// Role is one Deployment of the module: admission or watcher.
+type Role struct {
+	Name    string `json:"name"`
+	Desired int32  `json:"desired"`
+	Ready   int32  `json:"ready"`
+	Updated int32  `json:"updated"`
+}
+
+// StartingPod is an admission pod whose init containers still run its gate
+// phases.
+type StartingPod struct {
+	Pod string `json:"pod"`
+	// Phase is the gate phase running, InitContainer its container; -1 and
+	// "" before the first starts.
+	Phase         int    `json:"phase"`
+	InitContainer string `json:"initContainer,omitempty"`
+	// Since is when that container started (this run of it).
+	Since *time.Time `json:"since,omitempty"`
+	// Restarts of that container.
+	Restarts int32 `json:"restarts"`
+	// Waiting is the kubelet's reason when the container does not run
+	// (ImagePullBackOff, CreateContainerConfigError...), with its message.
+	Waiting string `json:"waiting,omitempty"`
+	// Gate is what the phase last reported: the gate, its state (Waiting,
+	// Seen, Done...), the message (what it waits for and last saw) and
+	// when.
+	Gate *GateReport `json:"gate,omitempty"`
+}
+
+// GateReport is a gate's last Event.
+type GateReport struct {
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+}
+
+// Configuration is one webhook configuration of the module and what its
+// registration annotation says.
+type Configuration struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Webhooks are its webhooks with their failure policies.
+	Webhooks []Webhook `json:"webhooks"`
+	// State is the registration's: probing, proving, enforced, failed-open,
+	// or static (shipped fail-closed by the manifests).
+	State           string   `json:"state"`
+	RegisteredBy    string   `json:"registeredBy,omitempty"`
+	Enforced        string   `json:"enforced,omitempty"`
+	Problem         string   `json:"problem,omitempty"`
+	ProblemSince    string   `json:"problemSince,omitempty"`
+	FailedOpen      []string `json:"failedOpen,omitempty"`
+	FailedOpenSince string   `json:"failedOpenSince,omitempty"`
+}
+
+// Webhook is one webhook and its failure policy.
+type Webhook struct {
+	Name          string `json:"name"`
+	FailurePolicy string `json:"failurePolicy"`
+}
+
+// Repair is one drift found or repaired.
+type Repair struct {
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+	Count   int32     `json:"count"`
+}
+
+// Outage is a window in which webhooks were failed open; To is "" while it
+// lasts.
+type Outage struct {
+	From     string   `json:"from"`
+	To       string   `json:"to,omitempty"`
+	Webhooks []string `json:"webhooks"`
+}
+
+// Audit sums the module's PolicyReports.
+type Audit struct {
+	// Served is false when the cluster serves no PolicyReports: the
+	// findings are then in the Store and Events only.
+	Served  bool           `json:"served"`
+	Reports []PolicyReport `json:"reports,omitempty"`
+	Fail    int64          `json:"fail"`
+	Warn    int64          `json:"warn"`
+}
+
+// PolicyReport is one report's summary.
+type PolicyReport struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	Pass      int64  `json:"pass"`
+	Fail      int64  `json:"fail"`
+	Warn      int64  `json:"warn"`
+}
+
+// Interceptor is another webhook called when the module's pods are created.
+type Interceptor struct {
+	Configuration string `json:"configuration"`
+	Kind          string `json:"kind"`
+	Webhook       string `json:"webhook"`
+	FailurePolicy string `json:"failurePolicy"`
+	// Service serves it, namespace/name; "" when called by URL.
+	Service string `json:"service,omitempty"`
+}

@@ -1,0 +1,159 @@
+package vigil_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/internal/cli"
+	"github.com/vigilkit/vigil/internal/status"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+func statusClients(t *testing.T, kube kubernetes.Interface, dyn dynamic.Interface) status.Clients {
+	t.Helper()
+	return status.Clients{Kube: kube, Dynamic: dyn}
+}
+
+// A module installed from its manifests, its admission role registering
+// its webhooks: `vigil status` reports its version, definition, replicas and
+// the registration as the module wrote it; as a cluster viewer (the view
+// ClusterRole), it reports the module and says which rights it lacks for
+// the rest; -o json carries the schema's version.
+func TestStatusReportsAnInstalledModule(t *testing.T) {
+	ctx := t.Context()
+	home, apps := env.Namespace(t), env.Namespace(t)
+	name := "status-" + home[len(home)-6:]
+	m := vigil.NewModule(name, vigil.Options{Namespace: home, Version: "1.4.0"})
+	policies := m.Capability("policies", vigil.InNamespaces(apps))
+	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(denyPrivileged)
+
+	code, rendered := runCapture(t, m, "manifests", "--image", "example.invalid/"+name+":1.4.0")
+	if code != 0 {
+		t.Fatalf("manifests exit %d:\n%s", code, rendered)
+	}
+	mf, err := vigiltest.DecodeManifests([]byte(rendered))
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := env.Apply(ctx, mf)
+	t.Cleanup(func() {
+		for _, u := range created {
+			if u.GetNamespace() == "" && u.GetKind() != "Namespace" && u.GetKind() != "CustomResourceDefinition" {
+				_ = env.Client.Delete(context.Background(), u)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, certDir := servingDir(t)
+	addr := vigiltest.FreeAddr(t)
+	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s", "--webhook-url", "https://"+addr)
+
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := statusClients(t, env.Clientset, dyn)
+	var r *status.Report
+	vigiltest.Eventually(t, 60*time.Second, func() error {
+		r, err = status.Collect(ctx, admin, status.Options{Module: name})
+		if err != nil {
+			return err
+		}
+		if len(r.Modules) != 1 {
+			return fmt.Errorf("%d modules named %s, want 1", len(r.Modules), name)
+		}
+		for _, c := range r.Modules[0].Registration {
+			if c.Kind == "validating" && c.State == "enforced" {
+				return nil
+			}
+		}
+		return fmt.Errorf("registration %+v: want the validating configuration enforced", r.Modules[0].Registration)
+	})
+	got := r.Modules[0]
+	if got.Namespace != home || got.Version != "1.4.0" || got.Spec == "" || len(got.Roles) == 0 || got.Roles[0].Name != "admission" || got.Roles[0].Desired != 2 {
+		t.Errorf("module %+v: want namespace %s, version 1.4.0, a definition and the admission role of 2 replicas", got, home)
+	}
+	if len(r.Missing) != 0 {
+		t.Errorf("as an admin, missing rights %v: want none", r.Missing)
+	}
+	var text bytes.Buffer
+	if err := status.Write(&text, r, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"module " + name + " (namespace " + home + ")", "0/2 ready", "validating " + name, "enforced by version 1.4.0", "policies.validate." + name} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, text.String())
+		}
+	}
+
+	// A cluster viewer: what the view ClusterRole grants of what status
+	// reads (a test API server has no controller to aggregate view itself).
+	viewer := "viewer-" + name
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: viewer}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods", "pods/log", "events", "namespaces", "services"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: viewer},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: viewer},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: viewer}}}
+	for _, o := range []client.Object{cr, crb} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	vcs, err := kubernetes.NewForConfig(env.AsUserConfig(viewer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vdyn, err := dynamic.NewForConfig(env.AsUserConfig(viewer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vigiltest.Eventually(t, 30*time.Second, func() error {
+		r, err = status.Collect(ctx, statusClients(t, vcs, vdyn), status.Options{Module: name})
+		if err != nil {
+			return err
+		}
+		if len(r.Modules) != 1 {
+			return fmt.Errorf("as a viewer: %d modules, want 1 (missing %v)", len(r.Modules), r.Missing)
+		}
+		return nil
+	})
+	missing := strings.Join(r.Missing, "\n")
+	if !strings.Contains(missing, "list mutatingwebhookconfigurations.admissionregistration.k8s.io") || !strings.Contains(missing, "list validatingwebhookconfigurations") {
+		t.Errorf("as a viewer, missing %q: want the webhook configurations named", missing)
+	}
+	if r.Modules[0].Roles[0].Desired != 2 {
+		t.Errorf("as a viewer: roles %+v", r.Modules[0].Roles)
+	}
+
+	// The command, -o json.
+	var out, errOut bytes.Buffer
+	if code := cli.Execute(ctx, []string{"status", name, "-o", "json", "--kubeconfig", kubeconfig(t)}, &out, &errOut); code != 0 {
+		t.Fatalf("vigil status exit %d: %s", code, errOut.String())
+	}
+	var doc status.Report
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc.SchemaVersion != status.SchemaVersion || len(doc.Modules) != 1 || doc.Modules[0].Name != name {
+		t.Errorf("vigil status -o json: %v, %+v", err, doc)
+	}
+	if code := cli.Execute(ctx, []string{"status", "no-such-module", "--kubeconfig", kubeconfig(t)}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "no-such-module") {
+		t.Errorf("vigil status of a module not installed: exit %d, %q; want an error naming it", code, errOut.String())
+	}
+}
