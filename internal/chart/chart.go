@@ -2,12 +2,14 @@ package chart
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -120,6 +122,12 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 		hookText.WriteString(text)
 	}
 	files["templates/uninstall-hook.yaml"] = []byte(hookText.String())
+	monitoring, err := monitoringTemplates(m, objs, nsLabels)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(files, monitoring)
+	g.metrics = metricsServices(objs)
 	files["templates/certificate.yaml"] = []byte(certificateTemplate(m, nsLabels))
 	files["templates/_helpers.tpl"] = []byte(helpers(m) + trustHelpers)
 	files["Chart.yaml"] = chartYAML(m, tag)
@@ -199,6 +207,8 @@ type gen struct {
 	// netpol holds the defaults of networkPolicy's values, from the
 	// rendered NetworkPolicy; nil when the module has none.
 	netpol map[string]any
+	// metrics are the Services the ServiceMonitor scrapes.
+	metrics []*corev1.Service
 }
 
 func (g *gen) sentinel(f func(indent string) string) string {

@@ -131,6 +131,7 @@ func valuesYAML(m *spec.Module, g *gen, repo, tag, digest string) ([]byte, error
 	b.WriteString("# Capabilities: " + capabilityList(m) + ".\n")
 	b.WriteString("failurePolicy: {}\n\n")
 	b.WriteString(g.networkPolicyValues())
+	b.WriteString(monitoringValues(m, g.metrics))
 	b.WriteString(settingsValues(m))
 	b.WriteString(`# debug, info, warn or error; empty for the module's default (info).
 logLevel: ""
@@ -209,6 +210,7 @@ func schemaJSON(m *spec.Module) ([]byte, error) {
 	}
 	props["failurePolicy"] = obj(policies)
 	peers := map[string]any{"type": "array", "items": anyObj}
+	props["monitoring"] = monitoringSchema()
 	props["networkPolicy"] = obj(map[string]any{"enabled": map[string]any{"type": "boolean"}, "webhookFrom": peers, "metricsFrom": peers})
 	if len(trustGuards(m)) > 0 {
 		props["trusted"] = obj(map[string]any{"allowed": map[string]any{"type": "array", "items": map[string]any{"type": "string", "minLength": 1}}})
