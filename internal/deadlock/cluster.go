@@ -24,7 +24,7 @@ type Hook struct {
 	Mutating      bool
 	Name          string
 	// Module is the vigil module that owns the configuration (its
-	// app.kubernetes.io/part-of label with managed-by vigil); "" for
+	// app.kubernetes.io/part-of and name labels, managed by vigil or Helm); "" for
 	// another's.
 	Module            string
 	FailurePolicy     admissionregistrationv1.FailurePolicyType
@@ -226,9 +226,11 @@ func deref(p *admissionregistrationv1.FailurePolicyType) admissionregistrationv1
 }
 
 // ModuleOf is the vigil module that owns an object with these labels
-// (app.kubernetes.io/part-of, with managed-by vigil); "" for another's.
+// (app.kubernetes.io/part-of and app.kubernetes.io/name, which its manifests
+// give every object, managed-by vigil — or Helm, for its chart's); "" for
+// another's.
 func ModuleOf(l map[string]string) string {
-	if l["app.kubernetes.io/managed-by"] != "vigil" {
+	if by := l["app.kubernetes.io/managed-by"]; (by != "vigil" && by != "Helm") || l["app.kubernetes.io/name"] != l["app.kubernetes.io/part-of"] {
 		return ""
 	}
 	return l["app.kubernetes.io/part-of"]

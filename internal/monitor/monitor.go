@@ -102,7 +102,7 @@ func Follow(ctx context.Context, cs kubernetes.Interface, o Options, emit func(D
 		return err
 	}
 	ns := o.Namespace
-	sel := "app.kubernetes.io/managed-by=vigil,app.kubernetes.io/part-of=" + o.Module + ",app.kubernetes.io/component=admission"
+	sel := "app.kubernetes.io/name=" + o.Module + ",app.kubernetes.io/part-of=" + o.Module + ",app.kubernetes.io/component=admission"
 	if ns == "" {
 		deps, err := cs.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {

@@ -40,14 +40,17 @@ type Options struct {
 	Namespace string
 }
 
-// vigilSelector selects the objects of vigil modules.
-const vigilSelector = "app.kubernetes.io/managed-by=vigil"
+// vigilSelector selects the objects of modules: labelled with the module
+// they are part of and named after it (managed-by says vigil, or Helm for a
+// chart's). A module's Deployments carry the definition's fingerprint on
+// their pod template besides (manifests.SpecAnnotation).
+const vigilSelector = "app.kubernetes.io/part-of,app.kubernetes.io/name"
 
 // Collect reads the report. Only an error other than a missing right (the
 // API server unreachable) fails it.
 func Collect(ctx context.Context, c Clients, o Options) (*Report, error) {
 	r := &collector{Clients: c, report: &Report{SchemaVersion: SchemaVersion, Modules: []Module{}}}
-	sel := vigilSelector
+	sel := vigilSelector + ",app.kubernetes.io/component in (admission,watcher)"
 	if o.Module != "" {
 		sel += ",app.kubernetes.io/part-of=" + o.Module
 	}
@@ -64,6 +67,9 @@ func Collect(ctx context.Context, c Clients, o Options) (*Report, error) {
 	var order []string
 	for _, d := range deps.Items {
 		name := d.Labels["app.kubernetes.io/part-of"]
+		if _, ok := d.Spec.Template.Annotations[manifests.SpecAnnotation]; !ok || d.Labels["app.kubernetes.io/name"] != name {
+			continue // not a vigil module's
+		}
 		m, ok := byModule[name]
 		if !ok {
 			m = &Module{Name: name, Namespace: d.Namespace, Version: d.Labels["app.kubernetes.io/version"], Roles: []Role{}}

@@ -20,7 +20,7 @@ func WriteJSON(out io.Writer, r *Report) error {
 func Write(out io.Writer, r *Report, now time.Time) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	if len(r.Modules) == 0 {
-		fmt.Fprintln(tw, "no vigil module found (Deployments labelled app.kubernetes.io/managed-by=vigil)")
+		fmt.Fprintln(tw, "no vigil module found (Deployments labelled app.kubernetes.io/part-of and component admission or watcher, whose pods carry vigil.dev/spec-hash)")
 	}
 	for i, m := range r.Modules {
 		if i > 0 {
