@@ -71,6 +71,8 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 	if r := restarts(t, cs, ns, "watcher"); r != 0 {
 		t.Fatalf("the watcher restarted %d times before its CRDs were installed: want it to wait", r)
 	}
+	// vigil status names the phase and gate each starting pod waits in.
+	starting := statusWhileStarting(t, cs)
 	crds, err := os.ReadFile(filepath.Join(example, "crds.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +126,8 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 	}
 	denied++
 	t.Logf("privileged Pod denied: %v", err)
+	// vigil monitor shows that decision, from the admission pods' logs.
+	monitored := monitorSees(t, cs, ns, apps, "privileged")
 
 	// An Exemption in the exemptions namespace, for a namespace an admin
 	// created: the node exporter may run privileged.
@@ -194,8 +198,8 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 		}
 		return err
 	})
-	fmt.Printf("e2e: node_ready_s=%.1f phases_in_order=%t admission_ready_s=%.1f denied=%d exempted=%d restarts=%d upgrade_rejected=%d uninstall_left=%d upgrade_creates=%d upgrade_unmutated=%d watcher_restarts=%d\n",
-		nodeReady.Seconds(), inOrder, admissionReady.Seconds(), denied, exempted, restartsAll, len(rejected), len(left), created, len(unlabelled), watcherRestarts)
+	fmt.Printf("e2e: node_ready_s=%.1f phases_in_order=%t admission_ready_s=%.1f denied=%d exempted=%d restarts=%d upgrade_rejected=%d uninstall_left=%d upgrade_creates=%d upgrade_unmutated=%d watcher_restarts=%d status_starting=%d monitor_denied_after_s=%.1f\n",
+		nodeReady.Seconds(), inOrder, admissionReady.Seconds(), denied, exempted, restartsAll, len(rejected), len(left), created, len(unlabelled), watcherRestarts, starting, monitored.Seconds())
 	if !inOrder {
 		t.Error("the gate phases did not run in order")
 	}
