@@ -74,7 +74,7 @@ func TestPlanClusterFindsDeadlocksWithOtherWebhooks(t *testing.T) {
 	code, plan := runCapture(t, module(), "plan", "--cluster", "--kubeconfig", kubeconfig(t))
 	if code != 1 || !strings.Contains(plan, "deadlocks with the cluster's other webhooks") || !strings.Contains(plan, "1 found") ||
 		!strings.Contains(plan, "MutatingWebhookConfiguration "+injector) || !strings.Contains(plan, "Service "+mesh+"/istiod") ||
-		!strings.Contains(plan, `FailurePolicyIn("`+mesh+`", admission.Ignore)`) {
+		!strings.Contains(plan, `FailurePolicyIn(admission.Ignore, "`+mesh+`")`) {
 		t.Fatalf("plan --cluster (exit %d) does not report the cycle with the injector:\n%s", code, plan)
 	}
 	t.Logf("plan --cluster:\n%s", plan[strings.Index(plan, "deadlocks with the cluster"):])

@@ -141,12 +141,14 @@ func Between(module string, hooks []Hook) []Cycle {
 				continue
 			}
 			seen[key] = true
-			out = append(out, Cycle{Steps: []string{
-				fmt.Sprintf("the module's pods (namespace %s) are created only through %s%s", own.Backend.Namespace, other.desc(), conditions(other)),
-				fmt.Sprintf("which is served by the pods of Service %s (namespace %s), created only through %s%s", other.Backend.Service, other.Backend.Namespace, own.desc(), conditions(own)),
-				fmt.Sprintf("which is served by the module's pods: when both are down, neither comes back; break it with FailurePolicyIn(%q, admission.Ignore) on the capability, or by keeping %s's webhook off namespace %s",
-					other.Backend.Namespace, other.Configuration, own.Backend.Namespace),
-			}})
+			out = append(out, Cycle{
+				Steps: []string{
+					fmt.Sprintf("the module's pods (namespace %s) are created only through %s%s", own.Backend.Namespace, other.desc(), conditions(other)),
+					fmt.Sprintf("its pods (Service %s) are created only through %s, which the module's pods serve", other.Backend.Service, own.desc()),
+				},
+				Break: fmt.Sprintf("answer with Ignore in namespace %s — FailurePolicyIn(admission.Ignore, %q) on the capability — or keep %s's webhook off namespace %s",
+					other.Backend.Namespace, other.Backend.Namespace, other.Configuration, own.Backend.Namespace),
+			})
 		}
 	}
 	return out

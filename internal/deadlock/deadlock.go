@@ -111,7 +111,11 @@ func Of(m *spec.Module) Module {
 // "uds-core phase 1 (gate clusterconfig-initial at main.go:40) waits for ClusterConfig initial",
 // "ClusterConfig initial is created only by uds-core phase 2 (gate x at main.go:52)",
 // "uds-core phase 2 runs after phase 1".
-type Cycle struct{ Steps []string }
+type Cycle struct {
+	Steps []string
+	// Break says how to break it, when the analysis knows.
+	Break string
+}
 
 // String joins the steps with arrows and ends back at the first one.
 func (c Cycle) String() string {

@@ -96,7 +96,7 @@ func writeClusterDeadlocks(out io.Writer, cycles []deadlock.Cycle, read int, mis
 	}
 	fmt.Fprintf(out, "\ndeadlocks with the cluster's other webhooks (%d read): %d found; after both are down, neither comes back:\n", read, len(cycles))
 	for i, c := range cycles {
-		fmt.Fprintf(out, "  %d. %s\n", i+1, c.String())
+		fmt.Fprintf(out, "  %d. %s\n     break it: %s\n", i+1, c.String(), c.Break)
 	}
 	return fmt.Errorf("%w: %d cycle(s) with the cluster's webhooks, printed above", ErrDeadlock, len(cycles))
 }

@@ -73,7 +73,10 @@ func (r *Registrar) writeOne(ctx context.Context, k kind, webhooks webhooks, has
 			r.opts.Log.Info("a newer module version registered the webhooks; leaving them", "kind", k.String(), "theirs", rec.Version, "ours", r.opts.Version)
 			return fmt.Errorf("%w: %s webhooks are version %s's, this is %s", ErrNewer, k, rec.Version, r.opts.Version)
 		}
-		next := Record{Version: r.opts.Version, Hash: hash, Generation: rec.Generation + 1, State: state, Outages: rec.Outages}
+		next := Record{Version: r.opts.Version, Hash: hash, Generation: rec.Generation + 1, State: state, Outages: rec.Outages, Repairs: rec.Repairs}
+		if state == StateEnforced {
+			next.Repairs = addRepairs(next.Repairs, k, r.repairing)
+		}
 		if rec.Version == next.Version && rec.Hash == hash {
 			next.Enforced = rec.Enforced
 		}

@@ -90,8 +90,13 @@ func TestSyncRepairsAnEditedWebhook(t *testing.T) {
 	}
 	syncWants(t, r, "failurePolicy Ignore (want Fail)", "namespaceSelector", "rules", "timeoutSeconds 30 (want 10)")
 	inSync(t, r, name, want)
-	if _, after := mutating(t, name); after.Generation != rec.Generation+1 {
+	_, after := mutating(t, name)
+	if after.Generation != rec.Generation+1 {
 		t.Fatalf("generation %d → %d: an edit that leaves reachability alone is enforced in one write", rec.Generation, after.Generation)
+	}
+	// The record keeps the repair, with what drifted, for vigil status.
+	if len(rec.Repairs) != 0 || len(after.Repairs) != 1 || !strings.Contains(after.Repairs[0].Drift, "failurePolicy Ignore (want Fail)") || after.Repairs[0].At == "" {
+		t.Fatalf("repairs %+v → %+v: want the one repair recorded with its drift", rec.Repairs, after.Repairs)
 	}
 }
 

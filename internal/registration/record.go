@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
+	"unicode/utf8"
 	"time"
 
 	"github.com/vigilkit/vigil/internal/spec"
@@ -45,6 +47,50 @@ type Record struct {
 	// open and enforced again, oldest first, kept across versions: the audit
 	// reports what got in during each.
 	Outages []Outage `json:"outages,omitempty"`
+	// Repairs are the last MaxRepairs drifts of this configuration the
+	// module found and wrote back, oldest first, kept across versions.
+	Repairs []Repair `json:"repairs,omitempty"`
+}
+
+// Repair is one drift written back: when it was enforced again, and what
+// differed.
+type Repair struct {
+	At    string `json:"at"`
+	Drift string `json:"drift"`
+}
+
+// MaxRepairs bounds a Record's Repairs; MaxRepairDrift, the length of each
+// one's Drift.
+const (
+	MaxRepairs     = 10
+	MaxRepairDrift = 512
+)
+
+// addRepairs adds the drift of configuration kind k among drift (each
+// entry names its kind) as one Repair, now.
+func addRepairs(repairs []Repair, k kind, drift []string) []Repair {
+	var mine []string
+	for _, d := range drift {
+		if strings.HasPrefix(d, k.String()+" ") {
+			mine = append(mine, d)
+		}
+	}
+	if len(mine) == 0 {
+		return repairs
+	}
+	text := strings.Join(mine, "; ")
+	if len(text) > MaxRepairDrift {
+		n := MaxRepairDrift
+		for n > 0 && !utf8.RuneStart(text[n]) {
+			n--
+		}
+		text = text[:n] + "…"
+	}
+	repairs = append(slices.Clone(repairs), Repair{At: time.Now().UTC().Format(time.RFC3339), Drift: text})
+	if len(repairs) > MaxRepairs {
+		repairs = repairs[len(repairs)-MaxRepairs:]
+	}
+	return repairs
 }
 
 // Outage is a window in which webhooks were failed open (failurePolicy
@@ -62,7 +108,7 @@ const MaxOutages = 20
 // manifests ship it, or re-created or emptied by a re-apply.
 func (r Record) IsZero() bool {
 	return r.Version == "" && r.Hash == "" && r.Generation == 0 && r.State == "" && r.Enforced == "" &&
-		len(r.FailedOpen) == 0 && r.FailedOpenSince == "" && len(r.Outages) == 0
+		len(r.FailedOpen) == 0 && r.FailedOpenSince == "" && len(r.Outages) == 0 && len(r.Repairs) == 0
 }
 
 // Windows are the Record's outages, the one still open (To "") included.

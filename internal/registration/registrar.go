@@ -76,6 +76,9 @@ type Registrar struct {
 	// over is the newer version whose registration this sync takes over:
 	// its Lease expired.
 	over string
+	// repairing is the drift this sync repairs, recorded with the enforced
+	// state it writes (Record.Repairs).
+	repairing []string
 }
 
 // OnDrift sets what Sync tells about drift it found, before it repairs it.

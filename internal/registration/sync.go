@@ -123,7 +123,12 @@ func (r *Registrar) sync(ctx context.Context) ([]string, bool, error) {
 	if len(drift) > 0 && r.onDrift != nil {
 		r.onDrift(drift)
 	}
+	r.repairing = nil
+	if known && !FirstRegistration(drift) {
+		r.repairing = drift
+	}
 	wrote, err := r.repair(ctx, h, enforce, known, probe, verify, actuals, failedOpenNow)
+	r.repairing = nil
 	return drift, wrote, err
 }
 

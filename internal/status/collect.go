@@ -229,6 +229,9 @@ func (r *collector) registration(ctx context.Context, m *Module) {
 		}
 		c.RegisteredBy, c.Enforced, c.Problem, c.ProblemSince = rec.Version, rec.Enforced, rec.Problem, rec.ProblemSince
 		c.FailedOpen, c.FailedOpenSince = rec.FailedOpen, rec.FailedOpenSince
+		for _, rp := range rec.Repairs {
+			c.Repairs = append(c.Repairs, Repair{At: rp.At, Drift: rp.Drift})
+		}
 		if len(rec.Windows()) > len(outages) {
 			outages = rec.Windows()
 		}
@@ -266,10 +269,10 @@ func (r *collector) registration(ctx context.Context, m *Module) {
 			if !strings.HasPrefix(e.InvolvedObject.Name, m.Name+"-") {
 				continue
 			}
-			m.Repairs = append(m.Repairs, Repair{Reason: e.Reason, Message: e.Message, At: eventTime(&e), Count: e.Count})
+			m.Events = append(m.Events, RegistrationEvent{Reason: e.Reason, Message: e.Message, At: eventTime(&e), Count: e.Count})
 		}
 	}
-	sort.Slice(m.Repairs, func(i, j int) bool { return m.Repairs[i].At.After(m.Repairs[j].At) })
+	sort.Slice(m.Events, func(i, j int) bool { return m.Events[i].At.After(m.Events[j].At) })
 }
 
 func policy(p *admissionregistrationv1.FailurePolicyType) string {
@@ -346,7 +349,7 @@ func (r *collector) interceptors(ctx context.Context, m *Module, podLabels map[s
 		m.Interceptors = append(m.Interceptors, in)
 	}
 	for _, c := range deadlock.Between(m.Name, hooks) {
-		m.Deadlocks = append(m.Deadlocks, c.String())
+		m.Deadlocks = append(m.Deadlocks, c.String()+"; break it: "+c.Break)
 	}
 }
 

@@ -82,10 +82,13 @@ func writeModule(w io.Writer, m *Module, now time.Time) {
 		for _, h := range c.Webhooks {
 			fmt.Fprintf(w, "      %s\tfailurePolicy %s\n", h.Name, h.FailurePolicy)
 		}
+		for _, rp := range c.Repairs {
+			fmt.Fprintf(w, "      drifted and repaired at %s: %s\n", rp.At, rp.Drift)
+		}
 	}
-	for i, rp := range m.Repairs {
+	for i, rp := range m.Events {
 		if i == 0 {
-			fmt.Fprintln(w, "  drift and registration problems (newest first):")
+			fmt.Fprintln(w, "  registration events (newest first):")
 		}
 		count := ""
 		if rp.Count > 1 {

@@ -27,9 +27,10 @@ type Module struct {
 	Starting []StartingPod `json:"starting,omitempty"`
 	// Registration is each of its webhook configurations.
 	Registration []Configuration `json:"registration,omitempty"`
-	// Repairs are the drifts of its configurations it found and repaired,
-	// newest first, as its admission pods' Events keep them.
-	Repairs []Repair `json:"repairs,omitempty"`
+	// Events are its admission pods' Events about the registration —
+	// drift found and repaired, a configuration missing, a registration
+	// stuck — newest first, for as long as the cluster keeps Events.
+	Events []RegistrationEvent `json:"events,omitempty"`
 	// Outages are the windows its webhooks were failed open, oldest first.
 	Outages []Outage `json:"outages,omitempty"`
 	// Audit is what its audit found, as PolicyReports.
@@ -94,6 +95,15 @@ type Configuration struct {
 	ProblemSince    string   `json:"problemSince,omitempty"`
 	FailedOpen      []string `json:"failedOpen,omitempty"`
 	FailedOpenSince string   `json:"failedOpenSince,omitempty"`
+	// Repairs are the last drifts of it the module wrote back, oldest
+	// first, as its registration record keeps them.
+	Repairs []Repair `json:"repairs,omitempty"`
+}
+
+// Repair is one drift written back.
+type Repair struct {
+	At    string `json:"at"`
+	Drift string `json:"drift"`
 }
 
 // Webhook is one webhook and its failure policy.
@@ -102,8 +112,8 @@ type Webhook struct {
 	FailurePolicy string `json:"failurePolicy"`
 }
 
-// Repair is one drift found or repaired.
-type Repair struct {
+// RegistrationEvent is one Event of the registration.
+type RegistrationEvent struct {
 	Reason  string    `json:"reason"`
 	Message string    `json:"message"`
 	At      time.Time `json:"at"`
