@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vigilkit/vigil/internal/spec"
 
