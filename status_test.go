@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -156,4 +158,56 @@ func TestStatusReportsAnInstalledModule(t *testing.T) {
 	if code := cli.Execute(ctx, []string{"status", "no-such-module", "--kubeconfig", kubeconfig(t)}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "no-such-module") {
 		t.Errorf("vigil status of a module not installed: exit %d, %q; want an error naming it", code, errOut.String())
 	}
+
+	// --watch redraws when the status changes: the admission Deployment
+	// scaled to 3.
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	watched := &lockedBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Execute(watchCtx, []string{"status", name, "--watch", "--interval", "200ms", "--kubeconfig", kubeconfig(t)}, watched, watched)
+	}()
+	vigiltest.Eventually(t, 30*time.Second, func() error {
+		if !strings.Contains(watched.String(), "0/2 ready") {
+			return fmt.Errorf("no first drawing yet: %q", watched.String())
+		}
+		return nil
+	})
+	scale := []byte(`{"spec":{"replicas":3}}`)
+	if _, err := env.Clientset.AppsV1().Deployments(home).Patch(ctx, name, types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vigiltest.Eventually(t, 30*time.Second, func() error {
+		if !strings.Contains(watched.String(), "0/3 ready") {
+			return fmt.Errorf("not redrawn after the scale: %q", watched.String())
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // nothing changes: no more drawings
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("vigil status --watch exit %d", code)
+	}
+	if n := strings.Count(watched.String(), "\x1b[H\x1b[2J"); n != 2 {
+		t.Errorf("vigil status --watch drew %d times, want 2 (once, then after the one change)", n)
+	}
+}
+
+// lockedBuffer is an output written by one goroutine and read by another.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
