@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -163,7 +162,7 @@ func TestStatusReportsAnInstalledModule(t *testing.T) {
 	// scaled to 3.
 	watchCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	watched := &lockedBuffer{}
+	watched := &vigiltest.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Execute(watchCtx, []string{"status", name, "--watch", "--interval", "200ms", "--kubeconfig", kubeconfig(t)}, watched, watched)
@@ -192,22 +191,4 @@ func TestStatusReportsAnInstalledModule(t *testing.T) {
 	if n := strings.Count(watched.String(), "\x1b[H\x1b[2J"); n != 2 {
 		t.Errorf("vigil status --watch drew %d times, want 2 (once, then after the one change)", n)
 	}
-}
-
-// lockedBuffer is an output written by one goroutine and read by another.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

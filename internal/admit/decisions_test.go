@@ -3,40 +3,31 @@ package admit_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/events"
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) decisions(t *testing.T) []map[string]string {
+// decisions are the decision lines written to buf.
+func decisions(t *testing.T, buf *vigiltest.Buffer) []map[string]string {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]string
-	for _, line := range strings.Split(s.b.String(), "\n") {
+	for _, line := range strings.Split(buf.String(), "\n") {
 		if f, ok := events.ParseLine(line); ok && f[events.Key] == string(events.Decision) {
 			out = append(out, f)
 		}
@@ -44,8 +35,8 @@ func (s *syncBuffer) decisions(t *testing.T) []map[string]string {
 	return out
 }
 
-func loggingHandler(limit int, bindings ...spec.Binding) (*admit.Handler, *syncBuffer) {
-	buf := &syncBuffer{}
+func loggingHandler(limit int, bindings ...spec.Binding) (*admit.Handler, *vigiltest.Buffer) {
+	buf := &vigiltest.Buffer{}
 	log := logr.FromSlogHandler(slog.NewTextHandler(buf, nil))
 	for i := range bindings {
 		bindings[i].Capability = "policies"
@@ -73,9 +64,9 @@ func TestDecisionsAreLoggedForMonitor(t *testing.T) {
 	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(map[string]string{"app": "good"}), nil))
 	post(t, h, admit.MutatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
 
-	got := buf.decisions(t)
+	got := decisions(t, buf)
 	if len(got) != 3 {
-		t.Fatalf("%d decision lines, want 3:\n%s", len(got), buf.b.String())
+		t.Fatalf("%d decision lines, want 3:\n%s", len(got), buf.String())
 	}
 	want := []map[string]string{
 		{"verdict": "denied", "binding": "no-bad-apps", "capability": "policies", "message": "app bad is not allowed", "operation": "CREATE", "kind": "Pod", "namespace": "apps", "name": "web", "uid": "uid-1"},
@@ -105,21 +96,53 @@ func TestDecisionLogIsBoundedEachSecond(t *testing.T) {
 	for range 10 {
 		post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
 	}
-	if n := len(buf.decisions(t)); n != 3 {
+	if n := len(decisions(t, buf)); n != 3 {
 		t.Fatalf("%d decision lines in a second, want the bound 3", n)
 	}
 	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
-	if n := len(buf.decisions(t)); n != 4 {
+	if n := len(decisions(t, buf)); n != 4 {
 		t.Fatalf("%d decision lines after the next second's request, want 4", n)
 	}
-	if !strings.Contains(buf.b.String(), "event=decisions-unlogged") || !strings.Contains(buf.b.String(), "decisions=7") {
-		t.Errorf("the 7 decisions over the bound are not reported:\n%s", buf.b.String())
+	if !strings.Contains(buf.String(), "event=decisions-unlogged") || !strings.Contains(buf.String(), "decisions=7") {
+		t.Errorf("the 7 decisions over the bound are not reported:\n%s", buf.String())
 	}
 	// 0 logs none.
 	h, buf = loggingHandler(0, allow)
 	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
-	if n := len(buf.decisions(t)); n != 0 {
+	if n := len(decisions(t, buf)); n != 0 {
 		t.Errorf("%d decision lines with the bound 0, want none", n)
+	}
+}
+
+// BenchmarkDecisionLog measures what logging each decision adds to a
+// request (slog's text handler, to a discarded output): off (the bound 0),
+// every decision logged, and over the bound (counted, not logged).
+func BenchmarkDecisionLog(b *testing.B) {
+	cm := configMap()
+	cmGVK := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	body := reviewOf(b, metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, "configmaps", admissionv1.Create, cm)
+	for _, c := range []struct {
+		name  string
+		limit int
+	}{{"off", 0}, {"logged", 1 << 30}, {"over-bound", 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			log := logr.FromSlogHandler(slog.NewTextHandler(io.Discard, nil))
+			v := admit.ValidateBinding(cmGVK, &corev1.ConfigMap{}, func(context.Context, *admission.Request[*corev1.ConfigMap]) admission.Verdict {
+				return admission.Allow()
+			})
+			v.Capability, v.Name, v.Operations = "policies", "allow", []admissionv1.Operation{admissionv1.Create}
+			h := admit.NewHandler([]spec.Binding{v}, admit.Options{Module: "mod", Timeout: time.Second, Log: log, LogDecisions: c.limit})
+			b.ReportAllocs()
+			for b.Loop() {
+				r := httptest.NewRequest(http.MethodPost, admit.ValidatePath("mod"), bytes.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != 200 {
+					b.Fatal(w.Body.String())
+				}
+			}
+		})
 	}
 }
