@@ -52,7 +52,7 @@ func TestCommandsKeepTheirFlags(t *testing.T) {
 		"chart":     {"output-dir": "", "image": "", "allow-deadlock": "false"},
 		"zarf":      {"output-dir": "", "image": "", "allow-deadlock": "false"},
 		"manifests": {"image": "", "namespace": "", "replicas": "2", "output-dir": "", "ca-bundle": "", "allow-deadlock": "false", "with": "[]", "network-policy": "true"},
-		"plan":      {"output": "text", "with": "[]"},
+		"plan":      with(map[string]string{"output": "text", "with": "[]", "cluster": "false"}),
 	}
 	root := NewCommand(module(), nil, &bytes.Buffer{}, &bytes.Buffer{})
 	seen := map[string]bool{}
@@ -115,7 +115,8 @@ func TestFlagMistakesExitOne(t *testing.T) {
 		{[]string{"manifests", "--image", "x", "--ca-bundle", missing}, "--ca-bundle: "},
 		{[]string{"plan", "-o", "yaml"}, `-o "yaml": expected text or json`},
 		{[]string{"plan", "--with", missing}, "--with " + missing},
-		{[]string{"plan", "--kubeconfig", missing}, "unknown flag: --kubeconfig"},
+		{[]string{"plan", "--kubeconfig", missing}, "--kubeconfig, --context: it reads a cluster with --cluster only"},
+		{[]string{"plan", "--cluster", "--kubeconfig", missing}, "the kubeconfig " + missing + " (from --kubeconfig) does not exist"},
 		{[]string{"plan", "extra"}, `unknown command "extra"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

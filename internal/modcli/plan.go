@@ -3,6 +3,7 @@ package modcli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -426,6 +427,8 @@ func (f *PlanFlags) ToOptions(m *spec.Module, out io.Writer) (*PlanOptions, erro
 		if o.Cluster, err = cmdutil.LoadConfig(f.Kubeconfig, f.Context); err != nil {
 			return nil, fmt.Errorf("--cluster: %w", err)
 		}
+	} else if f.Kubeconfig != "" || f.Context != "" {
+		return nil, errors.New("--kubeconfig, --context: it reads a cluster with --cluster only: add --cluster to find deadlocks with the cluster's webhooks")
 	}
 	switch f.Output {
 	case "", "text":
