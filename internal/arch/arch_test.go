@@ -94,7 +94,7 @@ var layers = map[string]struct {
 	"internal/cmdutil":    {tool, []string{"internal/spec"}},
 	"internal/dev":        {tool, []string{"internal/spec", "internal/policytest", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/events"}},
 	"internal/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/crdgen", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor", "internal/status", "internal/monitor"}},
-	"internal/status":     {tool, []string{"internal/spec", "internal/registration", "internal/deadlock", "internal/manifests"}},
+	"internal/status":     {tool, []string{"internal/spec", "internal/registration", "internal/deadlock", "internal/manifests", "internal/events"}},
 	"internal/monitor":    {tool, []string{"internal/events"}},
 
 	// Leaves.

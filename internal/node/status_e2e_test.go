@@ -36,8 +36,8 @@ func statusWhileStarting(t *testing.T, cs kubernetes.Interface) int {
 			return fmt.Errorf("status %+v (missing %v): want module uds-core with starting pods; Deployments: %v", r.Modules, r.Missing, seen)
 		}
 		for _, p := range r.Modules[0].Starting {
-			if p.Phase != 0 || p.InitContainer != "gate-phase-0" || p.Gate == nil || p.Since == nil {
-				return fmt.Errorf("starting pod %+v: want it in phase 0 (gate-phase-0), with its gate's last Event", p)
+			if p.Phase != 0 || p.InitContainer != "gate-phase-0" || p.Gate == nil || p.Since == nil || len(p.Waits) == 0 || p.Waits[0].LastSeen == "" {
+				return fmt.Errorf("starting pod %+v: want it in phase 0 (gate-phase-0), with its gate's last Event and what it last saw", p)
 			}
 		}
 		return nil
@@ -47,7 +47,7 @@ func statusWhileStarting(t *testing.T, cs kubernetes.Interface) int {
 		t.Fatal(err)
 	}
 	t.Logf("vigil status while the gates wait:\n%s", b.String())
-	if !strings.Contains(b.String(), "in phase 0 (gate-phase-0)") || !strings.Contains(b.String(), "waits for") {
+	if !strings.Contains(b.String(), "in phase 0 (gate-phase-0)") || !strings.Contains(b.String(), "waits for") || !strings.Contains(b.String(), "last saw: ") {
 		t.Errorf("vigil status does not say which phase and what the gate waits for:\n%s", b.String())
 	}
 	return len(r.Modules[0].Starting)

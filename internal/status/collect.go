@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/deadlock"
+	"github.com/vigilkit/vigil/internal/events"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -142,6 +143,9 @@ func (r *collector) pods(ctx context.Context, m *Module) {
 			}
 		}
 		sp.Gate = lastGateEvent(evs, p.Name, sp.InitContainer)
+		if sp.Since != nil {
+			sp.Waits = r.gateWaits(ctx, m.Namespace, p.Name, sp.InitContainer)
+		}
 		m.Starting = append(m.Starting, sp)
 	}
 }
@@ -179,6 +183,46 @@ func startingPod(p *corev1.Pod) (StartingPod, bool) {
 		return sp, true
 	}
 	return sp, false
+}
+
+// gateWaits reads the last progress line of each gate still waiting from
+// the tail of its init container's log.
+func (r *collector) gateWaits(ctx context.Context, ns, pod, container string) []GateWait {
+	raw, err := r.Kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, TailLines: ptr.To[int64](100), LimitBytes: ptr.To[int64](256 << 10)}).DoRaw(ctx)
+	if err != nil {
+		if apierrors.IsForbidden(err) {
+			r.missing("get", "pods/log", ns, err)
+		}
+		return nil
+	}
+	last := map[string]GateWait{}
+	var order []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		f, ok := events.ParseLine(line)
+		if !ok {
+			continue
+		}
+		switch events.Name(f[events.Key]) {
+		case events.GateWaiting, events.GateCallbackRunning:
+			seen := f["lastSeen"]
+			if seen == "" {
+				seen = "its callback runs, for " + f["callbackFor"]
+			}
+			if _, ok := last[f["gate"]]; !ok {
+				order = append(order, f["gate"])
+			}
+			last[f["gate"]] = GateWait{Gate: f["gate"], WaitsFor: f["waitsFor"], For: f["for"], LastSeen: seen, At: f["time"]}
+		case events.GateDone, events.GateFallback, events.GateSkipped:
+			delete(last, f["gate"])
+		}
+	}
+	var out []GateWait
+	for _, g := range order {
+		if w, ok := last[g]; ok {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // lastGateEvent is the newest gate Event recorded on pod's container.

@@ -60,6 +60,9 @@ func writeModule(w io.Writer, m *Module, now time.Time) {
 		if g := p.Gate; g != nil {
 			fmt.Fprintf(w, "    gate %s %s ago: %s\n", strings.ToLower(g.Reason), age(now, g.At), g.Message)
 		}
+		for _, gw := range p.Waits {
+			fmt.Fprintf(w, "    gate %s waits for %s, for %s; last saw: %s\n", gw.Gate, gw.WaitsFor, gw.For, gw.LastSeen)
+		}
 	}
 	if len(m.Registration) > 0 {
 		fmt.Fprintln(w, "  webhooks:")

@@ -70,6 +70,19 @@ type StartingPod struct {
 	// Seen, Done...), the message (what it waits for and last saw) and
 	// when.
 	Gate *GateReport `json:"gate,omitempty"`
+	// Waits are what each gate of the phase still waiting said last in its
+	// container's log: what it waits for, for how long, and what it saw.
+	Waits []GateWait `json:"waits,omitempty"`
+}
+
+// GateWait is a gate's last progress line.
+type GateWait struct {
+	Gate     string `json:"gate"`
+	WaitsFor string `json:"waitsFor"`
+	For      string `json:"for"`
+	LastSeen string `json:"lastSeen"`
+	// At is when it logged it (RFC 3339).
+	At string `json:"at"`
 }
 
 // GateReport is a gate's last Event.
