@@ -113,6 +113,13 @@ func writeChartOf(t testing.TB, bin string, env ...string) (string, *chartv2.Cha
 // render renders the chart as `helm template` does.
 func render(t *testing.T, ch *chartv2.Chart, vals map[string]any) (*releasev1.Release, error) {
 	t.Helper()
+	return renderWithAPIs(t, ch, vals)
+}
+
+// renderWithAPIs renders the chart as `helm template --api-versions` does
+// with the API versions given.
+func renderWithAPIs(t *testing.T, ch *chartv2.Chart, vals map[string]any, apis ...string) (*releasev1.Release, error) {
+	t.Helper()
 	i := action.NewInstall(action.NewConfiguration())
 	i.DryRunStrategy = action.DryRunClient
 	i.ReleaseName, i.Namespace = module, "default"
@@ -122,6 +129,7 @@ func render(t *testing.T, ch *chartv2.Chart, vals map[string]any) (*releasev1.Re
 		t.Fatal(err)
 	}
 	i.KubeVersion = kv
+	i.APIVersions = apis
 	rel, err := i.RunWithContext(context.Background(), ch, vals)
 	if err != nil {
 		return nil, err

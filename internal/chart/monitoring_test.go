@@ -18,12 +18,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,27 +35,6 @@ import (
 )
 
 var monitoringAPIs = []string{chart.ServiceMonitorAPI, chart.PrometheusRuleAPI}
-
-// renderWithAPIs renders the chart as `helm template --api-versions` does
-// with the API versions given.
-func renderWithAPIs(t *testing.T, ch *chartv2.Chart, vals map[string]any, apis ...string) (*releasev1.Release, error) {
-	t.Helper()
-	i := action.NewInstall(action.NewConfiguration())
-	i.DryRunStrategy = action.DryRunClient
-	i.ReleaseName, i.Namespace = module, "default"
-	i.IncludeCRDs = true
-	kv, err := common.ParseKubeVersion("v1.34.0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	i.KubeVersion = kv
-	i.APIVersions = apis
-	rel, err := i.RunWithContext(context.Background(), ch, vals)
-	if err != nil {
-		return nil, err
-	}
-	return rel.(*releasev1.Release), nil
-}
 
 func mustRenderWithAPIs(t *testing.T, ch *chartv2.Chart, vals map[string]any, apis ...string) map[string]map[string]any {
 	t.Helper()
