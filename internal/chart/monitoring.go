@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -85,6 +86,21 @@ func mergedLabels(own map[string]string, path, indent string) string {
 	return "{{- toYaml (merge (dict" + d.String() + ") (" + path + " | default dict)) | nindent " + fmt.Sprint(len(indent)) + " }}"
 }
 
+// operatorObject opens the template of one of the Prometheus operator's
+// objects, up to its spec: rendered when .Values.monitoring.<value>.enabled
+// and the cluster serves api (apiVersion/Kind), labelled with labels and
+// the value's own.
+func operatorObject(m *spec.Module, api, value string, labels map[string]string) string {
+	return `{{- if and .Values.monitoring.` + value + `.enabled (.Capabilities.APIVersions.Has "` + api + `") }}
+apiVersion: ` + path.Dir(api) + `
+kind: ` + path.Base(api) + `
+metadata:
+  name: ` + scalar(m.Name) + `
+  namespace: ` + scalar(m.Namespace) + `
+  labels: ` + mergedLabels(labels, ".Values.monitoring."+value+".labels", "    ") + `
+spec:`
+}
+
 // serviceMonitorTemplate scrapes the port MetricsPort of the Services given,
 // selected by the labels they share and their components.
 func serviceMonitorTemplate(m *spec.Module, services []*corev1.Service, labels map[string]string) string {
@@ -108,14 +124,7 @@ func serviceMonitorTemplate(m *spec.Module, services []*corev1.Service, labels m
 	if len(components) > 0 {
 		selector["matchExpressions"] = []any{map[string]any{"key": "app.kubernetes.io/component", "operator": "In", "values": components}}
 	}
-	return `{{- if and .Values.monitoring.serviceMonitor.enabled (.Capabilities.APIVersions.Has "` + ServiceMonitorAPI + `") }}
-apiVersion: monitoring.coreos.com/v1
-kind: ServiceMonitor
-metadata:
-  name: ` + scalar(m.Name) + `
-  namespace: ` + scalar(m.Namespace) + `
-  labels: ` + mergedLabels(labels, ".Values.monitoring.serviceMonitor.labels", "    ") + `
-spec:
+	return operatorObject(m, ServiceMonitorAPI, "serviceMonitor", labels) + `
   selector:
 ` + yamlAt(selector, "    ") + `  endpoints:
   - port: ` + MetricsPort + `
@@ -245,14 +254,7 @@ func prometheusRuleTemplate(m *spec.Module, labels map[string]string) string {
 		literal := func(s string) string { return strings.ReplaceAll(strconv.Quote(s), "{{", `{{ "{{" }}`) }
 		rules.WriteString("      annotations:\n        summary: " + literal(a.summary) + "\n        description: " + literal(a.description) + "\n")
 	}
-	return `{{- if and .Values.monitoring.prometheusRule.enabled (.Capabilities.APIVersions.Has "` + PrometheusRuleAPI + `") }}
-apiVersion: monitoring.coreos.com/v1
-kind: PrometheusRule
-metadata:
-  name: ` + scalar(m.Name) + `
-  namespace: ` + scalar(m.Namespace) + `
-  labels: ` + mergedLabels(labels, ".Values.monitoring.prometheusRule.labels", "    ") + `
-spec:
+	return operatorObject(m, PrometheusRuleAPI, "prometheusRule", labels) + `
   groups:
   - name: ` + scalar("vigil-"+m.Name) + `
     rules:
