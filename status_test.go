@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -154,6 +157,16 @@ func TestStatusReportsAnInstalledModule(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc.SchemaVersion != status.SchemaVersion || len(doc.Modules) != 1 || doc.Modules[0].Name != name {
 		t.Errorf("vigil status -o json: %v, %+v", err, doc)
 	}
+	// As a kubectl plugin: vigil linked as kubectl-vigil on the PATH.
+	plugin := kubectlPlugin(t)
+	kubectlOut, err := plugin("vigil", "status", name, "-o", "json", "--kubeconfig", kubeconfig(t))
+	doc = status.Report{}
+	if err != nil || json.Unmarshal(kubectlOut, &doc) != nil || len(doc.Modules) != 1 || doc.Modules[0].Name != name {
+		t.Errorf("kubectl vigil status %s -o json: %v\n%s", name, err, kubectlOut)
+	}
+	if help, err := plugin("vigil", "status", "--help"); err != nil || !strings.Contains(string(help), "kubectl vigil status [MODULE]") {
+		t.Errorf("kubectl vigil status --help: %v; want its usage to say kubectl vigil status:\n%s", err, help)
+	}
 	if code := cli.Execute(ctx, []string{"status", "no-such-module", "--kubeconfig", kubeconfig(t)}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "no-such-module") {
 		t.Errorf("vigil status of a module not installed: exit %d, %q; want an error naming it", code, errOut.String())
 	}
@@ -190,5 +203,37 @@ func TestStatusReportsAnInstalledModule(t *testing.T) {
 	}
 	if n := strings.Count(watched.String(), "\x1b[H\x1b[2J"); n != 2 {
 		t.Errorf("vigil status --watch drew %d times, want 2 (once, then after the one change)", n)
+	}
+}
+
+// kubectlPlugin builds vigil, links it as kubectl-vigil in a folder on the
+// PATH and returns a function that runs kubectl (the control plane's, else
+// the PATH's) with args.
+func kubectlPlugin(t *testing.T) func(args ...string) ([]byte, error) {
+	t.Helper()
+	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		if kubectl, err = exec.LookPath("kubectl"); err != nil {
+			t.Fatalf("no kubectl beside the control plane (KUBEBUILDER_ASSETS=%q) nor on the PATH: run hack/control-plane.sh", os.Getenv("KUBEBUILDER_ASSETS"))
+		}
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "vigil")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/vigilkit/vigil/cmd/vigil").CombinedOutput(); err != nil {
+		t.Fatalf("go build vigil: %v\n%s", err, out)
+	}
+	if err := os.Symlink(bin, filepath.Join(dir, cli.PluginName)); err != nil {
+		t.Fatal(err)
+	}
+	return func(args ...string) ([]byte, error) {
+		cmd := exec.Command(kubectl, args...)
+		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return out, fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+		}
+		return out, nil
 	}
 }

@@ -3,12 +3,18 @@ package cli
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
 	"github.com/vigilkit/vigil/internal/cmdutil"
 )
+
+// PluginName is the name under which kubectl runs vigil as a plugin
+// (`kubectl vigil status`): a link to vigil so named on the PATH.
+const PluginName = "kubectl-vigil"
 
 // NewRootCommand returns the vigil command with every verb.
 func NewRootCommand(out, errOut io.Writer) *cobra.Command {
@@ -17,6 +23,10 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 		Short:         "vigil builds, runs and tests Kubernetes modules with startup gates",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	if filepath.Base(os.Args[0]) == PluginName {
+		// Run by kubectl as a plugin: its help and errors say so.
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl vigil"}
 	}
 	root.SetOut(out)
 	root.SetErr(errOut)
