@@ -61,9 +61,16 @@ func importPause(ctx context.Context, l layout, goCommand string) error {
 	if err != nil {
 		return err
 	}
+	return importBinary(ctx, l, bin, "pause", "65535:65535", sandboxImage, work)
+}
+
+// importBinary imports into the node's containerd, as ref (REPO:TAG), an
+// image of one file: bin at /file, its entrypoint, run as user. work is a
+// folder for the archive.
+func importBinary(ctx context.Context, l layout, bin []byte, file, user, ref, work string) error {
 	var layerTar bytes.Buffer
 	tw := tar.NewWriter(&layerTar)
-	if err := tw.WriteHeader(&tar.Header{Name: "pause", Mode: 0o555, Size: int64(len(bin)), Typeflag: tar.TypeReg}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: file, Mode: 0o555, Size: int64(len(bin)), Typeflag: tar.TypeReg}); err != nil {
 		return err
 	}
 	if _, err := tw.Write(bin); err != nil {
@@ -80,7 +87,7 @@ func importPause(ctx context.Context, l layout, goCommand string) error {
 	if err != nil {
 		return err
 	}
-	img, err = mutate.Config(img, v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"})
+	img, err = mutate.Config(img, v1.Config{Entrypoint: []string{"/" + file}, User: user})
 	if err != nil {
 		return err
 	}
@@ -93,11 +100,11 @@ func importPause(ctx context.Context, l layout, goCommand string) error {
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}
-	tag, err := name.NewTag(sandboxImage)
+	tag, err := name.NewTag(ref)
 	if err != nil {
 		return err
 	}
-	archive := filepath.Join(work, "pause.tar")
+	archive := filepath.Join(work, file+".tar")
 	if err := tarball.WriteToFile(archive, tag, img); err != nil {
 		return err
 	}

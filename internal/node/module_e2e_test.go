@@ -152,7 +152,7 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 	// A rolling upgrade from version 1.0.0 to 2.0.0 while Pods are created
 	// without pause: none is rejected, none goes in unlabelled, and 2.0.0
 	// takes the registration over.
-	if v := registeredVersion(t, cs); v != "1.0.0" {
+	if v := registeredVersion(t, cs, "uds-core"); v != "1.0.0" {
 		t.Fatalf("the webhooks were registered by version %q, want 1.0.0 (the image's, stamped at build)", v)
 	}
 	ref2, binary2 := moduleImage(t, n, example, "2.0.0")
@@ -170,7 +170,7 @@ func TestClusterConfigModuleOnANode(t *testing.T) {
 		return nil
 	})
 	waitUntil(t, 60*time.Second, "version 2.0.0 to register the webhooks", func() error {
-		if v := registeredVersion(t, cs); v != "2.0.0" {
+		if v := registeredVersion(t, cs, "uds-core"); v != "2.0.0" {
 			return fmt.Errorf("registered by version %q", v)
 		}
 		return nil
@@ -325,11 +325,11 @@ func leftAfterUninstall(t *testing.T, n *Node, manifests []byte) []string {
 	return left
 }
 
-// registeredVersion is the module version the mutating webhook
+// registeredVersion is the module version the validating webhook
 // configuration's registration record names.
-func registeredVersion(t *testing.T, cs kubernetes.Interface) string {
+func registeredVersion(t *testing.T, cs kubernetes.Interface, module string) string {
 	t.Helper()
-	c, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(t.Context(), "uds-core", metav1.GetOptions{})
+	c, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), module, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,13 @@ func Collect(ctx context.Context, c Clients, o Options) (*Report, error) {
 		if role == "admission" {
 			podLabels[name] = d.Spec.Template.Labels
 		}
-		m.Roles = append(m.Roles, Role{Name: role, Desired: ptr.Deref(d.Spec.Replicas, 1), Ready: d.Status.ReadyReplicas, Updated: d.Status.UpdatedReplicas})
+		rr := Role{Name: role, Desired: ptr.Deref(d.Spec.Replicas, 1), Ready: d.Status.ReadyReplicas, Updated: d.Status.UpdatedReplicas}
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+				rr.CreateRefused, rr.RefusedSince = c.Message, ptr.To(c.LastTransitionTime.Time)
+			}
+		}
+		m.Roles = append(m.Roles, rr)
 	}
 	sort.Strings(order)
 	hooks, missing, err := deadlock.ReadHooks(ctx, c.Kube)

@@ -42,6 +42,11 @@ func writeModule(w io.Writer, m *Module, now time.Time) {
 	for _, r := range m.Roles {
 		fmt.Fprintf(w, "  %s\t%d/%d ready\t%d updated\n", r.Name, r.Ready, r.Desired, r.Updated)
 	}
+	for _, r := range m.Roles {
+		if r.CreateRefused != "" {
+			fmt.Fprintf(w, "  %s pods cannot be created, for %s: %s\n", r.Name, age(now, *r.RefusedSince), r.CreateRefused)
+		}
+	}
 	for _, p := range m.Starting {
 		what := "waiting to start its first init container"
 		if p.InitContainer != "" {

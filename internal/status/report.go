@@ -49,6 +49,11 @@ type Role struct {
 	Desired int32  `json:"desired"`
 	Ready   int32  `json:"ready"`
 	Updated int32  `json:"updated"`
+	// CreateRefused is why the role's pods cannot be created, when they
+	// cannot (the Deployment's ReplicaFailure condition: a webhook or a
+	// quota refusing them), and since when.
+	CreateRefused string     `json:"createRefused,omitempty"`
+	RefusedSince  *time.Time `json:"refusedSince,omitempty"`
 }
 
 // StartingPod is an admission pod whose init containers still run its gate

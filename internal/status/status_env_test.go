@@ -65,6 +65,18 @@ func TestStatusReadsRecordsReportsAndOtherWebhooks(t *testing.T) {
 	}
 	spec1 := map[string]string{"vigil.dev/spec-hash": "sha256:0123456789abcdef"}
 	deployment(home, name, labels("admission"), spec1)
+	// Its pods cannot be created: the Deployment's condition, as the
+	// controller sets it from its ReplicaSet's.
+	refused := `Internal error occurred: failed calling webhook "sidecar-injector.istio.io": no endpoints available for service "istiod"`
+	d, err := cs.AppsV1().Deployments(home).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue,
+		Reason: "FailedCreate", Message: refused, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Minute)), LastUpdateTime: metav1.Now()})
+	if _, err := cs.AppsV1().Deployments(home).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// Not a module's: no definition on its pods.
 	deployment(apps, "lookalike", map[string]string{"app.kubernetes.io/name": "lookalike", "app.kubernetes.io/part-of": "lookalike", "app.kubernetes.io/component": "admission"}, nil)
 	// The other component, and its fail-closed injector on the module's namespace.
@@ -154,6 +166,9 @@ func TestStatusReadsRecordsReportsAndOtherWebhooks(t *testing.T) {
 	if m.Version != "2.1.0" || m.Spec != "sha256:0123456789abcdef" || len(m.Roles) != 1 || m.Roles[0].Desired != 2 {
 		t.Errorf("module %+v: want version 2.1.0, its definition, one role of 2", *m)
 	}
+	if m.Roles[0].CreateRefused != refused || m.Roles[0].RefusedSince == nil {
+		t.Errorf("role %+v: want its pods' creates refused, as the Deployment's ReplicaFailure condition says", m.Roles[0])
+	}
 	if len(m.Registration) != 1 || m.Registration[0].State != registration.StateFailedOpen || len(m.Registration[0].Repairs) != 1 || m.Registration[0].FailedOpenSince == "" {
 		t.Errorf("registration %+v: want failed-open with its repair", m.Registration)
 	}
@@ -174,7 +189,8 @@ func TestStatusReadsRecordsReportsAndOtherWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"failed-open by version 2.1.0", "drifted and repaired at 2026-12-01T12:00:00Z", "2026-12-02T09:00:00Z to now, still open",
-		"audit: 3 failing, 1 warning in 1 PolicyReports", "mutating " + injector + "/sidecar-injector.istio.io", "DEADLOCKS"} {
+		"audit: 3 failing, 1 warning in 1 PolicyReports", "mutating " + injector + "/sidecar-injector.istio.io", "DEADLOCKS",
+		"admission pods cannot be created, for 1m", refused} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, text.String())
 		}
