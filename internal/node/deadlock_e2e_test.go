@@ -21,9 +21,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/certs"
-	"github.com/vigilkit/vigil/internal/node/testdata/meshed"
 	"github.com/vigilkit/vigil/internal/status"
 )
+
+// The namespaces of the deadlock test's module (testdata/meshed) and of its
+// injector.
+const meshedNamespace, meshNamespace = "meshed-system", "istio-system"
 
 // injectorLabel is the label the test's injector sets on each Pod it is
 // called for.
@@ -52,18 +55,18 @@ func TestDeadlockWithAnInjectorOnANode(t *testing.T) {
 
 	const module, apps = "meshed", "meshed-apps"
 	for _, ns := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: meshed.Namespace, Labels: map[string]string{"istio-injection": "enabled"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: meshedNamespace, Labels: map[string]string{"istio-injection": "enabled"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: apps}},
 	} {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rel := installChart(t, n, ignoreBin, ignoreRef, module, meshed.Namespace)
+	rel := installChart(t, n, ignoreBin, ignoreRef, module, meshedNamespace)
 	bothServe(t, cs, 3*time.Minute)
 	injected(t, cs)
 	if d := deadlocksReported(t, cs, 0); len(d) != 0 {
-		t.Fatalf("vigil status reports deadlocks %v with Ignore in %s: want none", d, meshed.Mesh)
+		t.Fatalf("vigil status reports deadlocks %v with Ignore in %s: want none", d, meshNamespace)
 	}
 
 	// Both down at once, then started: the injector's pods are created
@@ -73,17 +76,17 @@ func TestDeadlockWithAnInjectorOnANode(t *testing.T) {
 	bothServe(t, cs, 3*time.Minute)
 	recovered := time.Since(killed)
 	injected(t, cs)
-	t.Logf("with Ignore in %s: both serve again %.1fs after they were started", meshed.Mesh, recovered.Seconds())
+	t.Logf("with Ignore in %s: both serve again %.1fs after they were started", meshNamespace, recovered.Seconds())
 
 	// The version whose policy fails closed in istio-system too.
 	rel.upgrade(failBin, failRef)
 	waitUntil(t, 3*time.Minute, "version 2.0.0 to roll out and register", func() error {
-		d, err := cs.AppsV1().Deployments(meshed.Namespace).Get(ctx, module, metav1.GetOptions{})
+		d, err := cs.AppsV1().Deployments(meshedNamespace).Get(ctx, module, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < ptr.Deref(d.Spec.Replicas, 1) || d.Status.ReadyReplicas < ptr.Deref(d.Spec.Replicas, 1) {
-			return fmt.Errorf("rollout: %d updated, %d ready; pods: %s", d.Status.UpdatedReplicas, d.Status.ReadyReplicas, podStates(ctx, cs, meshed.Namespace))
+			return fmt.Errorf("rollout: %d updated, %d ready; pods: %s", d.Status.UpdatedReplicas, d.Status.ReadyReplicas, podStates(ctx, cs, meshedNamespace))
 		}
 		if v := registeredVersion(t, cs, module); v != "2.0.0" {
 			return fmt.Errorf("registered by version %q", v)
@@ -91,14 +94,14 @@ func TestDeadlockWithAnInjectorOnANode(t *testing.T) {
 		return nil
 	})
 	reported := deadlocksReported(t, cs, 1)
-	if len(reported) != 1 || !strings.Contains(reported[0], "sidecar-injector") || !strings.Contains(reported[0], meshed.Mesh) {
-		t.Fatalf("vigil status reports deadlocks %q: want the one with the injector, broken by Ignore in %s", reported, meshed.Mesh)
+	if len(reported) != 1 || !strings.Contains(reported[0], "sidecar-injector") || !strings.Contains(reported[0], meshNamespace) {
+		t.Fatalf("vigil status reports deadlocks %q: want the one with the injector, broken by Ignore in %s", reported, meshNamespace)
 	}
 
 	started := stopAndStart(t, cs)
 	const hold = 30 * time.Second
 	for time.Since(started) < hold {
-		for _, d := range []struct{ ns, name string }{{meshed.Mesh, "istiod"}, {meshed.Namespace, module}} {
+		for _, d := range []struct{ ns, name string }{{meshNamespace, "istiod"}, {meshedNamespace, module}} {
 			dep, err := cs.AppsV1().Deployments(d.ns).Get(ctx, d.name, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -110,8 +113,8 @@ func TestDeadlockWithAnInjectorOnANode(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	injectorRefused := failedCreate(t, cs, meshed.Mesh, "meshed")
-	moduleRefused := failedCreate(t, cs, meshed.Namespace, "sidecar-injector.istio.io")
+	injectorRefused := failedCreate(t, cs, meshNamespace, "meshed")
+	moduleRefused := failedCreate(t, cs, meshedNamespace, "sidecar-injector.istio.io")
 	t.Logf("the injector's ReplicaSet: %s", injectorRefused)
 	t.Logf("the module's ReplicaSet: %s", moduleRefused)
 	if injectorRefused == "" || moduleRefused == "" {
@@ -169,20 +172,20 @@ func startInjector(t *testing.T, n *Node, cs kubernetes.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serving, err := ca.Issue([]string{"istiod." + meshed.Mesh + ".svc"}, 24*time.Hour)
+	serving, err := ca.Issue([]string{"istiod." + meshNamespace + ".svc"}, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	labels := map[string]string{"app": "istiod", "istio": "pilot"}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: meshed.Mesh}}, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: meshNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.CoreV1().Secrets(meshed.Mesh).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "istiod-tls"},
+	if _, err := cs.CoreV1().Secrets(meshNamespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "istiod-tls"},
 		Data: map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}, PeriodSeconds: 1}
-	if _, err := cs.AppsV1().Deployments(meshed.Mesh).Create(ctx, &appsv1.Deployment{
+	if _, err := cs.AppsV1().Deployments(meshNamespace).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "istiod"},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
@@ -196,21 +199,21 @@ func startInjector(t *testing.T, n *Node, cs kubernetes.Interface) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.CoreV1().Services(meshed.Mesh).Create(ctx, &corev1.Service{
+	if _, err := cs.CoreV1().Services(meshNamespace).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "istiod"},
 		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "https-webhook", Port: 443, TargetPort: intstr.FromInt32(8443)}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 2*time.Minute, "the injector to be Ready", func() error {
-		return ready(ctx, cs, meshed.Mesh, "istiod")
+		return ready(ctx, cs, meshNamespace, "istiod")
 	})
 	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "istio-sidecar-injector"},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name: "sidecar-injector.istio.io",
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{CABundle: ca.CertPEM,
-				Service: &admissionregistrationv1.ServiceReference{Namespace: meshed.Mesh, Name: "istiod", Path: ptr.To("/inject")}},
+				Service: &admissionregistrationv1.ServiceReference{Namespace: meshNamespace, Name: "istiod", Path: ptr.To("/inject")}},
 			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"istio-injection": "enabled"}},
@@ -240,10 +243,10 @@ func bothServe(t *testing.T, cs kubernetes.Interface, within time.Duration) {
 	t.Helper()
 	ctx := t.Context()
 	waitUntil(t, within, "the injector and the module to serve", func() error {
-		if err := ready(ctx, cs, meshed.Mesh, "istiod"); err != nil {
+		if err := ready(ctx, cs, meshNamespace, "istiod"); err != nil {
 			return err
 		}
-		if err := ready(ctx, cs, meshed.Namespace, "meshed"); err != nil {
+		if err := ready(ctx, cs, meshedNamespace, "meshed"); err != nil {
 			return err
 		}
 		_, err := cs.CoreV1().Pods("meshed-apps").Create(ctx, testPod("privileged", true), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -258,7 +261,7 @@ func bothServe(t *testing.T, cs kubernetes.Interface, within time.Duration) {
 // the injector's label: the injector was called for each.
 func injected(t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
-	pods, err := cs.CoreV1().Pods(meshed.Namespace).List(t.Context(), metav1.ListOptions{})
+	pods, err := cs.CoreV1().Pods(meshedNamespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +309,7 @@ func stopAndStart(t *testing.T, cs kubernetes.Interface) time.Time {
 	t.Helper()
 	ctx := t.Context()
 	replicas := map[string]int32{}
-	for _, ns := range []string{meshed.Mesh, meshed.Namespace} {
+	for _, ns := range []string{meshNamespace, meshedNamespace} {
 		deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -317,7 +320,7 @@ func stopAndStart(t *testing.T, cs kubernetes.Interface) time.Time {
 		}
 	}
 	waitUntil(t, 2*time.Minute, "every pod of the injector and the module to go", func() error {
-		for _, ns := range []string{meshed.Mesh, meshed.Namespace} {
+		for _, ns := range []string{meshNamespace, meshedNamespace} {
 			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return err
