@@ -125,8 +125,14 @@ func (r *collector) missing(verb, resource, namespace string, err error) {
 	r.report.Missing = append(r.report.Missing, fmt.Sprintf("%s %s (%s): %v", verb, resource, where, err))
 }
 
+// maxLogReads bounds the init container logs status reads a module, each a
+// request through the API server and the kubelet: a rollout of many
+// replicas shows the rest by their gate Events only.
+const maxLogReads = 10
+
 // pods reads the module's admission pods still running their gate phases,
-// and each one's last gate Event.
+// each one's last gate Event and, for the first maxLogReads, what its
+// waiting gates last logged.
 func (r *collector) pods(ctx context.Context, m *Module) {
 	pods, err := r.Kube.CoreV1().Pods(m.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: vigilSelector + ",app.kubernetes.io/part-of=" + m.Name + ",app.kubernetes.io/component=admission"})
@@ -135,6 +141,7 @@ func (r *collector) pods(ctx context.Context, m *Module) {
 		return
 	}
 	var evs []corev1.Event
+	logsRead := 0
 	for _, p := range pods.Items {
 		sp, starting := startingPod(&p)
 		if !starting {
@@ -149,7 +156,8 @@ func (r *collector) pods(ctx context.Context, m *Module) {
 			}
 		}
 		sp.Gate = lastGateEvent(evs, p.Name, sp.InitContainer)
-		if sp.Since != nil {
+		if sp.Since != nil && logsRead < maxLogReads {
+			logsRead++
 			sp.Waits = r.gateWaits(ctx, m.Namespace, p.Name, sp.InitContainer)
 		}
 		m.Starting = append(m.Starting, sp)

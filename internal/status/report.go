@@ -76,7 +76,8 @@ type StartingPod struct {
 	// when.
 	Gate *GateReport `json:"gate,omitempty"`
 	// Waits are what each gate of the phase still waiting said last in its
-	// container's log: what it waits for, for how long, and what it saw.
+	// container's log: what it waits for, for how long, and what it saw
+	// (read for the first 10 starting pods of a module).
 	Waits []GateWait `json:"waits,omitempty"`
 }
 
