@@ -113,8 +113,8 @@ func TestDeadlockWithAnInjectorOnANode(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	injectorRefused := failedCreate(t, cs, meshNamespace, "meshed")
-	moduleRefused := failedCreate(t, cs, meshedNamespace, "sidecar-injector.istio.io")
+	injectorRefused := failedCreate(t, cs, meshNamespace, "policies.validate.meshed.vigil.dev", started)
+	moduleRefused := failedCreate(t, cs, meshedNamespace, "sidecar-injector.istio.io", started)
 	t.Logf("the injector's ReplicaSet: %s", injectorRefused)
 	t.Logf("the module's ReplicaSet: %s", moduleRefused)
 	if injectorRefused == "" || moduleRefused == "" {
@@ -127,6 +127,9 @@ func TestDeadlockWithAnInjectorOnANode(t *testing.T) {
 		r, err = status.Collect(ctx, status.Clients{Kube: cs}, status.Options{Module: module})
 		if err != nil {
 			return err
+		}
+		if len(r.Modules) != 1 {
+			return fmt.Errorf("%d modules named %s", len(r.Modules), module)
 		}
 		for _, role := range r.Modules[0].Roles {
 			if role.Name == "admission" && strings.Contains(role.CreateRefused, "sidecar-injector.istio.io") {
@@ -347,8 +350,8 @@ func scale(t *testing.T, cs kubernetes.Interface, ns, name string, replicas int3
 }
 
 // failedCreate is the message of the newest FailedCreate Event of a
-// ReplicaSet in ns that names webhook, or "".
-func failedCreate(t *testing.T, cs kubernetes.Interface, ns, webhook string) string {
+// ReplicaSet in ns that names webhook and was last seen after since, or "".
+func failedCreate(t *testing.T, cs kubernetes.Interface, ns, webhook string, since time.Time) string {
 	t.Helper()
 	evs, err := cs.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
 	if err != nil {
@@ -361,7 +364,7 @@ func failedCreate(t *testing.T, cs kubernetes.Interface, ns, webhook string) str
 		if when.IsZero() {
 			when = e.EventTime.Time
 		}
-		if e.InvolvedObject.Kind == "ReplicaSet" && strings.Contains(e.Message, webhook) && !when.Before(at) {
+		if e.InvolvedObject.Kind == "ReplicaSet" && strings.Contains(e.Message, webhook) && when.After(since.Add(-time.Second)) && !when.Before(at) {
 			msg, at = e.Message, when
 		}
 	}
