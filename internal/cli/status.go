@@ -85,14 +85,20 @@ Installed as kubectl-vigil on the PATH (a link to vigil), it is also
 	cluster.add(cmd)
 	cmd.Flags().StringVarP(&opts.Namespace, "namespace", "n", "", "look for modules in this namespace only; every namespace when empty")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, or json (schema "+status.SchemaVersion+")")
-	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw whenever the status changes, until interrupted")
-	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "with --watch: how often to read the cluster")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw whenever the status changes, until interrupted: at once for what the API server announces, every --interval for logs and reports")
+	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "with --watch: how often to read again what no watch announces (a starting pod's gate log lines, PolicyReports)")
 	return cmd
 }
 
 // runStatus prints the report once, or with watch each time it changes.
 func runStatus(ctx context.Context, out io.Writer, c status.Clients, o status.Options, asJSON, watch bool, interval time.Duration) error {
-	var last []byte
+	var (
+		last    []byte
+		changes <-chan struct{}
+	)
+	if watch {
+		changes = status.Changes(ctx, c, o)
+	}
 	for {
 		r, err := status.Collect(ctx, c, o)
 		if err != nil {
@@ -128,7 +134,7 @@ func runStatus(ctx context.Context, out io.Writer, c status.Clients, o status.Op
 		if !bytes.Equal(key, last) {
 			if !asJSON {
 				fmt.Fprint(out, "\x1b[H\x1b[2J")
-				fmt.Fprintf(out, "%s  (every %s; Ctrl-C to stop)\n\n", time.Now().Format(time.RFC3339), interval)
+				fmt.Fprintf(out, "%s  (on each change; logs and reports every %s; Ctrl-C to stop)\n\n", time.Now().Format(time.RFC3339), interval)
 			}
 			if _, err := out.Write(buf.Bytes()); err != nil {
 				return err
@@ -138,10 +144,22 @@ func runStatus(ctx context.Context, out io.Writer, c status.Clients, o status.Op
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-changes:
+			// The changes that come with this one (a rollout's Deployment,
+			// pods and Events) are read in the same redraw.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(settle):
+			}
 		case <-time.After(interval):
 		}
 	}
 }
+
+// settle is how long status --watch waits after a change before it reads
+// the cluster again.
+const settle = 100 * time.Millisecond
 
 func inNamespace(ns string) string {
 	if ns == "" {

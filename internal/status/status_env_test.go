@@ -2,6 +2,7 @@ package status_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"strings"
@@ -131,8 +132,9 @@ func TestStatusReadsRecordsReportsAndOtherWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, injector, metav1.DeleteOptions{})
-		_ = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, name, metav1.DeleteOptions{})
+		// t.Context() is done by the time cleanups run.
+		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), injector, metav1.DeleteOptions{})
+		_ = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
@@ -196,4 +198,66 @@ func TestStatusReadsRecordsReportsAndOtherWebhooks(t *testing.T) {
 		}
 	}
 	t.Logf("status:\n%s", text.String())
+}
+
+// Changes signals what status --watch redraws for: a module's pod, an Event
+// on it, a webhook configuration; an Event on another pod is not one.
+func TestChangesSignalsTheModulesObjectsOnly(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	name := "ch-" + ns[len(ns)-6:]
+	changes := status.Changes(ctx, status.Clients{Kube: env.Clientset}, status.Options{Module: name, Namespace: ns})
+	expect := func(what string, want bool) {
+		t.Helper()
+		select {
+		case <-changes:
+			if !want {
+				t.Errorf("%s: signalled, want no signal", what)
+			}
+		case <-time.After(2 * time.Second):
+			if want {
+				t.Errorf("%s: no signal in 2 s", what)
+			}
+		}
+	}
+	// The first lists signal the cluster's configurations, and the last
+	// test's objects may still be going: wait for a quiet second.
+	for quiet := false; !quiet; {
+		select {
+		case <-changes:
+		case <-time.After(time.Second):
+			quiet = true
+		}
+	}
+	pod := func(pname string, l map[string]string) {
+		t.Helper()
+		if _, err := env.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pname, Labels: l},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.invalid/c:1"}}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	event := func(pname, reason string) {
+		t.Helper()
+		if _, err := env.Clientset.CoreV1().Events(ns).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: pname + "-"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pname}, Reason: reason, Message: reason, Type: corev1.EventTypeNormal,
+			FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod("other", map[string]string{"app": "other"})
+	expect("another pod", false)
+	event("other", "Scheduled")
+	expect("an Event on another pod", false)
+	pod(name+"-admission-0", map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": name, "app.kubernetes.io/component": "admission"})
+	expect("the module's pod", true)
+	event(name+"-admission-0", "GateWaiting")
+	expect("an Event on the module's pod", true)
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := env.Clientset.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Clientset.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	expect("a webhook configuration", true)
 }
