@@ -100,11 +100,11 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		if victim != nil {
 			// Closed under the server: its goroutine sees the error and
 			// closes its side, which finds it removed already.
+			l.refused("evicted_idle")
 			if t := victim.timer.Load(); t != nil {
 				t.Stop()
 			}
 			_ = victim.Conn.Close()
-			l.refused("evicted_idle")
 		}
 		if l.firstRequest > 0 {
 			tc.timer.Store(time.AfterFunc(l.firstRequest, tc.silent))
@@ -114,12 +114,13 @@ func (l *connLimit) Accept() (net.Conn, error) {
 }
 
 // reject closes a connection at once, with a reset: nothing is owed to it.
+// It is counted first, so that whoever sees the reset finds it counted.
 func (l *connLimit) reject(c net.Conn, reason string) {
+	l.refused(reason)
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}
 	_ = c.Close()
-	l.refused(reason)
 }
 
 // victimLocked is the oldest idle connection of the source that holds the
