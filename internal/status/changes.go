@@ -10,10 +10,10 @@ import (
 )
 
 // Changes reports, on the channel it returns, each change the API server
-// announces to what a report is read from: the modules' Deployments and
-// pods, the Events of their namespace (gate progress, drifts repaired, a
-// role's refused creates) and the cluster's webhook configurations (the
-// registration state and the other webhooks). A burst of changes arrives as
+// announces to what a report is read from: the modules' Deployments (a
+// role's replicas, its refused creates) and pods, the Events on those pods
+// (gate progress, drifts repaired) and the cluster's webhook configurations
+// (the registration state and the other webhooks). A burst of changes arrives as
 // one signal. What no watch announces — a starting pod's log lines, the
 // audit's PolicyReports — is for the caller to read again on a timer.
 //
@@ -67,6 +67,15 @@ func Changes(ctx context.Context, c Clients, o Options) <-chan struct{} {
 		}
 	}
 	_ = events.SetWatchErrorHandlerWithContext(quiet)
+	// Only whose pod an Event is on is kept: every namespace's pod Events
+	// are cached when no namespace is given.
+	_ = events.SetTransform(func(obj any) (any, error) {
+		if e, ok := obj.(*corev1.Event); ok {
+			return &corev1.Event{ObjectMeta: v1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, ResourceVersion: e.ResourceVersion},
+				InvolvedObject: corev1.ObjectReference{Namespace: e.InvolvedObject.Namespace, Name: e.InvolvedObject.Name}}, nil
+		}
+		return obj, nil
+	})
 	_, _ = events.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onModulePod,
 		UpdateFunc: func(_, obj any) { onModulePod(obj) },
