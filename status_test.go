@@ -188,7 +188,9 @@ func TestStatusReportsAnInstalledModule(t *testing.T) {
 		return nil
 	})
 	scale := []byte(`{"spec":{"replicas":3}}`)
-	time.Sleep(time.Second) // the watches' first lists are in: they draw nothing new
+	// The watches' first lists are in, and read (at most once a second):
+	// they draw nothing new.
+	time.Sleep(2 * time.Second)
 	scaled := time.Now()
 	if _, err := env.Clientset.AppsV1().Deployments(home).Patch(ctx, name, types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)

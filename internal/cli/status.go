@@ -99,7 +99,9 @@ func runStatus(ctx context.Context, out io.Writer, c status.Clients, o status.Op
 	if watch {
 		changes = status.Changes(ctx, c, o)
 	}
+	var read time.Time
 	for {
+		read = time.Now()
 		r, err := status.Collect(ctx, c, o)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -146,11 +148,13 @@ func runStatus(ctx context.Context, out io.Writer, c status.Clients, o status.Op
 			return nil
 		case <-changes:
 			// The changes that come with this one (a rollout's Deployment,
-			// pods and Events) are read in the same redraw.
+			// pods and Events) are read in the same redraw, and a rollout's
+			// stream of changes is read at most once a second: each read
+			// may fetch logs through the kubelets.
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(settle):
+			case <-time.After(max(settle, time.Until(read.Add(minRead)))):
 			}
 		case <-time.After(interval):
 		}
@@ -158,8 +162,11 @@ func runStatus(ctx context.Context, out io.Writer, c status.Clients, o status.Op
 }
 
 // settle is how long status --watch waits after a change before it reads
-// the cluster again.
-const settle = 100 * time.Millisecond
+// the cluster again, and minRead the least time between two reads.
+const (
+	settle  = 100 * time.Millisecond
+	minRead = time.Second
+)
 
 func inNamespace(ns string) string {
 	if ns == "" {

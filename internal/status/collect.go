@@ -115,6 +115,28 @@ func Collect(ctx context.Context, c Clients, o Options) (*Report, error) {
 type collector struct {
 	Clients
 	report *Report
+	// events are the pod Events of each namespace read so far.
+	events map[string][]corev1.Event
+}
+
+// podEvents lists the Events on pods in ns, once a report: a starting pod's
+// gate and the drifts its admission pods repaired are read from them.
+func (r *collector) podEvents(ctx context.Context, ns string) []corev1.Event {
+	if evs, ok := r.events[ns]; ok {
+		return evs
+	}
+	var evs []corev1.Event
+	list, err := r.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod"})
+	if err != nil {
+		r.missing("list", "events", ns, err)
+	} else {
+		evs = list.Items
+	}
+	if r.events == nil {
+		r.events = map[string][]corev1.Event{}
+	}
+	r.events[ns] = evs
+	return evs
 }
 
 func (r *collector) missing(verb, resource, namespace string, err error) {
@@ -140,22 +162,13 @@ func (r *collector) pods(ctx context.Context, m *Module) {
 		r.missing("list", "pods", m.Namespace, err)
 		return
 	}
-	var evs []corev1.Event
 	logsRead := 0
 	for _, p := range pods.Items {
 		sp, starting := startingPod(&p)
 		if !starting {
 			continue
 		}
-		if evs == nil {
-			list, err := r.Kube.CoreV1().Events(m.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod"})
-			if err != nil {
-				r.missing("list", "events", m.Namespace, err)
-			} else {
-				evs = list.Items
-			}
-		}
-		sp.Gate = lastGateEvent(evs, p.Name, sp.InitContainer)
+		sp.Gate = lastGateEvent(r.podEvents(ctx, m.Namespace), p.Name, sp.InitContainer)
 		if sp.Since != nil && logsRead < maxLogReads {
 			logsRead++
 			sp.Waits = r.gateWaits(ctx, m.Namespace, p.Name, sp.InitContainer)
@@ -316,12 +329,7 @@ func (r *collector) registration(ctx context.Context, m *Module) {
 	for _, o := range outages {
 		m.Outages = append(m.Outages, Outage{From: o.From, To: o.To, Webhooks: o.Webhooks})
 	}
-	evs, err := r.Kube.CoreV1().Events(m.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod"})
-	if err != nil {
-		r.missing("list", "events", m.Namespace, err)
-		return
-	}
-	for _, e := range evs.Items {
+	for _, e := range r.podEvents(ctx, m.Namespace) {
 		switch e.Reason {
 		case "WebhookConfigurationDrifted", "WebhookConfigurationRepaired", "WebhookConfigurationMissing", "RegistrationStuck":
 			if !strings.HasPrefix(e.InvolvedObject.Name, m.Name+"-") {
