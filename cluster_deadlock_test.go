@@ -5,15 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/meshtest"
 )
 
 // A second webhook server, as istiod's sidecar injector is installed: a
@@ -47,18 +46,7 @@ func TestPlanClusterFindsDeadlocksWithOtherWebhooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	injector := "istio-sidecar-injector-" + mesh
-	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: injector},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    "sidecar-injector.istio.io",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: mesh, Name: "istiod", Path: ptr.To("/inject")}},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"istio-injection": "enabled"}},
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, meshtest.Injector(injector, mesh, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

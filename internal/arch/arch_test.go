@@ -122,6 +122,7 @@ var layers = map[string]struct {
 
 	// Support for vigil's own tests and soaks.
 	"internal/soak":                {tests, nil},
+	"internal/meshtest":            {tests, nil},
 	"internal/testenv":             {tests, []string{"internal/controlplane"}},
 	"internal/testkit":             {tests, []string{".", "internal/certs", "internal/registration", "vigiltest"}},
 	"examples/clusterconfig":       {entry, []string{".", "admission", "gate", "store"}},

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/meshtest"
 	"github.com/vigilkit/vigil/internal/status"
 )
 
@@ -211,19 +211,8 @@ func startInjector(t *testing.T, n *Node, cs kubernetes.Interface) {
 	waitUntil(t, 2*time.Minute, "the injector to be Ready", func() error {
 		return ready(ctx, cs, meshNamespace, "istiod")
 	})
-	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "istio-sidecar-injector"},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name: "sidecar-injector.istio.io",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{CABundle: ca.CertPEM,
-				Service: &admissionregistrationv1.ServiceReference{Namespace: meshNamespace, Name: "istiod", Path: ptr.To("/inject")}},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"istio-injection": "enabled"}},
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx,
+		meshtest.Injector("istio-sidecar-injector", meshNamespace, ca.CertPEM), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
+	"github.com/vigilkit/vigil/internal/meshtest"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/status"
@@ -102,14 +103,7 @@ func TestStatusReadsRecordsReportsAndOtherWebhooks(t *testing.T) {
 			AdmissionReviewVersions: []string{"v1"}}
 	}
 	injector := "injector-" + mesh
-	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: injector},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "sidecar-injector.istio.io", Rules: podCreate, FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"istio-injection": "enabled"}},
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: mesh, Name: "istiod", Path: ptr.To("/inject")}},
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"}}},
-	}, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, meshtest.Injector(injector, mesh, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The module's registered configuration: enforced, a repair, an outage
