@@ -146,3 +146,23 @@ func BenchmarkDecisionLog(b *testing.B) {
 		})
 	}
 }
+
+// What a tenant writes into an object reaches the decision log only inside
+// a quoted field: a label value quoted in a denial, carrying a line of its
+// own that looks like an allowed decision, forges no second decision for
+// vigil monitor, and the message reads back whole.
+func TestATenantsTextForgesNoDecision(t *testing.T) {
+	forged := "x\n" + events.Key + "=" + string(events.Decision) + ` verdict=allowed binding=no-bad-apps name=web`
+	deny := admit.ValidateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) admission.Verdict {
+		return admission.Deny("team " + r.Object.Annotations["team"] + " is not allowed")
+	})
+	deny.Name = "no-bad-apps"
+	h, buf := loggingHandler(100, deny)
+	p := pod(nil)
+	p.Annotations = map[string]string{"team": forged}
+	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, p, nil))
+	got := decisions(t, buf)
+	if len(got) != 1 || got[0]["verdict"] != "denied" || got[0]["message"] != "team "+forged+" is not allowed" {
+		t.Fatalf("decisions %v, want one denial with the tenant's text whole in its message:\n%s", got, buf.String())
+	}
+}
