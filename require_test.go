@@ -195,3 +195,74 @@ func TestRequireMistakes(t *testing.T) {
 		})
 	}
 }
+
+// A Require on a Pod's UPDATE holds on pods/status too, through which the
+// API server lets labels and annotations change: as a user who may create
+// Pods and update their status, removing the app label there is refused by
+// the API server's own policy, while a status write that leaves the
+// metadata as it was (the kubelet's) passes.
+func TestRequireHoldsOnStatusWrites(t *testing.T) {
+	ctx := t.Context()
+	home, apps := env.Namespace(t), env.Namespace(t)
+	name := "require-status-" + home[len(home)-6:]
+	user := name + "-mallory"
+
+	m := vigil.NewModule(name, vigil.Options{Namespace: home})
+	labels := m.Capability("labels", vigil.InNamespaces(apps))
+	vigil.When(labels, &corev1.Pod{}).IsCreatedOrUpdated().Named("need-app").
+		Require(`has(object.metadata.labels) && 'app' in object.metadata.labels`, "a Pod needs an app label")
+	code, plan := runCapture(t, m, "plan")
+	if code != 0 || !strings.Contains(plan, "need-app require Pod CREATE,UPDATE (and pods/status writes that change labels or annotations)") {
+		t.Errorf("plan (exit %d) does not say the check holds on pods/status:\n%s", code, plan)
+	}
+	var policies []*unstructured.Unstructured
+	for _, o := range renderManifests(t, m) {
+		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
+			policies = append(policies, o)
+		}
+	}
+	applyObjects(t, policies, false)
+	t.Cleanup(func() {
+		for _, o := range policies {
+			_ = env.Client.Delete(context.Background(), o)
+		}
+	})
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: user}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"pods", "pods/status"}, Verbs: []string{"create", "get", "update", "patch"},
+	}}}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	for _, o := range []client.Object{role, rb} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(env.AsUserConfig(user), client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(err error) bool { return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "a Pod needs an app label") }
+	pod := func(name string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: name, Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "127.0.0.1/fake"}}}}
+	}
+	vigiltest.Eventually(t, 30*time.Second, func() error {
+		if err := c.Create(ctx, pod("probe", nil), client.DryRunAll); !refused(err) {
+			return fmt.Errorf("a Pod without an app label: %v, want refused by the check", err)
+		}
+		return nil
+	})
+	p := pod("web", map[string]string{"app": "web"})
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Message = "pending"
+	if err := c.Status().Update(ctx, p); err != nil {
+		t.Fatalf("a status write that leaves the labels as they were: %v, want it to pass", err)
+	}
+	p.Labels = map[string]string{"tier": "web"}
+	if err := c.Status().Update(ctx, p); !refused(err) {
+		t.Errorf("removing the app label through pods/status: %v, want refused by the check", err)
+	}
+}

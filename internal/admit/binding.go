@@ -16,8 +16,11 @@ func serves(b *spec.Binding, req *admissionv1.AdmissionRequest) bool {
 		return false
 	}
 	// A subresource's requests are the subresource's alone: a Pod binding
-	// does not see pods/ephemeralcontainers unless it asked for them.
-	if req.SubResource != b.Subresource {
+	// does not see pods/ephemeralcontainers unless it asked for them. The
+	// status writes that change labels or annotations, which carry the
+	// whole object, are also its resource's UPDATE bindings' (their webhook
+	// is sent no other status write: see spec.Binding.StatusMetadata).
+	if req.SubResource != b.Subresource && (req.SubResource != spec.StatusSubresource || !b.StatusMetadata()) {
 		return false
 	}
 	if !b.Parent.Empty() && (req.Resource.Group != b.Parent.Group || req.Resource.Resource+"/"+req.SubResource != b.Resource()) {

@@ -120,7 +120,9 @@ func handler(policy admission.FailurePolicy, timeout time.Duration, bindings ...
 		if bindings[i].Name == "" {
 			bindings[i].Name = "b" + string(rune('0'+i))
 		}
-		bindings[i].Operations = []admissionv1.Operation{admissionv1.Create, admissionv1.Update}
+		if len(bindings[i].Operations) == 0 {
+			bindings[i].Operations = []admissionv1.Operation{admissionv1.Create, admissionv1.Update}
+		}
 	}
 	return admit.NewHandler(bindings, admit.Options{Module: "mod", FailurePolicy: policy, Timeout: timeout, Metrics: m, Log: logr.Discard()}), reg
 }
@@ -583,7 +585,8 @@ func FuzzDecodeReview(f *testing.F) {
 func mustRe(expr string) *regexp.Regexp { return regexp.MustCompile(expr) }
 
 // A binding sees the requests of its own resource or subresource only: a Pod
-// binding does not judge pods/ephemeralcontainers unless it asked for it, and
+// binding does not judge pods/ephemeralcontainers unless it asked for it
+// (pods/status, which can change labels and annotations, is its UPDATE's), and
 // a Scale binding of Deployments does not judge statefulsets/scale.
 func TestSubresourceRequestsReachTheirBindingsOnly(t *testing.T) {
 	deny := func(msg string) func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
@@ -620,8 +623,8 @@ func TestSubresourceRequestsReachTheirBindingsOnly(t *testing.T) {
 	if got := ask(podGVK, pods, "ephemeralcontainers", pod(nil)); got != "debug" {
 		t.Errorf("pods/ephemeralcontainers: %q, want only the ephemeralcontainers binding to judge it", got)
 	}
-	if got := ask(podGVK, pods, "status", pod(nil)); !strings.Contains(got, "has no binding") {
-		t.Errorf("pods/status: %q, want no binding to judge it, and the failure policy to answer", got)
+	if got := ask(podGVK, pods, "status", pod(nil)); got != "plain" {
+		t.Errorf("pods/status: %q, want the plain binding, which judges UPDATE, to judge it (it can change labels and annotations)", got)
 	}
 	scaleKind := metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
 	s := &autoscalingv1.Scale{TypeMeta: metav1.TypeMeta{APIVersion: "autoscaling/v1", Kind: "Scale"}, Spec: autoscalingv1.ScaleSpec{Replicas: 9}}
@@ -630,6 +633,41 @@ func TestSubresourceRequestsReachTheirBindingsOnly(t *testing.T) {
 	}
 	if got := ask(scaleKind, metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, "scale", s); !strings.Contains(got, "has no binding") {
 		t.Errorf("statefulsets/scale: %q, want the Deployment's Scale binding to leave it, and the failure policy to answer", got)
+	}
+}
+
+// The API server lets pods/status change a Pod's labels and annotations, so
+// the Pod's UPDATE bindings judge a status write too (its webhook is sent
+// only those that change them); a CREATE-only binding does not, nor does
+// any other subresource reach a resource's bindings.
+func TestStatusWritesReachTheResourcesUpdateBindings(t *testing.T) {
+	deny := func(msg string) func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict {
+		return func(context.Context, *admission.Request[*corev1.Pod]) admission.Verdict { return admission.Deny(msg) }
+	}
+	onCreate := admit.ValidateBinding(gvk, &corev1.Pod{}, deny("create"))
+	onCreate.Operations = []admissionv1.Operation{admissionv1.Create}
+	onUpdate := admit.ValidateBinding(gvk, &corev1.Pod{}, deny("update"))
+	onUpdate.Operations = []admissionv1.Operation{admissionv1.Update}
+	h, _ := handler(admission.Fail, time.Second, onCreate, onUpdate)
+	ask := func(sub string) string {
+		t.Helper()
+		raw, _ := json.Marshal(pod(map[string]string{"sidecar.istio.io/inject": "false"}))
+		body, _ := json.Marshal(&admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+			Request: &admissionv1.AdmissionRequest{UID: "uid-1", Kind: podGVK, Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+				SubResource: sub, Operation: admissionv1.Update, Namespace: "apps", Name: "web", Object: runtime.RawExtension{Raw: raw}, OldObject: runtime.RawExtension{Raw: raw}},
+		})
+		_, resp := post(t, h, admit.ValidatePath("mod"), "application/json", body)
+		if resp.Allowed {
+			return "allowed"
+		}
+		return resp.Result.Message
+	}
+	if got := ask("status"); got != "update" {
+		t.Errorf("pods/status: %q, want the UPDATE binding, and it alone, to judge it", got)
+	}
+	if got := ask("ephemeralcontainers"); !strings.Contains(got, "has no binding") {
+		t.Errorf("pods/ephemeralcontainers: %q, want no binding of the resource itself to judge it", got)
 	}
 }
 

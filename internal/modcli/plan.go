@@ -318,6 +318,9 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 			if b.IfServed {
 				served = "; registered only while its kind is served (IfServed)"
 			}
+			if b.StatusMetadata() {
+				served += "; also " + b.Resource() + "/" + spec.StatusSubresource + " writes that change labels or annotations, which the API server lets through that subresource"
+			}
 			fmt.Fprintf(out, "    %s %s %s %s (%s%s)\n", b.Name, b.Action, what, ops, b.Site, served)
 		}
 		if f := c.FailOpen; f != nil {
@@ -329,6 +332,9 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 		}
 		for _, ck := range m.ChecksOf(c.Name) {
 			what, ops := target(ck.GVK.Kind, ck.Subresource, ck.Resource(), ck.Operations)
+			if ck.StatusMetadata() {
+				ops += " (and " + ck.Resource() + "/" + spec.StatusSubresource + " writes that change labels or annotations)"
+			}
 			fmt.Fprintf(out, "    %s require %s %s (%s): %s — checked by the API server itself (ValidatingAdmissionPolicy %s), from install on, whether the module runs or not\n",
 				ck.Name, what, ops, ck.Site, ck.Expression, spec.CheckName(m.Name, c.Name, ck.Name))
 		}

@@ -31,19 +31,34 @@ func Checks(m *spec.Module) []Guard {
 		case spec.Audit:
 			action = admissionregistrationv1.Audit
 		}
+		rules := []admissionregistrationv1.NamedRuleWithOperations{{
+			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: ops,
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{kind.Group}, APIVersions: []string{kind.Version}, Resources: []string{c.Resource()}},
+			},
+		}}
+		conds := excluded.MatchConditions()
+		if c.StatusMetadata() {
+			// The status writes that change labels or annotations, as a
+			// binding's webhook is sent them (spec.Check.StatusMetadata).
+			rules = append(rules, admissionregistrationv1.NamedRuleWithOperations{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{kind.Group}, APIVersions: []string{kind.Version},
+						Resources: []string{c.Resource() + "/" + spec.StatusSubresource}},
+				},
+			})
+			conds = append(conds, admissionregistrationv1.MatchCondition{Name: "status-changes-metadata",
+				Expression: `request.subResource != "` + spec.StatusSubresource + `" || ` + spec.MetadataChanged})
+		}
 		out = append(out, newGuard(m.Name, spec.CheckName(m.Name, c.Capability, c.Name), action, admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				NamespaceSelector: excluded.For(c.Namespaces, c.OptOut).WithOptIn(c.OptIn).NamespaceSelector(),
 				ObjectSelector:    excluded.For(c.Namespaces, c.OptOut).ObjectSelector(),
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: ops,
-						Rule:       admissionregistrationv1.Rule{APIGroups: []string{kind.Group}, APIVersions: []string{kind.Version}, Resources: []string{c.Resource()}},
-					},
-				}},
-				MatchPolicy: ptr.To(admissionregistrationv1.Exact),
+				ResourceRules:     rules,
+				MatchPolicy:       ptr.To(admissionregistrationv1.Exact),
 			},
-			MatchConditions: excluded.MatchConditions(),
+			MatchConditions: conds,
 			Validations: []admissionregistrationv1.Validation{{
 				Expression: c.Expression,
 				Message:    c.Message,

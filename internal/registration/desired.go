@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -106,6 +108,30 @@ type hookGroup struct {
 	// policy's namespaces get a webhook of their own.
 	nsPolicies []spec.NamespacePolicy
 	rules      map[schema.GroupVersionResource][]admissionregistrationv1.OperationType
+	// statusMetadata is whether a binding's rules include its kind's status
+	// writes that change labels or annotations (spec.Binding.StatusMetadata),
+	// and allStatus the status resources a binding asked for whole
+	// (Subresource("status")).
+	statusMetadata bool
+	allStatus      []string
+}
+
+// condition is the match condition of a webhook whose rules include status
+// writes for their metadata only: every request but those status writes
+// that leave labels and annotations as they were.
+func (g *hookGroup) condition() []admissionregistrationv1.MatchCondition {
+	if !g.statusMetadata {
+		return nil
+	}
+	expr := `request.subResource != "` + spec.StatusSubresource + `"`
+	if len(g.allStatus) > 0 {
+		quoted := make([]string, len(g.allStatus))
+		for i, r := range g.allStatus {
+			quoted[i] = strconv.Quote(r)
+		}
+		expr += ` || request.resource.resource in [` + strings.Join(quoted, ", ") + `]`
+	}
+	return []admissionregistrationv1.MatchCondition{{Name: "status-changes-metadata", Expression: expr + " || " + spec.MetadataChanged}}
 }
 
 // groups are the bindings, fail-closed (static) or registered when ready,
@@ -138,14 +164,27 @@ func (r *Registrar) groups(static bool) (map[string]*hookGroup, []string, error)
 			res.Resource += "/" + b.Subresource
 		}
 		for _, op := range b.Operations {
-			ops := g.rules[res]
-			if !slices.Contains(ops, admissionregistrationv1.OperationType(op)) {
-				g.rules[res] = append(ops, admissionregistrationv1.OperationType(op))
-			}
+			g.rule(res, admissionregistrationv1.OperationType(op))
+		}
+		if b.Subresource == spec.StatusSubresource && !slices.Contains(g.allStatus, m.Resource.Resource) {
+			g.allStatus = append(g.allStatus, m.Resource.Resource)
+		}
+		if b.StatusMetadata() {
+			status := m.Resource
+			status.Resource += "/" + spec.StatusSubresource
+			g.rule(status, admissionregistrationv1.Update)
+			g.statusMetadata = true
 		}
 	}
 	sort.Strings(order)
 	return groups, order, nil
+}
+
+// rule adds op on res to the group's rules.
+func (g *hookGroup) rule(res schema.GroupVersionResource, op admissionregistrationv1.OperationType) {
+	if ops := g.rules[res]; !slices.Contains(ops, op) {
+		g.rules[res] = append(ops, op)
+	}
 }
 
 func (r *Registrar) hooksFor(static bool) (*hooks, error) {
@@ -177,7 +216,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 		for _, in := range byPolicy(g.nsPolicies) {
 			excluded.Namespaces = append(slices.Clone(excluded.Namespaces), in.namespaces...)
 		}
-		h.add(g.action, name, cc, rules, excluded, nil, r.opts.TimeoutSeconds)
+		h.add(g.action, name, cc, rules, excluded, r.opts.TimeoutSeconds, g.condition()...)
 		for _, in := range byPolicy(g.nsPolicies) {
 			only := in.namespaces
 			if len(g.namespaces) > 0 {
@@ -200,7 +239,7 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 			// A cluster-scoped object other than a Namespace is in no
 			// namespace: the capability's own webhook judges it.
 			namespaced := admissionregistrationv1.MatchCondition{Name: "in-namespaces", Expression: `request.namespace != "" || request.kind.kind == "Namespace"`}
-			h.add(g.action, nsName, cc, rules, r.exclusion().For(only, g.optOut).WithOptIn(g.optIn), &namespaced, r.opts.TimeoutSeconds)
+			h.add(g.action, nsName, cc, rules, r.exclusion().For(only, g.optOut).WithOptIn(g.optIn), r.opts.TimeoutSeconds, append(g.condition(), namespaced)...)
 		}
 	}
 	if static {
@@ -218,13 +257,11 @@ func (r *Registrar) hooksFor(static bool) (*hooks, error) {
 }
 
 // add appends the webhook of an action, its selectors and match conditions
-// those of excluded, plus cond when given.
+// those of excluded, plus more.
 func (h *hooks) add(action spec.Action, name string, cc admissionregistrationv1.WebhookClientConfig, rules []admissionregistrationv1.RuleWithOperations,
-	excluded spec.ExclusionPolicy, cond *admissionregistrationv1.MatchCondition, timeout int32) {
+	excluded spec.ExclusionPolicy, timeout int32, more ...admissionregistrationv1.MatchCondition) {
 	selector, objects, conds := excluded.NamespaceSelector(), excluded.ObjectSelector(), excluded.MatchConditions()
-	if cond != nil {
-		conds = append(conds, *cond)
-	}
+	conds = append(conds, more...)
 	if action == spec.Mutate {
 		h.mutating = append(h.mutating, admissionregistrationv1.MutatingWebhook{
 			Name: name, ClientConfig: cc, Rules: rules, NamespaceSelector: selector, ObjectSelector: objects, MatchConditions: conds,

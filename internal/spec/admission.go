@@ -233,6 +233,39 @@ type Binding struct {
 // ID names the binding in logs and metrics: capability/name.
 func (b *Binding) ID() string { return b.Capability + "/" + b.Name }
 
+// StatusMetadata reports whether the binding also judges the writes through
+// its kind's status subresource that change the object's labels or
+// annotations: a binding on the resource itself that judges UPDATE, of a
+// kind whose status lets them change (MetadataThroughStatus). A policy on
+// an object's metadata that saw only the resource's own updates could be
+// passed by through `pods/status`. Its webhook is sent those writes only: a
+// status write that leaves the metadata as it was — the kubelet's, a
+// controller's — never reaches the module.
+func (b *Binding) StatusMetadata() bool {
+	return statusMetadata(b.GVK, b.Parent, b.Subresource, b.Operations)
+}
+
+func statusMetadata(kind, parent schema.GroupVersionKind, subresource string, ops []admissionv1.Operation) bool {
+	return parent.Empty() && subresource == "" && slices.Contains(ops, admissionv1.Update) && MetadataThroughStatus[kind.GroupKind()]
+}
+
+// MetadataThroughStatus are the built-in kinds whose status subresource the
+// API server lets change labels or annotations (its status strategy keeps
+// the spec, not the metadata; Deployments keep their labels, not their
+// annotations). A custom resource's status cannot change its metadata, nor
+// can that of the built-in kinds left out here.
+var MetadataThroughStatus = map[schema.GroupKind]bool{
+	{Kind: "Pod"}: true, {Kind: "Service"}: true, {Kind: "Node"}: true, {Kind: "Namespace"}: true,
+	{Kind: "PersistentVolume"}: true, {Kind: "PersistentVolumeClaim"}: true,
+	{Kind: "ReplicationController"}: true, {Kind: "ResourceQuota"}: true,
+	{Group: "apps", Kind: "Deployment"}: true, {Group: "apps", Kind: "DaemonSet"}: true,
+	{Group: "apps", Kind: "StatefulSet"}: true, {Group: "apps", Kind: "ReplicaSet"}: true,
+	{Group: "batch", Kind: "Job"}: true, {Group: "batch", Kind: "CronJob"}: true,
+	{Group: "networking.k8s.io", Kind: "Ingress"}: true, {Group: "policy", Kind: "PodDisruptionBudget"}: true,
+	{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}: true,
+	{Group: "certificates.k8s.io", Kind: "CertificateSigningRequest"}: true,
+}
+
 // ResourceKind is the kind whose resource the binding's requests are for:
 // Parent when set, else GVK.
 func (b *Binding) ResourceKind() schema.GroupVersionKind {
@@ -312,3 +345,19 @@ func (c *Check) ResourceKind() schema.GroupVersionKind {
 
 // Resource names what the check admits as kubectl does.
 func (c *Check) Resource() string { return resourceOf(c.ResourceKind(), c.Subresource) }
+
+// StatusMetadata reports whether the check also holds on the writes through
+// its kind's status subresource that change labels or annotations, as a
+// Binding's StatusMetadata.
+func (c *Check) StatusMetadata() bool {
+	return statusMetadata(c.GVK, c.Parent, c.Subresource, c.Operations)
+}
+
+// StatusSubresource is the subresource whose writes StatusMetadata
+// bindings and checks also judge.
+const StatusSubresource = "status"
+
+// MetadataChanged is a CEL expression, for a match condition, that holds
+// when a request changes the object's labels or annotations.
+const MetadataChanged = `(has(object.metadata.labels) ? object.metadata.labels : {}) != (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) || ` +
+	`(has(object.metadata.annotations) ? object.metadata.annotations : {}) != (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {})`
