@@ -49,7 +49,7 @@ func Checks(m *spec.Module) []Guard {
 				},
 			})
 			conds = append(conds, admissionregistrationv1.MatchCondition{Name: "status-changes-metadata",
-				Expression: `request.subResource != "` + spec.StatusSubresource + `" || ` + spec.MetadataChanged})
+				Expression: spec.NotStatus + " || " + spec.MetadataChanged})
 		}
 		out = append(out, newGuard(m.Name, spec.CheckName(m.Name, c.Capability, c.Name), action, admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{

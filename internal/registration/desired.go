@@ -123,7 +123,7 @@ func (g *hookGroup) condition() []admissionregistrationv1.MatchCondition {
 	if !g.statusMetadata {
 		return nil
 	}
-	expr := `request.subResource != "` + spec.StatusSubresource + `"`
+	expr := spec.NotStatus
 	if len(g.allStatus) > 0 {
 		quoted := make([]string, len(g.allStatus))
 		for i, r := range g.allStatus {

@@ -357,6 +357,11 @@ func (c *Check) StatusMetadata() bool {
 // bindings and checks also judge.
 const StatusSubresource = "status"
 
+// NotStatus is a CEL expression, for a match condition, that holds when a
+// request is not for a status subresource (a request with no subresource
+// has no subResource field).
+const NotStatus = `!has(request.subResource) || request.subResource != "` + StatusSubresource + `"`
+
 // MetadataChanged is a CEL expression, for a match condition, that holds
 // when a request changes the object's labels or annotations.
 const MetadataChanged = `(has(object.metadata.labels) ? object.metadata.labels : {}) != (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) || ` +
