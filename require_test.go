@@ -242,7 +242,9 @@ func TestRequireHoldsOnStatusWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := func(err error) bool { return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "a Pod needs an app label") }
+	refused := func(err error) bool {
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "a Pod needs an app label")
+	}
 	pod := func(name string, labels map[string]string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: name, Labels: labels},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "127.0.0.1/fake"}}}}

@@ -262,7 +262,7 @@ var MetadataThroughStatus = map[schema.GroupKind]bool{
 	{Group: "apps", Kind: "StatefulSet"}: true, {Group: "apps", Kind: "ReplicaSet"}: true,
 	{Group: "batch", Kind: "Job"}: true, {Group: "batch", Kind: "CronJob"}: true,
 	{Group: "networking.k8s.io", Kind: "Ingress"}: true, {Group: "policy", Kind: "PodDisruptionBudget"}: true,
-	{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}: true,
+	{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}:           true,
 	{Group: "certificates.k8s.io", Kind: "CertificateSigningRequest"}: true,
 }
 
