@@ -352,10 +352,10 @@ func (d *decisionLog) decided(req *admissionv1.AdmissionRequest, b *spec.Binding
 	events.Info(d.log, events.Decision, "admission decision", kv...)
 }
 
-// field appends key and value, cut at max bytes; a value cut is followed by
-// key+"Cut" and its whole length.
-func field(kv []any, key, value string, max int) []any {
-	v, cut := clip(value, max)
+// field appends key and value, cut at limit bytes; a value cut is followed
+// by key+"Cut" and its whole length.
+func field(kv []any, key, value string, limit int) []any {
+	v, cut := clip(value, limit)
 	kv = append(kv, key, v)
 	if cut {
 		kv = append(kv, key+"Cut", len(value))
@@ -363,13 +363,14 @@ func field(kv []any, key, value string, max int) []any {
 	return kv
 }
 
-// clip cuts s at max bytes, on a rune's boundary, and says whether it did.
-func clip(s string, max int) (string, bool) {
-	if len(s) <= max {
+// clip cuts s at limit bytes, on a rune's boundary, and says whether it
+// did.
+func clip(s string, limit int) (string, bool) {
+	if len(s) <= limit {
 		return s, false
 	}
-	i := max
-	for i > 0 && i > max-utf8.UTFMax && !utf8.RuneStart(s[i]) {
+	i := limit
+	for i > 0 && i > limit-utf8.UTFMax && !utf8.RuneStart(s[i]) {
 		i--
 	}
 	return s[:i], true

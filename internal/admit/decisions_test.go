@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
@@ -175,18 +174,18 @@ func TestATenantsTextForgesNoDecision(t *testing.T) {
 	}
 }
 
-// requestAs is a review of a Pod created in namespace by user, a dry run
-// or not, labelled and annotated.
-func requestAs(t *testing.T, uid, user, namespace string, dryRun bool, labels, annotations map[string]string) []byte {
+// requestAs is a review of a Pod p-ID created in namespace by user, a dry
+// run or not, labelled and annotated.
+func requestAs(t *testing.T, id, user, namespace string, dryRun bool, labels, annotations map[string]string) []byte {
 	t.Helper()
 	p := pod(labels)
-	p.Namespace, p.Name, p.Annotations = namespace, "p-"+uid, annotations
+	p.Namespace, p.Name, p.Annotations = namespace, "p-"+id, annotations
 	raw, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, err := json.Marshal(&admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{UID: types.UID(uid), Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Request: &admissionv1.AdmissionRequest{UID: "uid-1", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
 			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"}, Operation: admissionv1.Create, Namespace: namespace, Name: p.Name,
 			UserInfo: authenticationv1.UserInfo{Username: user}, DryRun: &dryRun, Object: runtime.RawExtension{Raw: raw}}})
 	if err != nil {
@@ -229,9 +228,9 @@ func TestAFloodHidesNoOtherUsersDenial(t *testing.T) {
 			for i := range flood {
 				post(t, h, admit.ValidatePath("mod"), "application/json", requestAs(t, fmt.Sprintf("flood-%d", i), "mallory", "tenant", dryRun, bad, nil))
 				if i%(flood/denials) == 0 && len(want) < denials {
-					uid := fmt.Sprintf("bob-%d", len(want))
-					want = append(want, uid)
-					post(t, h, admit.ValidatePath("mod"), "application/json", requestAs(t, uid, "bob", "shop", false, bad, nil))
+					id := fmt.Sprintf("bob-%d", len(want))
+					want = append(want, id)
+					post(t, h, admit.ValidatePath("mod"), "application/json", requestAs(t, id, "bob", "shop", false, bad, nil))
 				}
 			}
 			seconds := int(time.Since(began)/time.Second) + 2 // the seconds the flood spanned, at most
@@ -242,14 +241,14 @@ func TestAFloodHidesNoOtherUsersDenial(t *testing.T) {
 			logged := map[string]map[string]string{}
 			floodLogged := 0
 			for _, d := range decisions(t, buf) {
-				logged[d["uid"]] = d
+				logged[d["name"]] = d
 				if d["user"] == "mallory" {
 					floodLogged++
 				}
 			}
-			for _, uid := range want {
-				if d := logged[uid]; d == nil || d["verdict"] != "denied" || d["user"] != "bob" || d["namespace"] != "shop" {
-					t.Errorf("bob's real denial %s: logged %v, want it logged as denied", uid, d)
+			for _, id := range want {
+				if d := logged["p-"+id]; d == nil || d["verdict"] != "denied" || d["user"] != "bob" || d["namespace"] != "shop" {
+					t.Errorf("bob's real denial %s: logged %v, want it logged as denied", id, d)
 				}
 			}
 			pool := admit.DefaultDecisionLog
