@@ -209,7 +209,8 @@ with --module-namespace).
 
 Each replica logs at most VIGIL_DECISION_LOG real decisions a second (100
 unless set; 0 for none) and a quarter as many dry runs, shared fairly among
-users and namespaces, and says whose it left out (docs/operating.md).`,
+users and namespaces, and says whose it left out: monitor shows that report
+as an UNLOGGED line, whatever its filters (docs/operating.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Module = args[0]

@@ -44,12 +44,31 @@ type Decision struct {
 	// Cut names each field the replica cut at its bound (message, patch,
 	// name...), with its whole length in bytes.
 	Cut map[string]int `json:"cut,omitempty"`
+	// Unlogged, when set, makes this no decision but the replica's report
+	// of the decisions it left out (events.DecisionsUnlogged): only Time
+	// and Pod are set besides. Every filter passes it.
+	Unlogged *Unlogged `json:"unlogged,omitempty"`
+}
+
+// Unlogged is a replica's report of the decisions it did not log: how
+// many, of which how many were dry runs and denials, from the second
+// Second on, and By whom, most first.
+type Unlogged struct {
+	Decisions string `json:"decisions"`
+	DryRuns   string `json:"dryRuns"`
+	Denied    string `json:"denied"`
+	Second    string `json:"second"`
+	By        string `json:"by"`
 }
 
 // Parse reads a Decision from one log line of pod; ok is false for every
 // other line.
 func Parse(pod, line string) (Decision, bool) {
 	f, ok := events.ParseLine(line)
+	if ok && f[events.Key] == string(events.DecisionsUnlogged) {
+		return Decision{Time: f["time"], Pod: pod, Unlogged: &Unlogged{Decisions: f["decisions"], DryRuns: f["dryRuns"], Denied: f["denied"],
+			Second: f["second"], By: f["by"]}}, true
+	}
 	if !ok || f[events.Key] != string(events.Decision) {
 		return Decision{}, false
 	}
@@ -98,7 +117,7 @@ func (f Filter) Check() error {
 
 // Match reports whether d passes the filter.
 func (f Filter) Match(d Decision) bool {
-	return (f.Namespace == "" || d.Namespace == f.Namespace) && (f.Capability == "" || d.Capability == f.Capability) &&
+	return d.Unlogged != nil || (f.Namespace == "" || d.Namespace == f.Namespace) && (f.Capability == "" || d.Capability == f.Capability) &&
 		(f.Verdict == "" || d.Verdict == f.Verdict)
 }
 
@@ -303,8 +322,12 @@ func (f *follower) read(r io.Reader, emit func(Decision)) {
 		if !ok {
 			continue
 		}
+		key := d.UID
+		if d.Unlogged != nil {
+			key = "unlogged/" + d.Time // a replica writes one a second at most
+		}
 		f.mu.Lock()
-		if f.seen[d.UID] {
+		if f.seen[key] {
 			f.mu.Unlock()
 			continue
 		}
@@ -317,7 +340,7 @@ func (f *follower) read(r io.Reader, emit func(Decision)) {
 		if f.seen == nil {
 			f.seen = map[string]bool{}
 		}
-		f.seen[d.UID] = true
+		f.seen[key] = true
 		f.mu.Unlock()
 		emit(d)
 	}
@@ -325,7 +348,15 @@ func (f *follower) read(r io.Reader, emit func(Decision)) {
 
 // WriteJSON writes d as one line of JSON.
 func WriteJSON(out io.Writer, d Decision) error {
-	data, err := json.Marshal(d)
+	var v any = d
+	if d.Unlogged != nil {
+		v = struct {
+			Time     string    `json:"time"`
+			Pod      string    `json:"pod"`
+			Unlogged *Unlogged `json:"unlogged"`
+		}{d.Time, d.Pod, d.Unlogged}
+	}
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -339,6 +370,11 @@ func Write(out io.Writer, d Decision) {
 	at := d.Time
 	if t, err := time.Parse(time.RFC3339Nano, d.Time); err == nil {
 		at = t.Local().Format("15:04:05.000")
+	}
+	if u := d.Unlogged; u != nil {
+		fmt.Fprintf(out, "%s UNLOGGED %s decisions (%s dry runs, %s denied) from %s on, over the replica's bound or a user's or namespace's share of it  [%s]\n    by: %s\n",
+			at, u.Decisions, u.DryRuns, u.Denied, u.Second, d.Pod, u.By)
+		return
 	}
 	obj := d.Kind
 	if d.Subresource != "" {
