@@ -65,6 +65,12 @@ It reads with a cluster viewer's rights (the view ClusterRole, and list on
 mutating and validating webhook configurations for the last part); what it
 may not read is named at the end, with the right to grant.
 
+A module's namespace is the one its webhook configurations' Service names
+(else its ClusterRoleBindings' ServiceAccounts: list on clusterrolebindings),
+never a Deployment's labels alone, which whoever may create a Deployment may
+write: Deployments labelled as a module's elsewhere are listed as not taken
+for it, and when nothing confirms a namespace each is shown, saying so.
+
 Installed as kubectl-vigil on the PATH (a link to vigil), it is also
 ` + "`kubectl vigil status`" + `.`,
 		Args: cobra.MaximumNArgs(1),
