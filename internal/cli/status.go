@@ -65,6 +65,12 @@ It reads with a cluster viewer's rights (the view ClusterRole, and list on
 mutating and validating webhook configurations for the last part); what it
 may not read is named at the end, with the right to grant.
 
+A module's namespace is the one its webhook configurations' Service names
+(else its ClusterRoleBindings' ServiceAccounts: list on clusterrolebindings),
+never a Deployment's labels alone, which whoever may create a Deployment may
+write: Deployments labelled as a module's elsewhere are listed as not taken
+for it, and when nothing confirms a namespace each is shown, saying so.
+
 Installed as kubectl-vigil on the PATH (a link to vigil), it is also
 ` + "`kubectl vigil status`" + `.`,
 		Args: cobra.MaximumNArgs(1),
@@ -110,6 +116,10 @@ func runStatus(ctx context.Context, out io.Writer, c status.Clients, o status.Op
 			return err
 		}
 		if o.Module != "" && len(r.Modules) == 0 && !watch {
+			if len(r.NotBelieved) > 0 {
+				nb := r.NotBelieved[0]
+				return fmt.Errorf("module %s: the Deployments labelled as its in namespace %s are not taken for it: %s", o.Module, nb.Namespace, nb.Why)
+			}
 			return fmt.Errorf("module %s: no Deployment labelled app.kubernetes.io/part-of=%s,app.kubernetes.io/managed-by=vigil%s: is it installed?%s",
 				o.Module, o.Module, inNamespace(o.Namespace), missingHint(r))
 		}
@@ -197,8 +207,16 @@ object, the user, the capability and binding that decided, the verdict
 latency. It reads the log of each admission pod through the API server
 (pods/log, a cluster viewer's right), following new pods as they start.
 
-Each replica logs at most VIGIL_DECISION_LOG decisions a second (100 unless
-set; 0 for none) and says how many it left out.`,
+The module's namespace is the one its cluster-scoped objects name — its
+webhook configurations' Service, else its ClusterRoleBindings'
+ServiceAccounts — never a Deployment's labels alone, which whoever may
+create a Deployment may write: finding it needs list on those (or give it
+with --module-namespace).
+
+Each replica logs at most VIGIL_DECISION_LOG real decisions a second (100
+unless set; 0 for none) and a quarter as many dry runs, shared fairly among
+users and namespaces, and says whose it left out: monitor shows that report
+as an UNLOGGED line, whatever its filters (docs/operating.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Module = args[0]
@@ -212,6 +230,7 @@ set; 0 for none) and says how many it left out.`,
 			if err != nil {
 				return err
 			}
+			o.Note = func(note string) { fmt.Fprintln(cmd.ErrOrStderr(), note) }
 			return monitor.Follow(cmd.Context(), c.Kube, o, func(d monitor.Decision) {
 				if output == "json" {
 					_ = monitor.WriteJSON(out, d)
@@ -222,7 +241,7 @@ set; 0 for none) and says how many it left out.`,
 		},
 	}
 	cluster.add(cmd)
-	cmd.Flags().StringVar(&o.Namespace, "module-namespace", "", "the module's namespace; found from its Deployment when empty")
+	cmd.Flags().StringVar(&o.Namespace, "module-namespace", "", "the module's namespace; when empty, the one its webhook configurations or ClusterRoleBindings name")
 	cmd.Flags().StringVar(&o.Filter.Namespace, "namespace", "", "only decisions on objects in this namespace")
 	cmd.Flags().StringVar(&o.Filter.Capability, "capability", "", "only decisions of this capability")
 	cmd.Flags().StringVar(&o.Filter.Verdict, "verdict", "", "only decisions with this verdict: allowed, denied, mutated or warned")

@@ -84,11 +84,20 @@ const (
 	// operation, kind, subresource, namespace, name, user, dryRun,
 	// capability and binding (the one that denied or failed, else the last
 	// that ran), verdict (allowed, denied, mutated, warned), message,
-	// warnings, patch (cut at 2 KiB: patchCut holds its length), took.
-	// At most VIGIL_DECISION_LOG lines a second; `vigil monitor` follows them.
+	// warnings, patch, took. A field cut at its bound (2 KiB for message,
+	// warnings and patch, 256 bytes for the others from the request) is
+	// followed by FIELDCut holding its whole length in bytes (patchCut,
+	// messageCut, nameCut...); a line is at most 34 KiB.
+	// At most VIGIL_DECISION_LOG lines a second, and a quarter as many dry
+	// runs, shared fairly among users and namespaces; `vigil monitor`
+	// follows them.
 	Decision Name = "decision"
-	// DecisionsUnlogged: decisions over the bound were not logged; fields
-	// decisions, bound.
+	// DecisionsUnlogged: decisions over the bound, or over a user's or a
+	// namespace's share of it, were not logged; fields decisions, dryRuns
+	// and denied (how many of them), second (when the first was left out),
+	// bound, dryRunBound, share, and by: who was left out, most first
+	// (`"USER" in "NAMESPACE": N (D dry runs, E denied)`, "; "-separated,
+	// the first 10, then the others summed).
 	DecisionsUnlogged Name = "decisions-unlogged"
 )
 

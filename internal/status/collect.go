@@ -21,6 +21,7 @@ import (
 
 	"github.com/vigilkit/vigil/internal/deadlock"
 	"github.com/vigilkit/vigil/internal/events"
+	"github.com/vigilkit/vigil/internal/locate"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -63,26 +64,33 @@ func Collect(ctx context.Context, c Clients, o Options) (*Report, error) {
 		r.missing("list", "deployments.apps", o.Namespace, err)
 		deps = &appsv1.DeploymentList{}
 	}
-	byModule := map[string]*Module{}
-	podLabels := map[string]map[string]string{}
-	var order []string
+	// A module's Deployments are grouped by namespace: labels anyone who
+	// may create a Deployment writes do not say which namespace is the
+	// module's; its cluster-scoped objects do (internal/locate).
+	type home struct{ module, namespace string }
+	byModule := map[home]*Module{}
+	podLabels := map[home]map[string]string{}
+	deployments := map[home][]string{}
+	candidates := map[string][]string{}
 	for _, d := range deps.Items {
 		name := d.Labels["app.kubernetes.io/part-of"]
 		if _, ok := d.Spec.Template.Annotations[manifests.SpecAnnotation]; !ok || d.Labels["app.kubernetes.io/name"] != name {
 			continue // not a vigil module's
 		}
-		m, ok := byModule[name]
+		key := home{name, d.Namespace}
+		deployments[key] = append(deployments[key], d.Name)
+		m, ok := byModule[key]
 		if !ok {
 			m = &Module{Name: name, Namespace: d.Namespace, Version: d.Labels["app.kubernetes.io/version"], Roles: []Role{}}
-			byModule[name] = m
-			order = append(order, name)
+			byModule[key] = m
+			candidates[name] = append(candidates[name], d.Namespace)
 		}
 		role := d.Labels["app.kubernetes.io/component"]
 		if role == "admission" || m.Spec == "" {
 			m.Spec = d.Spec.Template.Annotations[manifests.SpecAnnotation]
 		}
 		if role == "admission" {
-			podLabels[name] = d.Spec.Template.Labels
+			podLabels[key] = d.Spec.Template.Labels
 		}
 		rr := Role{Name: role, Desired: ptr.Deref(d.Spec.Replicas, 1), Ready: d.Status.ReadyReplicas, Updated: d.Status.UpdatedReplicas}
 		for _, c := range d.Status.Conditions {
@@ -92,20 +100,45 @@ func Collect(ctx context.Context, c Clients, o Options) (*Report, error) {
 		}
 		m.Roles = append(m.Roles, rr)
 	}
-	sort.Strings(order)
+	var names []string
+	for name := range candidates {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	homes, err := locate.Read(ctx, c.Kube, names)
+	if err != nil {
+		return nil, fmt.Errorf("find where the modules are installed: %w", err)
+	}
+	r.report.Missing = append(r.report.Missing, homes.Missing...)
 	hooks, missing, err := deadlock.ReadHooks(ctx, c.Kube)
 	if err != nil {
 		return nil, err
 	}
 	r.report.Missing = append(r.report.Missing, missing...)
-	for _, name := range order {
-		m := byModule[name]
-		sort.Slice(m.Roles, func(i, j int) bool { return m.Roles[i].Name < m.Roles[j].Name })
-		r.pods(ctx, m)
-		r.registration(ctx, m)
-		r.audit(ctx, m)
-		r.interceptors(ctx, m, podLabels[name], hooks)
-		r.report.Modules = append(r.report.Modules, *m)
+	for _, name := range names {
+		sort.Strings(candidates[name])
+		sorted := homes.Sort(name, candidates[name])
+		for _, nb := range sorted.NotBelieved {
+			r.report.NotBelieved = append(r.report.NotBelieved, NotBelieved{Module: name, Namespace: nb.Name, Deployments: deployments[home{name, nb.Name}], Why: nb.Why})
+		}
+		for _, b := range sorted.Believed {
+			key := home{name, b.Name}
+			m := byModule[key]
+			if sorted.Unconfirmed != "" {
+				m.Unconfirmed = sorted.Unconfirmed
+			} else {
+				m.Located = b.Why
+			}
+			if len(candidates[name]) > 1 {
+				m.Candidates = candidates[name]
+			}
+			sort.Slice(m.Roles, func(i, j int) bool { return m.Roles[i].Name < m.Roles[j].Name })
+			r.pods(ctx, m)
+			r.registration(ctx, m)
+			r.audit(ctx, m)
+			r.interceptors(ctx, m, podLabels[key], hooks)
+			r.report.Modules = append(r.report.Modules, *m)
+		}
 	}
 	sort.Strings(r.report.Missing)
 	r.report.Missing = compact(r.report.Missing)

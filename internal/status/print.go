@@ -28,6 +28,12 @@ func Write(out io.Writer, r *Report, now time.Time) error {
 		}
 		writeModule(tw, &m, now)
 	}
+	for i, nb := range r.NotBelieved {
+		if i == 0 {
+			fmt.Fprintln(tw, "\nnot taken for a module, though labelled as one's (anyone who may create Deployments there may label them so):")
+		}
+		fmt.Fprintf(tw, "  module %s in namespace %s (Deployments %s): %s\n", nb.Module, nb.Namespace, strings.Join(nb.Deployments, ", "), nb.Why)
+	}
 	for i, mi := range r.Missing {
 		if i == 0 {
 			fmt.Fprintln(tw, "\nnot shown, for lack of a right (grant it, or ask someone who has it):")
@@ -39,6 +45,16 @@ func Write(out io.Writer, r *Report, now time.Time) error {
 
 func writeModule(w io.Writer, m *Module, now time.Time) {
 	fmt.Fprintf(w, "module %s (namespace %s)\tversion %s\tdefinition %s\n", m.Name, m.Namespace, m.Version, orNone(m.Spec))
+	if m.Unconfirmed != "" {
+		fmt.Fprintf(w, "  namespace %s not confirmed as the module's, only its Deployments' labels say so: %s\n", m.Namespace, m.Unconfirmed)
+	}
+	if len(m.Candidates) > 1 {
+		believed := "believed: " + m.Located
+		if m.Unconfirmed != "" {
+			believed = "none confirmed, each shown"
+		}
+		fmt.Fprintf(w, "  Deployments labelled as module %s are in %d namespaces (%s); this one is %s\n", m.Name, len(m.Candidates), strings.Join(m.Candidates, ", "), believed)
+	}
 	for _, r := range m.Roles {
 		fmt.Fprintf(w, "  %s\t%d/%d ready\t%d updated\n", r.Name, r.Ready, r.Desired, r.Updated)
 	}

@@ -12,13 +12,38 @@ type Report struct {
 	// Missing says what could not be read for lack of a right: the verb,
 	// the resource and where, and the API server's answer.
 	Missing []string `json:"missing,omitempty"`
+	// NotBelieved are Deployments labelled as a module's in a namespace
+	// the module's cluster-scoped objects do not name: anyone who may
+	// create Deployments there may label one so. They are not reported as
+	// the module.
+	NotBelieved []NotBelieved `json:"notBelieved,omitempty"`
+}
+
+// NotBelieved is a namespace holding Deployments labelled as a module's
+// that are not taken for it, and why.
+type NotBelieved struct {
+	Module      string   `json:"module"`
+	Namespace   string   `json:"namespace"`
+	Deployments []string `json:"deployments"`
+	Why         string   `json:"why"`
 }
 
 // Module is one installed module.
 type Module struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
-	Version   string `json:"version"`
+	// Located says what names Namespace as the module's: its webhook
+	// configurations' Service or its ClusterRoleBindings' ServiceAccounts,
+	// which only its install writes (internal/locate).
+	Located string `json:"located,omitempty"`
+	// Unconfirmed says why nothing could confirm Namespace as the
+	// module's (Located is then empty): its Deployments' labels, which
+	// whoever may create Deployments there may write, are all that say so.
+	Unconfirmed string `json:"unconfirmed,omitempty"`
+	// Candidates are every namespace holding Deployments labelled as this
+	// module's, when there is more than one (see Report.NotBelieved).
+	Candidates []string `json:"candidates,omitempty"`
+	Version    string   `json:"version"`
 	// Spec is the fingerprint of the definition its Deployments were
 	// rendered from (vigil.dev/spec-hash).
 	Spec  string `json:"spec"`

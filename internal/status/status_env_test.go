@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +13,16 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/meshtest"
+	"github.com/vigilkit/vigil/internal/monitor"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/status"
@@ -254,4 +259,187 @@ func TestChangesSignalsTheModulesObjectsOnly(t *testing.T) {
 		_ = env.Clientset.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	expect("a webhook configuration", true)
+}
+
+// A tenant who may create namespaces, and Deployments in hers, labels a
+// Deployment in her namespace as a module's admission: status reports the
+// module where its cluster-scoped objects say it is (its webhook
+// configuration's Service; for a module without one, its
+// ClusterRoleBinding's ServiceAccount), names hers as not taken for it, and
+// monitor follows the module's namespace, not hers. A reader who may not
+// read those objects is told that neither namespace is confirmed, each
+// shown, rather than given the first.
+func TestATenantsLabelledDeploymentIsNotTheModule(t *testing.T) {
+	ctx := t.Context()
+	cs := env.Clientset
+	home := env.Namespace(t)
+	suffix := home[len(home)-6:]
+	hooked, bound := "dh-"+suffix, "db-"+suffix
+	deploy := func(c kubernetes.Interface, ns, module, component string) {
+		t.Helper()
+		l := map[string]string{"app.kubernetes.io/name": module, "app.kubernetes.io/part-of": module, "app.kubernetes.io/managed-by": "vigil",
+			"app.kubernetes.io/version": "1.0.0", "app.kubernetes.io/component": component}
+		sel := map[string]string{"app.kubernetes.io/name": module, "app.kubernetes.io/component": component}
+		if _, err := c.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: module + "-" + component, Labels: l},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: sel},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l, Annotations: map[string]string{"vigil.dev/spec-hash": "sha256:" + module}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: component, Image: "example.invalid/c:1"}}}}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create Deployment %s/%s: %v", ns, module, err)
+		}
+	}
+	// The modules, as their installs write them: one with a webhook
+	// configuration calling its Service, one with only a ClusterRoleBinding.
+	deploy(cs, home, hooked, "admission")
+	deploy(cs, home, bound, "admission")
+	moduleLabels := func(module string) map[string]string {
+		return map[string]string{"app.kubernetes.io/name": module, "app.kubernetes.io/part-of": module, "app.kubernetes.io/managed-by": "vigil"}
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: hooked, Labels: moduleLabels(hooked)},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "policies.validate." + hooked + ".vigil.dev",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{Namespace: home, Name: hooked, Path: ptr.To("/x")}},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"}, FailurePolicy: ptr.To(admissionregistrationv1.Ignore),
+			ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"never": suffix}}}}}
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "vigil:" + bound + "-admission", Labels: moduleLabels(bound)},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "vigil:" + bound + "-admission"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: home, Name: bound + "-admission"}}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The tenant: she may create namespaces; a provisioner lets her create
+	// Deployments in hers. Hers sorts before the module's.
+	tenant, mine := "tenant-"+suffix, "a-tenant-"+suffix
+	grants := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create", "get"}}}
+	work := []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "get", "list", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods", "configmaps"}, Verbs: []string{"create", "get", "list", "delete"}}}
+	objs := []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: tenant}, Rules: grants},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: tenant}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: tenant},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: tenant}}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: tenant + "-work"}, Rules: work},
+	}
+	for _, o := range objs {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(bg, vwc.Name, metav1.DeleteOptions{})
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(bg, crb.Name, metav1.DeleteOptions{})
+		_ = cs.CoreV1().Namespaces().Delete(bg, mine, metav1.DeleteOptions{})
+		for _, o := range objs {
+			_ = env.Client.Delete(bg, o)
+		}
+	})
+	as, err := kubernetes.NewForConfig(env.AsUserConfig(tenant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := as.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mine}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the tenant creates her namespace: %v", err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(mine).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: tenant},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: tenant + "-work"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: tenant}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		_, err := as.AppsV1().Deployments(mine).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	deploy(as, mine, hooked, "admission")
+	deploy(as, mine, bound, "admission")
+
+	// status, as an admin.
+	r, err := status.Collect(ctx, status.Clients{Kube: cs}, status.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ module, by string }{{hooked, "validating webhook configuration " + hooked}, {bound, "ClusterRoleBinding " + crb.Name}} {
+		var found []status.Module
+		for _, m := range r.Modules {
+			if m.Name == c.module {
+				found = append(found, m)
+			}
+		}
+		if len(found) != 1 || found[0].Namespace != home || !strings.Contains(found[0].Located, c.by) || found[0].Unconfirmed != "" {
+			t.Errorf("module %s reported as %+v: want it once, in %s, located by %s", c.module, found, home, c.by)
+		} else if !slices.Equal(found[0].Candidates, []string{mine, home}) {
+			t.Errorf("module %s: candidates %v, want both namespaces named", c.module, found[0].Candidates)
+		}
+		var named bool
+		for _, nb := range r.NotBelieved {
+			named = named || nb.Module == c.module && nb.Namespace == mine && strings.Contains(nb.Why, home)
+		}
+		if !named {
+			t.Errorf("module %s: not-believed %+v, want the tenant's namespace %s named, with the module's", c.module, r.NotBelieved, mine)
+		}
+	}
+	var text bytes.Buffer
+	if err := status.Write(&text, r, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"module " + hooked + " (namespace " + home + ")", "not taken for a module", "module " + hooked + " in namespace " + mine} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "module "+hooked+" (namespace "+mine+")") {
+		t.Errorf("status reports the module in the tenant's namespace:\n%s", text.String())
+	}
+	// Asked to look in her namespace alone, status finds no module there.
+	r, err = status.Collect(ctx, status.Clients{Kube: cs}, status.Options{Module: hooked, Namespace: mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Modules) != 0 || len(r.NotBelieved) != 1 {
+		t.Errorf("status -n %s %s: modules %+v, not believed %+v: want none, and hers named", mine, hooked, r.Modules, r.NotBelieved)
+	}
+
+	// monitor follows the module's namespace, and says whose it did not.
+	for _, module := range []string{hooked, bound} {
+		ns, note, err := monitor.Locate(ctx, cs, module)
+		if err != nil || ns != home || !strings.Contains(note, mine) {
+			t.Errorf("monitor %s: namespace %q, note %q, %v: want %s, and %s named as not followed", module, ns, note, err, home, mine)
+		}
+	}
+
+	// A reader who may list Deployments but neither webhook configurations
+	// nor ClusterRoleBindings: no namespace is confirmed; status shows
+	// each, saying so, and monitor asks for the namespace.
+	viewer := "viewer-" + suffix
+	vr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: viewer}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods", "events"}, Verbs: []string{"get", "list", "watch"}}}}
+	vb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: viewer}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: viewer},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: viewer}}}
+	for _, o := range []client.Object{vr, vb} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	vcs, err := kubernetes.NewForConfig(env.AsUserConfig(viewer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		_, err := vcs.AppsV1().Deployments("").List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	})
+	r, err = status.Collect(ctx, status.Clients{Kube: vcs}, status.Options{Module: hooked})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Modules) != 2 || r.Modules[0].Unconfirmed == "" || r.Modules[1].Unconfirmed == "" || len(r.Modules[0].Candidates) != 2 {
+		t.Errorf("as a viewer: modules %+v: want both namespaces shown, each unconfirmed, with the candidates named", r.Modules)
+	}
+	if _, _, err := monitor.Locate(ctx, vcs, hooked); err == nil || !strings.Contains(err.Error(), "--module-namespace") || !strings.Contains(err.Error(), mine) {
+		t.Errorf("monitor as a viewer: %v; want an error naming the candidates and asking for --module-namespace", err)
+	}
 }
