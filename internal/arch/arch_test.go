@@ -94,8 +94,8 @@ var layers = map[string]struct {
 	"internal/cmdutil":    {tool, []string{"internal/spec"}},
 	"internal/dev":        {tool, []string{"internal/spec", "internal/policytest", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/events"}},
 	"internal/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/crdgen", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor", "internal/status", "internal/monitor"}},
-	"internal/status":     {tool, []string{"internal/spec", "internal/registration", "internal/deadlock", "internal/manifests", "internal/events"}},
-	"internal/monitor":    {tool, []string{"internal/events"}},
+	"internal/status":     {tool, []string{"internal/spec", "internal/registration", "internal/deadlock", "internal/manifests", "internal/events", "internal/locate"}},
+	"internal/monitor":    {tool, []string{"internal/events", "internal/locate"}},
 
 	// Leaves.
 	"internal/callctx":      {leaf, []string{"store", "internal/fresh"}},
@@ -115,6 +115,7 @@ var layers = map[string]struct {
 	"internal/gcpace":       {leaf, nil},
 	"internal/arch":         {leaf, nil},
 	"internal/podrun":       {leaf, nil},
+	"internal/locate":       {leaf, nil},
 
 	// Commands and examples, which use the public API (and a demo, vigil dev).
 	"cmd/vigil":   {entry, []string{"internal/cli"}},
