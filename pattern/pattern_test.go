@@ -200,3 +200,29 @@ func TestSize(t *testing.T) {
 		}
 	}
 }
+
+// A match of a kept expression, and a refusal of the red team's 13 KB one,
+// per syntax.
+func BenchmarkPattern(b *testing.B) {
+	huge := strings.Repeat("[a-z]{0,1000}", 1000)
+	for _, syn := range []Syntax{RE2, ECMAScript} {
+		s := New(Options{Syntax: syn, Whole: true, MaxLength: 1 << 20})
+		b.Run(syn.String()+"/match", func(b *testing.B) {
+			m := s.Matcher(b.Context())
+			for b.Loop() {
+				m.spent = 0
+				if ok, err := m.Match("^node-exporter-[a-z0-9]+$", "node-exporter-x7k2p"); !ok || err != nil {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+		b.Run(syn.String()+"/refuse-13KB", func(b *testing.B) {
+			for b.Loop() {
+				s := New(Options{Syntax: syn, MaxLength: 1 << 20})
+				if s.Check(huge) == nil {
+					b.Fatal("accepted")
+				}
+			}
+		})
+	}
+}
