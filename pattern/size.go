@@ -7,7 +7,7 @@ import (
 
 // most caps the sizes computed below, so that nested counted repetitions
 // do not overflow: any budget is far below it.
-const most = 1 << 40
+const most = 1 << 30
 
 // add and mul are + and *, capped at most.
 func add(a, b int) int { return min(a+b, most) }
