@@ -48,6 +48,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -66,6 +67,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/pattern"
 	"github.com/vigilkit/vigil/store"
 )
 
@@ -271,32 +273,38 @@ func disallowPrivileged(s settings, trusted *trust, exemptions *vigil.Lister[*un
 		// Only the exemptions namespace counts unless the ClusterConfig, as
 		// it is now, allows all; one that cannot be read allows nothing more.
 		where := fmt.Sprintf(" in namespace %q", s.exemptionsNamespace)
-		var ex, unclaimed string
-		var invalid []string
+		var unclaimed string
+		// One budget for all this request's matches (see names).
+		m := names.Matcher(ctx)
 		// judge drops the Exemptions that name a namespace its creator may
-		// not claim, then matches what is left.
-		judge := func(from string) func([]*unstructured.Unstructured) (string, []string) {
-			return func(list []*unstructured.Unstructured) (string, []string) {
+		// not claim, and those of namespace skip, then matches what is left.
+		judge := func(from, skip string) func([]*unstructured.Unstructured) (string, []string, error) {
+			return func(list []*unstructured.Unstructured) (string, []string, error) {
+				list = slices.DeleteFunc(slices.Clone(list), func(u *unstructured.Unstructured) bool { return u.GetNamespace() == skip })
 				list, why := trusted.claimable(ctx, list, r.Namespace)
 				unclaimed += why
-				return matchExemption(list, from, r.Namespace, name, PolicyPrivileged)
+				return matchExemption(m, list, from, r.Namespace, name, PolicyPrivileged)
 			}
 		}
-		if s.allowAll(ctx, clusterConfigs) {
+		// The exemptions namespace's Exemptions, cached, come first: an
+		// admin's Exemption is found without reading, or waiting for, any
+		// tenant's.
+		list, err := exemptions.List(ctx)
+		if err != nil {
+			return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
+		}
+		ex, invalid, err := judge(s.exemptionsNamespace, "")(list)
+		if ex == "" && err == nil && s.allowAll(ctx, clusterConfigs) {
 			where = ""
-			var err error
-			if ex, invalid, err = matchAllNamespaces(ctx, judge("")); err != nil {
-				return admission.Deny("privileged container " + container + ": the Exemptions of all namespaces cannot be read, so none can apply: " + err.Error())
-			}
-		} else {
-			list, err := exemptions.List(ctx)
-			if err != nil {
-				return admission.Deny("privileged container " + container + ": the Exemptions cannot be read, so none can apply: " + err.Error())
-			}
-			ex, invalid = judge(s.exemptionsNamespace)(list)
+			var more []string
+			ex, more, err = matchAllNamespaces(ctx, r.UserInfo.Username+" in namespace "+r.Namespace, judge("", s.exemptionsNamespace))
+			invalid = append(invalid, more...)
+		}
+		if err != nil {
+			return admission.Deny("privileged container " + container + ": the Exemptions were not all read and matched, so none applies: " + err.Error())
 		}
 		for _, bad := range invalid {
-			logr.FromContextOrDiscard(ctx).Info("an Exemption entry for this pod's namespace is skipped: its matcher.name is not a valid expression; correct it",
+			logr.FromContextOrDiscard(ctx).Info("an Exemption entry for this pod's namespace is skipped: its matcher.name is not a valid expression, or is over its budget; correct it",
 				"entry", bad, "namespace", r.Namespace, "pod", name)
 		}
 		if ex != "" {
@@ -449,11 +457,12 @@ func allowAllNsExemptions(spec map[string]any) bool {
 
 // matchExemption returns the Exemption (namespace/name) one of whose entries
 // exempts the pod from the policy, or "", and the entries for the pod's
-// namespace and policy whose matcher.name does not compile ("ns/name:
+// namespace and policy whose matcher.name is refused or gave up ("ns/name:
 // spec.exemptions[i].matcher.name ..."), which exempt nothing. Only
 // Exemptions in namespace from count; all do when from is "". A name matches
-// the whole pod name (see compileName).
-func matchExemption(exemptions []*unstructured.Unstructured, from, namespace, pod, policy string) (match string, invalid []string) {
+// the whole pod name (see matchName), within the request's matcher m: the
+// error says it stopped before all were matched.
+func matchExemption(m *pattern.Matcher, exemptions []*unstructured.Unstructured, from, namespace, pod, policy string) (match string, invalid []string, err error) {
 	for _, ex := range exemptions {
 		if from != "" && ex.GetNamespace() != from {
 			continue
@@ -470,20 +479,18 @@ func matchExemption(exemptions []*unstructured.Unstructured, from, namespace, po
 			if ns != namespace || !slices.Contains(policies, policy) {
 				continue
 			}
-			re, err := compileName(expr)
-			if err != nil {
-				invalid = append(invalid, fmt.Sprintf("%s/%s: spec.exemptions[%d].matcher.name %q: %v", ex.GetNamespace(), ex.GetName(), i, expr, err))
-				continue
+			ok, err := matchName(m, expr, pod)
+			if errors.Is(err, pattern.ErrStopped) {
+				return "", invalid, fmt.Errorf("at %s/%s: spec.exemptions[%d]: %w", ex.GetNamespace(), ex.GetName(), i, err)
 			}
-			ok, err = re.MatchString(pod)
 			if err != nil {
-				invalid = append(invalid, fmt.Sprintf("%s/%s: spec.exemptions[%d].matcher.name %q: %v", ex.GetNamespace(), ex.GetName(), i, expr, err))
+				invalid = append(invalid, fmt.Sprintf("%s/%s: spec.exemptions[%d].matcher.name %s: %v", ex.GetNamespace(), ex.GetName(), i, clip(expr), err))
 				continue
 			}
 			if ok {
-				return ex.GetNamespace() + "/" + ex.GetName(), invalid
+				return ex.GetNamespace() + "/" + ex.GetName(), invalid, nil
 			}
 		}
 	}
-	return "", invalid
+	return "", invalid, nil
 }

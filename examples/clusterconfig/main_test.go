@@ -286,13 +286,13 @@ func TestExemptionsOnlyFromTheirNamespace(t *testing.T) {
 		return u
 	}
 	list := []*unstructured.Unstructured{ex("monitoring", "self-made"), ex("uds-policy-exemptions", "node-exporter")}
-	if got, _ := matchExemption(list[:1], "uds-policy-exemptions", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "" {
+	if got, _, _ := matchExemption(names.Matcher(t.Context()), list[:1], "uds-policy-exemptions", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "" {
 		t.Errorf("an Exemption in the pod's own namespace matched: %s", got)
 	}
-	if got, _ := matchExemption(list, "uds-policy-exemptions", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "uds-policy-exemptions/node-exporter" {
+	if got, _, _ := matchExemption(names.Matcher(t.Context()), list, "uds-policy-exemptions", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "uds-policy-exemptions/node-exporter" {
 		t.Errorf("match = %q, want the one in the exemptions namespace", got)
 	}
-	if got, _ := matchExemption(list[:1], "", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "monitoring/self-made" {
+	if got, _, _ := matchExemption(names.Matcher(t.Context()), list[:1], "", "monitoring", "node-exporter-abc", PolicyPrivileged); got != "monitoring/self-made" {
 		t.Errorf("all namespaces allowed: match = %q, want monitoring/self-made", got)
 	}
 	s := settings{defaultsPath: "defaults.yaml"}

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/pattern"
 )
 
 // Exemption is UDS Core's Exemption (uds.dev/v1alpha1), as far as the
@@ -35,17 +36,26 @@ type ExemptionEntry struct {
 // Matcher names objects: a namespace, a name expression (a regular
 // expression, matched anywhere in the name as JavaScript's String.match
 // does) and a kind, pod (the default) or service.
+//
+// Whoever may write an Exemption writes the expression, so it is compiled
+// and matched through names, under its budget: at most 1024 bytes and 4096
+// instructions with counted repetitions expanded (`[a-z]{0,1000}` counts a
+// thousand), each distinct expression compiled once per process, and one
+// request's matches stopped at its deadline or after a second of work.
 type Matcher struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Kind      string `json:"kind,omitempty"`
 }
 
+// names compiles and matches the matchers' names (see Matcher).
+var names = pattern.New(pattern.Options{Syntax: pattern.RE2})
+
 // exemptions are the cluster's Exemptions, as the policies read them.
 type exemptions struct {
 	lister *vigil.Lister[*unstructured.Unstructured]
 	cfg    *config
-	// parsed holds each Exemption's entries, their names compiled, by UID:
+	// parsed holds each Exemption's entries by UID:
 	// an Exemption is parsed once per resourceVersion, not once per policy
 	// and request. It is emptied once it holds maxParsed, so that deleted
 	// Exemptions do not stay in it forever.
@@ -59,14 +69,7 @@ const maxParsed = 4096
 // parsedExemption is one version of an Exemption, parsed.
 type parsedExemption struct {
 	resourceVersion string
-	entries         []compiledEntry
-}
-
-// compiledEntry is an Exemption entry with its matcher's name compiled;
-// re is nil for a name that does not compile, which matches nothing.
-type compiledEntry struct {
-	ExemptionEntry
-	re *regexp.Regexp
+	entries         []ExemptionEntry
 }
 
 // declareExemptions declares the Exemptions' cache. UDS Core's own store
@@ -76,8 +79,10 @@ func declareExemptions(m *vigil.Module, cfg *config) *exemptions {
 	return &exemptions{lister: vigil.NewLister(m, vigil.Kind(group, version, "Exemption")), cfg: cfg}
 }
 
-// entries are the Exemption's entries, parsed once per resourceVersion.
-func (e *exemptions) entries(u *unstructured.Unstructured) []compiledEntry {
+// entries are the Exemption's entries, parsed once per resourceVersion;
+// their names are compiled only when a request matches them (names keeps
+// them compiled).
+func (e *exemptions) entries(u *unstructured.Unstructured) []ExemptionEntry {
 	if v, ok := e.parsed.Load(u.GetUID()); ok && v.(parsedExemption).resourceVersion == u.GetResourceVersion() {
 		return v.(parsedExemption).entries
 	}
@@ -85,11 +90,7 @@ func (e *exemptions) entries(u *unstructured.Unstructured) []compiledEntry {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ex); err != nil {
 		return nil
 	}
-	out := make([]compiledEntry, len(ex.Spec.Exemptions))
-	for i, entry := range ex.Spec.Exemptions {
-		out[i].ExemptionEntry = entry
-		out[i].re, _ = regexp.Compile(entry.Matcher.Name)
-	}
+	out := ex.Spec.Exemptions
 	if e.nParsed.Add(1) > maxParsed {
 		e.parsed.Clear()
 		e.nParsed.Store(1)
@@ -112,20 +113,39 @@ func (e *exemptions) exempt(ctx context.Context, policy Policy, namespace, name 
 // object name of namespace from: an entry whose matcher names the namespace
 // and matches the name lists it. Only Exemptions in uds-policy-exemptions
 // count, unless the ClusterConfig allows all namespaces (read only when an
-// Exemption elsewhere matches). An entry whose name does not compile (the
-// Exemption's validation refuses those) matches nothing. Only matching
-// Exemptions count as found: an allow of an object no Exemption names is
-// not made again on fresh data.
+// Exemption elsewhere matches). Only an entry that names the namespace and
+// a policy asked for has its name matched, within the request's budget
+// (see Matcher): a name that does not compile or is over the budget (the
+// Exemption's validation refuses those, but one may be stored while the
+// module is down) matches nothing, and once the request's deadline or
+// budget is reached no further entry matches. Only matching Exemptions
+// count as found: an allow of an object no Exemption names is not made
+// again on fresh data.
 func (e *exemptions) exemptFrom(ctx context.Context, namespace, name string, only ...Policy) map[Policy]bool {
-	names := func(entry compiledEntry) bool {
-		return entry.re != nil && entry.Matcher.Namespace == namespace && entry.re.MatchString(name) &&
-			(len(only) == 0 || slices.ContainsFunc(entry.Policies, func(p Policy) bool { return slices.Contains(only, p) }))
+	log := logr.FromContextOrDiscard(ctx)
+	m := names.Matcher(ctx)
+	var stopped error
+	matches := func(entry ExemptionEntry) bool {
+		if entry.Matcher.Namespace != namespace || stopped != nil ||
+			len(only) > 0 && !slices.ContainsFunc(entry.Policies, func(p Policy) bool { return slices.Contains(only, p) }) {
+			return false
+		}
+		ok, err := m.Match(entry.Matcher.Name, name)
+		if errors.Is(err, pattern.ErrStopped) {
+			stopped = err
+		} else if err != nil {
+			log.V(1).Info("an Exemption entry's matcher name matches nothing", "namespace", namespace, "name", name, "err", err.Error())
+		}
+		return ok
 	}
 	out := map[Policy]bool{}
-	found, err := e.lister.Find(ctx, func(u *unstructured.Unstructured) bool { return slices.ContainsFunc(e.entries(u), names) })
+	found, err := e.lister.Find(ctx, func(u *unstructured.Unstructured) bool { return slices.ContainsFunc(e.entries(u), matches) })
 	if err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "the Exemptions cannot be read: none applies", "namespace", namespace, "name", name)
+		log.Error(err, "the Exemptions cannot be read: none applies", "namespace", namespace, "name", name)
 		return out
+	}
+	if stopped != nil {
+		log.Error(stopped, "the Exemptions' names were not all matched: those left apply to nothing", "namespace", namespace, "name", name)
 	}
 	allowAll := sync.OnceValue(func() bool { return e.cfg.allowAllNsExemptions(ctx) })
 	for _, u := range found {
@@ -133,7 +153,7 @@ func (e *exemptions) exemptFrom(ctx context.Context, namespace, name string, onl
 			continue
 		}
 		for _, entry := range e.entries(u) {
-			if names(entry) {
+			if matches(entry) {
 				for _, p := range entry.Policies {
 					out[p] = true
 				}
@@ -147,7 +167,7 @@ func (e *exemptions) exemptFrom(ctx context.Context, namespace, name string, onl
 // Core's operator does: in uds-policy-exemptions unless the ClusterConfig
 // allows all namespaces; each policy one its matcher's kind may be exempted
 // from; each matcher name a regular expression without JavaScript's
-// slashes.
+// slashes, within names' budget.
 func declareExemptionValidation(operator *vigil.Capability, cfg *config) {
 	vigil.When(operator, vigil.Kind(group, version, "Exemption")).IsCreatedOrUpdated().Named("exemption-validator").
 		Validate(func(ctx context.Context, r *vigil.Request[*unstructured.Unstructured]) vigil.Verdict {
@@ -188,7 +208,10 @@ func validateExemption(u *unstructured.Unstructured, allowAll bool) string {
 		if len(n) > 0 && n[0] == '/' && n[len(n)-1] == '/' {
 			return fmt.Sprintf(`Invalid matcher name "%s": please remove the leading and trailing slashes`, n)
 		}
-		if _, err := regexp.Compile(n); err != nil {
+		if err := names.Check(n); err != nil {
+			if len(n) > 64 {
+				n = n[:64] + "…"
+			}
 			return fmt.Sprintf("Invalid regular expression pattern %s: %v", n, err)
 		}
 	}
