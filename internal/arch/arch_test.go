@@ -67,6 +67,7 @@ var layers = map[string]struct {
 	"store":          {public, []string{"store/v1alpha1", "internal/warming"}},
 	"store/v1alpha1": {public, nil},
 	"provenance":     {public, nil},
+	"pattern":        {public, nil},
 	"vigiltest":      {public, []string{".", "internal/define", "internal/policytest", "store/v1alpha1", "internal/certs", "internal/controlplane", "internal/gobuild", "internal/image", "internal/node", "internal/podrun", "internal/spec"}},
 
 	// Declarations, and what they resolve to.
@@ -126,13 +127,13 @@ var layers = map[string]struct {
 	"internal/meshtest":            {tests, nil},
 	"internal/testenv":             {tests, []string{"internal/controlplane"}},
 	"internal/testkit":             {tests, []string{".", "internal/certs", "internal/registration", "vigiltest"}},
-	"examples/clusterconfig":       {entry, []string{".", "admission", "gate", "store"}},
+	"examples/clusterconfig":       {entry, []string{".", "admission", "gate", "store", "pattern"}},
 	"examples/uds-core/demo":       {entry, []string{"internal/dev"}},
 	"examples/labeler":             {entry, []string{".", "admission"}},
 	"examples/labeler/listerbench": {entry, []string{".", "admission"}},
 	"examples/phases":              {entry, []string{".", "gate", "store"}},
 	"examples/quota":               {entry, []string{".", "admission"}},
-	"examples/uds-core":            {entry, []string{".", "admission", "gate", "store"}},
+	"examples/uds-core":            {entry, []string{".", "admission", "gate", "store", "pattern"}},
 }
 
 // rel is a package's path below the module; "." for the module's own.
