@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/netip"
 	"net/http"
+	"net/netip"
 	"testing"
 )
 
