@@ -242,13 +242,13 @@ func TestPodCreatesSucceedDuringTrickleFloods(t *testing.T) {
 			f.Stop()
 		}
 	}
-	// The trickled bodies were cut at the least rate, and connections
-	// reading them evicted for the API server's where it needed room.
-	refusedM := refusedMetrics(t, "http://"+pod.Ports["metrics"])
-	t.Logf("refused:\n%s", refusedM)
-	if !strings.Contains(refusedM, `reason="body_timeout"`) {
-		t.Errorf("refused metrics:\n%s\nwant the trickled bodies counted body_timeout", refusedM)
-	}
+	// How the server made room: connections reading a trickled body
+	// evicted (evicted_reading), bodies cut at the least rate
+	// (body_timeout), the floods' new connections refused at their share
+	// (connections) and bodies cut by the floods' stop (bad_body). The
+	// least rate is tested in internal/webhook
+	// (TestTrickledBodiesAreCutAtTheLeastRate).
+	t.Logf("refused:\n%s", refusedMetrics(t, "http://"+pod.Ports["metrics"]))
 }
 
 // podTenant is a client of a user who may create Pods in namespace ns only,
