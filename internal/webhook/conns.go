@@ -18,9 +18,10 @@ import (
 //     once, before its TLS handshake costs anything (reason "per_source");
 //   - with max connections open, a new one from a source holding fewer than
 //     its fair share — max over the number of sources with connections, its
-//     own counted — evicts a connection of the source holding the most: its
-//     oldest idle one ("evicted_idle"), or else its oldest still reading a
-//     request, headers or body ("evicted_reading"). A new one from a source
+//     own counted — evicts a connection of the source holding the most
+//     among those with one not served: its oldest idle one
+//     ("evicted_idle"), or else its oldest still reading a request,
+//     headers or body ("evicted_reading"). A new one from a source
 //     at its share or above may only evict an idle connection, of a source
 //     holding more than it or of its own; else it is closed at once
 //     ("connections");
@@ -171,7 +172,7 @@ func (l *connLimit) victimLocked(src *source) (*trackedConn, string) {
 		var victim *trackedConn
 		var from int32
 		if held < share {
-			victim, from = l.largestLocked(src).oldest(newBefore, true)
+			victim, from = l.largestEvictableLocked(src, held, newBefore)
 		}
 		if victim == nil {
 			victim, from = l.oldestIdleLocked(src, held, newBefore)
@@ -189,16 +190,25 @@ func (l *connLimit) victimLocked(src *source) (*trackedConn, string) {
 	return nil, ""
 }
 
-// largestLocked is the source holding the most connections other than
-// src; nil when there is none.
-func (l *connLimit) largestLocked(src *source) *source {
-	var largest *source
+// largestEvictableLocked is the connection a source below its share,
+// holding held, takes: of the source holding the most, other than src and
+// more than held, that has one not served, its oldest idle one or else its
+// oldest reading; and its state. Nil when there is none.
+func (l *connLimit) largestEvictableLocked(src *source, held int, newBefore int64) (*trackedConn, int32) {
+	var (
+		largest *source
+		victim  *trackedConn
+		from    int32
+	)
 	for _, s := range l.sources {
-		if s != src && (largest == nil || s.n > largest.n) {
-			largest = s
+		if s == src || s.n <= held || (largest != nil && s.n <= largest.n) {
+			continue
+		}
+		if c, st := s.oldest(newBefore, true); c != nil {
+			largest, victim, from = s, c, st
 		}
 	}
-	return largest
+	return victim, from
 }
 
 // oldestIdleLocked is the oldest idle connection of src's own, or of the

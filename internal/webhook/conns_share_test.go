@@ -161,3 +161,30 @@ func TestServingAndEvictionExcludeEachOther(t *testing.T) {
 		t.Fatal("an evicted connection was marked idle")
 	}
 }
+
+// A source below its share takes from the largest source that has a
+// connection not served: not from one whose every connection's handler
+// runs, however many it holds.
+func TestFairShareSkipsASourceAllServed(t *testing.T) {
+	f := newShareFixture(t)
+	// 127.0.0.2 holds 4, all serving; 127.0.0.3 holds 3 reading; 127.0.0.4
+	// one reading.
+	var served []*trackedConn
+	for range 4 {
+		served = append(served, f.accept("127.0.0.2", stateServing))
+	}
+	var reading []*trackedConn
+	for range 3 {
+		reading = append(reading, f.accept("127.0.0.3", stateReading))
+	}
+	f.accept("127.0.0.4", stateReading)
+	// 127.0.0.1: 4 sources, share 2; it holds 0.
+	if f.accept("127.0.0.1", stateReading) == nil || reading[0].state.Load() != stateEvicted {
+		t.Fatalf("a source below its share, the largest all served: refused %v, 127.0.0.3's oldest in state %d; want it evicted", f.refused, reading[0].state.Load())
+	}
+	for i, c := range served {
+		if c.state.Load() != stateServing {
+			t.Errorf("served[%d] was evicted", i)
+		}
+	}
+}
