@@ -143,7 +143,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 func serveOptions(m *spec.Module, o Options, r *role, log logr.Logger) webhook.Options {
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "vigil", Subsystem: "admission", Name: "refused_total",
-		Help:        "Requests and connections the server's limits refused at once, so that the API server applied the failure policy: in_flight, reading, body_budget, too_large, body_timeout, bad_body; connections, per_source (closed at accept), evicted_idle (an idle one closed for a new one), silent (no request in time); metrics_<reason> for the metrics port's connections.",
+		Help:        "Requests and connections the server's limits refused at once, so that the API server applied the failure policy: in_flight, reading, body_budget, too_large, body_timeout, bad_body; connections, per_source (closed at accept), evicted_idle (an idle one closed for a new one), evicted_reading (one still reading a request closed for a source below its fair share), silent (no request in time); metrics_<reason> for the metrics port's connections.",
 		ConstLabels: prometheus.Labels{"module": m.Name},
 	}, []string{"reason"})
 	r.registry.MustRegister(refused)

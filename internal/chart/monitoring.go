@@ -181,7 +181,7 @@ func alerts(m *spec.Module) []alert {
 				"sum by (reason) (rate(" + sel("vigil_admission_refused_total", `reason!~"metrics_.*|evicted_idle|silent"`) + "[5m])) > 0",
 				"10m", "warning",
 				"The admission server of module " + mod + " refuses requests at its limits ({{ $labels.reason }}).",
-				"Requests or connections exceed the admission server's limits (in flight, body size and budget, timeouts, connections per source): the API server applies the failure policy to them. More admission replicas, or a client flooding the API server, are the usual answers."},
+				"Requests or connections exceed the admission server's limits (in flight, body size and budget, timeouts and the least body rate, connections per source and each source's fair share): the API server applies the failure policy to them. More admission replicas, a client flooding the API server, or Pods flooding the webhook port (body_timeout, evicted_reading, per_source; networkPolicy.controlPlaneCIDRs keeps them off it) are the usual answers."},
 			alert{"VigilWebhookConfigurationMissing",
 				"max(" + sel("vigil_registration_configuration_missing") + ") > 0",
 				"5m", "critical",

@@ -60,6 +60,37 @@ func TestChartNetworkPolicyValues(t *testing.T) {
 		t.Errorf("the API server refused the rendered NetworkPolicy: %v", err)
 	}
 
+	// The control plane's CIDRs narrow the webhook port, beside webhookFrom's
+	// peers; alone, they are its only peers.
+	for _, c := range []struct {
+		values map[string]any
+		want   string
+	}{
+		{map[string]any{"controlPlaneCIDRs": []any{"172.16.0.0/28", "10.0.1.10/32"}},
+			`[{"from":[{"ipBlock":{"cidr":"172.16.0.0/28"}},{"ipBlock":{"cidr":"10.0.1.10/32"}}],"ports":[{"port":9443,"protocol":"TCP"}]}`},
+		{map[string]any{"controlPlaneCIDRs": []any{"172.16.0.0/28"}, "webhookFrom": []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "kube-system"}}}}},
+			`[{"from":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}}},{"ipBlock":{"cidr":"172.16.0.0/28"}}],"ports":[{"port":9443,"protocol":"TCP"}]}`},
+	} {
+		rel, err := render(t, ch, map[string]any{"networkPolicy": c.values})
+		if err != nil {
+			t.Fatalf("render with %v: %v", c.values, err)
+		}
+		np := objects(t, rel.Manifest)[netpolKey]
+		rules, _, _ := unstructured.NestedSlice(np, "spec", "ingress")
+		got, _ := json.Marshal(rules)
+		if !strings.HasPrefix(string(got), c.want) {
+			t.Errorf("networkPolicy %v: ingress %s:\nwant the webhook port's rule %s", c.values, got, c.want)
+		}
+		u := &unstructured.Unstructured{Object: np}
+		u.SetNamespace(env.Namespace(t))
+		if err := env.Client.Create(t.Context(), u, client.DryRunAll); err != nil {
+			t.Errorf("the API server refused the NetworkPolicy rendered with %v: %v", c.values, err)
+		}
+	}
+	if _, err := render(t, ch, map[string]any{"networkPolicy": map[string]any{"controlPlaneCIDRs": []any{"control-plane"}}}); err == nil || !strings.Contains(err.Error(), "/networkPolicy/controlPlaneCIDRs/0") {
+		t.Errorf("networkPolicy.controlPlaneCIDRs [control-plane]: error %v, want the schema to refuse it naming /networkPolicy/controlPlaneCIDRs/0", err)
+	}
+
 	if _, err := render(t, ch, map[string]any{"networkPolicy": map[string]any{"enabled": "yes"}}); err == nil || !strings.Contains(err.Error(), "/networkPolicy/enabled") {
 		t.Errorf("networkPolicy.enabled \"yes\": error %v, want the schema to refuse it naming /networkPolicy/enabled", err)
 	}

@@ -211,7 +211,9 @@ func schemaJSON(m *spec.Module) ([]byte, error) {
 	props["failurePolicy"] = obj(policies)
 	peers := map[string]any{"type": "array", "items": anyObj}
 	props["monitoring"] = monitoringSchema()
-	props["networkPolicy"] = obj(map[string]any{"enabled": map[string]any{"type": "boolean"}, "webhookFrom": peers, "metricsFrom": peers})
+	cidrs := map[string]any{"type": "array", "items": map[string]any{"type": "string", "pattern": `^[0-9A-Fa-f.:]+/[0-9]{1,3}$`,
+		"description": "a CIDR, as 10.0.0.0/24 or 192.168.1.10/32"}}
+	props["networkPolicy"] = obj(map[string]any{"enabled": map[string]any{"type": "boolean"}, "controlPlaneCIDRs": cidrs, "webhookFrom": peers, "metricsFrom": peers})
 	if len(trustGuards(m)) > 0 {
 		props["trusted"] = obj(map[string]any{"allowed": map[string]any{"type": "array", "items": map[string]any{"type": "string", "minLength": 1}}})
 	}

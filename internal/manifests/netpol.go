@@ -25,8 +25,10 @@ const MetricsNamespace = "monitoring"
 //   - the webhook port from anywhere: the API server must reach it, and its
 //     address is not one a podSelector or namespaceSelector can name (it
 //     runs on the host network, or outside the cluster altogether); the
-//     chart narrows it to ipBlocks by a value. The server's own limits
-//     (internal/webhook) bound what any one client can hold there;
+//     chart narrows it to the control plane's CIDRs (controlPlaneCIDRs)
+//     and other peers (webhookFrom) by values. The server's own limits
+//     (internal/webhook) keep the API server a connection there whoever
+//     floods it;
 //   - the metrics port from the MetricsNamespace's pods alone;
 //   - nothing else.
 func admissionNetworkPolicy(m *spec.Module, objMeta func(string, string, string) metav1.ObjectMeta) *networkingv1.NetworkPolicy {

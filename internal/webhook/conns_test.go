@@ -194,3 +194,79 @@ func TestMetricsIdleTimeout(t *testing.T) {
 		return nil
 	})
 }
+
+// Trickling floods from 2, 3 and 8 sources — each at its per-source cap,
+// together at or past MaxConns, every connection reading a request body a
+// byte at a time (the bodies' least rate lowered here, so that they stay)
+// — leave a client from another address served at once: below its fair
+// share, its connection evicts one reading a body of the source holding
+// the most. With half of MaxConns for each source and connections reading
+// a body never evicted (before), two sources filled every slot and the
+// client's connections were closed at accept.
+func TestTrickleFloodsLeaveOthersServed(t *testing.T) {
+	const maxConns, perSource = 64, 32
+	s := serveWith(t, webhook.Limits{MaxConns: maxConns, BodyMinRate: 1, BodyTimeout: time.Minute}, echo)
+	host := strings.TrimPrefix(s.base, "https://")
+	for _, sources := range []int{2, 3, 8} {
+		var floods []*vigiltest.Flooder
+		for i := range sources {
+			floods = append(floods, vigiltest.Flood(t, vigiltest.FloodOptions{Addr: host, Source: fmt.Sprintf("127.0.0.%d", i+2),
+				Trickle: perSource, TrickleEvery: 500 * time.Millisecond, TLS: floodTLS, Path: "/validate/x", Redial: 200 * time.Millisecond, For: 2 * time.Minute}))
+		}
+		open := func() (n int) {
+			for _, f := range floods {
+				n += f.Open()
+			}
+			return n
+		}
+		for _, f := range floods {
+			f.WaitTried(t, 60*time.Second)
+		}
+		// Full: what the floods hold, and what the server refused them.
+		vigiltest.Eventually(t, 30*time.Second, func() error {
+			if n := open(); n < maxConns {
+				return fmt.Errorf("the floods from %d sources hold %d connections: want the listener full, %d", sources, n, maxConns)
+			}
+			return nil
+		})
+		before := s.refused()["evicted_reading"]
+		for i := range 10 {
+			if d, err := s.fromLocalhost(t, s.base+"/healthz"); err != nil {
+				t.Fatalf("request %d from 127.0.0.1 during the trickle floods from %d sources (%d connections open): %v (%s)", i, sources, open(), err, d)
+			}
+		}
+		r := s.refused()
+		t.Logf("%d sources, %d trickling connections each: 10 requests from 127.0.0.1 served; refused %v", sources, perSource, r)
+		if r["evicted_reading"] == before {
+			t.Errorf("refused %v: want connections reading a trickled body evicted_reading for 127.0.0.1's", r)
+		}
+		for _, f := range floods {
+			f.Stop()
+		}
+	}
+}
+
+// A body trickled a byte at a time is cut once it falls behind the least
+// rate (BodyMinRate, 256 KiB a second after a second's grace): about a
+// second for 60,000 bytes, not BodyTimeout (10s), which bounded it before.
+func TestTrickledBodiesAreCutAtTheLeastRate(t *testing.T) {
+	s := serveWith(t, webhook.Limits{}, echo)
+	host := strings.TrimPrefix(s.base, "https://")
+	began := time.Now()
+	f := vigiltest.Flood(t, vigiltest.FloodOptions{Addr: host, Trickle: 3, TrickleLength: 60000, TrickleEvery: 100 * time.Millisecond, TLS: floodTLS, Path: "/validate/x"})
+	vigiltest.Eventually(t, 15*time.Second, func() error {
+		if f.ServerClosed() != 3 {
+			return fmt.Errorf("%s: want the 3 trickling requests cut", f)
+		}
+		return nil
+	})
+	took := time.Since(began)
+	t.Logf("3 requests trickling a 60,000-byte body cut within %s", took)
+	// Half of BodyTimeout: the cut is the rate's, not the timeout's.
+	if took > 5*time.Second {
+		t.Errorf("trickled bodies held their connections %s: want them cut at the least rate, well before BodyTimeout (10s)", took)
+	}
+	if r := s.refused(); r["body_timeout"] != 3 {
+		t.Errorf("refused %v: want 3 body_timeout", r)
+	}
+}

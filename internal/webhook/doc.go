@@ -7,9 +7,13 @@
 // and a body, open connections — and what exceeds them is answered at once,
 // so that the API server applies the webhook's failure policy rather than
 // waiting for its timeout. Connections are bounded per client address as
-// well as in all, and idle ones make room for new ones (connLimit), so that
-// no one client can hold the connections the API server needs; the metrics
-// listener has the same mechanism with smaller limits.
+// well as in all; idle ones make room for new ones, and a client address
+// below its fair share of the listener takes a connection — idle, or still
+// reading a request — of the address holding the most (connLimit), so that
+// no number of clients can hold the connections the API server needs.
+// Bodies must arrive at a least rate, so that trickling ones are cut within
+// a second or so. The metrics listener has the same mechanism with smaller
+// limits.
 //
 // TLS 1.2 is the floor. The serving certificate is read from files and read
 // again when they change — Secrets mounted into a pod change by a symlink

@@ -46,21 +46,34 @@ type Limits struct {
 	// BodyTimeout bounds reading one request body; a client that is slower
 	// is answered 408 and its connection closed. 10s when zero.
 	BodyTimeout time.Duration
+	// BodyMinRate is the least rate, in bytes a second, at which a body
+	// must arrive after a second's grace: a body of n bytes is read within
+	// a second and n/BodyMinRate, BodyTimeout at most, or answered 408 and
+	// its connection closed, so that a client trickling bodies holds each
+	// connection a second or so, not BodyTimeout. 256 KiB when zero: an
+	// ordinary review arrives within its first second, the largest (19 MiB)
+	// within BodyTimeout, as the API server sends a body at once.
+	BodyMinRate int64
 	// HeaderTimeout bounds the TLS handshake and reading a request's
 	// headers. 5s when zero.
 	HeaderTimeout time.Duration
 	// MaxHeaderBytes bounds a request's headers. 32 KiB when zero.
 	MaxHeaderBytes int
-	// MaxConns bounds open connections. One more evicts the oldest idle
-	// connection — accepted with no request yet, or kept alive between
-	// requests — of the source address holding the most, and is closed at
-	// accept only when none is idle. 512 when zero.
+	// MaxConns bounds open connections. One more, from a source address
+	// holding fewer than its fair share (MaxConns over the number of
+	// sources with connections), evicts a connection of the source holding
+	// the most — its oldest idle one, or else its oldest still reading a
+	// request — so that the API server, which holds few, always gets one
+	// however many sources flood the port. From a source at its share or
+	// above, one more evicts only an idle connection (accepted with no
+	// request yet, or kept alive between requests) and is closed at accept
+	// when none is. A connection whose request's handler runs is never
+	// evicted. 512 when zero.
 	MaxConns int
-	// MaxConnsPerSource bounds the connections of one client address, so
-	// that one client cannot take the slots of others (the API server's):
-	// one more is closed at accept. Half of MaxConns when zero: more than
-	// the API server needs to send MaxInFlight reviews at once, one per
-	// connection.
+	// MaxConnsPerSource bounds the connections of one client address even
+	// while the listener has room: one more is closed at accept. Half of
+	// MaxConns when zero: more than the API server needs to send
+	// MaxInFlight reviews at once, one per connection.
 	MaxConnsPerSource int
 	// FirstRequestTimeout bounds the time from a connection's accept to its
 	// first request's headers, TLS handshake included: silent connections
@@ -74,7 +87,9 @@ type Limits struct {
 	// the reason: "in_flight", "reading", "body_budget", "too_large",
 	// "body_timeout", "bad_body"; and each connection closed by them:
 	// "connections" and "per_source" at accept, "evicted_idle" for an idle
-	// one closed to make room, "silent" past FirstRequestTimeout.
+	// one closed to make room, "evicted_reading" for one still reading a
+	// request closed to make room for a source below its share, "silent"
+	// past FirstRequestTimeout.
 	Refused func(reason string)
 }
 
@@ -114,6 +129,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.BodyTimeout <= 0 {
 		l.BodyTimeout = 10 * time.Second
+	}
+	if l.BodyMinRate <= 0 {
+		l.BodyMinRate = 256 << 10
 	}
 	if l.HeaderTimeout <= 0 {
 		l.HeaderTimeout = 5 * time.Second
@@ -184,10 +202,14 @@ func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(h.limits.BodyTimeout))
-	body, held, status, reason, err := h.read(r)
+	body, held, status, reason, err := h.read(r, rc)
 	<-h.reading
 	defer h.budget.Add(-held)
+	if !markServing(r) {
+		// Its connection was evicted for another source's, while the body
+		// was read: counted then, and closed.
+		return
+	}
 	if err != nil {
 		h.refuse(w, status, reason, err.Error())
 		return
@@ -205,16 +227,23 @@ func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r)
 }
 
-// read reads the body within the limits. held is the budget taken, to give
-// back once the request is answered, also on error.
-func (h *limited) read(r *http.Request) (body []byte, held int64, status int, reason string, err error) {
+// bodyGrace is the time a body is given beyond what BodyMinRate asks.
+const bodyGrace = time.Second
+
+// read reads the body within the limits, setting rc's read deadline before
+// each chunk by BodyMinRate and BodyTimeout. held is the budget taken, to
+// give back once the request is answered, also on error.
+func (h *limited) read(r *http.Request, rc *http.ResponseController) (body []byte, held int64, status int, reason string, err error) {
+	began := time.Now()
+	var total int64
 	fail := func(e error) ([]byte, int64, int, string, error) {
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(e, &tooLarge):
 			return nil, held, http.StatusRequestEntityTooLarge, "too_large", fmt.Errorf("expected an AdmissionReview of at most %d bytes, got more", h.limits.MaxBodyBytes)
 		case errors.Is(e, os.ErrDeadlineExceeded):
-			return nil, held, http.StatusRequestTimeout, "body_timeout", fmt.Errorf("the request body was not read within %s", h.limits.BodyTimeout)
+			return nil, held, http.StatusRequestTimeout, "body_timeout", fmt.Errorf("expected the request body at %d bytes a second or more, within %s; got %d bytes in %s: send it at once",
+				h.limits.BodyMinRate, h.limits.BodyTimeout, total, time.Since(began).Round(time.Millisecond))
 		}
 		return nil, held, http.StatusBadRequest, "bad_body", fmt.Errorf("read request body: %w", e)
 	}
@@ -227,7 +256,6 @@ func (h *limited) read(r *http.Request) (body []byte, held int64, status int, re
 	// no buffer regrown and copied as the body arrives. What lies beyond
 	// the allowance comes from the budget before it is read.
 	var chunks [][]byte
-	var total int64
 	size := int64(16 << 10)
 	for total < limit {
 		n := min(size, limit-total)
@@ -238,6 +266,10 @@ func (h *limited) read(r *http.Request) (body []byte, held int64, status int, re
 			}
 			held += charge
 		}
+		// By the end of this chunk: a second, and the time its bytes take
+		// at the least rate.
+		due := bodyGrace + time.Duration(float64(total+n)/float64(h.limits.BodyMinRate)*float64(time.Second))
+		_ = rc.SetReadDeadline(began.Add(min(due, h.limits.BodyTimeout)))
 		chunk := make([]byte, n)
 		m, err := io.ReadFull(src, chunk)
 		total += int64(m)

@@ -211,7 +211,7 @@ func admissionMux(opts Options, stopping *atomic.Bool, lim *limited) *http.Serve
 // admissionServer is the HTTPS server of mux, bounded by limits.
 func admissionServer(mux *http.ServeMux, limits Limits, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), logger logr.Logger) *http.Server {
 	return &http.Server{
-		Handler: mux,
+		Handler: serving(mux),
 		// The TLS handshake and the headers within HeaderTimeout (net/http
 		// bounds the handshake by the smallest of its timeouts); a body
 		// within BodyTimeout, set per request by the limits, and ReadTimeout
@@ -222,8 +222,10 @@ func admissionServer(mux *http.ServeMux, limits Limits, getCert func(*tls.Client
 		WriteTimeout:      limits.HeaderTimeout + limits.BodyTimeout + 40*time.Second,
 		MaxHeaderBytes:    limits.MaxHeaderBytes,
 		IdleTimeout:       limits.IdleTimeout,
-		// Marks connections busy while served, for the connection limits.
-		ConnState: trackState,
+		// Tell the connection limits which connections are idle, reading
+		// a request or serving one.
+		ConnState:   trackState,
+		ConnContext: withConn,
 		// HTTP/1.1 only. The API server's webhook client offers HTTP/2
 		// too, but over HTTP/2 a review costs this server about 1.35 times
 		// the CPU it costs over HTTP/1.1 keep-alive (make bench-admission,
@@ -259,9 +261,9 @@ func serveMetrics(opts Options) (*http.Server, error) {
 		mmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	metricsSrv := &http.Server{
-		Handler: mmux, ReadHeaderTimeout: ml.HeaderTimeout, ReadTimeout: ml.HeaderTimeout + ml.BodyTimeout,
+		Handler: serving(mmux), ReadHeaderTimeout: ml.HeaderTimeout, ReadTimeout: ml.HeaderTimeout + ml.BodyTimeout,
 		WriteTimeout: 30 * time.Second, MaxHeaderBytes: ml.MaxHeaderBytes, IdleTimeout: ml.IdleTimeout,
-		ConnState: trackState, Protocols: http1Only(),
+		ConnState: trackState, ConnContext: withConn, Protocols: http1Only(),
 		ErrorLog: log.New(logWriter{opts.Log.V(1)}, "", 0),
 	}
 	go func() {
