@@ -45,6 +45,9 @@ type Matcher struct {
 type exemptions struct {
 	lister *vigil.Lister[*unstructured.Unstructured]
 	cfg    *config
+	// trust drops the Exemptions whose namespace no trusted identity
+	// created (trust.go).
+	trust *trust
 	// parsed holds each Exemption's entries, their names compiled, by UID:
 	// an Exemption is parsed once per resourceVersion, not once per policy
 	// and request. It is emptied once it holds maxParsed, so that deleted
@@ -112,7 +115,8 @@ func (e *exemptions) exempt(ctx context.Context, policy Policy, namespace, name 
 // object name of namespace from: an entry whose matcher names the namespace
 // and matches the name lists it. Only Exemptions in uds-policy-exemptions
 // count, unless the ClusterConfig allows all namespaces (read only when an
-// Exemption elsewhere matches). An entry whose name does not compile (the
+// Exemption elsewhere matches), and only for a namespace a trusted identity
+// created (trust.go). An entry whose name does not compile (the
 // Exemption's validation refuses those) matches nothing. Only matching
 // Exemptions count as found: an allow of an object no Exemption names is
 // not made again on fresh data.
@@ -127,6 +131,7 @@ func (e *exemptions) exemptFrom(ctx context.Context, namespace, name string, onl
 		logr.FromContextOrDiscard(ctx).Error(err, "the Exemptions cannot be read: none applies", "namespace", namespace, "name", name)
 		return out
 	}
+	found = e.trust.claimable(ctx, found, namespace)
 	allowAll := sync.OnceValue(func() bool { return e.cfg.allowAllNsExemptions(ctx) })
 	for _, u := range found {
 		if u.GetNamespace() != ExemptionsNamespace && !allowAll() {
