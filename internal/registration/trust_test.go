@@ -270,6 +270,11 @@ func installProvenance(t *testing.T, m *spec.Module) provenance.Stamp {
 		if ns.Annotations[provenance.CreatedBy] == "forged" {
 			return fmt.Errorf("namespace not stamped yet: %v", ns.Annotations)
 		}
+		// And the guard refuses a vouch on a CREATE, even an admin's.
+		vouched := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + m.Name, Annotations: map[string]string{provenance.VouchedUnder: "x"}}}
+		if err := env.Client.Create(ctx, vouched, client.DryRunAll); !forbiddenBy(err, "create the namespace without them") {
+			return fmt.Errorf("the guard is not in force yet: a vouch on a CREATE: %v", err)
+		}
 		return nil
 	})
 	policy, err := env.Clientset.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, registration.ProvenanceStampName(m.Name), metav1.GetOptions{})
