@@ -308,11 +308,18 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	// replace --force (deleted, then created: younger than her namespace),
 	// as Argo CD's Replace=true or a Helm reinstall does.
 	replaced := exemptionFor(trusted, "squat", "squat-"+id)
-	if err := env.Client.Create(ctx, replaced.DeepCopy()); err != nil {
+	original := replaced.DeepCopy()
+	if err := env.Client.Create(ctx, original); err != nil {
 		t.Fatal(err)
 	}
 	squat := tess.createNamespace("squat-" + id)
 	deniedNaming(tess.c, squat.Name, "squat", "was created by "+tess.user)
+	vigiltest.Eventually(t, 3*time.Second, func() error { // creationTimestamp has whole seconds: re-apply it in a later one
+		if !time.Now().Truncate(time.Second).After(squat.CreationTimestamp.Time) {
+			return fmt.Errorf("still the second %s was created in", squat.Name)
+		}
+		return nil
+	})
 	kubectl := exec.Command(filepath.Join(env.BinDir, "kubectl"), "--kubeconfig", env.KubeConfigFile(t), "replace", "--force", "-f", "-")
 	body, err := json.Marshal(replaced.Object)
 	if err != nil {
@@ -323,8 +330,10 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 		t.Fatalf("kubectl replace --force of the Exemption: %v\n%s", err, out)
 	}
 	reapplied := vigil.Kind(group, version, "Exemption")
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: trusted, Name: "squat"}, reapplied); err != nil || !reapplied.GetCreationTimestamp().After(squat.CreationTimestamp.Time) {
-		t.Fatalf("the Exemption re-applied: %v, created %s; want it created again after namespace %s (%s)", err, reapplied.GetCreationTimestamp(), squat.Name, squat.CreationTimestamp)
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: trusted, Name: "squat"}, reapplied); err != nil || reapplied.GetUID() == original.GetUID() ||
+		!reapplied.GetCreationTimestamp().Time.After(squat.CreationTimestamp.Time) {
+		t.Fatalf("the Exemption re-applied: %v, UID %s (was %s), created %s; want it created again, in a second after namespace %s's (%s)",
+			err, reapplied.GetUID(), original.GetUID(), reapplied.GetCreationTimestamp(), squat.Name, squat.CreationTimestamp)
 	}
 	// Once the module has an Exemption written after the replacement, it
 	// has the replacement too (a watch delivers in order).
