@@ -301,6 +301,12 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	// Finding 5: an Exemption written after her namespace existed does not
 	// apply to it either: age is no evidence.
 	older := tess.createNamespace("metrics-" + id)
+	vigiltest.Eventually(t, 3*time.Second, func() error { // creationTimestamp has whole seconds: write the Exemption in a later one
+		if !time.Now().Truncate(time.Second).After(older.CreationTimestamp.Time) {
+			return fmt.Errorf("still the second %s was created in", older.Name)
+		}
+		return nil
+	})
 	if err := env.Client.Create(ctx, exemptionFor(trusted, "metrics", older.Name)); err != nil {
 		t.Fatal(err)
 	}
