@@ -27,8 +27,8 @@
 // her own Pods. That setting is read from the ClusterConfig itself, as fresh
 // as the request. The install creates the exemptions namespace and guards it
 // (vigil.TrustedNamespace), and an Exemption applies to a namespace only if a
-// trusted identity created it or it existed before the Exemption was written
-// (vigil.NamespaceProvenance; see provenance.go). The exemptions namespace's
+// trusted identity created it or an admin vouched for it, however old it is
+// (vigil.NamespaceProvenance, vigil.Claimable; see provenance.go). The exemptions namespace's
 // Exemptions are read from a live cache scoped to it, so a new one applies to
 // the next request without a restart; while all namespaces count, the others
 // are read page by page (see exemptions.go, which also says how a

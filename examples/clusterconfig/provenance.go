@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vigilkit/vigil"
@@ -14,15 +15,17 @@ import (
 // written in (created and guarded by the install), and who created the
 // namespace it exempts pods of.
 //
-// An Exemption written for a namespace that does not exist yet — the
-// sample's monitoring, installed before the monitoring stack — must not be
-// claimable by whoever creates that namespace first. So an Exemption applies
-// to a namespace only if the namespace was created by a trusted identity
-// (the exemptions namespace's allowed, group system:masters by default, and
-// CLUSTERCONFIG_NAMESPACE_CREATORS), or existed before the Exemption was
-// written (its creationTimestamp strictly before the Exemption's). Who
-// created a namespace is the framework's record (vigil.NamespaceProvenance),
-// read from the API server for each privileged Pod only.
+// An Exemption written for a namespace must not be claimable by whoever
+// creates that namespace — before the Exemption is written, or after (the
+// sample's monitoring, installed before the monitoring stack). So an
+// Exemption applies to a namespace only if the namespace was created by a
+// trusted identity (the exemptions namespace's allowed, group
+// system:masters by default, and CLUSTERCONFIG_NAMESPACE_CREATORS), or an
+// allowed identity vouched for it (provenance.VouchedUnder: for a namespace
+// created before the install, whose creator is unknown). How old the
+// namespace is makes no difference. Who created a namespace is the
+// framework's record (vigil.NamespaceProvenance, vigil.Claimable), read from
+// the API server for each privileged Pod only.
 type trust struct {
 	exemptions *vigil.TrustedNS
 	provenance *vigil.Provenance
@@ -49,37 +52,24 @@ func declareTrust(m *vigil.Module, s settings) *trust {
 }
 
 // claimable drops from exemptions those that namespace may not claim, and
-// says why each was dropped (with a leading "; ", for a denial), or "". Only
-// Exemptions with an entry for namespace need the namespace's record: the
-// others pass untouched, and without one the API server is not asked.
+// says why each was dropped (with a leading "; ", for a denial), or "".
+// Only Exemptions with an entry for namespace need the namespace's record:
+// without one the API server is not asked. Each dropped Exemption is also
+// logged, as an Exemption naming a namespace an untrusted identity created.
 func (t *trust) claimable(ctx context.Context, exemptions []*unstructured.Unstructured, namespace string) ([]*unstructured.Unstructured, string) {
-	var naming []int
-	for i, ex := range exemptions {
-		if namesNamespace(ex, namespace) {
-			naming = append(naming, i)
-		}
-	}
-	if len(naming) == 0 {
-		return exemptions, ""
-	}
-	origin, err := t.provenance.Origin(ctx, namespace)
-	if err != nil {
-		return without(exemptions, naming), fmt.Sprintf("; the Exemptions for namespace %q do not apply: who created it cannot be read: %v", namespace, err)
-	}
-	var drop []int
+	kept, dropped, reason := vigil.Claimable(ctx, t.provenance, namespace, exemptions,
+		func(ex *unstructured.Unstructured) bool { return namesNamespace(ex, namespace) }, t.creators...)
 	var why []string
-	for _, i := range naming {
-		ex := exemptions[i]
-		if ok, reason := origin.Trusted(ex.GetCreationTimestamp().Time, t.creators...); !ok {
-			drop = append(drop, i)
-			why = append(why, fmt.Sprintf("Exemption %s/%s does not apply: %s (an Exemption applies to a namespace created by %s, or that existed before it was written)",
-				ex.GetNamespace(), ex.GetName(), reason, strings.Join(t.creators, ", ")))
-		}
+	for _, ex := range dropped {
+		why = append(why, fmt.Sprintf("Exemption %s/%s does not apply: %s (an Exemption applies to a namespace created by %s, or vouched for)",
+			ex.GetNamespace(), ex.GetName(), reason, strings.Join(t.creators, ", ")))
+		logr.FromContextOrDiscard(ctx).Info("an Exemption names a namespace that no trusted identity created: it does not apply",
+			"exemption", ex.GetNamespace()+"/"+ex.GetName(), "namespace", namespace, "reason", reason)
 	}
-	if len(drop) == 0 {
-		return exemptions, ""
+	if len(why) == 0 {
+		return kept, ""
 	}
-	return without(exemptions, drop), "; " + strings.Join(why, "; ")
+	return kept, "; " + strings.Join(why, "; ")
 }
 
 // namesNamespace reports whether one of the Exemption's entries names the
@@ -94,17 +84,4 @@ func namesNamespace(ex *unstructured.Unstructured, namespace string) bool {
 		}
 	}
 	return false
-}
-
-// without is list less the items at the indexes, which ascend.
-func without(list []*unstructured.Unstructured, drop []int) []*unstructured.Unstructured {
-	out := make([]*unstructured.Unstructured, 0, len(list)-len(drop))
-	for i, it := range list {
-		if len(drop) > 0 && drop[0] == i {
-			drop = drop[1:]
-			continue
-		}
-		out = append(out, it)
-	}
-	return out
 }

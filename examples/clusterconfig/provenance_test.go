@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -171,8 +174,31 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	if shipped == nil || shipped.GetLabels()["app.kubernetes.io/name"] != "uds-core" {
 		t.Fatalf("the manifests ship the exemptions namespace %s as %v; want it, labelled app.kubernetes.io/name=uds-core", trusted, shipped)
 	}
-	m := env.InstallModule(t, vigiltest.ModuleOptions{Binary: bin, Env: moduleEnv, Manifests: manifests})
+	// Before the install — or between an uninstall and a reinstall: an
+	// earlier test's stamp is removed as an uninstall removes it — she
+	// creates a namespace forging an admin's stamp, and an admin creates
+	// one.
 	tess := newSelfService(t, "tess-"+id)
+	uninstallStamp(t)
+	forged, legacy := "forged-"+id, "legacy-"+id
+	forgedNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: forged, Annotations: map[string]string{
+		provenance.CreatedBy: "system:admin", provenance.CreatedByGroups: `["system:masters","system:authenticated"]`,
+	}}}
+	if err := tess.c.Create(ctx, forgedNS); err != nil {
+		t.Fatalf("the tenant creates %s before the install: %v", forged, err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), forgedNS) })
+	if got := forgedNS.Annotations[provenance.CreatedBy]; got != "system:admin" {
+		t.Fatalf("before the install, her namespace records creator %q: a stamp is in force", got)
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: legacy}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: legacy}})
+	})
+
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Binary: bin, Env: moduleEnv, Manifests: manifests})
 
 	// Finding 6: the exemptions namespace cannot be taken.
 	want := "only group:system:masters may create or delete namespace " + trusted
@@ -210,6 +236,7 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	if err := env.Client.Create(ctx, claims); err != nil {
 		t.Fatal(err)
 	}
+	stampSettled(t)
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: admins}}); err != nil {
 		t.Fatal(err)
 	}
@@ -222,24 +249,25 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	})
 
 	// Hers does not: she forges the record on the way, to no avail.
-	forged := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mine, Annotations: map[string]string{
-		provenance.CreatedBy: "system:admin", provenance.CreatedByGroups: "system:masters",
+	minesNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mine, Annotations: map[string]string{
+		provenance.CreatedBy: "system:admin", provenance.CreatedByGroups: `["system:masters"]`,
 	}}}
-	if err := tess.c.Create(ctx, forged); err != nil {
+	if err := tess.c.Create(ctx, minesNS); err != nil {
 		t.Fatalf("the tenant creates %s: %v", mine, err)
 	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), forged) })
-	if got := forged.Annotations[provenance.CreatedBy]; got != tess.user {
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), minesNS) })
+	if got := minesNS.Annotations[provenance.CreatedBy]; got != tess.user {
 		t.Errorf("her namespace records creator %q, want %s", got, tess.user)
 	}
 	tess.grant(mine)
 	err = tess.c.Create(ctx, pod(mine, "node-exporter-x", true))
-	if wantWhy := "Exemption " + trusted + "/node-exporter does not apply: namespace " + mine + " was created at"; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), wantWhy) {
+	if wantWhy := "Exemption " + trusted + "/node-exporter does not apply: namespace " + mine + " was created by " + tess.user; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), wantWhy) {
 		t.Fatalf("the tenant's privileged node-exporter-x in the %s she created after the Exemption: %v, want it denied (%s)", mine, err, wantWhy)
 	}
 	for what, patch := range map[string]string{
 		"strip": fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, provenance.CreatedBy),
-		"forge": fmt.Sprintf(`{"metadata":{"annotations":{%q:"system:admin",%q:"system:masters"}}}`, provenance.CreatedBy, provenance.CreatedByGroups),
+		"forge": fmt.Sprintf(`{"metadata":{"annotations":{%q:"system:admin",%q:"[\"system:masters\"]"}}}`, provenance.CreatedBy, provenance.CreatedByGroups),
+		"vouch": fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, provenance.VouchedUnder, stampUID(t)),
 	} {
 		if err := patchNS(tess.c, ctx, mine, patch); !apierrors.IsForbidden(err) {
 			t.Errorf("the tenant tries to %s the record of her namespace's creator: %v, want it refused", what, err)
@@ -249,10 +277,31 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 		t.Errorf("after her attempts on its record, a privileged pod in %s: %v, want it denied", mine, err)
 	}
 
-	// An Exemption written after her namespace existed applies to it: the
-	// admin saw the namespace and exempted it.
+	// deniedNaming waits until the module has the Exemption named and her
+	// privileged pod in ns is denied, the denial saying why the Exemption
+	// does not apply; an admitted pod fails the test at once (the later
+	// steps still run).
+	deniedNaming := func(c client.Client, ns, exemption, why string) {
+		t.Helper()
+		n := 0
+		vigiltest.Eventually(t, 10*time.Second, func() error {
+			n++
+			err := c.Create(ctx, pod(ns, fmt.Sprintf("node-exporter-%s-%d", exemption, n), true))
+			if err == nil {
+				t.Errorf("a privileged pod in %s was admitted: Exemption %s/%s applied; want %s", ns, trusted, exemption, why)
+				return nil
+			}
+			if want := "Exemption " + trusted + "/" + exemption + " does not apply: "; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), why) {
+				return fmt.Errorf("the privileged pod in %s: %v; want it denied, saying %q and %q", ns, err, want, why)
+			}
+			return nil
+		})
+	}
+
+	// Finding 5: an Exemption written after her namespace existed does not
+	// apply to it either: age is no evidence.
 	older := tess.createNamespace("metrics-" + id)
-	vigiltest.Eventually(t, 3*time.Second, func() error { // creationTimestamp has whole seconds
+	vigiltest.Eventually(t, 3*time.Second, func() error { // creationTimestamp has whole seconds: write the Exemption in a later one
 		if !time.Now().Truncate(time.Second).After(older.CreationTimestamp.Time) {
 			return fmt.Errorf("still the second %s was created in", older.Name)
 		}
@@ -261,7 +310,149 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	if err := env.Client.Create(ctx, exemptionFor(trusted, "metrics", older.Name)); err != nil {
 		t.Fatal(err)
 	}
+	deniedNaming(tess.c, older.Name, "metrics", "was created by "+tess.user)
+
+	// Nor does one she squatted the namespace of, re-applied with kubectl
+	// replace --force (deleted, then created: younger than her namespace),
+	// as Argo CD's Replace=true or a Helm reinstall does.
+	replaced := exemptionFor(trusted, "squat", "squat-"+id)
+	original := replaced.DeepCopy()
+	if err := env.Client.Create(ctx, original); err != nil {
+		t.Fatal(err)
+	}
+	squat := tess.createNamespace("squat-" + id)
+	deniedNaming(tess.c, squat.Name, "squat", "was created by "+tess.user)
+	vigiltest.Eventually(t, 3*time.Second, func() error { // creationTimestamp has whole seconds: re-apply it in a later one
+		if !time.Now().Truncate(time.Second).After(squat.CreationTimestamp.Time) {
+			return fmt.Errorf("still the second %s was created in", squat.Name)
+		}
+		return nil
+	})
+	kubectl := exec.Command(filepath.Join(env.BinDir, "kubectl"), "--kubeconfig", env.KubeConfigFile(t), "replace", "--force", "-f", "-")
+	body, err := json.Marshal(replaced.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl.Stdin = bytes.NewReader(body)
+	if out, err := kubectl.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl replace --force of the Exemption: %v\n%s", err, out)
+	}
+	reapplied := vigil.Kind(group, version, "Exemption")
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: trusted, Name: "squat"}, reapplied); err != nil || reapplied.GetUID() == original.GetUID() ||
+		!reapplied.GetCreationTimestamp().Time.After(squat.CreationTimestamp.Time) {
+		t.Fatalf("the Exemption re-applied: %v, UID %s (was %s), created %s; want it created again, in a second after namespace %s's (%s)",
+			err, reapplied.GetUID(), original.GetUID(), reapplied.GetCreationTimestamp(), squat.Name, squat.CreationTimestamp)
+	}
+	// Once the module has an Exemption written after the replacement, it
+	// has the replacement too (a watch delivers in order).
+	marker := "marker-" + id
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: marker}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: marker}})
+	})
+	if err := env.Client.Create(ctx, exemptionFor(trusted, "marker", marker)); err != nil {
+		t.Fatal(err)
+	}
 	vigiltest.Eventually(t, 10*time.Second, func() error {
-		return tess.c.Create(ctx, pod(older.Name, "node-exporter-x", true))
+		return env.Client.Create(ctx, pod(marker, "node-exporter-marker", true))
+	})
+	err = tess.c.Create(ctx, pod(squat.Name, "node-exporter-replaced", true))
+	if want := "Exemption " + trusted + "/squat does not apply: namespace " + squat.Name + " was created by " + tess.user; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("the tenant's privileged pod in %s, after the Exemption naming it was replaced: %v; want it denied (%s)", squat.Name, err, want)
+	}
+
+	// A stamp forged while no stamp was installed is not believed.
+	tess.grant(forged)
+	if err := env.Client.Create(ctx, exemptionFor(trusted, "forged", forged)); err != nil {
+		t.Fatal(err)
+	}
+	deniedNaming(tess.c, forged, "forged", "before the stamp of namespace creators was in force")
+
+	// An admin's namespace from before the install is unknown too, until an
+	// admin vouches for it.
+	if err := env.Client.Create(ctx, exemptionFor(trusted, "legacy", legacy)); err != nil {
+		t.Fatal(err)
+	}
+	deniedNaming(env.Client, legacy, "legacy", "before the stamp of namespace creators was in force")
+	vouch(t, legacy)
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		return env.Client.Create(ctx, pod(legacy, "node-exporter-vouched", true))
+	})
+}
+
+// stampPolicy is the module's MutatingAdmissionPolicy that stamps namespace
+// creators, and its binding; stampGuard the ValidatingAdmissionPolicy that
+// guards the stamp, and its binding.
+const (
+	stampPolicy = "uds-core-namespace-created-by"
+	stampGuard  = "uds-core-namespace-created-by-guard"
+)
+
+// uninstallStamp removes the stamp of namespace creators and its guard, as
+// an uninstall does, and returns once a namespace created is not stamped.
+func uninstallStamp(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	api := env.Clientset.AdmissionregistrationV1()
+	for _, err := range []error{
+		api.MutatingAdmissionPolicyBindings().Delete(ctx, stampPolicy, metav1.DeleteOptions{}),
+		api.MutatingAdmissionPolicies().Delete(ctx, stampPolicy, metav1.DeleteOptions{}),
+		api.ValidatingAdmissionPolicyBindings().Delete(ctx, stampGuard, metav1.DeleteOptions{}),
+		api.ValidatingAdmissionPolicies().Delete(ctx, stampGuard, metav1.DeleteOptions{}),
+	} {
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + randomID(), Annotations: map[string]string{provenance.CreatedBy: "probe"}}}
+		if err := env.Client.Create(ctx, ns, client.DryRunAll); err != nil {
+			return err
+		}
+		if got := ns.Annotations[provenance.CreatedBy]; got != "probe" {
+			return fmt.Errorf("a namespace is still stamped: %s", got)
+		}
+		return nil
+	})
+}
+
+// stampUID is the UID of the installed stamp of namespace creators.
+func stampUID(t *testing.T) string {
+	t.Helper()
+	policy, err := env.Clientset.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(t.Context(), stampPolicy, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the stamp of namespace creators: %v", err)
+	}
+	return string(policy.UID)
+}
+
+// vouch marks the namespace, as an admin (group system:masters), as
+// vouched for under the installed stamp of namespace creators
+// (provenance.VouchedUnder): what an admin does for a namespace from
+// before the install.
+func vouch(t *testing.T, ns string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, provenance.VouchedUnder, stampUID(t))
+	if err := patchNS(env.Client, t.Context(), ns, patch); err != nil {
+		t.Fatalf("vouch for namespace %s: %v", ns, err)
+	}
+}
+
+// stampSettled waits until a namespace created now is believed under the
+// installed stamp of namespace creators (provenance.Settle).
+func stampSettled(t *testing.T) {
+	t.Helper()
+	policy, err := env.Clientset.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(t.Context(), stampPolicy, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := policy.CreationTimestamp.Add(provenance.Settle)
+	vigiltest.Eventually(t, provenance.Settle+5*time.Second, func() error {
+		if now := time.Now().Truncate(time.Second); !now.After(since) {
+			return fmt.Errorf("%s: a namespace created now would be within %s of the stamp's policy", now, provenance.Settle)
+		}
+		return nil
 	})
 }

@@ -184,6 +184,7 @@ func TestTenantExemptionsDoNotFillAdmissionsMemory(t *testing.T) {
 	}
 
 	m := installModule(t, trusted)
+	vouch(t, apps) // created before the install: its creator is unknown until an admin vouches for it
 	adm := m.StartAdmission(120 * time.Second).Process("admission")
 	load(n*3/4, n)
 
@@ -272,6 +273,7 @@ func TestExemptionSettingsAndNamesAsShipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := installModule(t, trusted)
+	vouch(t, apps) // created before the install: its creator is unknown until an admin vouches for it
 	adm := m.StartAdmission(120 * time.Second).Process("admission")
 
 	// 10: refused at admission, with the entry and the error.

@@ -55,6 +55,9 @@ var names = pattern.New(pattern.Options{Syntax: pattern.RE2})
 type exemptions struct {
 	lister *vigil.Lister[*unstructured.Unstructured]
 	cfg    *config
+	// trust drops the Exemptions whose namespace no trusted identity
+	// created (trust.go).
+	trust *trust
 	// parsed holds each Exemption's entries by UID:
 	// an Exemption is parsed once per resourceVersion, not once per policy
 	// and request. It is emptied once it holds maxParsed, so that deleted
@@ -113,9 +116,10 @@ func (e *exemptions) exempt(ctx context.Context, policy Policy, namespace, name 
 // object name of namespace from: an entry whose matcher names the namespace
 // and matches the name lists it. Only Exemptions in uds-policy-exemptions
 // count, unless the ClusterConfig allows all namespaces (read only when an
-// Exemption elsewhere matches). Only an entry that names the namespace and
-// a policy asked for has its name matched, within the request's budget
-// (see Matcher): a name that does not compile or is over the budget (the
+// Exemption elsewhere matches), and only for a namespace a trusted identity
+// created (trust.go). Only an entry that names the namespace and a policy
+// asked for has its name matched, within the request's budget (see
+// Matcher): a name that does not compile or is over the budget (the
 // Exemption's validation refuses those, but one may be stored while the
 // module is down) matches nothing, and once the request's deadline or
 // budget is reached no further entry matches. Only matching Exemptions
@@ -147,6 +151,7 @@ func (e *exemptions) exemptFrom(ctx context.Context, namespace, name string, onl
 	if stopped != nil {
 		log.Error(stopped, "the Exemptions' names were not all matched: those left apply to nothing", "namespace", namespace, "name", name)
 	}
+	found = e.trust.claimable(ctx, found, namespace)
 	allowAll := sync.OnceValue(func() bool { return e.cfg.allowAllNsExemptions(ctx) })
 	for _, u := range found {
 		if u.GetNamespace() != ExemptionsNamespace && !allowAll() {

@@ -32,12 +32,17 @@
 // (vigil.JoinDenials). An Exemption exempts the objects its matchers name
 // from the policies each entry lists; only Exemptions in
 // uds-policy-exemptions count, unless the ClusterConfig sets
-// spec.policy.allowAllNsExemptions. Exemptions themselves are validated at
-// admission as UDS Core validates them.
+// spec.policy.allowAllNsExemptions. Unlike UDS Core, the install creates
+// uds-policy-exemptions and guards it, and an Exemption applies only to a
+// namespace a trusted identity created or vouched for (trust.go).
+// Exemptions themselves are validated at admission as UDS Core validates
+// them.
 //
 // Environment: UDS_CLUSTERCONFIG_TIMEOUT (default 2m), ZARF_REGISTRY_ADDRESS
 // (the registry Istio proxy images may come from besides their own; default
-// 127.0.0.1:31999, as in UDS Core).
+// 127.0.0.1:31999, as in UDS Core), UDS_NAMESPACE_CREATORS (identities
+// trusted to create the namespaces Exemptions name, besides
+// group:system:masters).
 package main
 
 import (
@@ -118,6 +123,7 @@ func newModule() *vigil.Module {
 	operator := m.Capability("uds-core-operator")
 	cfg := declareConfig(m, s, operator)
 	ex := declareExemptions(m, cfg)
+	ex.trust = declareTrust(m)
 	p := &policies{
 		// Fail everywhere but istio-system, as UDS Core's ADR 0004 keeps
 		// them: the mesh's own pods, which the module's may wait for, are

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +16,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/provenance"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -102,12 +105,38 @@ func clusterConfig(allowAllNsExemptions bool) *unstructured.Unstructured {
 	return cc
 }
 
-// namespace creates the namespace unless it exists.
+// namespace creates the namespace unless it exists, as an admin, and —
+// the module installed — vouches for it, as an admin does for a namespace
+// from before the install: the namespaces persist from test to test, and
+// each test's install stamps namespace creators anew.
 func namespace(t testing.TB, name string) {
 	t.Helper()
 	err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
+	}
+	vouch(t, name)
+}
+
+// stampPolicy is the module's MutatingAdmissionPolicy that stamps namespace
+// creators.
+const stampPolicy = "uds-core-namespace-created-by"
+
+// vouch marks the namespace as vouched for under the installed stamp of
+// namespace creators (provenance.VouchedUnder), as an admin (group
+// system:masters); without an install it does nothing.
+func vouch(t testing.TB, name string) {
+	t.Helper()
+	policy, err := env.Clientset.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(t.Context(), stampPolicy, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, provenance.VouchedUnder, policy.UID)
+	if err := env.Client.Patch(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatalf("vouch for namespace %s: %v", name, err)
 	}
 }
 
@@ -131,6 +160,7 @@ func startUDSCoreWith(t testing.TB, opts vigiltest.ModuleOptions) *vigiltest.Mod
 	namespace(t, PolicyTests)
 	namespace(t, ExemptionsNamespace)
 	m := env.InstallModule(t, opts)
+	vouch(t, PolicyTests)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: OperatorConfigSecret},
 		StringData: map[string]string{"AUTHSERVICE_REDIS_URI": "", "KEYCLOAK_CLIENT_MODE": "AUTO"}}
 	if err := env.Client.Create(t.Context(), secret); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -35,7 +35,6 @@ type raceResult struct {
 // API server. A Pod denied is a false denial.
 func soakExemptionRace(t testing.TB, trials, workers int, watchDelay time.Duration) raceResult {
 	udsCRDs(t)
-	namespace(t, "race")
 	// The module reads the API server as its ServiceAccount, through a
 	// proxy that holds its watch events back.
 	proxy, err := vigiltest.NewOutageProxyWith(env.AsServiceAccountConfig(Namespace, "uds-core"), vigiltest.ProxyOptions{WatchDelay: watchDelay})
@@ -45,6 +44,7 @@ func soakExemptionRace(t testing.TB, trials, workers int, watchDelay time.Durati
 	t.Cleanup(func() { proxy.Close() })
 	kc := vigiltest.WriteKubeConfig(t, proxy.Config())
 	m := startUDSCoreWith(t, vigiltest.ModuleOptions{Dir: ".", Args: map[string][]string{"admission": {"--kubeconfig", kc, "--shutdown-delay", "0s"}}})
+	namespace(t, "race") // created and vouched for once the module is installed
 	metrics := "http://" + m.AdmissionPod().Ports["metrics"] + "/metrics"
 	kubectl := filepath.Join(env.BinDir, "kubectl")
 	admin := env.KubeConfigFile(t)

@@ -128,7 +128,7 @@ var layers = map[string]struct {
 	"internal/testenv":             {tests, []string{"internal/controlplane"}},
 	"internal/testkit":             {tests, []string{".", "internal/certs", "internal/registration", "vigiltest"}},
 	"examples/clusterconfig":       {entry, []string{".", "admission", "gate", "store", "pattern"}},
-	"examples/uds-core/demo":       {entry, []string{"internal/dev"}},
+	"examples/uds-core/demo":       {entry, []string{"internal/dev", "provenance"}},
 	"examples/labeler":             {entry, []string{".", "admission"}},
 	"examples/labeler/listerbench": {entry, []string{".", "admission"}},
 	"examples/phases":              {entry, []string{".", "gate", "store"}},

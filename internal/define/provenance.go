@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/spec"
@@ -15,12 +17,18 @@ import (
 )
 
 // AddProvenance records NamespaceProvenance, declared at site, with the
-// rule that lets the module's pods get Namespaces for Origin; it returns the
-// identities allowed, group:system:masters when none is named.
+// rules that let the module's pods get Namespaces and the stamp's
+// MutatingAdmissionPolicy for Origin; it returns the identities allowed,
+// group:system:masters when none is named.
 func (m *Module) AddProvenance(site string, allowed []string) []string {
 	m.SetProvenance(spec.Provenance{Allowed: slices.Clone(allowed), Site: site})
 	rules, err := Rules("Provenance.Origin reads a Namespace's creator", site,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}}, nil)
+	m.Check(site, err)
+	m.AddRules(rules...)
+	rules, err = Rules("Provenance.Origin reads since when the stamp of namespace creators is in force", site,
+		rbacv1.PolicyRule{APIGroups: []string{admissionregistrationv1.GroupName}, Resources: []string{"mutatingadmissionpolicies"}, Verbs: []string{"get"},
+			ResourceNames: []string{spec.ProvenanceStampName(m.Name)}}, nil)
 	m.Check(site, err)
 	m.AddRules(rules...)
 	if len(allowed) == 0 {
@@ -29,8 +37,11 @@ func (m *Module) AddProvenance(site string, allowed []string) []string {
 	return slices.Clone(allowed)
 }
 
-// Origin reads who created the namespace through c, the API server itself.
-func Origin(ctx context.Context, c client.Client, namespace string) (provenance.Origin, error) {
+// Origin reads who created the namespace through c, the API server itself
+// (or a case's objects, in process):
+// the Namespace, and the module's stamp policy, since when stamps are
+// believed. A stamp policy that is not installed believes no stamp.
+func Origin(ctx context.Context, c client.Reader, module, namespace string) (provenance.Origin, error) {
 	if c == nil {
 		return provenance.Origin{}, errors.New("namespace provenance: no client of the API server here: call Origin from a handler vigil calls")
 	}
@@ -38,5 +49,13 @@ func Origin(ctx context.Context, c client.Client, namespace string) (provenance.
 	if err := c.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
 		return provenance.Origin{}, fmt.Errorf("get namespace %q for its creator: %w", namespace, err)
 	}
-	return provenance.Of(ns), nil
+	stamp := provenance.Stamp{}
+	policy := &admissionregistrationv1.MutatingAdmissionPolicy{}
+	switch err := c.Get(ctx, client.ObjectKey{Name: spec.ProvenanceStampName(module)}, policy); {
+	case err == nil:
+		stamp = provenance.StampOf(policy)
+	case !apierrors.IsNotFound(err):
+		return provenance.Origin{}, fmt.Errorf("get MutatingAdmissionPolicy %s, since when namespace creators are stamped: %w", spec.ProvenanceStampName(module), err)
+	}
+	return provenance.Of(ns, stamp), nil
 }

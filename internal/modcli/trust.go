@@ -21,7 +21,7 @@ func writeTrust(out io.Writer, m *spec.Module) {
 		}
 	}
 	if p := m.Provenance; p != nil {
-		fmt.Fprintf(out, "\nnamespace provenance (%s): every Namespace created gets the annotations %s and %s, its creator's username and groups, over what the creator wrote (MutatingAdmissionPolicy %s, Kubernetes 1.36 or later); only %s may change or remove them (ValidatingAdmissionPolicy %s); namespaces from before the install carry none\n",
-			p.Site, provenance.CreatedBy, provenance.CreatedByGroups, registration.ProvenanceStampName(m.Name), strings.Join(registration.TrustedAllowed(p.Allowed), ", "), registration.ProvenanceGuardName(m.Name))
+		fmt.Fprintf(out, "\nnamespace provenance (%s): every Namespace created gets the annotations %s and %s, its creator's username and groups (a JSON list), over what the creator wrote (MutatingAdmissionPolicy %s, Kubernetes 1.36 or later); only %s may change or remove them, or vouch for a namespace with %s (ValidatingAdmissionPolicy %s); a namespace created before the stamp's policy has an unknown creator until vouched for\n",
+			p.Site, provenance.CreatedBy, provenance.CreatedByGroups, registration.ProvenanceStampName(m.Name), strings.Join(registration.TrustedAllowed(p.Allowed), ", "), provenance.VouchedUnder, registration.ProvenanceGuardName(m.Name))
 	}
 }

@@ -35,7 +35,7 @@ func TrustedGuardName(module, namespace string) string {
 // Namespace with its creator, and its binding; ProvenanceGuardName the
 // ValidatingAdmissionPolicy that guards the stamp, and its binding.
 func ProvenanceStampName(module string) string {
-	return spec.PolicyName(module, "namespace", spec.ProvenanceStamp)
+	return spec.ProvenanceStampName(module)
 }
 
 // ProvenanceGuardName: see ProvenanceStampName.
@@ -135,8 +135,11 @@ func TrustedGuards(m *spec.Module) []Guard {
 	return out
 }
 
-// userGroups is the requester's groups as the stamp records them.
-const userGroups = `(has(request.userInfo.groups) ? request.userInfo.groups.join(",") : "")`
+// userGroups is the requester's groups as the stamp records them: a JSON
+// list of strings, each group's backslashes and quotes escaped, so that a
+// group such as `devs","system:masters` or `devs,system:masters` reads back
+// as the one group it is (provenance.DecodeGroups).
+const userGroups = `"[" + (has(request.userInfo.groups) ? request.userInfo.groups.map(g, '"' + g.replace('\\', '\\\\').replace('"', '\\"') + '"').join(",") : "") + "]"`
 
 // stampOf is `="value"` when obj carries the annotation, "" when not.
 func stampOf(obj, key string) string {
@@ -144,36 +147,37 @@ func stampOf(obj, key string) string {
 }
 
 // ProvenanceGuards are the guard of the namespace provenance stamp, when the
-// module records it: it refuses changing or removing the stamp to everyone
-// but the allowed, and a stamp on a CREATE that does not name the creator
-// (what a creator would forge if the stamp's MutatingAdmissionPolicy did not
-// run).
+// module records it: it refuses changing or removing the stamp or a vouch
+// (provenance.VouchedUnder) to everyone but the allowed, and on a CREATE a
+// stamp that does not name the creator (what a creator would forge if the
+// stamp's MutatingAdmissionPolicy did not run) or any vouch.
 func ProvenanceGuards(m *spec.Module) []Guard {
 	if m.Provenance == nil {
 		return nil
 	}
 	allowed := TrustedAllowed(m.Provenance.Allowed)
-	by, groups := stampOf("object", provenance.CreatedBy), stampOf("object", provenance.CreatedByGroups)
+	by, groups, vouch := stampOf("object", provenance.CreatedBy), stampOf("object", provenance.CreatedByGroups), stampOf("object", provenance.VouchedUnder)
 	return []Guard{newGuard(m.Name, ProvenanceGuardName(m.Name), admissionregistrationv1.Deny, admissionregistrationv1.ValidatingAdmissionPolicySpec{
 		MatchConstraints: namespaceRules(admissionregistrationv1.Create, admissionregistrationv1.Update),
 		MatchConditions: []admissionregistrationv1.MatchCondition{{
 			Name: "forges-changes-or-removes-the-stamp",
 			Expression: `request.operation == "CREATE" ? ` +
-				`(` + by + ` != "" && ` + by + ` != "=" + request.userInfo.username) || (` + groups + ` != "" && ` + groups + ` != "=" + ` + userGroups + `)` +
-				` : ` + by + ` != ` + stampOf("oldObject", provenance.CreatedBy) + ` || ` + groups + ` != ` + stampOf("oldObject", provenance.CreatedByGroups),
+				`(` + by + ` != "" && ` + by + ` != "=" + request.userInfo.username) || (` + groups + ` != "" && ` + groups + ` != "=" + ` + userGroups + `) || ` + vouch + ` != ""` +
+				` : ` + by + ` != ` + stampOf("oldObject", provenance.CreatedBy) + ` || ` + groups + ` != ` + stampOf("oldObject", provenance.CreatedByGroups) +
+				` || ` + vouch + ` != ` + stampOf("oldObject", provenance.VouchedUnder),
 		}},
 		Variables: allowedVariables(allowed),
 		Validations: []admissionregistrationv1.Validation{{
 			Expression: `request.operation == "UPDATE"`,
-			Message: fmt.Sprintf("the annotations %s and %s record who created a namespace, and the API server writes them itself: create the namespace without them",
-				provenance.CreatedBy, provenance.CreatedByGroups),
+			Message: fmt.Sprintf("the annotations %s and %s record who created a namespace, and the API server writes them itself: create the namespace without them (and without %s, which vouches for a namespace that exists)",
+				provenance.CreatedBy, provenance.CreatedByGroups, provenance.VouchedUnder),
 			Reason: ptr.To(metav1.StatusReasonForbidden),
 		}, {
 			Expression: allowedByVariables,
-			Message: fmt.Sprintf("only %s may change or remove the annotations %s and %s: they record who created the namespace (module %s)",
-				strings.Join(allowed, ", "), provenance.CreatedBy, provenance.CreatedByGroups, m.Name),
+			Message: fmt.Sprintf("only %s may change or remove the annotations %s, %s and %s: they record who created the namespace, or vouch for it (module %s)",
+				strings.Join(allowed, ", "), provenance.CreatedBy, provenance.CreatedByGroups, provenance.VouchedUnder, m.Name),
 			MessageExpression: fmt.Sprintf(`"only " + %s + %q`, allowedNames,
-				fmt.Sprintf(" may change or remove the annotations %s and %s: they record who created the namespace (module %s)", provenance.CreatedBy, provenance.CreatedByGroups, m.Name)),
+				fmt.Sprintf(" may change or remove the annotations %s, %s and %s: they record who created the namespace, or vouch for it (module %s)", provenance.CreatedBy, provenance.CreatedByGroups, provenance.VouchedUnder, m.Name)),
 			Reason: ptr.To(metav1.StatusReasonForbidden),
 		}},
 	})}

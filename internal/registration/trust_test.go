@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/provenance"
@@ -201,7 +203,7 @@ func TestNamespaceProvenanceIsRecordedAndGuarded(t *testing.T) {
 		if err := env.Client.Create(ctx, ns, client.DryRunAll); err != nil {
 			return err
 		}
-		if !provenance.Of(ns).Stamped {
+		if !provenance.Of(ns, provenance.Stamp{}).Stamped {
 			return fmt.Errorf("namespace not stamped yet: %v", ns.Annotations)
 		}
 		return nil
@@ -217,8 +219,8 @@ func TestNamespaceProvenanceIsRecordedAndGuarded(t *testing.T) {
 		t.Fatalf("the tenant creates a namespace: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), own) })
-	o := provenance.Of(own)
-	if o.Creator != user || o.CreatedByAnyOf("group:system:masters", "system:admin") {
+	o := provenance.Of(own, provenance.Stamp{})
+	if groups, _ := provenance.DecodeGroups(own.Annotations[provenance.CreatedByGroups]); o.Creator != user || slices.Contains(groups, "system:masters") {
 		t.Fatalf("the tenant's namespace records creator %q, groups %v (annotations %v); want %s and not system:masters", o.Creator, o.Groups, own.Annotations, user)
 	}
 
@@ -236,7 +238,7 @@ func TestNamespaceProvenanceIsRecordedAndGuarded(t *testing.T) {
 	if err := patchNamespace(tess, ctx, own.Name, `{"metadata":{"labels":{"team":"tess"},"annotations":{"note":"mine"}}}`); err != nil {
 		t.Errorf("the tenant updates her namespace otherwise: %v", err)
 	}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(own), own); err != nil || provenance.Of(own).Creator != user {
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(own), own); err != nil || provenance.Of(own, provenance.Stamp{}).Creator != user {
 		t.Errorf("after her attempts the namespace records %v (%v), want %s", own.Annotations, err, user)
 	}
 
@@ -246,7 +248,150 @@ func TestNamespaceProvenanceIsRecordedAndGuarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), admins) })
-	if o := provenance.Of(admins); !o.CreatedByAnyOf("group:system:masters") {
+	if o := provenance.Of(admins, provenance.Stamp{}); !slices.Contains(o.Groups, "system:masters") {
 		t.Errorf("an admin's namespace records %q, groups %v; want group system:masters among them", o.Creator, o.Groups)
+	}
+}
+
+// installProvenance installs module m's provenance policies and returns
+// once the stamp applies, with the stamp's policy as installed.
+func installProvenance(t *testing.T, m *spec.Module) provenance.Stamp {
+	t.Helper()
+	ctx := t.Context()
+	removePolicies(t, m)
+	if err := registration.EnsurePolicies(ctx, env.Clientset, m); err != nil {
+		t.Fatalf("EnsurePolicies: %v", err)
+	}
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + m.Name, Annotations: map[string]string{provenance.CreatedBy: "forged"}}}
+		if err := env.Client.Create(ctx, ns, client.DryRunAll); err != nil {
+			return err
+		}
+		if ns.Annotations[provenance.CreatedBy] == "forged" {
+			return fmt.Errorf("namespace not stamped yet: %v", ns.Annotations)
+		}
+		// And the guard refuses a vouch on a CREATE, even an admin's.
+		vouched := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + m.Name, Annotations: map[string]string{provenance.VouchedUnder: "x"}}}
+		if err := env.Client.Create(ctx, vouched, client.DryRunAll); !forbiddenBy(err, "create the namespace without them") {
+			return fmt.Errorf("the guard is not in force yet: a vouch on a CREATE: %v", err)
+		}
+		return nil
+	})
+	policy, err := env.Clientset.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, registration.ProvenanceStampName(m.Name), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return provenance.StampOf(policy)
+}
+
+// settled waits until a namespace created now is believed under stamp.
+func settled(t *testing.T, stamp provenance.Stamp) {
+	t.Helper()
+	vigiltest.Eventually(t, provenance.Settle+5*time.Second, func() error {
+		if now := time.Now().Truncate(time.Second); !now.After(stamp.Since.Add(provenance.Settle)) {
+			return fmt.Errorf("%s: a namespace created now is within %s of the stamp's policy (%s)", now, provenance.Settle, stamp.Since)
+		}
+		return nil
+	})
+}
+
+// A group's commas (OIDC and webhook-token groups are free strings) make no
+// membership: a user in group "devs,system:masters", or
+// `devs","system:masters`, creates a namespace whose record, read back,
+// holds that one group, and not system:masters.
+func TestNamespaceProvenanceGroupsAreNotSplit(t *testing.T) {
+	ctx := t.Context()
+	id := suffix()
+	m := &spec.Module{Name: "groups-" + id, Namespace: "groups-" + id + "-system", Provenance: &spec.Provenance{}}
+	stamp := installProvenance(t, m)
+	settled(t, stamp)
+	user := "dana-" + id
+	tenant(t, user) // may create namespaces
+	for i, group := range []string{"devs,system:masters", `devs","system:masters`, `devs\",\"system:masters`} {
+		c, err := env.AsUser(user, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("devs-%d-%s", i, id)}}
+		if err := c.Create(ctx, ns); err != nil {
+			t.Fatalf("a user in group %q creates a namespace: %v", group, err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns); err != nil {
+			t.Fatal(err)
+		}
+		o, err := define.Origin(ctx, env.Client, m.Name, ns.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !o.Known || o.Creator != user || !slices.Contains(o.Groups, group) || o.CreatedByAnyOf("group:system:masters") {
+			t.Errorf("the namespace of a user in group %q records %q (known %v: %s), groups %q (annotation %s); want %s, in that one group, not in system:masters",
+				group, o.Creator, o.Known, o.Unknown, o.Groups, ns.Annotations[provenance.CreatedByGroups], user)
+		}
+		if ok, why := o.Trusted("group:system:masters"); ok {
+			t.Errorf("the namespace of a user in group %q is trusted as system:masters': %s", group, why)
+		}
+	}
+}
+
+// A stamp is believed only where the stamp's policy was in force when the
+// namespace was created: a namespace the tenant created, forging an admin's
+// stamp, while the module was not installed is of an unknown creator after
+// the install; an admin (an allowed identity) vouches for it with the
+// stamp's policy's UID, which the tenant can neither write on her
+// namespaces nor on a namespace's CREATE.
+func TestNamespaceProvenanceBeforeTheStampIsUnknown(t *testing.T) {
+	ctx := t.Context()
+	id := suffix()
+	m := &spec.Module{Name: "before-" + id, Namespace: "before-" + id + "-system", Provenance: &spec.Provenance{}}
+	user := "tess-" + id
+	tess := tenant(t, user)
+	forgedStamp := map[string]string{provenance.CreatedBy: "system:admin", provenance.CreatedByGroups: `["system:masters","system:authenticated"]`}
+	forged := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "logging-" + id, Annotations: forgedStamp}}
+	// No stamp is in force (an earlier test's is gone within a moment of
+	// its removal): dry runs until a forged stamp stays.
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		probe := forged.DeepCopy()
+		if err := tess.Create(ctx, probe, client.DryRunAll); err != nil {
+			return err
+		}
+		if probe.Annotations[provenance.CreatedBy] != "system:admin" {
+			return fmt.Errorf("a stamp is still in force: %v", probe.Annotations)
+		}
+		return nil
+	})
+	if err := tess.Create(ctx, forged); err != nil {
+		t.Fatalf("the tenant creates a namespace before the install: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), forged) })
+	if forged.Annotations[provenance.CreatedBy] != "system:admin" {
+		t.Fatalf("another stamp is in force: the forged namespace records %v", forged.Annotations)
+	}
+	stamp := installProvenance(t, m)
+	o, err := define.Origin(ctx, env.Client, m.Name, forged.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := o.Trusted("group:system:masters"); ok || o.Known || !strings.Contains(why, "before the stamp of namespace creators was in force") {
+		t.Fatalf("a namespace the tenant created with a forged stamp before the install: known %v, trusted %v (%s); want its creator unknown", o.Known, ok, why)
+	}
+
+	// She cannot vouch for it herself, nor create one vouched for.
+	grantIn(t, tess, user, forged.Name)
+	vouch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, provenance.VouchedUnder, stamp.UID)
+	if err := patchNamespace(tess, ctx, forged.Name, vouch); !forbiddenBy(err, "may change or remove the annotations") {
+		t.Errorf("the tenant vouches for her namespace: %v, want it refused by the guard", err)
+	}
+	vouched := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "vouched-" + id, Annotations: map[string]string{provenance.VouchedUnder: stamp.UID}}}
+	if err := tess.Create(ctx, vouched); !forbiddenBy(err, "create the namespace without them") {
+		t.Errorf("the tenant creates a namespace vouched for: %v, want it refused by the guard", err)
+		_ = env.Client.Delete(ctx, vouched)
+	}
+	// An admin can.
+	if err := patchNamespace(env.Client, ctx, forged.Name, vouch); err != nil {
+		t.Fatalf("an admin vouches for the namespace: %v", err)
+	}
+	if o, err := define.Origin(ctx, env.Client, m.Name, forged.Name); err != nil || !o.Vouched {
+		t.Errorf("the namespace an admin vouched for: %+v, %v; want it vouched for", o, err)
 	}
 }

@@ -37,3 +37,9 @@ const (
 	ProvenanceStamp = "created-by"
 	ProvenanceGuard = "created-by-guard"
 )
+
+// ProvenanceStampName names the MutatingAdmissionPolicy that stamps each
+// Namespace with its creator, and its binding.
+func ProvenanceStampName(module string) string {
+	return PolicyName(module, "namespace", ProvenanceStamp)
+}

@@ -20,12 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/dev"
+	"github.com/vigilkit/vigil/provenance"
 )
 
 // options configure a run of the demo.
@@ -75,6 +77,9 @@ const (
 	demoNS        = "demo"
 	exemptionNS   = "uds-policy-exemptions"
 	clusterConfig = "uds-cluster-config"
+	// stampPolicy is the module's MutatingAdmissionPolicy that stamps
+	// namespace creators.
+	stampPolicy = "uds-core-namespace-created-by"
 	// mutatedAnnotation lists the policies that mutated an object, as UDS
 	// Core's mutations mark it.
 	mutatedAnnotation = "uds-core.pepr.dev/mutated"
@@ -407,6 +412,18 @@ func (d *demo) exempted(ctx context.Context) (string, error) {
 		return "", err
 	}
 	d.say("    applied " + describe(ex) + ": pods named debug-* in namespace demo may run privileged")
+	// An Exemption applies only to a namespace a trusted identity created
+	// since the module's stamp of namespace creators, or vouched for: demo
+	// was created before the install, so the admin vouches for it.
+	stamp := &admissionregistrationv1.MutatingAdmissionPolicy{}
+	if err := d.c.Get(ctx, client.ObjectKey{Name: stampPolicy}, stamp); err != nil {
+		return "", fmt.Errorf("the module's stamp of namespace creators: %w", err)
+	}
+	vouch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, provenance.VouchedUnder, stamp.UID)
+	if err := d.c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoNS}}, client.RawPatch(types.MergePatchType, []byte(vouch))); err != nil {
+		return "", fmt.Errorf("vouch for namespace %s: %w", demoNS, err)
+	}
+	d.say("    namespace " + demoNS + " predates the install, so its creator is unknown: the admin vouches for it (annotation " + provenance.VouchedUnder + ")")
 	// The module's cache of Exemptions follows the API server closely; a
 	// retry covers the moment between the write and its watch event.
 	// A denial on a cache that has not seen the Exemption yet is made

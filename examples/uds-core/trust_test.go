@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/provenance"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+// selfService is a client of the tenant of the red-team report: a user who
+// may create namespaces and, in those she creates, Pods and Exemptions —
+// and the Namespace itself, as a self-service provisioner's namespace-admin
+// role gives her (grant).
+type selfService struct {
+	t    *testing.T
+	user string
+	c    client.Client
+}
+
+func newSelfService(t *testing.T, user string) *selfService {
+	t.Helper()
+	create := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "self-service-" + user}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"},
+	}}}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: create.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: create.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	admin := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "namespace-admin-" + user}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "update", "patch"}},
+		{APIGroups: []string{group}, Resources: []string{"exemptions"}, Verbs: []string{"create", "get", "update", "patch"}},
+	}}
+	for _, o := range []client.Object{create, binding, admin} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	c, err := client.New(env.AsUserConfig(user), client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &selfService{t: t, user: user, c: c}
+}
+
+// createNamespace creates a namespace as the tenant and grants her admin of
+// it, as the provisioner does.
+func (s *selfService) createNamespace(name string) {
+	s.t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := s.c.Create(s.t.Context(), ns); err != nil {
+		s.t.Fatalf("the tenant creates namespace %s: %v", name, err)
+	}
+	if got := ns.Annotations[provenance.CreatedBy]; got != s.user {
+		s.t.Fatalf("namespace %s records creator %q, want %s", name, got, s.user)
+	}
+	s.grant(name)
+}
+
+// grant binds the tenant's namespace-admin role in ns; it returns once the
+// authorizer has it.
+func (s *selfService) grant(ns string) {
+	s.t.Helper()
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "namespace-admin-" + s.user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "namespace-admin-" + s.user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: s.user}},
+	}
+	if err := env.Client.Create(s.t.Context(), rb); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rb) })
+	vigiltest.Eventually(s.t, 10*time.Second, func() error {
+		return s.c.Get(s.t.Context(), client.ObjectKey{Name: ns}, &corev1.Namespace{})
+	})
+}
+
+func randomID() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// stampSettled waits until a namespace created now is believed under the
+// installed stamp of namespace creators (provenance.Settle).
+func stampSettled(t *testing.T) {
+	t.Helper()
+	policy, err := env.Clientset.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(t.Context(), stampPolicy, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := policy.CreationTimestamp.Add(provenance.Settle)
+	vigiltest.Eventually(t, provenance.Settle+5*time.Second, func() error {
+		if now := time.Now().Truncate(time.Second); !now.After(since) {
+			return fmt.Errorf("%s: a namespace created now would be within %s of the stamp's policy", now, provenance.Settle)
+		}
+		return nil
+	})
+}
+
+// uds-policy-exemptions is the install's and an Exemption in it is not
+// claimable by whoever creates the namespace it names, tried as the
+// report's tenant against the module as shipped:
+//
+//   - she cannot create uds-policy-exemptions (the guard refuses it by name,
+//     whether or not it exists: where it does not, she could otherwise take
+//     it and write there an Exemption for every Pod of hers), nor, with
+//     RBAC that lets her, relabel or delete it;
+//   - an Exemption an admin wrote in it for namespace monitoring-…, before
+//     she created it, or for ledger-…, after she had, admits none of her
+//     privileged Pods, while the same Exemption admits an admin's Pod in the
+//     namespace an admin created.
+func TestExemptionsNamespaceIsTheInstalls(t *testing.T) {
+	ctx := t.Context()
+	m := startUDSCore(t)
+	id := randomID()
+	tess := newSelfService(t, "tess-"+id)
+
+	want := "only group:system:masters may create or delete namespace " + ExemptionsNamespace
+	err := tess.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ExemptionsNamespace}}, client.DryRunAll)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("the tenant creates %s: %v, want it refused (%s)", ExemptionsNamespace, err, want)
+	}
+	tess.grant(ExemptionsNamespace)
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"app.kubernetes.io/name":null,"team":"tess"}}}`))
+	if err := tess.c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ExemptionsNamespace}}, patch); !apierrors.IsForbidden(err) {
+		t.Errorf("the tenant relabels %s: %v, want it refused", ExemptionsNamespace, err)
+	}
+	if err := tess.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ExemptionsNamespace}}, client.DryRunAll); !apierrors.IsForbidden(err) {
+		t.Errorf("the tenant deletes %s: %v, want it refused", ExemptionsNamespace, err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: ExemptionsNamespace}, &corev1.Namespace{}); err != nil {
+		t.Fatalf("the install's %s: %v", ExemptionsNamespace, err)
+	}
+
+	// Every Pod policy, for every Pod of the namespaces it names.
+	var podPolicies []Policy
+	for _, p := range AllPolicies {
+		if !slices.Contains(ServicePolicies, p) {
+			podPolicies = append(podPolicies, p)
+		}
+	}
+	every := func(name string, namespaces ...string) []error {
+		var errs []error
+		for _, ns := range namespaces {
+			errs = append(errs, apply(t, exemption(ExemptionsNamespace, name+"-"+ns, podPolicies, Matcher{Namespace: ns, Name: ".*", Kind: "pod"})))
+		}
+		return errs
+	}
+	stampSettled(t)
+	ledger, monitoring, admins := "ledger-"+id, "monitoring-"+id, "monitoring-admin-"+id
+	tess.createNamespace(ledger)
+	for _, err := range every("everything", monitoring, admins, ledger) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: admins}}); err != nil {
+		t.Fatal(err)
+	}
+	// The admin's namespace claims it, once the module's cache has it.
+	vigiltest.Eventually(t, 10*time.Second, func() error { return apply(t, privilegedPod(admins, "agent")) })
+
+	tess.createNamespace(monitoring)
+	for _, ns := range []string{monitoring, ledger} {
+		err := tess.c.Create(ctx, privilegedPod(ns, "agent"))
+		denied(t, "the tenant's privileged Pod in "+ns+", which she created and an Exemption names", err, "Privilege escalation is disallowed")
+	}
+	logged := m.Output("admission")
+	if want := "an Exemption names a namespace that no trusted identity created"; !strings.Contains(logged, want) || !strings.Contains(logged, "namespace="+monitoring) {
+		t.Errorf("admission's log does not report the Exemption for %s (%q):\n%s", monitoring, want, logged)
+	}
+}
