@@ -227,21 +227,8 @@ func TestRequireHoldsOnStatusWrites(t *testing.T) {
 			_ = env.Client.Delete(context.Background(), o)
 		}
 	})
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: user}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"pods", "pods/status"}, Verbs: []string{"create", "get", "update", "patch"},
-	}}}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: user},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
-	for _, o := range []client.Object{role, rb} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := client.New(env.AsUserConfig(user), client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.AsTenant(t, apps, user, rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"pods", "pods/status"}, Verbs: []string{"create", "get", "update", "patch"}})
 	refused := func(err error) bool {
 		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "a Pod needs an app label")
 	}

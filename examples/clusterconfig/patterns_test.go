@@ -32,6 +32,10 @@ func TestATenantsBacktrackingNamesHoldNoOneElsesPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := installModule(t, trusted)
+	// Made by an admin before the install: the admins' monitoring, and hers,
+	// which her Exemptions may name (so that her names are matched at all).
+	vouch(t, monitoring)
+	vouch(t, apps)
 	m.StartAdmission(120 * time.Second)
 
 	tenant := tenantUser(t, apps)

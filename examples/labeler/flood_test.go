@@ -255,26 +255,7 @@ func TestPodCreatesSucceedDuringTrickleFloods(t *testing.T) {
 // as a tenant of a self-service namespace.
 func podTenant(t *testing.T, ns string) client.Client {
 	t.Helper()
-	user := "tenant-" + ns
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "delete"}},
-	}}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	for _, o := range []client.Object{role, binding} {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := client.New(env.AsUserConfig(user), client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vigiltest.Eventually(t, 10*time.Second, func() error {
-		return c.List(t.Context(), &corev1.PodList{}, client.InNamespace(ns))
-	})
-	return c
+	return env.AsTenant(t, ns, "tenant-"+ns,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "delete"}},
+	)
 }

@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -18,23 +17,8 @@ import (
 func TestStatusWritesCannotChangeGovernedMetadata(t *testing.T) {
 	startUDSCore(t)
 	ctx := t.Context()
-	const user = "tenant-status"
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: PolicyTests, Name: user}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods", "pods/status"}, Verbs: []string{"get", "create", "update", "patch"}},
-	}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: PolicyTests, Name: user},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
-	for _, o := range []client.Object{role, binding} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(ctx, o) })
-	}
-	tenant, err := client.New(env.AsUserConfig(user), client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tenant := env.AsTenant(t, PolicyTests, "tenant-status", rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"pods", "pods/status"}, Verbs: []string{"create", "get", "update", "patch"}})
 
 	pod := testPod("status-path", nil)
 	if err := tenant.Create(ctx, pod); err != nil {
@@ -52,7 +36,7 @@ func TestStatusWritesCannotChangeGovernedMetadata(t *testing.T) {
 	const key = "ambient.istio.io/bypass-inbound-capture"
 	patch := client.MergeFrom(pod.DeepCopy())
 	pod.Annotations = map[string]string{key: "true"}
-	err = tenant.Status().Patch(ctx, pod, patch)
+	err := tenant.Status().Patch(ctx, pod, patch)
 	denied(t, "the ambient override annotation written through pods/status", err,
 		"The following istio ambient annotations that can modify secure mesh behavior are not allowed: "+key)
 
