@@ -69,8 +69,10 @@ func TestQuotaHoldsOnEveryPath(t *testing.T) {
 			resources = append(resources, r.Resources...)
 		}
 	}
-	if strings.Join(resources, ",") != "deployments,deployments/scale" {
-		t.Fatalf("registered resources %v, want exactly deployments and deployments/scale", resources)
+	// deployments/status for the status writes that change labels or
+	// annotations, which the binding on Deployments' UPDATE also judges.
+	if strings.Join(resources, ",") != "deployments,deployments/scale,deployments/status" {
+		t.Fatalf("registered resources %v, want exactly deployments, deployments/scale and deployments/status", resources)
 	}
 
 	denied := func(what string, err error) {
