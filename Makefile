@@ -13,7 +13,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 DEADCODE := golang.org/x/tools/cmd/deadcode@v0.52.0
-GO_TEST_FLAGS ?= -count=1 -timeout 15m
+GO_TEST_FLAGS ?= -count=1 -timeout 25m
 
 .PHONY: e2e test demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-ship bench-first-module
 
