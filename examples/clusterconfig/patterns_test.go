@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// Finding 4 of issue 40, tried as a tenant while the ClusterConfig allows
+// Tried as a tenant while the ClusterConfig allows
 // all namespaces' Exemptions: her Exemption has 400 entries of (a+)+b, which
 // backtracks for a long while on a name of a's, and she keeps creating
 // privileged Pods named a×40. Each of her reviews stops at its budget, and

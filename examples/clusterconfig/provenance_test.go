@@ -298,7 +298,7 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 		})
 	}
 
-	// Finding 5: an Exemption written after her namespace existed does not
+	// An Exemption written after her namespace existed does not
 	// apply to it either: age is no evidence.
 	older := tess.createNamespace("metrics-" + id)
 	vigiltest.Eventually(t, 3*time.Second, func() error { // creationTimestamp has whole seconds: write the Exemption in a later one

@@ -46,7 +46,7 @@ func exemptionOf(namespace, name, podNS string, names ...string) *unstructured.U
 	return ex
 }
 
-// Finding 1 of issue 40, tried as a tenant while the ClusterConfig allows
+// Tried as a tenant while the ClusterConfig allows
 // all namespaces' Exemptions. A matcher.name of `[a-z]{0,1000}` a thousand
 // times (13 KB, which RE2 accepts and compiles to 80 MB and more) and an
 // Exemption of two of them (26 KB), even as a dry run, are refused at once,
