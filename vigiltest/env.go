@@ -29,6 +29,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/internal/node"
 	storev1alpha1 "github.com/vigilkit/vigil/store/v1alpha1"
 )
@@ -45,8 +46,14 @@ type Options struct {
 	// DisableWatchCache turns the API server's watch cache off; with it,
 	// CompactEtcd makes watches resumed from older versions receive 410 Gone.
 	DisableWatchCache bool
-	// APIServerFlags are extra kube-apiserver flags (name without dashes → value).
+	// APIServerFlags are extra kube-apiserver flags (name without dashes →
+	// value); an empty value removes a flag vigil sets.
 	APIServerFlags map[string]string
+	// KubernetesVersion is the release of the control plane, as "1.34":
+	// one of the supported releases (1.33 to 1.37). When empty,
+	// $VIGIL_KUBERNETES_VERSION, and else 1.37. On releases that serve
+	// MutatingAdmissionPolicy only once enabled (before 1.36), it is enabled.
+	KubernetesVersion string
 	// QPS and Burst of the returned config; generous defaults when zero.
 	QPS   float32
 	Burst int
@@ -103,18 +110,23 @@ func Start(opts Options) (*Env, error) {
 			return nil, err
 		}
 	}
-	if opts.Node {
-		return startWithNode(opts)
+	release, err := opts.release()
+	if err != nil {
+		return nil, err
 	}
-	dir, err := controlplane.FindBinaries()
+	if opts.Node {
+		return startWithNode(opts, release)
+	}
+	dir, err := controlplane.FindBinaries(release)
 	if err != nil && opts.Build {
-		dir, err = controlplane.Ensure(context.Background(), controlplane.BuildOptions{Progress: os.Stderr})
+		dir, err = controlplane.Ensure(context.Background(), release, os.Stderr)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("vigiltest: %w", err)
 	}
 	began := time.Now()
 	cp, err := controlplane.Start(controlplane.StartOptions{
+		Release:           release,
 		Dir:               dir,
 		DisableWatchCache: opts.DisableWatchCache,
 		APIServerFlags:    opts.APIServerFlags,
@@ -136,6 +148,22 @@ func Start(opts Options) (*Env, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// release is the Kubernetes release the options name.
+func (o Options) release() (kubeversion.Release, error) {
+	if o.KubernetesVersion != "" {
+		r, err := kubeversion.Parse(o.KubernetesVersion)
+		if err != nil {
+			return r, fmt.Errorf("vigiltest: Options.KubernetesVersion: %w", err)
+		}
+		return r, nil
+	}
+	r, err := kubeversion.FromEnv()
+	if err != nil {
+		return r, fmt.Errorf("vigiltest: %w", err)
+	}
+	return r, nil
 }
 
 // clients makes the Env's clients over its Config.

@@ -27,29 +27,30 @@ import (
 
 	"github.com/vigilkit/vigil/internal/controlplane"
 	"github.com/vigilkit/vigil/internal/image"
+	"github.com/vigilkit/vigil/internal/k8sbuild"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/internal/node"
 )
 
 // startWithNode starts a node and the control plane that serves it
 // (Options.Node).
-func startWithNode(opts Options) (*Env, error) {
+func startWithNode(opts Options, release kubeversion.Release) (*Env, error) {
 	if opts.DisableWatchCache || len(opts.APIServerFlags) > 0 {
 		return nil, errors.New("vigiltest: Options.Node starts the node's own API server, which takes neither DisableWatchCache nor APIServerFlags: start a second Env without Node for those")
 	}
 	ctx := context.Background()
-	build := controlplane.BuildOptions{Progress: os.Stderr}
-	cpDir, err := controlplane.FindBinaries()
+	cpDir, err := controlplane.FindBinaries(release)
 	if err != nil && opts.Build {
-		cpDir, err = controlplane.Ensure(ctx, build)
+		cpDir, err = controlplane.Ensure(ctx, release, os.Stderr)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("vigiltest: %w", err)
 	}
-	nodeDir, err := controlplane.EnsureNode(ctx, build)
+	nodeDir, err := k8sbuild.EnsureNode(ctx, k8sbuild.BuildOptions{Release: release, Progress: os.Stderr})
 	if err != nil {
 		return nil, fmt.Errorf("vigiltest: %w", err)
 	}
-	n, err := node.Start(ctx, node.Options{ControlPlaneDir: cpDir, NodeDir: nodeDir, Progress: os.Stderr, Output: opts.Output})
+	n, err := node.Start(ctx, node.Options{APIServerFlags: controlplane.ServingFlags(release), ControlPlaneDir: cpDir, NodeDir: nodeDir, Progress: os.Stderr, Output: opts.Output})
 	if err != nil {
 		return nil, fmt.Errorf("vigiltest: %w", err)
 	}

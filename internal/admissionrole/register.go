@@ -23,6 +23,7 @@ import (
 	"github.com/vigilkit/vigil/internal/events"
 	"github.com/vigilkit/vigil/internal/podevents"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/served"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
 )
@@ -305,7 +306,7 @@ func (p *registrationProblems) detail() string {
 // bootstrapConfigurations creates the module's empty webhook configurations
 // when they are missing, and its opt-out guards, as its manifests install
 // them.
-func bootstrapConfigurations(ctx context.Context, cfg *rest.Config, m *spec.Module) error {
+func bootstrapConfigurations(ctx context.Context, cfg *rest.Config, cluster served.Cluster, m *spec.Module) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -318,7 +319,7 @@ func bootstrapConfigurations(ctx context.Context, cfg *rest.Config, m *spec.Modu
 	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, val, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("--bootstrap: create ValidatingWebhookConfiguration %s: %w", module, err)
 	}
-	if err := registration.EnsurePolicies(ctx, cs, m); err != nil {
+	if err := registration.EnsurePolicies(ctx, cs, cluster, m); err != nil {
 		return fmt.Errorf("--bootstrap: %w", err)
 	}
 	return nil

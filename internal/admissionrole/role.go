@@ -25,6 +25,7 @@ import (
 	"github.com/vigilkit/vigil/internal/handoff"
 	"github.com/vigilkit/vigil/internal/podevents"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/served"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/internal/watcher"
 	"github.com/vigilkit/vigil/internal/watchhealth"
@@ -94,6 +95,16 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	defer health.Close()
 	// Every client of the role goes through the tracker's connections.
 	cfg = health.Instrument(cfg)
+	// What the cluster serves decides the version of each kind the role
+	// writes; a declared feature it cannot serve stops the role here,
+	// before anything is registered half-enforced.
+	cluster, err := served.DiscoverConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := registration.Unservable(m, cluster); err != nil {
+		return fmt.Errorf("the cluster cannot serve what module %s declares, so its admission role does not start:\n%w", m.Name, err)
+	}
 	r, err := start(ctx, cfg, m, o.HandoffDir, log, marks, health)
 	if err != nil {
 		return err
@@ -126,7 +137,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 		}
 	}
 	if o.Bootstrap {
-		if err := bootstrapConfigurations(ctx, cfg, m); err != nil {
+		if err := bootstrapConfigurations(ctx, cfg, cluster, m); err != nil {
 			return err
 		}
 	}

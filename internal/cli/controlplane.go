@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 )
 
 func newControlPlaneCommand(out, errOut io.Writer) *cobra.Command {
@@ -21,18 +22,21 @@ func newControlPlaneCommand(out, errOut io.Writer) *cobra.Command {
 		Short:   "Build and run the embedded Kubernetes control plane (kube-apiserver, etcd, kubectl)",
 	}
 	env := &EnvOptions{Progress: errOut}
-	cmd.AddCommand(&cobra.Command{
+	envCmd := &cobra.Command{
 		Use:   "env",
 		Short: "Print the folder of the control-plane binaries, building them first if needed",
 		Long: `Print the folder holding kube-apiserver, etcd and kubectl, building them from
 the Go module proxy first when they are missing (6 to 12 minutes cold, cached
 afterwards). The folder is what envtest's KUBEBUILDER_ASSETS expects.
 
-The cache lives under ~/.cache/vigil/control-plane; set VIGIL_CONTROL_PLANE_DIR
-to move it.`,
+Each supported release (` + kubeversion.Names() + `) is built and cached
+in a folder of its own under ~/.cache/vigil/control-plane; set
+VIGIL_CONTROL_PLANE_DIR to move it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return env.Run(cmd.Context(), out) },
-	})
+	}
+	addKubernetesFlag(envCmd.Flags(), &env.Kubernetes, "the control plane to build")
+	cmd.AddCommand(envCmd)
 
 	up := &UpOptions{Progress: errOut}
 	upCmd := &cobra.Command{
@@ -46,18 +50,24 @@ The binaries are built first when they are missing.`,
 	}
 	upCmd.Flags().StringVar(&up.KubeconfigPath, "kubeconfig", filepath.Join(".vigil", "kubeconfig"), "where to write the admin kubeconfig")
 	upCmd.Flags().BoolVar(&up.Verbose, "verbose", false, "show the API server's and etcd's own logs")
+	addKubernetesFlag(upCmd.Flags(), &up.Kubernetes, "the control plane")
 	cmd.AddCommand(upCmd)
 	return cmd
 }
 
 // EnvOptions are the options of `vigil controlplane env`.
 type EnvOptions struct {
-	Progress io.Writer
+	Kubernetes kubernetesFlag
+	Progress   io.Writer
 }
 
 // Run prints the binaries' folder.
 func (o *EnvOptions) Run(ctx context.Context, out io.Writer) error {
-	dir, err := ensureBinaries(ctx, o.Progress)
+	r, err := o.Kubernetes.Release()
+	if err != nil {
+		return err
+	}
+	dir, err := controlplane.Ensure(ctx, r, o.Progress)
 	if err != nil {
 		return err
 	}
@@ -65,19 +75,11 @@ func (o *EnvOptions) Run(ctx context.Context, out io.Writer) error {
 	return err
 }
 
-// ensureBinaries returns $KUBEBUILDER_ASSETS when it holds the binaries, and
-// otherwise vigil's cache, built when needed.
-func ensureBinaries(ctx context.Context, progress io.Writer) (string, error) {
-	if os.Getenv(controlplane.EnvAssets) != "" {
-		return controlplane.FindBinaries()
-	}
-	return controlplane.Ensure(ctx, controlplane.BuildOptions{Progress: progress})
-}
-
 // UpOptions are the options of `vigil controlplane up`.
 type UpOptions struct {
 	KubeconfigPath string
 	Verbose        bool
+	Kubernetes     kubernetesFlag
 	Progress       io.Writer
 	// Ready, when set, is called once the control plane serves and the
 	// kubeconfig is written.
@@ -93,13 +95,17 @@ func (o *UpOptions) Run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dir, err := ensureBinaries(ctx, o.Progress)
+	r, err := o.Kubernetes.Release()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Progress, "vigil: starting kube-apiserver and etcd from %s\n", dir)
+	dir, err := controlplane.Ensure(ctx, r, o.Progress)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Progress, "vigil: starting kube-apiserver and etcd %s from %s\n", r.Kubernetes, dir)
 	began := time.Now()
-	opts := controlplane.StartOptions{Dir: dir}
+	opts := controlplane.StartOptions{Release: r, Dir: dir}
 	if o.Verbose {
 		opts.Output = o.Progress
 	}

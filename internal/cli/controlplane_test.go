@@ -13,13 +13,14 @@ import (
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // `vigil controlplane up` gives a kubeconfig that the bundled kubectl can use,
 // and removes it again on interrupt.
 func TestControlPlaneUpServesKubectl(t *testing.T) {
-	if _, err := controlplane.FindBinaries(); err != nil {
+	if _, err := controlplane.FindBinaries(kubeversion.Default()); err != nil {
 		t.Fatalf("this test runs the real control plane: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "kubeconfig")
@@ -41,7 +42,7 @@ func TestControlPlaneUpServesKubectl(t *testing.T) {
 	if !strings.Contains(out.String(), "export KUBECONFIG="+path) {
 		t.Fatalf("output lacks the export line:\n%s", out.String())
 	}
-	dir, _ := controlplane.FindBinaries()
+	dir, _ := controlplane.FindBinaries(kubeversion.Default())
 	kubectl := exec.CommandContext(t.Context(), filepath.Join(dir, "kubectl"), "get", "ns", "-o", "name")
 	kubectl.Env = append(os.Environ(), "KUBECONFIG="+path)
 	got, err := kubectl.CombinedOutput()

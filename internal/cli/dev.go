@@ -64,6 +64,7 @@ removes them without running anything.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to run against (default KUBECONFIG; without either, an embedded control plane)")
 	f.StringVar(&o.Context, "context", "", "kubeconfig context")
+	addKubernetesFlag(f, &o.Kubernetes, "the embedded control plane (without --kubeconfig)")
 	f.StringVar(&o.Color, "color", "auto", "colour the timeline: auto (on a terminal, unless NO_COLOR is set), always or never")
 	f.DurationVar(&o.GateProgress, "gate-progress", time.Second, "how often waiting gates report what they last saw")
 	f.BoolVar(&o.Clean, "clean", false, "remove what a vigil dev of the module that was killed left in the cluster (its webhook configurations and opt-out guards), then exit")
@@ -77,6 +78,7 @@ type DevOptions struct {
 	Context      string
 	Color        string
 	GateProgress time.Duration
+	Kubernetes   kubernetesFlag
 	// Clean removes what earlier sessions left, and runs nothing.
 	Clean bool
 	// Progress receives the control plane's build progress.
@@ -94,9 +96,13 @@ func (o *DevOptions) Run(ctx context.Context, out io.Writer) error {
 	if kubeconfig == "" {
 		kubeconfig = os.Getenv("KUBECONFIG")
 	}
+	release, err := o.Kubernetes.Release()
+	if err != nil {
+		return err
+	}
 	p := &dev.Printer{Out: out, Color: colorful(o.Color, out), Start: time.Now(), GateProgress: o.GateProgress}
 	do := dev.Options{
-		Path: o.Path, Kubeconfig: kubeconfig, Context: o.Context, Progress: o.Progress,
+		Path: o.Path, Kubeconfig: kubeconfig, Context: o.Context, Progress: o.Progress, Kubernetes: release,
 		OnEvent: p.Print, GateProgress: o.GateProgress,
 	}
 	if o.Clean {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/k8sbuild"
 	"github.com/vigilkit/vigil/internal/node"
 )
 
@@ -20,7 +21,8 @@ func newNodeCommand(out, errOut io.Writer) *cobra.Command {
 		Use:   "node",
 		Short: "Build and run a real node on this machine: a control plane, a kubelet, containerd and kube-proxy",
 	}
-	cmd.AddCommand(&cobra.Command{
+	var envVersion kubernetesFlag
+	envCmd := &cobra.Command{
 		Use:   "env",
 		Short: "Print the folder of the node binaries, building them first if needed",
 		Long: `Print the folder holding kubelet, kube-proxy, kube-controller-manager and
@@ -29,14 +31,20 @@ missing (about 2 minutes once the control plane has been built, which warms
 the Go caches; cached afterwards), beside the control plane's binaries.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := controlplane.EnsureNode(cmd.Context(), controlplane.BuildOptions{Progress: errOut})
+			r, err := envVersion.Release()
+			if err != nil {
+				return err
+			}
+			dir, err := k8sbuild.EnsureNode(cmd.Context(), k8sbuild.BuildOptions{Release: r, Progress: errOut})
 			if err != nil {
 				return err
 			}
 			_, err = fmt.Fprintln(out, dir)
 			return err
 		},
-	})
+	}
+	addKubernetesFlag(envCmd.Flags(), &envVersion, "the node binaries to build")
+	cmd.AddCommand(envCmd)
 	up := &NodeUpOptions{Progress: errOut}
 	upCmd := &cobra.Command{
 		Use:   "up",
@@ -61,6 +69,7 @@ Images reach the node without a registry: vigil image --node REF.`,
 	}
 	upCmd.Flags().StringVar(&up.KubeconfigPath, "kubeconfig", filepath.Join(".vigil", "node.kubeconfig"), "where to write the admin kubeconfig")
 	upCmd.Flags().BoolVar(&up.Verbose, "verbose", false, "show every component's own log")
+	addKubernetesFlag(upCmd.Flags(), &up.Kubernetes, "the control plane and the node")
 	cmd.AddCommand(upCmd)
 	return cmd
 }
@@ -69,6 +78,7 @@ Images reach the node without a registry: vigil image --node REF.`,
 type NodeUpOptions struct {
 	KubeconfigPath string
 	Verbose        bool
+	Kubernetes     kubernetesFlag
 	Progress       io.Writer
 	// Ready, when set, is called once the node is Ready and the kubeconfig
 	// written.
@@ -87,16 +97,20 @@ func (o *NodeUpOptions) Run(ctx context.Context, out io.Writer) error {
 	if err := node.Preflight(); err != nil {
 		return err
 	}
-	cp, err := ensureBinaries(ctx, o.Progress)
+	r, err := o.Kubernetes.Release()
 	if err != nil {
 		return err
 	}
-	nodeBin, err := controlplane.EnsureNode(ctx, controlplane.BuildOptions{Progress: o.Progress})
+	cp, err := controlplane.Ensure(ctx, r, o.Progress)
+	if err != nil {
+		return err
+	}
+	nodeBin, err := k8sbuild.EnsureNode(ctx, k8sbuild.BuildOptions{Release: r, Progress: o.Progress})
 	if err != nil {
 		return err
 	}
 	began := time.Now()
-	opts := node.Options{ControlPlaneDir: cp, NodeDir: nodeBin, Progress: o.Progress}
+	opts := node.Options{ControlPlaneDir: cp, NodeDir: nodeBin, Progress: o.Progress, APIServerFlags: controlplane.ServingFlags(r)}
 	if o.Verbose {
 		opts.Output = o.Progress
 	}

@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -10,14 +11,20 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/vigilkit/vigil/internal/k8sbuild"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 )
 
 // EnvAssets is envtest's variable naming a folder of control-plane binaries; when
 // set, it wins over the cache.
 const EnvAssets = "KUBEBUILDER_ASSETS"
 
-// BuildHint is the command that builds the binaries, for error messages.
-const BuildHint = "go run github.com/vigilkit/vigil/cmd/vigil controlplane env"
+// BuildHint is the command that builds a release's binaries, for error
+// messages.
+func BuildHint(r kubeversion.Release) string {
+	return "go run github.com/vigilkit/vigil/cmd/vigil controlplane env --kubernetes " + r.String()
+}
 
 // Client-side rate limits of the admin config. client-go's default (5 QPS, burst
 // 10) throttles a test that creates a few hundred objects to minutes; a local API
@@ -27,36 +34,64 @@ const (
 	DefaultBurst = 2000
 )
 
-// FindBinaries returns the folder of the control-plane binaries: $KUBEBUILDER_ASSETS
-// when set, otherwise the cache folder of DefaultVersions. It does not build; the
-// error says how to.
-func FindBinaries() (string, error) {
+// FindBinaries returns the folder of the control-plane binaries of release
+// r: $KUBEBUILDER_ASSETS when set (it wins, whatever release it holds),
+// otherwise r's cache folder. It does not build; the error says how to.
+func FindBinaries(r kubeversion.Release) (string, error) {
 	if dir := os.Getenv(EnvAssets); dir != "" {
-		if err := Check(dir); err != nil {
-			return "", fmt.Errorf("%w (from %s); unset it to use vigil's cache, or build into the cache with: %s", err, EnvAssets, BuildHint)
+		if err := k8sbuild.Check(dir); err != nil {
+			return "", fmt.Errorf("%w (from %s); unset it to use vigil's cache, or build into the cache with: %s", err, EnvAssets, BuildHint(r))
 		}
 		return dir, nil
 	}
-	dir, err := Dir(DefaultVersions)
+	dir, err := k8sbuild.Dir(r)
 	if err != nil {
 		return "", err
 	}
-	if err := Check(dir); err != nil {
-		return "", fmt.Errorf("%w.\nBuild them once (6 to 12 minutes on 2 cores, cached afterwards) with:\n    %s\nor, in a clone of vigil, `make control-plane`; or set %s to a folder holding kube-apiserver, etcd and kubectl", err, BuildHint, EnvAssets)
+	if err := k8sbuild.Check(dir); err != nil {
+		return "", fmt.Errorf("%w.\nBuild Kubernetes %s once (6 to 12 minutes on 2 cores, cached afterwards) with:\n    %s\nor, in a clone of vigil, `make control-plane KUBERNETES=%s`; or set %s to a folder holding kube-apiserver, etcd and kubectl", err, r, BuildHint(r), r, EnvAssets)
 	}
 	return dir, nil
 }
 
+// Ensure returns the folder of release r's control-plane binaries: found as
+// FindBinaries finds them, or else built into the cache with progress.
+func Ensure(ctx context.Context, r kubeversion.Release, progress io.Writer) (string, error) {
+	if os.Getenv(EnvAssets) != "" {
+		return FindBinaries(r)
+	}
+	return k8sbuild.Ensure(ctx, k8sbuild.BuildOptions{Release: r, Progress: progress})
+}
+
+// ServingFlags are the kube-apiserver flags that make release r serve every
+// kind vigil can use: the gated versions of MutatingAdmissionPolicy
+// (v1alpha1 on 1.33, v1beta1 on 1.34 and 1.35) are turned on, as a platform
+// that uses vigil.NamespaceProvenance on those releases must.
+func ServingFlags(r kubeversion.Release) map[string]string {
+	switch {
+	case r.AtLeast(36):
+		return nil
+	case r.AtLeast(34):
+		return map[string]string{"feature-gates": "MutatingAdmissionPolicy=true", "runtime-config": "admissionregistration.k8s.io/v1beta1=true"}
+	default:
+		return map[string]string{"feature-gates": "MutatingAdmissionPolicy=true", "runtime-config": "admissionregistration.k8s.io/v1alpha1=true"}
+	}
+}
+
 // StartOptions configures Start.
 type StartOptions struct {
-	// Dir holds the binaries; FindBinaries() when empty.
+	// Release is the Kubernetes release to run; kubeversion.Default() when
+	// zero. Its gated kinds are served (ServingFlags) unless APIServerFlags
+	// set feature-gates or runtime-config themselves.
+	Release kubeversion.Release
+	// Dir holds the binaries; FindBinaries(Release) when empty.
 	Dir string
 	// DisableWatchCache turns the API server's watch cache off, so that a watch
 	// resumed from a compacted revision gets 410 Gone instead of being replayed
 	// from the cache's history.
 	DisableWatchCache bool
 	// APIServerFlags are set on the kube-apiserver command line (name without
-	// dashes → value).
+	// dashes → value), after ServingFlags; an empty value removes the flag.
 	APIServerFlags map[string]string
 	// CRDs and CRDPaths (files or folders of YAML) are installed, and waited for,
 	// before Start returns.
@@ -75,6 +110,8 @@ type Instance struct {
 	Config *rest.Config
 	// Dir is the folder the binaries were run from.
 	Dir string
+	// Release is the Kubernetes release running.
+	Release kubeversion.Release
 
 	env *envtest.Environment
 }
@@ -82,13 +119,16 @@ type Instance struct {
 // Start starts etcd and kube-apiserver and waits until the API server serves the
 // default namespace and the given CRDs.
 func Start(opts StartOptions) (*Instance, error) {
+	if opts.Release == (kubeversion.Release{}) {
+		opts.Release = kubeversion.Default()
+	}
 	dir := opts.Dir
 	if dir == "" {
 		var err error
-		if dir, err = FindBinaries(); err != nil {
+		if dir, err = FindBinaries(opts.Release); err != nil {
 			return nil, err
 		}
-	} else if err := Check(dir); err != nil {
+	} else if err := k8sbuild.Check(dir); err != nil {
 		return nil, err
 	}
 	env := &envtest.Environment{
@@ -107,7 +147,14 @@ func Start(opts StartOptions) (*Instance, error) {
 	if opts.DisableWatchCache {
 		args.Set("watch-cache", "false")
 	}
+	for k, v := range ServingFlags(opts.Release) {
+		args.Set(k, v)
+	}
 	for k, v := range opts.APIServerFlags {
+		if v == "" {
+			args.Disable(k)
+			continue
+		}
 		args.Set(k, v)
 	}
 	if opts.Output != nil {
@@ -128,7 +175,7 @@ func Start(opts StartOptions) (*Instance, error) {
 	if opts.Burst > 0 {
 		cfg.Burst = opts.Burst
 	}
-	return &Instance{Config: cfg, Dir: dir, env: env}, nil
+	return &Instance{Config: cfg, Dir: dir, Release: opts.Release, env: env}, nil
 }
 
 // EtcdURL is the client URL of the instance's etcd.

@@ -10,8 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/served"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/provenance"
 )
@@ -50,12 +53,22 @@ func Origin(ctx context.Context, c client.Reader, module, namespace string) (pro
 		return provenance.Origin{}, fmt.Errorf("get namespace %q for its creator: %w", namespace, err)
 	}
 	stamp := provenance.Stamp{}
-	policy := &admissionregistrationv1.MutatingAdmissionPolicy{}
-	switch err := c.Get(ctx, client.ObjectKey{Name: spec.ProvenanceStampName(module)}, policy); {
-	case err == nil:
-		stamp = provenance.StampOf(policy)
-	case !apierrors.IsNotFound(err):
-		return provenance.Origin{}, fmt.Errorf("get MutatingAdmissionPolicy %s, since when namespace creators are stamped: %w", spec.ProvenanceStampName(module), err)
+	// The policy's metadata, in the first version of MutatingAdmissionPolicy
+	// the cluster serves (v1 from 1.36; v1beta1 or v1alpha1 where enabled
+	// before): one the client cannot map is not served.
+	for _, v := range served.MutatingAdmissionPolicy.Versions {
+		version := v.Name
+		policy := &metav1.PartialObjectMetadata{}
+		policy.SetGroupVersionKind(admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingAdmissionPolicy").GroupKind().WithVersion(version))
+		switch err := c.Get(ctx, client.ObjectKey{Name: spec.ProvenanceStampName(module)}, policy); {
+		case err == nil:
+			stamp = provenance.StampOf(policy)
+		case meta.IsNoMatchError(err):
+			continue
+		case !apierrors.IsNotFound(err):
+			return provenance.Origin{}, fmt.Errorf("get MutatingAdmissionPolicy %s (%s), since when namespace creators are stamped: %w", spec.ProvenanceStampName(module), version, err)
+		}
+		break
 	}
 	return provenance.Of(ns, stamp), nil
 }

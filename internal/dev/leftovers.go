@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/served"
 )
 
 // SessionLabel marks what a vigil dev session creates in a cluster — the
@@ -61,6 +62,19 @@ func (o object) String() string { return o.kind + " " + o.name }
 // calling the module, and a guard's binding before its policy.
 var kinds = []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy",
 	"MutatingAdmissionPolicyBinding", "MutatingAdmissionPolicy"}
+
+// stampAPI is the cluster's MutatingAdmissionPolicy API; nil when it
+// serves none.
+func stampAPI(ctx context.Context, cs kubernetes.Interface) (*registration.StampAPI, error) {
+	cluster, err := served.Discover(ctx, cs.Discovery())
+	if err != nil {
+		return nil, err
+	}
+	if cluster.Version(served.MutatingAdmissionPolicy) == "" {
+		return nil, nil
+	}
+	return registration.NewStampAPI(cs, cluster, "")
+}
 
 // checkNotInstalled refuses a cluster where the module's webhook
 // configurations exist without vigil dev's mark: a real install owns them,
@@ -164,26 +178,25 @@ func removeSessionObjects(ctx context.Context, cs kubernetes.Interface, module s
 			del = func(n string, uid types.UID) error {
 				return api.ValidatingAdmissionPolicyBindings().Delete(ctx, n, opts(uid))
 			}
-		case "MutatingAdmissionPolicyBinding":
-			var l *admissionregistrationv1.MutatingAdmissionPolicyBindingList
-			if l, err = api.MutatingAdmissionPolicyBindings().List(ctx, list); err == nil {
-				for i := range l.Items {
-					items = append(items, &l.Items[i])
+		case "MutatingAdmissionPolicyBinding", "MutatingAdmissionPolicy":
+			// Listed in the version the cluster serves; none served, none
+			// to remove.
+			res := registration.StampPolicies
+			if kind == "MutatingAdmissionPolicyBinding" {
+				res = registration.StampBindings
+			}
+			stamps, serr := stampAPI(ctx, cs)
+			if stamps == nil || serr != nil {
+				err = serr
+				break
+			}
+			var l []metav1.PartialObjectMetadata
+			if l, err = stamps.List(ctx, res, list.LabelSelector); err == nil {
+				for i := range l {
+					items = append(items, &l[i])
 				}
 			}
-			del = func(n string, uid types.UID) error {
-				return api.MutatingAdmissionPolicyBindings().Delete(ctx, n, opts(uid))
-			}
-		case "MutatingAdmissionPolicy":
-			var l *admissionregistrationv1.MutatingAdmissionPolicyList
-			if l, err = api.MutatingAdmissionPolicies().List(ctx, list); err == nil {
-				for i := range l.Items {
-					items = append(items, &l.Items[i])
-				}
-			}
-			del = func(n string, uid types.UID) error {
-				return api.MutatingAdmissionPolicies().Delete(ctx, n, opts(uid))
-			}
+			del = func(n string, uid types.UID) error { return stamps.Delete(ctx, res, n, uid) }
 		case "ValidatingAdmissionPolicy":
 			var l *admissionregistrationv1.ValidatingAdmissionPolicyList
 			if l, err = api.ValidatingAdmissionPolicies().List(ctx, list); err == nil {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/internal/events"
 	"github.com/vigilkit/vigil/internal/policytest"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -39,6 +40,9 @@ type Options struct {
 	Kubeconfig string
 	// Context is the kubeconfig context; its current one when empty.
 	Context string
+	// Kubernetes is the release of the embedded control plane, without
+	// Kubeconfig; $VIGIL_KUBERNETES_VERSION, else the default, when zero.
+	Kubernetes kubeversion.Release
 	// Progress receives the control plane's build progress, on first use.
 	Progress io.Writer
 	// OnEvent receives every event, one at a time, in order.
@@ -136,14 +140,21 @@ func (s *Session) emit(e Event) {
 func (s *Session) connect(ctx context.Context) error {
 	began := time.Now()
 	if s.opts.Kubeconfig == "" {
-		dir, err := controlplane.FindBinaries()
-		if err != nil {
-			fmt.Fprintln(s.opts.Progress, "vigil dev: building the control plane (kube-apiserver, etcd, kubectl) from the Go module proxy: 6 to 12 minutes, once")
-			if dir, err = controlplane.Ensure(ctx, controlplane.BuildOptions{Progress: s.opts.Progress}); err != nil {
+		release := s.opts.Kubernetes
+		if release == (kubeversion.Release{}) {
+			var err error
+			if release, err = kubeversion.FromEnv(); err != nil {
 				return err
 			}
 		}
-		if s.cp, err = controlplane.Start(controlplane.StartOptions{Dir: dir}); err != nil {
+		dir, err := controlplane.FindBinaries(release)
+		if err != nil {
+			fmt.Fprintf(s.opts.Progress, "vigil dev: building the control plane of Kubernetes %s (kube-apiserver, etcd, kubectl) from the Go module proxy: 6 to 12 minutes, once\n", release)
+			if dir, err = controlplane.Ensure(ctx, release, s.opts.Progress); err != nil {
+				return err
+			}
+		}
+		if s.cp, err = controlplane.Start(controlplane.StartOptions{Release: release, Dir: dir}); err != nil {
 			return err
 		}
 		// kube-apiserver and etcd die with vigil dev, even a SIGKILLed one.

@@ -2,13 +2,12 @@ package dev
 
 import (
 	"context"
-	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/served"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -21,29 +20,31 @@ func createTrust(ctx context.Context, cs kubernetes.Interface, m *spec.Module, e
 	if err := registration.EnsureTrustedNamespaces(ctx, cs, m, map[string]string{"app.kubernetes.io/name": m.Name, "app.kubernetes.io/managed-by": "vigil"}); err != nil {
 		return err
 	}
-	api := cs.AdmissionregistrationV1()
-	create := metav1.CreateOptions{FieldManager: fieldManager}
-	for _, s := range registration.Stamps(m) {
+	stamps := registration.Stamps(m)
+	if len(stamps) == 0 {
+		return nil
+	}
+	cluster, err := served.Discover(ctx, cs.Discovery())
+	if err != nil {
+		return err
+	}
+	api, err := registration.NewStampAPI(cs, cluster, registration.ProvenanceFeature(m))
+	if err != nil {
+		return err
+	}
+	for _, s := range stamps {
 		p, b := s.Policy, s.Binding
 		mark(&p.ObjectMeta, m.Name)
 		mark(&b.ObjectMeta, m.Name)
-		if cur, err := api.MutatingAdmissionPolicies().Get(ctx, p.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			if _, err := api.MutatingAdmissionPolicies().Create(ctx, p, create); err != nil {
-				return fmt.Errorf("create MutatingAdmissionPolicy %s: %w", p.Name, err)
+		keep := func(cur metav1.Object) bool {
+			if marked(cur, m.Name) {
+				return true
 			}
-		} else if err != nil {
-			return fmt.Errorf("get MutatingAdmissionPolicy %s: %w", p.Name, err)
-		} else if !marked(cur, m.Name) {
 			emit("MutatingAdmissionPolicy " + p.Name + " exists and is not vigil dev's: left as it is")
-			continue
-		} else {
-			p.ResourceVersion = cur.ResourceVersion
-			if _, err := api.MutatingAdmissionPolicies().Update(ctx, p, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
-				return fmt.Errorf("update MutatingAdmissionPolicy %s: %w", p.Name, err)
-			}
+			return false
 		}
-		if _, err := api.MutatingAdmissionPolicyBindings().Create(ctx, b, create); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create MutatingAdmissionPolicyBinding %s: %w", b.Name, err)
+		if err := api.Apply(ctx, p, b, fieldManager, keep); err != nil {
+			return err
 		}
 	}
 	return nil

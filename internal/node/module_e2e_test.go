@@ -295,7 +295,7 @@ func createPods(ctx context.Context, cs kubernetes.Interface, ns string) func() 
 // unregister empties or removes).
 func leftAfterUninstall(t *testing.T, n *Node, manifests []byte) []string {
 	t.Helper()
-	dir, err := controlplane.Ensure(t.Context(), controlplane.BuildOptions{})
+	dir, err := controlplane.Ensure(t.Context(), testRelease(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func moduleImage(t *testing.T, n *Node, dir, version string) (ref, binary string
 // kubectl runs the control plane's kubectl against the node, stdin given.
 func kubectl(t *testing.T, n *Node, stdin []byte, args ...string) {
 	t.Helper()
-	dir, err := controlplane.Ensure(t.Context(), controlplane.BuildOptions{})
+	dir, err := controlplane.Ensure(t.Context(), testRelease(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

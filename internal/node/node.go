@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +49,9 @@ type Options struct {
 	Output io.Writer
 	// Go is the go command that builds the pause image; "go" when empty.
 	Go string
+	// APIServerFlags are extra kube-apiserver flags (name without dashes →
+	// value): the release's controlplane.ServingFlags.
+	APIServerFlags map[string]string
 }
 
 // Node is a running node and the control plane that serves it.
@@ -231,6 +236,15 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	return importPause(ctx, n.layout, n.opts.Go)
 }
 
+// extraAPIServerFlags are Options.APIServerFlags as arguments, in order.
+func (n *Node) extraAPIServerFlags() []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(n.opts.APIServerFlags)) {
+		out = append(out, "--"+k+"="+n.opts.APIServerFlags[k])
+	}
+	return out
+}
+
 func (n *Node) startAPIServer(ctx context.Context) error {
 	l := n.layout
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(freePort())
@@ -246,7 +260,7 @@ func (n *Node) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	pki := func(f string) string { return l.path("pki", f) }
-	if err := n.run("kube-apiserver", filepath.Join(n.opts.ControlPlaneDir, "kube-apiserver"),
+	args := []string{
 		"--etcd-servers", etcdURL,
 		// Pods reach the API server at the bridge's address, through
 		// the kubernetes Service's ClusterIP that kube-proxy rewrites.
@@ -265,7 +279,8 @@ func (n *Node) startAPIServer(ctx context.Context) error {
 		// server runs on the host, outside kube-proxy's reach.
 		"--enable-aggregator-routing=true",
 		"--allow-privileged=true",
-	); err != nil {
+	}
+	if err := n.run("kube-apiserver", filepath.Join(n.opts.ControlPlaneDir, "kube-apiserver"), append(args, n.extraAPIServerFlags()...)...); err != nil {
 		return err
 	}
 	return n.waitFor(ctx, "kube-apiserver", 60*time.Second, func() error {

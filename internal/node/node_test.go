@@ -18,6 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/k8sbuild"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 )
 
 // EnvE2E turns on the tests that run a real node (make e2e sets it): they
@@ -32,15 +34,16 @@ func startNode(t *testing.T) *Node {
 		t.Skipf("a real node: set %s=1 (make e2e) to run it", EnvE2E)
 	}
 	ctx := t.Context()
-	cp, err := controlplane.Ensure(ctx, controlplane.BuildOptions{Progress: os.Stderr})
+	release := testRelease(t)
+	cp, err := controlplane.Ensure(ctx, release, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodeBin, err := controlplane.EnsureNode(ctx, controlplane.BuildOptions{Progress: os.Stderr})
+	nodeBin, err := k8sbuild.EnsureNode(ctx, k8sbuild.BuildOptions{Release: release, Progress: os.Stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := Start(ctx, Options{ControlPlaneDir: cp, NodeDir: nodeBin, Progress: os.Stderr})
+	n, err := Start(ctx, Options{ControlPlaneDir: cp, NodeDir: nodeBin, Progress: os.Stderr, APIServerFlags: controlplane.ServingFlags(release)})
 	if err != nil {
 		t.Fatalf("start the node: %v", err)
 	}
@@ -212,4 +215,15 @@ func waitUntil(t *testing.T, within time.Duration, what string, check func() err
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// testRelease is the Kubernetes release $VIGIL_KUBERNETES_VERSION names,
+// the default when unset.
+func testRelease(t *testing.T) kubeversion.Release {
+	t.Helper()
+	r, err := kubeversion.FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/vigilkit/vigil/internal/served"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -116,13 +117,13 @@ func newGuard(module, name string, action admissionregistrationv1.ValidationActi
 // brings them back in line with its definition: what a module's manifests
 // install, for local runs (the admission role's --bootstrap). A module never
 // needs rights to them.
-func EnsurePolicies(ctx context.Context, c kubernetes.Interface, m *spec.Module) error {
+func EnsurePolicies(ctx context.Context, c kubernetes.Interface, cluster served.Cluster, m *spec.Module) error {
 	// A trusted namespace first, as the manifests create it before its
 	// guard: the identity that bootstraps need not be allowed.
 	if err := EnsureTrustedNamespaces(ctx, c, m, map[string]string{"app.kubernetes.io/name": m.Name, "app.kubernetes.io/managed-by": "vigil"}); err != nil {
 		return err
 	}
-	if err := ensureStamps(ctx, c, m); err != nil {
+	if err := ensureStamps(ctx, c, cluster, m); err != nil {
 		return err
 	}
 	api := c.AdmissionregistrationV1()

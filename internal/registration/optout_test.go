@@ -171,11 +171,11 @@ func TestGuardRefusesTheOptOutLabelWhileTheModuleIsDown(t *testing.T) {
 	if len(guards) != 1 || guards[0].Policy.Name != spec.GuardName(name, "quotas") || guards[0].Binding.Spec.PolicyName != guards[0].Policy.Name {
 		t.Fatalf("guards %+v: want one, for quotas", guards)
 	}
-	if err := registration.EnsurePolicies(ctx, env.Clientset, m); err != nil {
+	if err := registration.EnsurePolicies(ctx, env.Clientset, servedBy(t, env), m); err != nil {
 		t.Fatal(err)
 	}
 	// A second time updates in place.
-	if err := registration.EnsurePolicies(ctx, env.Clientset, m); err != nil {
+	if err := registration.EnsurePolicies(ctx, env.Clientset, servedBy(t, env), m); err != nil {
 		t.Fatalf("ensure the guards again: %v", err)
 	}
 	t.Cleanup(func() {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/vigilkit/vigil/internal/served"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/provenance"
 )
@@ -250,34 +251,20 @@ func TrustedNamespaceObjects(m *spec.Module, labels map[string]string) []*corev1
 	return out
 }
 
-// ensureStamps creates the module's Stamps, or brings them back in line.
-func ensureStamps(ctx context.Context, c kubernetes.Interface, m *spec.Module) error {
-	api := c.AdmissionregistrationV1()
-	for _, s := range Stamps(m) {
-		p, b := s.Policy, s.Binding
-		if cur, err := api.MutatingAdmissionPolicies().Get(ctx, p.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			if _, err := api.MutatingAdmissionPolicies().Create(ctx, p, metav1.CreateOptions{FieldManager: "vigil"}); err != nil {
-				return fmt.Errorf("create MutatingAdmissionPolicy %s: %w", p.Name, err)
-			}
-		} else if err != nil {
-			return fmt.Errorf("get MutatingAdmissionPolicy %s (served by Kubernetes 1.36 and later): %w", p.Name, err)
-		} else {
-			p.ResourceVersion = cur.ResourceVersion
-			if _, err := api.MutatingAdmissionPolicies().Update(ctx, p, metav1.UpdateOptions{FieldManager: "vigil"}); err != nil {
-				return fmt.Errorf("update MutatingAdmissionPolicy %s: %w", p.Name, err)
-			}
-		}
-		if cur, err := api.MutatingAdmissionPolicyBindings().Get(ctx, b.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			if _, err := api.MutatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{FieldManager: "vigil"}); err != nil {
-				return fmt.Errorf("create MutatingAdmissionPolicyBinding %s: %w", b.Name, err)
-			}
-		} else if err != nil {
-			return fmt.Errorf("get MutatingAdmissionPolicyBinding %s: %w", b.Name, err)
-		} else {
-			b.ResourceVersion = cur.ResourceVersion
-			if _, err := api.MutatingAdmissionPolicyBindings().Update(ctx, b, metav1.UpdateOptions{FieldManager: "vigil"}); err != nil {
-				return fmt.Errorf("update MutatingAdmissionPolicyBinding %s: %w", b.Name, err)
-			}
+// ensureStamps creates the module's Stamps, or brings them back in line, in
+// the version of MutatingAdmissionPolicy the cluster serves.
+func ensureStamps(ctx context.Context, c kubernetes.Interface, cluster served.Cluster, m *spec.Module) error {
+	stamps := Stamps(m)
+	if len(stamps) == 0 {
+		return nil
+	}
+	api, err := NewStampAPI(c, cluster, ProvenanceFeature(m))
+	if err != nil {
+		return err
+	}
+	for _, s := range stamps {
+		if err := api.Apply(ctx, s.Policy, s.Binding, "vigil", nil); err != nil {
+			return err
 		}
 	}
 	return nil

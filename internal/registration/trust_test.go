@@ -19,6 +19,7 @@ import (
 
 	"github.com/vigilkit/vigil/internal/define"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/served"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/provenance"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -85,8 +86,13 @@ func removePolicies(t *testing.T, m *spec.Module) {
 		ctx := context.Background()
 		api := env.Clientset.AdmissionregistrationV1()
 		for _, s := range registration.Stamps(m) {
-			_ = api.MutatingAdmissionPolicyBindings().Delete(ctx, s.Binding.Name, metav1.DeleteOptions{})
-			_ = api.MutatingAdmissionPolicies().Delete(ctx, s.Policy.Name, metav1.DeleteOptions{})
+			stamps := stampAPI(t)
+			if b, err := stamps.GetBinding(ctx, s.Binding.Name); err == nil {
+				_ = stamps.Delete(ctx, registration.StampBindings, b.Name, b.UID)
+			}
+			if p, err := stamps.GetPolicy(ctx, s.Policy.Name); err == nil {
+				_ = stamps.Delete(ctx, registration.StampPolicies, p.Name, p.UID)
+			}
 		}
 		for _, g := range registration.Policies(m) {
 			_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, g.Binding.Name, metav1.DeleteOptions{})
@@ -154,7 +160,7 @@ func TestTrustedNamespaceIsGuarded(t *testing.T) {
 
 	// The install (EnsurePolicies, as --bootstrap; the manifests the same)
 	// creates it, as an installer in group system:masters.
-	if err := registration.EnsurePolicies(ctx, env.Clientset, m); err != nil {
+	if err := registration.EnsurePolicies(ctx, env.Clientset, servedBy(t, env), m); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -194,8 +200,8 @@ func TestNamespaceProvenanceIsRecordedAndGuarded(t *testing.T) {
 	id := suffix()
 	m := &spec.Module{Name: "prov-" + id, Namespace: "prov-" + id + "-system", Provenance: &spec.Provenance{}}
 	removePolicies(t, m)
-	if err := registration.EnsurePolicies(ctx, env.Clientset, m); err != nil {
-		t.Fatalf("EnsurePolicies: %v (MutatingAdmissionPolicy is GA, served by default, from Kubernetes 1.36)", err)
+	if err := registration.EnsurePolicies(ctx, env.Clientset, servedBy(t, env), m); err != nil {
+		t.Fatalf("EnsurePolicies: %v (MutatingAdmissionPolicy is served from Kubernetes 1.36, and enabled by the test control plane on older releases)", err)
 	}
 	// The stamp applies within a moment of its creation: dry runs until it does.
 	vigiltest.Eventually(t, 10*time.Second, func() error {
@@ -259,7 +265,7 @@ func installProvenance(t *testing.T, m *spec.Module) provenance.Stamp {
 	t.Helper()
 	ctx := t.Context()
 	removePolicies(t, m)
-	if err := registration.EnsurePolicies(ctx, env.Clientset, m); err != nil {
+	if err := registration.EnsurePolicies(ctx, env.Clientset, servedBy(t, env), m); err != nil {
 		t.Fatalf("EnsurePolicies: %v", err)
 	}
 	vigiltest.Eventually(t, 10*time.Second, func() error {
@@ -277,7 +283,7 @@ func installProvenance(t *testing.T, m *spec.Module) provenance.Stamp {
 		}
 		return nil
 	})
-	policy, err := env.Clientset.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, registration.ProvenanceStampName(m.Name), metav1.GetOptions{})
+	policy, err := stampAPI(t).GetPolicy(ctx, registration.ProvenanceStampName(m.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,4 +400,28 @@ func TestNamespaceProvenanceBeforeTheStampIsUnknown(t *testing.T) {
 	if o, err := define.Origin(ctx, env.Client, m.Name, forged.Name); err != nil || !o.Vouched {
 		t.Errorf("the namespace an admin vouched for: %+v, %v; want it vouched for", o, err)
 	}
+}
+
+// servedBy is what the test's API server serves.
+func servedBy(t *testing.T, env *vigiltest.Env) served.Cluster {
+	t.Helper()
+	c, err := served.Discover(t.Context(), env.Clientset.Discovery())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// stampAPI is the test API server's MutatingAdmissionPolicy API.
+func stampAPI(t *testing.T) *registration.StampAPI {
+	t.Helper()
+	c, err := served.Discover(context.Background(), env.Clientset.Discovery())
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := registration.NewStampAPI(env.Clientset, c, "the test's stamps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api
 }

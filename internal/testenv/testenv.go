@@ -15,10 +15,12 @@ import (
 	"testing"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 )
 
 // ControlPlane returns the folder of the control-plane binaries (what envtest
-// calls KUBEBUILDER_ASSETS) for a test that needs the API server, or skips or
+// calls KUBEBUILDER_ASSETS) of the release $VIGIL_KUBERNETES_VERSION names
+// (the default when unset) for a test that needs the API server, or skips or
 // fails the test as the package comment says.
 func ControlPlane(t testing.TB) string {
 	t.Helper()
@@ -39,7 +41,11 @@ func Lookup(short bool) (dir, skip string, err error) {
 	if short {
 		return "", "needs the control plane (kube-apiserver, etcd): skipped under -short", nil
 	}
-	dir, err = controlplane.FindBinaries()
+	r, err := kubeversion.FromEnv()
+	if err != nil {
+		return "", "", err
+	}
+	dir, err = controlplane.FindBinaries(r)
 	if err == nil {
 		return dir, "", nil
 	}

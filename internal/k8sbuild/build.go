@@ -1,4 +1,4 @@
-package controlplane
+package k8sbuild
 
 import (
 	"bytes"
@@ -16,33 +16,15 @@ import (
 	"golang.org/x/mod/modfile"
 
 	"github.com/vigilkit/vigil/internal/gobuild"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 )
 
 // EnvDir names the environment variable that moves the cache root, the folder
 // under which each pair of versions gets a folder of its own.
 const EnvDir = "VIGIL_CONTROL_PLANE_DIR"
 
-// Versions names a Kubernetes release and the etcd release to run it with.
-type Versions struct {
-	Kubernetes string // a k8s.io/kubernetes module version, like v1.37.2
-	Etcd       string // a go.etcd.io/etcd/server/v3 module version, like v3.7.3
-}
-
-// DefaultVersions is the control plane vigil is built and tested against.
-var DefaultVersions = Versions{Kubernetes: "v1.37.2", Etcd: "v3.7.3"}
-
-// Key names the cache folder of these versions.
-func (v Versions) Key() string { return "k8s-" + v.Kubernetes + "-etcd-" + v.Etcd }
-
-// stagingVersion is the version the published staging modules (k8s.io/api,
-// k8s.io/client-go, ...) carry for a Kubernetes release: v1.37.2 → v0.37.2.
-func (v Versions) stagingVersion() (string, error) {
-	rest, ok := strings.CutPrefix(v.Kubernetes, "v1.")
-	if !ok || rest == "" {
-		return "", fmt.Errorf("kubernetes version %q: expected the form v1.MINOR.PATCH", v.Kubernetes)
-	}
-	return "v0." + rest, nil
-}
+// key names the cache folder of a release's control plane.
+func key(r kubeversion.Release) string { return "k8s-" + r.Kubernetes + "-etcd-" + r.Etcd }
 
 // Binaries are the executables a control-plane folder holds, in the names
 // envtest looks them up by.
@@ -64,13 +46,13 @@ func Root() (string, error) {
 	return filepath.Join(cache, "vigil", "control-plane"), nil
 }
 
-// Dir returns the cache folder of the given versions, built or not.
-func Dir(v Versions) (string, error) {
+// Dir returns the cache folder of a release's control plane, built or not.
+func Dir(r kubeversion.Release) (string, error) {
 	root, err := Root()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(root, v.Key()), nil
+	return filepath.Join(root, key(r)), nil
 }
 
 // NodeBinaries are the executables a node folder holds: a node's agents and
@@ -99,9 +81,9 @@ func check(dir string, binaries []string) error {
 
 // BuildOptions configures Ensure.
 type BuildOptions struct {
-	// Versions to build; DefaultVersions when zero.
-	Versions Versions
-	// Dir is the folder to install into; Dir(Versions) when empty.
+	// Release to build; kubeversion.Default() when zero.
+	Release kubeversion.Release
+	// Dir is the folder to install into; Dir(Release) when empty.
 	Dir string
 	// Progress receives one line per step and a heartbeat while a step runs.
 	// Nil discards them.
@@ -116,15 +98,15 @@ type BuildOptions struct {
 }
 
 func (o *BuildOptions) complete(set binarySet) error {
-	if o.Versions == (Versions{}) {
-		o.Versions = DefaultVersions
+	if o.Release == (kubeversion.Release{}) {
+		o.Release = kubeversion.Default()
 	}
 	if o.Dir == "" {
 		root, err := Root()
 		if err != nil {
 			return err
 		}
-		o.Dir = filepath.Join(root, set.key(o.Versions))
+		o.Dir = filepath.Join(root, set.key(o.Release))
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -140,18 +122,18 @@ func (o *BuildOptions) complete(set binarySet) error {
 
 // binarySet is what one cache folder holds and how it is built.
 type binarySet struct {
-	key      func(Versions) string
+	key      func(kubeversion.Release) string
 	binaries []string
 	// what names the binaries in progress and errors.
-	what  func(Versions) string
+	what  func(kubeversion.Release) string
 	cold  string
 	build func(b *builder, ctx context.Context, work, bin string) error
 }
 
 var controlPlaneSet = binarySet{
-	key:      Versions.Key,
+	key:      key,
 	binaries: Binaries,
-	what: func(v Versions) string {
+	what: func(v kubeversion.Release) string {
 		return fmt.Sprintf("the control plane (kube-apiserver and kubectl %s, etcd %s)", v.Kubernetes, v.Etcd)
 	},
 	cold:  "a cold build takes 6 to 12 minutes on 2 cores",
@@ -159,9 +141,9 @@ var controlPlaneSet = binarySet{
 }
 
 var nodeSet = binarySet{
-	key:      func(v Versions) string { return "k8s-" + v.Kubernetes + "-node" },
+	key:      func(v kubeversion.Release) string { return "k8s-" + v.Kubernetes + "-node" },
 	binaries: NodeBinaries,
-	what: func(v Versions) string {
+	what: func(v kubeversion.Release) string {
 		return fmt.Sprintf("the node (kubelet, kube-proxy, kube-controller-manager and kube-scheduler %s)", v.Kubernetes)
 	},
 	cold:  "about 2 minutes once the control plane's Go caches are warm, up to 10 on a loaded machine",
@@ -176,7 +158,7 @@ func Ensure(ctx context.Context, opts BuildOptions) (string, error) {
 }
 
 // EnsureNode returns the folder holding the node binaries (NodeBinaries) of
-// opts.Versions.Kubernetes, building them as Ensure builds the control plane:
+// opts.Release.Kubernetes, building them as Ensure builds the control plane:
 // from the Go module proxy, under a lock, into a cache folder of their own
 // (k8s-<version>-node beside the control plane's).
 func EnsureNode(ctx context.Context, opts BuildOptions) (string, error) {
@@ -215,28 +197,28 @@ func ensure(ctx context.Context, opts BuildOptions, set binarySet) (string, erro
 	}
 
 	start := time.Now()
-	fmt.Fprintf(opts.Progress, "vigil: building %s into %s\n", set.what(opts.Versions), opts.Dir)
+	fmt.Fprintf(opts.Progress, "vigil: building %s into %s\n", set.what(opts.Release), opts.Dir)
 	fmt.Fprintf(opts.Progress, "vigil: %s; it is cached afterwards\n", set.cold)
 	build := opts.build
 	if build == nil {
 		b := &builder{opts: opts}
 		build = func(ctx context.Context, work, bin string) error { return set.build(b, ctx, work, bin) }
 	}
-	key := set.key(opts.Versions)
+	name := set.key(opts.Release)
 	if err := build(ctx, work, bin); err != nil {
-		return "", fmt.Errorf("build %s: %w", key, err)
+		return "", fmt.Errorf("build %s: %w", name, err)
 	}
 	if err := check(bin, set.binaries); err != nil {
-		return "", fmt.Errorf("build %s: %w", key, err)
+		return "", fmt.Errorf("build %s: %w", name, err)
 	}
 	// A folder left behind by an older, interrupted layout would block the rename.
 	if err := os.RemoveAll(opts.Dir); err != nil {
 		return "", fmt.Errorf("clear %s: %w", opts.Dir, err)
 	}
 	if err := os.Rename(bin, opts.Dir); err != nil {
-		return "", fmt.Errorf("install %s into %s: %w", key, opts.Dir, err)
+		return "", fmt.Errorf("install %s into %s: %w", name, opts.Dir, err)
 	}
-	fmt.Fprintf(opts.Progress, "vigil: %s ready in %s (%s)\n", key, opts.Dir, time.Since(start).Round(time.Second))
+	fmt.Fprintf(opts.Progress, "vigil: %s ready in %s (%s)\n", name, opts.Dir, time.Since(start).Round(time.Second))
 	return opts.Dir, nil
 }
 
@@ -246,11 +228,8 @@ type builder struct {
 }
 
 func (b *builder) build(ctx context.Context, work, bin string) error {
-	v := b.opts.Versions
-	staging, err := v.stagingVersion()
-	if err != nil {
-		return err
-	}
+	v := b.opts.Release
+	staging := v.Staging()
 
 	b.step(1, 4, "resolving k8s.io/kubernetes@%s", v.Kubernetes)
 	k8sDir, err := b.kubernetesModule(ctx, work, staging)
@@ -263,7 +242,7 @@ func (b *builder) build(ctx context.Context, work, bin string) error {
 	if err := os.Mkdir(etcdDir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(etcdDir, "go.mod"), scratchEtcdMod(v.Etcd), 0o644); err != nil {
+	if err := b.etcdModule(ctx, etcdDir); err != nil {
 		return err
 	}
 	if _, err := b.run(ctx, etcdDir, "etcd", "go", "get", "go.etcd.io/etcd/server/v3@"+v.Etcd); err != nil {
@@ -289,11 +268,8 @@ func (b *builder) build(ctx context.Context, work, bin string) error {
 // buildNode builds the node binaries: the same scratch module as the
 // control plane's kube-apiserver, so a warm build cache makes it quick.
 func (b *builder) buildNode(ctx context.Context, work, bin string) error {
-	v := b.opts.Versions
-	staging, err := v.stagingVersion()
-	if err != nil {
-		return err
-	}
+	v := b.opts.Release
+	staging := v.Staging()
 	b.step(1, 3, "resolving k8s.io/kubernetes@%s", v.Kubernetes)
 	k8sDir, err := b.kubernetesModule(ctx, work, staging)
 	if err != nil {
@@ -314,7 +290,7 @@ func (b *builder) buildNode(ctx context.Context, work, bin string) error {
 // kubernetesModule writes, in work/kubernetes, the scratch module that builds
 // Kubernetes' commands (see scratchKubernetesMod) and returns its folder.
 func (b *builder) kubernetesModule(ctx context.Context, work, staging string) (string, error) {
-	v := b.opts.Versions
+	v := b.opts.Release
 	k8sDir := filepath.Join(work, "kubernetes")
 	if err := os.Mkdir(k8sDir, 0o755); err != nil {
 		return "", err
@@ -322,15 +298,7 @@ func (b *builder) kubernetesModule(ctx context.Context, work, staging string) (s
 	if err := os.WriteFile(filepath.Join(k8sDir, "go.mod"), []byte("module vigil.local/scratch\n\ngo 1.26\n"), 0o644); err != nil {
 		return "", err
 	}
-	out, err := b.run(ctx, k8sDir, "", "go", "mod", "download", "-json", "k8s.io/kubernetes@"+v.Kubernetes)
-	if err != nil {
-		return "", err
-	}
-	var dl struct{ GoMod, Error string }
-	if err := json.Unmarshal(out, &dl); err != nil || dl.GoMod == "" {
-		return "", fmt.Errorf("go mod download k8s.io/kubernetes@%s: no go.mod in its answer (%s %v)", v.Kubernetes, dl.Error, err)
-	}
-	upstream, err := os.ReadFile(dl.GoMod)
+	upstream, err := b.downloadMod(ctx, k8sDir, "k8s.io/kubernetes@"+v.Kubernetes)
 	if err != nil {
 		return "", err
 	}
@@ -347,7 +315,7 @@ func (b *builder) kubernetesModule(ctx context.Context, work, staging string) (s
 // kubernetesCommands builds k8s.io/kubernetes/cmd/<name> for each name into
 // bin, with the release stamped in.
 func (b *builder) kubernetesCommands(ctx context.Context, k8sDir, bin, label string, names ...string) error {
-	v := b.opts.Versions
+	v := b.opts.Release
 	var cmds []string
 	get := []string{"go", "get"}
 	for _, n := range names {
@@ -446,16 +414,81 @@ func scratchKubernetesMod(upstream []byte, version, staging string) ([]byte, err
 	return f.Format()
 }
 
-// scratchEtcdMod is the go.mod of a module that builds the etcd server, whose own
-// go.mod points its sibling modules at local folders.
-func scratchEtcdMod(version string) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, "module vigil.local/control-plane/etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 %s\n\nreplace (\n", version)
-	for _, m := range []string{"api/v3", "client/pkg/v3", "client/v3", "pkg/v3"} {
-		fmt.Fprintf(&b, "\tgo.etcd.io/etcd/%s => go.etcd.io/etcd/%s %s\n", m, m, version)
+// etcdModule writes, in dir, the scratch module that builds the etcd server
+// of the release (see scratchEtcdMod).
+func (b *builder) etcdModule(ctx context.Context, dir string) error {
+	v := b.opts.Release.Etcd
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module vigil.local/scratch\n\ngo 1.26\n"), 0o644); err != nil {
+		return err
 	}
-	b.WriteString(")\n")
-	return []byte(b.String())
+	upstream, err := b.downloadMod(ctx, dir, "go.etcd.io/etcd/server/v3@"+v)
+	if err != nil {
+		return err
+	}
+	mod, err := scratchEtcdMod(upstream, v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "go.mod"), mod, 0o644)
+}
+
+// downloadMod returns the go.mod of module@version, from the module proxy.
+func (b *builder) downloadMod(ctx context.Context, dir, modVersion string) ([]byte, error) {
+	out, err := b.run(ctx, dir, "", "go", "mod", "download", "-json", modVersion)
+	if err != nil {
+		return nil, err
+	}
+	var dl struct{ GoMod, Error string }
+	if err := json.Unmarshal(out, &dl); err != nil || dl.GoMod == "" {
+		return nil, fmt.Errorf("go mod download %s: no go.mod in its answer (%s %v)", modVersion, dl.Error, err)
+	}
+	return os.ReadFile(dl.GoMod)
+}
+
+// scratchEtcdMod turns the etcd server's own go.mod, which points its sibling
+// modules (api, client, pkg; raft and client/v2 in 3.5) at local folders,
+// into the go.mod of a module that builds it: each sibling pinned to the
+// same release.
+func scratchEtcdMod(upstream []byte, version string) ([]byte, error) {
+	up, err := modfile.Parse("go.etcd.io/etcd/server/v3/go.mod", upstream, nil)
+	if err != nil {
+		return nil, fmt.Errorf("parse go.etcd.io/etcd/server/v3@%s go.mod: %w", version, err)
+	}
+	f := &modfile.File{}
+	if err := f.AddModuleStmt("vigil.local/control-plane/etcd"); err != nil {
+		return nil, err
+	}
+	if err := f.AddGoStmt("1.26"); err != nil {
+		return nil, err
+	}
+	if err := f.AddRequire("go.etcd.io/etcd/server/v3", version); err != nil {
+		return nil, err
+	}
+	// A sibling is pinned to the version the server requires it at: the
+	// release itself, but v2.305.21 for client/v2 of 3.5.21.
+	required := map[string]string{}
+	for _, r := range up.Require {
+		required[r.Mod.Path] = r.Mod.Version
+	}
+	n := 0
+	for _, r := range up.Replace {
+		if !strings.HasPrefix(r.New.Path, "../") || !strings.HasPrefix(r.Old.Path, "go.etcd.io/etcd/") {
+			continue
+		}
+		pin := required[r.Old.Path]
+		if pin == "" {
+			pin = version
+		}
+		if err := f.AddReplace(r.Old.Path, "", r.Old.Path, pin); err != nil {
+			return nil, err
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("go.etcd.io/etcd/server/v3@%s go.mod: expected replace directives for its sibling modules (../api, ...), found none", version)
+	}
+	f.Cleanup()
+	return f.Format()
 }
 
 // run runs the go tool in dir and returns its stdout. While it runs, what is

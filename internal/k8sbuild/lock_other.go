@@ -1,6 +1,6 @@
 //go:build !unix
 
-package controlplane
+package k8sbuild
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package controlplane
+package k8sbuild
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/mod/modfile"
+
+	"github.com/vigilkit/vigil/internal/kubeversion"
 )
 
 const upstreamMod = `module k8s.io/kubernetes
@@ -77,23 +79,59 @@ func TestScratchKubernetesModWithoutStagingFails(t *testing.T) {
 	}
 }
 
-func TestStagingVersion(t *testing.T) {
-	for _, tc := range []struct{ in, want, err string }{
-		{"v1.37.2", "v0.37.2", ""},
-		{"v1.36.0-rc.1", "v0.36.0-rc.1", ""},
-		{"1.37.2", "", "expected the form v1.MINOR.PATCH"},
-		{"v2.0.0", "", "expected the form v1.MINOR.PATCH"},
-	} {
-		got, err := Versions{Kubernetes: tc.in}.stagingVersion()
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s: err = %v, want %q", tc.in, err, tc.err)
-			}
-			continue
+const etcdUpstreamMod = `module go.etcd.io/etcd/server/v3
+
+go 1.23
+
+require (
+	go.etcd.io/etcd/api/v3 v3.5.21
+	go.etcd.io/etcd/client/v2 v2.305.21
+	go.etcd.io/etcd/raft/v3 v3.5.21
+)
+
+replace (
+	go.etcd.io/etcd/api/v3 => ../api
+	go.etcd.io/etcd/client/v2 => ../client/v2
+	go.etcd.io/etcd/raft/v3 => ../raft
+)
+
+replace go.etcd.io/etcd => ./FORBIDDEN_DEPENDENCY
+`
+
+// The etcd server's siblings are pinned to its release, whichever they are
+// (3.5 has raft and client/v2 beside api, client and pkg).
+func TestScratchEtcdModPinsSiblingModules(t *testing.T) {
+	out, err := scratchEtcdMod([]byte(etcdUpstreamMod), "v3.5.21")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := modfile.Parse("go.mod", out, nil)
+	if err != nil {
+		t.Fatalf("generated go.mod does not parse: %v\n%s", err, out)
+	}
+	replaces := map[string]string{}
+	for _, r := range f.Replace {
+		replaces[r.Old.Path] = r.New.Path + "@" + r.New.Version
+	}
+	want := map[string]string{
+		"go.etcd.io/etcd/api/v3":  "go.etcd.io/etcd/api/v3@v3.5.21",
+		"go.etcd.io/etcd/raft/v3": "go.etcd.io/etcd/raft/v3@v3.5.21",
+		// client/v2's versions are v2.305.x: pinned as the server requires it.
+		"go.etcd.io/etcd/client/v2": "go.etcd.io/etcd/client/v2@v2.305.21",
+	}
+	if len(replaces) != len(want) {
+		t.Fatalf("replaces %v, want exactly %v", replaces, want)
+	}
+	for k, v := range want {
+		if replaces[k] != v {
+			t.Errorf("replace %s = %q, want %q", k, replaces[k], v)
 		}
-		if err != nil || got != tc.want {
-			t.Errorf("%s: got %q, %v; want %q", tc.in, got, err, tc.want)
-		}
+	}
+	if len(f.Require) != 1 || f.Require[0].Mod.Path != "go.etcd.io/etcd/server/v3" || f.Require[0].Mod.Version != "v3.5.21" {
+		t.Errorf("requires %v, want only the server at v3.5.21", f.Require)
+	}
+	if _, err := scratchEtcdMod([]byte("module go.etcd.io/etcd/server/v3\n"), "v3.5.21"); err == nil {
+		t.Error("a server go.mod without sibling replaces was accepted")
 	}
 }
 
@@ -216,7 +254,7 @@ func TestEnsureWaitingRespectsContext(t *testing.T) {
 func TestRootHonoursEnvironment(t *testing.T) {
 	want := t.TempDir()
 	t.Setenv(EnvDir, want)
-	got, err := Dir(DefaultVersions)
+	got, err := Dir(kubeversion.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

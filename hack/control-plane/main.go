@@ -1,0 +1,58 @@
+// Command control-plane builds the Kubernetes binaries vigil runs, for one
+// supported release, and prints their folder: the control plane
+// (kube-apiserver, etcd, kubectl) by default, or a node's binaries with
+// --node. It imports nothing but the builder, so on a fresh machine it
+// compiles in seconds and the build's progress starts at once.
+//
+//	go run ./hack/control-plane [--kubernetes 1.34] [--node]
+//
+// The version comes from --kubernetes, else $VIGIL_KUBERNETES_VERSION, else
+// the default release.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/vigilkit/vigil/internal/k8sbuild"
+	"github.com/vigilkit/vigil/internal/kubeversion"
+)
+
+func main() {
+	version := flag.String("kubernetes", "", "the Kubernetes release to build: one of "+kubeversion.Names()+" (default $"+kubeversion.Env+", else "+kubeversion.Default().String()+")")
+	node := flag.Bool("node", false, "build the node's binaries (kubelet, kube-proxy, kube-controller-manager, kube-scheduler) instead of the control plane's")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fail(fmt.Errorf("unexpected arguments %q: expected only flags", flag.Args()))
+	}
+	r, err := kubeversion.FromEnv()
+	if *version != "" {
+		r, err = kubeversion.Parse(*version)
+		if err != nil {
+			err = fmt.Errorf("--kubernetes: %w", err)
+		}
+	}
+	if err != nil {
+		fail(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ensure := k8sbuild.Ensure
+	if *node {
+		ensure = k8sbuild.EnsureNode
+	}
+	dir, err := ensure(ctx, k8sbuild.BuildOptions{Release: r, Progress: os.Stderr})
+	if err != nil {
+		fail(err)
+	}
+	fmt.Println(dir)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "control-plane:", err)
+	os.Exit(1)
+}
