@@ -27,7 +27,6 @@ import (
 
 	"github.com/vigilkit/vigil/internal/controlplane"
 	"github.com/vigilkit/vigil/internal/image"
-	"github.com/vigilkit/vigil/internal/k8sbuild"
 	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/internal/node"
 )
@@ -46,7 +45,7 @@ func startWithNode(opts Options, release kubeversion.Release) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vigiltest: %w", err)
 	}
-	nodeDir, err := k8sbuild.EnsureNode(ctx, k8sbuild.BuildOptions{Release: release, Progress: os.Stderr})
+	nodeDir, err := controlplane.EnsureNode(ctx, release, os.Stderr)
 	if err != nil {
 		return nil, fmt.Errorf("vigiltest: %w", err)
 	}

@@ -5,6 +5,7 @@
 // compiles in seconds and the build's progress starts at once.
 //
 //	go run ./hack/control-plane [--kubernetes 1.34] [--node]
+//	go run ./hack/control-plane --list
 //
 // The version comes from --kubernetes, else $VIGIL_KUBERNETES_VERSION, else
 // the default release.
@@ -24,10 +25,17 @@ import (
 
 func main() {
 	version := flag.String("kubernetes", "", "the Kubernetes release to build: one of "+kubeversion.Names()+" (default $"+kubeversion.Env+", else "+kubeversion.Default().String()+")")
+	list := flag.Bool("list", false, "print the supported releases, oldest first, one per line, and build nothing")
 	node := flag.Bool("node", false, "build the node's binaries (kubelet, kube-proxy, kube-controller-manager, kube-scheduler) instead of the control plane's")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fail(fmt.Errorf("unexpected arguments %q: expected only flags", flag.Args()))
+	}
+	if *list {
+		for _, r := range kubeversion.Supported() {
+			fmt.Println(r)
+		}
+		return
 	}
 	r, err := kubeversion.FromEnv()
 	if *version != "" {

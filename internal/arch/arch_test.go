@@ -51,6 +51,10 @@ var entryPoints = map[string]string{
 	// The kit runs a module's webhooks in process, as `<module> test` does.
 	"vigiltest -> .":                   "vigiltest.Review and Cases take the module its author defines",
 	"vigiltest -> internal/policytest": "vigiltest.Review and Cases run the module's webhooks in process, as `<module> test` does",
+	// The build of the control plane starts from a program that links only
+	// the builder, so that a fresh machine's first step compiles in seconds.
+	"hack/control-plane -> internal/k8sbuild":    "make control-plane builds Kubernetes from a program that needs nothing else",
+	"hack/control-plane -> internal/kubeversion": "make control-plane takes the release as every tool does",
 }
 
 // layer is each package's layer and the vigil packages it may import, by
@@ -68,19 +72,19 @@ var layers = map[string]struct {
 	"store/v1alpha1": {public, nil},
 	"provenance":     {public, nil},
 	"pattern":        {public, nil},
-	"vigiltest":      {public, []string{".", "internal/define", "internal/policytest", "store/v1alpha1", "internal/certs", "internal/controlplane", "internal/gobuild", "internal/image", "internal/node", "internal/podrun", "internal/spec"}},
+	"vigiltest":      {public, []string{".", "internal/define", "internal/policytest", "store/v1alpha1", "internal/certs", "internal/controlplane", "internal/kubeversion", "internal/gobuild", "internal/image", "internal/node", "internal/podrun", "internal/spec"}},
 
 	// Declarations, and what they resolve to.
-	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme", "internal/progress", "provenance"}},
+	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme", "internal/progress", "internal/served", "provenance"}},
 	"internal/spec":   {spec, []string{"admission", "gate", "store"}},
 
 	// Roles.
 	"internal/gaterun":       {role, []string{"gate", "store", "internal/spec", "internal/waitfor", "internal/events", "internal/handoff", "internal/progress", "internal/callctx", "internal/podevents", "internal/watchhealth"}},
 	"internal/waitfor":       {role, []string{"gate", "internal/spec", "internal/watchhealth"}},
-	"internal/admissionrole": {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/watcher", "internal/webhook", "internal/podevents", "internal/callctx", "internal/certs", "internal/events", "internal/gcpace", "internal/handoff", "internal/watchhealth"}},
+	"internal/admissionrole": {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/served", "internal/watcher", "internal/webhook", "internal/podevents", "internal/callctx", "internal/certs", "internal/events", "internal/gcpace", "internal/handoff", "internal/watchhealth"}},
 	"internal/admit":         {role, []string{"admission", "store", "internal/spec", "internal/callctx", "internal/events", "internal/fresh"}},
 	"internal/webhook":       {role, []string{"internal/events"}},
-	"internal/registration":  {role, []string{"admission", "provenance", "internal/spec", "internal/admit", "internal/events"}},
+	"internal/registration":  {role, []string{"admission", "provenance", "internal/spec", "internal/admit", "internal/events", "internal/served"}},
 	"internal/watcher":       {role, []string{"store", "internal/spec", "internal/admit", "internal/audit", "internal/registration", "internal/callctx", "internal/events", "internal/fresh", "internal/warming", "internal/waitfor", "internal/podevents", "internal/scheme", "internal/watchhealth"}},
 	"internal/audit":         {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/events"}},
 	"internal/podevents":     {role, []string{"internal/spec"}},
@@ -93,8 +97,8 @@ var layers = map[string]struct {
 	"internal/policytest": {tool, []string{"store", "internal/spec", "internal/admit", "internal/callctx"}},
 	"internal/zarf":       {tool, []string{"internal/spec", "internal/chart"}},
 	"internal/cmdutil":    {tool, []string{"internal/spec"}},
-	"internal/dev":        {tool, []string{"internal/spec", "internal/policytest", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/events"}},
-	"internal/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/crdgen", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor", "internal/status", "internal/monitor"}},
+	"internal/dev":        {tool, []string{"internal/spec", "internal/policytest", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/kubeversion", "internal/served", "internal/events"}},
+	"internal/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/kubeversion", "internal/crdgen", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor", "internal/status", "internal/monitor"}},
 	"internal/status":     {tool, []string{"internal/spec", "internal/registration", "internal/deadlock", "internal/manifests", "internal/events", "internal/locate"}},
 	"internal/monitor":    {tool, []string{"internal/events", "internal/locate"}},
 
@@ -108,7 +112,10 @@ var layers = map[string]struct {
 	"internal/progress":     {leaf, nil},
 	"internal/warming":      {leaf, nil},
 	"internal/certs":        {leaf, nil},
-	"internal/controlplane": {leaf, []string{"internal/gobuild"}},
+	"internal/controlplane": {leaf, []string{"internal/k8sbuild", "internal/kubeversion"}},
+	"internal/k8sbuild":     {leaf, []string{"internal/gobuild", "internal/kubeversion"}},
+	"internal/kubeversion":  {leaf, nil},
+	"internal/served":       {leaf, []string{"internal/kubeversion"}},
 	"internal/gobuild":      {leaf, nil},
 	"internal/image":        {leaf, nil},
 	"internal/crdgen":       {leaf, nil},
@@ -119,13 +126,14 @@ var layers = map[string]struct {
 	"internal/locate":       {leaf, nil},
 
 	// Commands and examples, which use the public API (and a demo, vigil dev).
-	"cmd/vigil":   {entry, []string{"internal/cli"}},
-	"hack/vulndb": {entry, nil},
+	"cmd/vigil":          {entry, []string{"internal/cli"}},
+	"hack/vulndb":        {entry, nil},
+	"hack/control-plane": {entry, []string{"internal/k8sbuild", "internal/kubeversion"}},
 
 	// Support for vigil's own tests and soaks.
 	"internal/soak":                {tests, nil},
 	"internal/meshtest":            {tests, nil},
-	"internal/testenv":             {tests, []string{"internal/controlplane"}},
+	"internal/testenv":             {tests, []string{"internal/controlplane", "internal/kubeversion"}},
 	"internal/testkit":             {tests, []string{".", "internal/certs", "internal/registration", "vigiltest"}},
 	"examples/clusterconfig":       {entry, []string{".", "admission", "gate", "store", "pattern"}},
 	"examples/uds-core/demo":       {entry, []string{"internal/dev", "provenance"}},

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
-	"github.com/vigilkit/vigil/internal/k8sbuild"
 	"github.com/vigilkit/vigil/internal/node"
 )
 
@@ -35,7 +34,7 @@ the Go caches; cached afterwards), beside the control plane's binaries.`,
 			if err != nil {
 				return err
 			}
-			dir, err := k8sbuild.EnsureNode(cmd.Context(), k8sbuild.BuildOptions{Release: r, Progress: errOut})
+			dir, err := controlplane.EnsureNode(cmd.Context(), r, errOut)
 			if err != nil {
 				return err
 			}
@@ -105,7 +104,7 @@ func (o *NodeUpOptions) Run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	nodeBin, err := k8sbuild.EnsureNode(ctx, k8sbuild.BuildOptions{Release: r, Progress: o.Progress})
+	nodeBin, err := controlplane.EnsureNode(ctx, r, o.Progress)
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,13 @@ func Ensure(ctx context.Context, r kubeversion.Release, progress io.Writer) (str
 	return k8sbuild.Ensure(ctx, k8sbuild.BuildOptions{Release: r, Progress: progress})
 }
 
+// EnsureNode returns the folder of release r's node binaries (kubelet,
+// kube-proxy, kube-controller-manager, kube-scheduler), built into the
+// cache beside the control plane's when missing.
+func EnsureNode(ctx context.Context, r kubeversion.Release, progress io.Writer) (string, error) {
+	return k8sbuild.EnsureNode(ctx, k8sbuild.BuildOptions{Release: r, Progress: progress})
+}
+
 // ServingFlags are the kube-apiserver flags that make release r serve every
 // kind vigil can use: the gated versions of MutatingAdmissionPolicy
 // (v1alpha1 on 1.33, v1beta1 on 1.34 and 1.35) are turned on, as a platform

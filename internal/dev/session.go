@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
-	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/internal/events"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/internal/policytest"
 	"github.com/vigilkit/vigil/internal/spec"
 )

@@ -18,7 +18,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/controlplane"
-	"github.com/vigilkit/vigil/internal/k8sbuild"
 	"github.com/vigilkit/vigil/internal/kubeversion"
 )
 
@@ -39,7 +38,7 @@ func startNode(t *testing.T) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodeBin, err := k8sbuild.EnsureNode(ctx, k8sbuild.BuildOptions{Release: release, Progress: os.Stderr})
+	nodeBin, err := controlplane.EnsureNode(ctx, release, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
