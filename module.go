@@ -37,6 +37,12 @@ type Options struct {
 	// are given two seconds less, so the API server always hears the failure
 	// policy's answer rather than its own timeout.
 	WebhookTimeout time.Duration
+	// MinKubernetes is the oldest Kubernetes release the module runs on, as
+	// "1.35": one of the releases vigil supports (1.33 to 1.37), the oldest
+	// of them when empty. The CEL the API server runs for the module
+	// (Require) is compiled for it, so an expression that release refuses
+	// is a definition mistake; manifests and charts render for it or newer.
+	MinKubernetes string
 }
 
 // DefaultNamespace is the namespace of a module whose Options name none.
@@ -51,7 +57,10 @@ type Module struct {
 // NewModule starts the definition of the module called name, which must be a
 // DNS-1123 label: it names the module's Kubernetes objects.
 func NewModule(name string, opts Options) *Module {
-	return &Module{d: define.New(define.Caller(), name, opts.Namespace, opts.Scheme, opts.FailurePolicy, opts.WebhookTimeout, opts.Version)}
+	site := define.Caller()
+	d := define.New(site, name, opts.Namespace, opts.Scheme, opts.FailurePolicy, opts.WebhookTimeout, opts.Version)
+	d.SetMinKubernetes(site, opts.MinKubernetes)
+	return &Module{d: d}
 }
 
 // Name is the module's name.

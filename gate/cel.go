@@ -5,9 +5,11 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/ext"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vigilkit/vigil/internal/celversion"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 )
 
 var (
@@ -23,14 +25,13 @@ const celCostLimit = 1_000_000
 
 // celEnv is built once: creating an environment costs far more than compiling
 // a short expression, and every CEL condition uses the same declarations.
+// It is the API server's base environment of the oldest Kubernetes release
+// vigil supports — its libraries, optional field access
+// (object.?status.?phase.orValue("")) for a status not written yet, and its
+// validators — so that a condition reads as a ValidatingAdmissionPolicy's
+// expression does on every cluster the module runs on.
 var celEnv = sync.OnceValues(func() (*cel.Env, error) {
-	return cel.NewEnv(
-		cel.Variable("object", cel.DynType),
-		// Optional field access (object.?status.?phase.orValue("")) lets an
-		// expression cope with a status that is not written yet.
-		cel.OptionalTypes(),
-		ext.Strings(),
-	)
+	return celversion.Base(kubeversion.Oldest(), cel.Variable("object", cel.DynType))
 })
 
 // CEL is satisfied when the CEL expression expr evaluates to true. The object

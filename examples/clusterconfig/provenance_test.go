@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -390,15 +391,35 @@ const (
 	stampGuard  = "uds-core-namespace-created-by-guard"
 )
 
+// stampMeta is the metadata of the installed stamp of namespace creators,
+// read in the version of MutatingAdmissionPolicy the API server serves (v1
+// from Kubernetes 1.36; v1beta1 or v1alpha1 where enabled before): an
+// error that apierrors.IsNotFound tells when it is not installed.
+func stampMeta(ctx context.Context) (*metav1.PartialObjectMetadata, error) {
+	mapping, err := env.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicy"})
+	if err != nil {
+		return nil, err
+	}
+	policy := &metav1.PartialObjectMetadata{}
+	policy.SetGroupVersionKind(mapping.GroupVersionKind)
+	return policy, env.Client.Get(ctx, client.ObjectKey{Name: stampPolicy}, policy)
+}
+
 // uninstallStamp removes the stamp of namespace creators and its guard, as
 // an uninstall does, and returns once a namespace created is not stamped.
 func uninstallStamp(t *testing.T) {
 	t.Helper()
 	ctx := t.Context()
 	api := env.Clientset.AdmissionregistrationV1()
+	policy, err := stampMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: stampPolicy}}
+	binding.SetGroupVersionKind(policy.GroupVersionKind().GroupVersion().WithKind("MutatingAdmissionPolicyBinding"))
 	for _, err := range []error{
-		api.MutatingAdmissionPolicyBindings().Delete(ctx, stampPolicy, metav1.DeleteOptions{}),
-		api.MutatingAdmissionPolicies().Delete(ctx, stampPolicy, metav1.DeleteOptions{}),
+		env.Client.Delete(ctx, binding),
+		env.Client.Delete(ctx, policy),
 		api.ValidatingAdmissionPolicyBindings().Delete(ctx, stampGuard, metav1.DeleteOptions{}),
 		api.ValidatingAdmissionPolicies().Delete(ctx, stampGuard, metav1.DeleteOptions{}),
 	} {
@@ -421,7 +442,7 @@ func uninstallStamp(t *testing.T) {
 // stampUID is the UID of the installed stamp of namespace creators.
 func stampUID(t *testing.T) string {
 	t.Helper()
-	policy, err := env.Clientset.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(t.Context(), stampPolicy, metav1.GetOptions{})
+	policy, err := stampMeta(t.Context())
 	if err != nil {
 		t.Fatalf("the stamp of namespace creators: %v", err)
 	}
@@ -444,7 +465,7 @@ func vouch(t *testing.T, ns string) {
 // installed stamp of namespace creators (provenance.Settle).
 func stampSettled(t *testing.T) {
 	t.Helper()
-	policy, err := env.Clientset.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(t.Context(), stampPolicy, metav1.GetOptions{})
+	policy, err := stampMeta(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

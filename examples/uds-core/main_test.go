@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -122,12 +123,26 @@ func namespace(t testing.TB, name string) {
 // creators.
 const stampPolicy = "uds-core-namespace-created-by"
 
+// stampMeta is the metadata of the installed stamp of namespace creators,
+// read in the version of MutatingAdmissionPolicy the API server serves (v1
+// from Kubernetes 1.36; v1beta1 or v1alpha1 where enabled before): an
+// error that apierrors.IsNotFound tells when it is not installed.
+func stampMeta(ctx context.Context) (*metav1.PartialObjectMetadata, error) {
+	mapping, err := env.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicy"})
+	if err != nil {
+		return nil, err
+	}
+	policy := &metav1.PartialObjectMetadata{}
+	policy.SetGroupVersionKind(mapping.GroupVersionKind)
+	return policy, env.Client.Get(ctx, client.ObjectKey{Name: stampPolicy}, policy)
+}
+
 // vouch marks the namespace as vouched for under the installed stamp of
 // namespace creators (provenance.VouchedUnder), as an admin (group
 // system:masters); without an install it does nothing.
 func vouch(t testing.TB, name string) {
 	t.Helper()
-	policy, err := env.Clientset.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(t.Context(), stampPolicy, metav1.GetOptions{})
+	policy, err := stampMeta(t.Context())
 	if apierrors.IsNotFound(err) {
 		return
 	}

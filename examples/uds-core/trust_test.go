@@ -101,7 +101,7 @@ func randomID() string {
 // installed stamp of namespace creators (provenance.Settle).
 func stampSettled(t *testing.T) {
 	t.Helper()
-	policy, err := env.Clientset.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(t.Context(), stampPolicy, metav1.GetOptions{})
+	policy, err := stampMeta(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

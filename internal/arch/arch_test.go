@@ -67,7 +67,7 @@ var layers = map[string]struct {
 	// The public API.
 	".":              {public, []string{"admission", "gate", "store", "provenance", "internal/define", "internal/spec", "internal/callctx", "internal/handoff", "internal/scheme", "internal/progress", "internal/modcli"}},
 	"admission":      {public, []string{"store"}},
-	"gate":           {public, nil},
+	"gate":           {public, []string{"internal/celversion", "internal/kubeversion"}},
 	"store":          {public, []string{"store/v1alpha1", "internal/warming"}},
 	"store/v1alpha1": {public, nil},
 	"provenance":     {public, nil},
@@ -75,7 +75,7 @@ var layers = map[string]struct {
 	"vigiltest":      {public, []string{".", "internal/define", "internal/policytest", "store/v1alpha1", "internal/certs", "internal/controlplane", "internal/kubeversion", "internal/gobuild", "internal/image", "internal/node", "internal/podrun", "internal/spec"}},
 
 	// Declarations, and what they resolve to.
-	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme", "internal/progress", "internal/served", "provenance"}},
+	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme", "internal/progress", "internal/served", "internal/celversion", "internal/kubeversion", "provenance"}},
 	"internal/spec":   {spec, []string{"admission", "gate", "store"}},
 
 	// Roles.
@@ -90,16 +90,16 @@ var layers = map[string]struct {
 	"internal/podevents":     {role, []string{"internal/spec"}},
 
 	// Tools.
-	"internal/manifests":  {tool, []string{"store", "store/v1alpha1", "internal/spec", "internal/registration", "internal/scheme"}},
-	"internal/chart":      {tool, []string{"admission", "store/v1alpha1", "internal/spec", "internal/manifests", "internal/registration"}},
+	"internal/manifests":  {tool, []string{"store", "store/v1alpha1", "internal/spec", "internal/registration", "internal/scheme", "internal/kubeversion", "internal/served"}},
+	"internal/chart":      {tool, []string{"admission", "store/v1alpha1", "internal/spec", "internal/manifests", "internal/registration", "internal/kubeversion", "internal/served"}},
 	"internal/deadlock":   {tool, []string{"admission", "internal/spec", "internal/registration"}},
-	"internal/modcli":     {tool, []string{"store", "store/v1alpha1", "provenance", "internal/spec", "internal/policytest", "internal/admissionrole", "internal/gaterun", "internal/watcher", "internal/registration", "internal/waitfor", "internal/podevents", "internal/manifests", "internal/chart", "internal/zarf", "internal/deadlock", "internal/cmdutil", "internal/callctx"}},
-	"internal/policytest": {tool, []string{"store", "internal/spec", "internal/admit", "internal/callctx"}},
+	"internal/modcli":     {tool, []string{"store", "store/v1alpha1", "provenance", "internal/spec", "internal/policytest", "internal/admissionrole", "internal/gaterun", "internal/watcher", "internal/registration", "internal/waitfor", "internal/podevents", "internal/manifests", "internal/chart", "internal/zarf", "internal/deadlock", "internal/cmdutil", "internal/callctx", "internal/served"}},
+	"internal/policytest": {tool, []string{"store", "internal/spec", "internal/admit", "internal/callctx", "internal/celversion", "internal/kubeversion"}},
 	"internal/zarf":       {tool, []string{"internal/spec", "internal/chart"}},
-	"internal/cmdutil":    {tool, []string{"internal/spec"}},
+	"internal/cmdutil":    {tool, []string{"internal/spec", "internal/kubeversion"}},
 	"internal/dev":        {tool, []string{"internal/spec", "internal/policytest", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/kubeversion", "internal/served", "internal/events"}},
 	"internal/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/kubeversion", "internal/crdgen", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor", "internal/status", "internal/monitor"}},
-	"internal/status":     {tool, []string{"internal/spec", "internal/registration", "internal/deadlock", "internal/manifests", "internal/events", "internal/locate"}},
+	"internal/status":     {tool, []string{"internal/spec", "internal/registration", "internal/deadlock", "internal/manifests", "internal/events", "internal/locate", "internal/served"}},
 	"internal/monitor":    {tool, []string{"internal/events", "internal/locate"}},
 
 	// Leaves.
@@ -116,6 +116,7 @@ var layers = map[string]struct {
 	"internal/k8sbuild":     {leaf, []string{"internal/gobuild", "internal/kubeversion"}},
 	"internal/kubeversion":  {leaf, nil},
 	"internal/served":       {leaf, []string{"internal/kubeversion"}},
+	"internal/celversion":   {leaf, []string{"internal/kubeversion"}},
 	"internal/gobuild":      {leaf, nil},
 	"internal/image":        {leaf, nil},
 	"internal/crdgen":       {leaf, nil},

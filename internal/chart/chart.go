@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -23,11 +24,38 @@ type Options struct {
 	// Image is the default image reference: repository, then :tag and/or
 	// @digest. It becomes image.repository, image.tag and image.digest.
 	Image string
+	// Kubernetes is the oldest release the chart installs on: the lower
+	// bound of its kubeVersion. The module's MinKubernetes when zero; never
+	// older. The version of each kind that depends on the cluster
+	// (MutatingAdmissionPolicy) is chosen by Helm from what the cluster
+	// serves, at install.
+	Kubernetes kubeversion.Release
 }
 
-// KubeVersion is the chart's kubeVersion: registration writes
-// matchConditions, GA in Kubernetes 1.30.
-const KubeVersion = ">=1.30.0-0"
+// KubeVersion is the chart's kubeVersion: from the oldest release the chart
+// is for up to the newest vigil supports.
+func KubeVersion(oldest kubeversion.Release) string {
+	return fmt.Sprintf(">=1.%d.0-0 <1.%d.0-0", oldest.Minor, kubeversion.Newest().Minor+1)
+}
+
+// oldest is the oldest release the chart of m installs on.
+func oldest(m *spec.Module, o Options) (kubeversion.Release, error) {
+	min := kubeversion.Oldest()
+	if m.MinKubernetes != "" {
+		r, err := kubeversion.Parse(m.MinKubernetes)
+		if err != nil {
+			return r, err
+		}
+		min = r
+	}
+	if o.Kubernetes == (kubeversion.Release{}) {
+		return min, nil
+	}
+	if o.Kubernetes.Minor < min.Minor {
+		return o.Kubernetes, fmt.Errorf("--kubernetes %s: module %s targets Kubernetes %s or newer (vigil.Options.MinKubernetes): write its chart for %s or a newer release", o.Kubernetes, m.Name, min, min)
+	}
+	return o.Kubernetes, nil
+}
 
 // CertDir is where the admission container reads the serving certificate
 // from when the chart mounts it (certificate.mode existingSecret or
@@ -55,7 +83,11 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := manifests.Render(m, manifests.Options{Image: imageSentinel})
+	from, err := oldest(m, o)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := manifests.Render(m, manifests.Options{Image: imageSentinel, Kubernetes: kubeversion.Newest()})
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +135,9 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 			text = "{{- if .Values.namespace.create }}\n" + text + "{{- end }}\n"
 		case kind == "NetworkPolicy":
 			text = "{{- if .Values.networkPolicy.enabled }}\n" + text + "{{- end }}\n"
+		case kind == "MutatingAdmissionPolicy" || kind == "MutatingAdmissionPolicyBinding":
+			// In the version the cluster serves, chosen at install.
+			text = strings.Replace(text, "apiVersion: "+obj.GetObjectKind().GroupVersionKind().GroupVersion().String()+"\n", "apiVersion: {{ include \"vigil.mutatingAdmissionPolicyAPIVersion\" . }}\n", 1)
 		}
 		files["templates/"+name] = []byte(text)
 	}
@@ -129,8 +164,8 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	maps.Copy(files, monitoring)
 	g.metrics = metricsServices(objs)
 	files["templates/certificate.yaml"] = []byte(certificateTemplate(m, nsLabels))
-	files["templates/_helpers.tpl"] = []byte(helpers(m) + trustHelpers)
-	files["Chart.yaml"] = chartYAML(m, tag)
+	files["templates/_helpers.tpl"] = []byte(helpers(m) + trustHelpers + servedHelpers(m))
+	files["Chart.yaml"] = chartYAML(m, tag, from)
 	values, err := valuesYAML(m, g, repo, tag, digest)
 	if err != nil {
 		return nil, err

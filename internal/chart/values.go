@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -22,14 +23,14 @@ func Version(m *spec.Module) string {
 	return strings.TrimPrefix(m.Version, "v")
 }
 
-func chartYAML(m *spec.Module, tag string) []byte {
+func chartYAML(m *spec.Module, tag string, oldest kubeversion.Release) []byte {
 	c := map[string]any{
 		"apiVersion":  "v2",
 		"name":        m.Name,
 		"description": fmt.Sprintf("The vigil module %s: its admission webhooks, watcher and startup gates, with RBAC derived from its definition.", m.Name),
 		"type":        "application",
 		"version":     Version(m),
-		"kubeVersion": KubeVersion,
+		"kubeVersion": KubeVersion(oldest),
 	}
 	if tag != "" {
 		c["appVersion"] = tag

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/controlplane"
 	"github.com/vigilkit/vigil/internal/kubeversion"
 )
@@ -35,7 +36,7 @@ VIGIL_CONTROL_PLANE_DIR to move it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return env.Run(cmd.Context(), out) },
 	}
-	addKubernetesFlag(envCmd.Flags(), &env.Kubernetes, "the control plane to build")
+	cmdutil.AddKubernetesFlag(envCmd.Flags(), &env.Kubernetes, "the control plane to build")
 	cmd.AddCommand(envCmd)
 
 	up := &UpOptions{Progress: errOut}
@@ -50,14 +51,14 @@ The binaries are built first when they are missing.`,
 	}
 	upCmd.Flags().StringVar(&up.KubeconfigPath, "kubeconfig", filepath.Join(".vigil", "kubeconfig"), "where to write the admin kubeconfig")
 	upCmd.Flags().BoolVar(&up.Verbose, "verbose", false, "show the API server's and etcd's own logs")
-	addKubernetesFlag(upCmd.Flags(), &up.Kubernetes, "the control plane")
+	cmdutil.AddKubernetesFlag(upCmd.Flags(), &up.Kubernetes, "the control plane")
 	cmd.AddCommand(upCmd)
 	return cmd
 }
 
 // EnvOptions are the options of `vigil controlplane env`.
 type EnvOptions struct {
-	Kubernetes kubernetesFlag
+	Kubernetes cmdutil.KubernetesFlag
 	Progress   io.Writer
 }
 
@@ -79,7 +80,7 @@ func (o *EnvOptions) Run(ctx context.Context, out io.Writer) error {
 type UpOptions struct {
 	KubeconfigPath string
 	Verbose        bool
-	Kubernetes     kubernetesFlag
+	Kubernetes     cmdutil.KubernetesFlag
 	Progress       io.Writer
 	// Ready, when set, is called once the control plane serves and the
 	// kubeconfig is written.

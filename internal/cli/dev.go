@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/dev"
 )
 
@@ -64,7 +65,7 @@ removes them without running anything.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to run against (default KUBECONFIG; without either, an embedded control plane)")
 	f.StringVar(&o.Context, "context", "", "kubeconfig context")
-	addKubernetesFlag(f, &o.Kubernetes, "the embedded control plane (without --kubeconfig)")
+	cmdutil.AddKubernetesFlag(f, &o.Kubernetes, "the embedded control plane (without --kubeconfig)")
 	f.StringVar(&o.Color, "color", "auto", "colour the timeline: auto (on a terminal, unless NO_COLOR is set), always or never")
 	f.DurationVar(&o.GateProgress, "gate-progress", time.Second, "how often waiting gates report what they last saw")
 	f.BoolVar(&o.Clean, "clean", false, "remove what a vigil dev of the module that was killed left in the cluster (its webhook configurations and opt-out guards), then exit")
@@ -78,7 +79,7 @@ type DevOptions struct {
 	Context      string
 	Color        string
 	GateProgress time.Duration
-	Kubernetes   kubernetesFlag
+	Kubernetes   cmdutil.KubernetesFlag
 	// Clean removes what earlier sessions left, and runs nothing.
 	Clean bool
 	// Progress receives the control plane's build progress.

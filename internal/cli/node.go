@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/controlplane"
 	"github.com/vigilkit/vigil/internal/node"
 )
@@ -20,7 +21,7 @@ func newNodeCommand(out, errOut io.Writer) *cobra.Command {
 		Use:   "node",
 		Short: "Build and run a real node on this machine: a control plane, a kubelet, containerd and kube-proxy",
 	}
-	var envVersion kubernetesFlag
+	var envVersion cmdutil.KubernetesFlag
 	envCmd := &cobra.Command{
 		Use:   "env",
 		Short: "Print the folder of the node binaries, building them first if needed",
@@ -42,7 +43,7 @@ the Go caches; cached afterwards), beside the control plane's binaries.`,
 			return err
 		},
 	}
-	addKubernetesFlag(envCmd.Flags(), &envVersion, "the node binaries to build")
+	cmdutil.AddKubernetesFlag(envCmd.Flags(), &envVersion, "the node binaries to build")
 	cmd.AddCommand(envCmd)
 	up := &NodeUpOptions{Progress: errOut}
 	upCmd := &cobra.Command{
@@ -68,7 +69,7 @@ Images reach the node without a registry: vigil image --node REF.`,
 	}
 	upCmd.Flags().StringVar(&up.KubeconfigPath, "kubeconfig", filepath.Join(".vigil", "node.kubeconfig"), "where to write the admin kubeconfig")
 	upCmd.Flags().BoolVar(&up.Verbose, "verbose", false, "show every component's own log")
-	addKubernetesFlag(upCmd.Flags(), &up.Kubernetes, "the control plane and the node")
+	cmdutil.AddKubernetesFlag(upCmd.Flags(), &up.Kubernetes, "the control plane and the node")
 	cmd.AddCommand(upCmd)
 	return cmd
 }
@@ -77,7 +78,7 @@ Images reach the node without a registry: vigil image --node REF.`,
 type NodeUpOptions struct {
 	KubeconfigPath string
 	Verbose        bool
-	Kubernetes     kubernetesFlag
+	Kubernetes     cmdutil.KubernetesFlag
 	Progress       io.Writer
 	// Ready, when set, is called once the node is Ready and the kubeconfig
 	// written.

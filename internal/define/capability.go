@@ -2,11 +2,10 @@ package define
 
 import (
 	"strings"
-	"sync"
 
-	"github.com/google/cel-go/cel"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/vigilkit/vigil/internal/celversion"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -23,8 +22,8 @@ func (b *Binding) AddCheck(site, expression, message string) {
 	}
 	if strings.TrimSpace(expression) == "" {
 		m.Recordf(site, "When(%s).Require: expected a CEL expression, got none", b.GVK.Kind)
-	} else if err := checkCEL(expression); err != nil {
-		m.Recordf(site, "When(%s).Require(%q): expected a CEL expression: %v", b.GVK.Kind, expression, err)
+	} else if _, err := celversion.CompilePolicy(expression, m.Kubernetes); err != nil {
+		m.Recordf(site, "When(%s).Require(%q): expected a CEL expression the API server of Kubernetes %s compiles: %v", b.GVK.Kind, expression, m.Kubernetes, err)
 	}
 	if strings.TrimSpace(message) == "" || strings.ContainsAny(message, "\r\n") {
 		m.Recordf(site, "When(%s).Require: message %q: expected the denial, one line", b.GVK.Kind, message)
@@ -41,21 +40,4 @@ func (b *Binding) AddCheck(site, expression, message string) {
 		}
 	}
 	m.AddCheck(c)
-}
-
-// parseEnv parses checks' expressions: made once, as making one costs more
-// than parsing a short expression.
-var parseEnv = sync.OnceValues(func() (*cel.Env, error) { return cel.NewEnv() })
-
-// checkCEL reports a CEL expression that does not parse. Its types and
-// functions are the API server's to check when the policy is applied.
-func checkCEL(expression string) error {
-	env, err := parseEnv()
-	if err != nil {
-		return err
-	}
-	if _, iss := env.Parse(expression); iss.Err() != nil {
-		return iss.Err()
-	}
-	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/internal/scheme"
 	"github.com/vigilkit/vigil/internal/spec"
 )
@@ -29,6 +30,9 @@ type Module struct {
 	Scheme                   *runtime.Scheme
 	Policy                   admission.FailurePolicy
 	Timeout                  time.Duration
+	// Kubernetes is the oldest release the module targets: the CEL the
+	// API server runs is compiled for it.
+	Kubernetes kubeversion.Release
 
 	mu           sync.Mutex
 	errs         []error
@@ -67,7 +71,7 @@ func New(site string, name, namespace string, s *runtime.Scheme, policy admissio
 	if version == "" {
 		version = imageVersion
 	}
-	m := &Module{Name: name, Namespace: namespace, Scheme: s, Policy: policy, Timeout: timeout, Version: version}
+	m := &Module{Name: name, Namespace: namespace, Scheme: s, Policy: policy, Timeout: timeout, Version: version, Kubernetes: kubeversion.Oldest()}
 	switch m.Policy {
 	case "":
 		m.Policy = admission.Fail
@@ -101,6 +105,21 @@ func New(site string, name, namespace string, s *runtime.Scheme, policy admissio
 		m.Recordf(site, "%s %q is not a valid namespace name (%s)", from, m.Namespace, strings.Join(problems, "; "))
 	}
 	return m
+}
+
+// SetMinKubernetes records the oldest Kubernetes release the module
+// targets, as Options.MinKubernetes gives it ("1.35"); the oldest supported
+// when empty.
+func (m *Module) SetMinKubernetes(site, v string) {
+	if v == "" {
+		return
+	}
+	r, err := kubeversion.Parse(v)
+	if err != nil {
+		m.Recordf(site, "Options.MinKubernetes: %v", err)
+		return
+	}
+	m.Kubernetes = r
 }
 
 // callerSkip is the number of frames between runtime.Caller in Caller and
@@ -463,16 +482,17 @@ func (m *Module) Resolve() *spec.Module {
 		SchemaVersion: spec.SchemaVersion,
 		Name:          m.Name, Namespace: m.Namespace, Version: m.Version,
 		FailurePolicy: m.Policy, TimeoutSeconds: int32(m.Timeout / time.Second),
-		Capabilities: append([]spec.Capability{}, m.capabilities...),
-		Bindings:     append([]spec.Binding{}, m.bindings...),
-		Checks:       append([]spec.Check(nil), m.checks...),
-		Watches:      append([]spec.Watch{}, m.watches...),
-		Schedules:    append([]spec.Schedule{}, m.schedules...),
-		Listers:      []spec.Lister{},
-		CRDs:         append([]spec.CRD(nil), m.crds...),
-		Settings:     append([]spec.Setting(nil), m.settings...),
-		Rules:        m.resolveRules(),
-		Scheme:       m.Scheme,
+		MinKubernetes: m.Kubernetes.String(),
+		Capabilities:  append([]spec.Capability{}, m.capabilities...),
+		Bindings:      append([]spec.Binding{}, m.bindings...),
+		Checks:        append([]spec.Check(nil), m.checks...),
+		Watches:       append([]spec.Watch{}, m.watches...),
+		Schedules:     append([]spec.Schedule{}, m.schedules...),
+		Listers:       []spec.Lister{},
+		CRDs:          append([]spec.CRD(nil), m.crds...),
+		Settings:      append([]spec.Setting(nil), m.settings...),
+		Rules:         m.resolveRules(),
+		Scheme:        m.Scheme,
 	}
 	var gates []spec.Gate
 	for _, g := range m.gates {

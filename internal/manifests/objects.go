@@ -21,7 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/served"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/store"
 )
@@ -40,9 +42,33 @@ type Options struct {
 	// NoNetworkPolicy leaves out the admission pods' NetworkPolicy, for a
 	// cluster that enforces none or governs them with its own.
 	NoNetworkPolicy bool
+	// Kubernetes is the release the manifests are for: each kind whose
+	// version depends on it (MutatingAdmissionPolicy) is written in the
+	// version that release serves. The default release (1.37) when zero;
+	// never older than the module's MinKubernetes.
+	Kubernetes kubeversion.Release
 
 	// fingerprint is the definition's, as Render found it: see SpecEnv.
 	fingerprint spec.Fingerprint
+}
+
+// Target is what release r serves, for manifests rendered for it (the
+// default release when r is zero): an error when r is older than the
+// module targets, or cannot serve what the module declares.
+func Target(m *spec.Module, r kubeversion.Release) (served.Cluster, error) {
+	if r == (kubeversion.Release{}) {
+		r = kubeversion.Default()
+	}
+	if m.MinKubernetes != "" {
+		if min, err := kubeversion.Parse(m.MinKubernetes); err == nil && r.Minor < min.Minor {
+			return served.Cluster{}, fmt.Errorf("--kubernetes %s: module %s targets Kubernetes %s or newer (vigil.Options.MinKubernetes): render it for %s or a newer release", r, m.Name, min, min)
+		}
+	}
+	target := served.Release(r)
+	if err := registration.Unservable(m, target); err != nil {
+		return served.Cluster{}, fmt.Errorf("--kubernetes %s: %w", r, err)
+	}
+	return target, nil
 }
 
 // SpecAnnotation carries, on the module's Deployments and their pod
@@ -89,6 +115,10 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 2
+	}
+	target, err := Target(m, o.Kubernetes)
+	if err != nil {
+		return nil, err
 	}
 	labels := moduleLabels(m)
 	objMeta := func(name, ns, component string) metav1.ObjectMeta {
@@ -140,7 +170,7 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 		}
 		objs = append(objs, hooks...)
 	}
-	objs = append(objs, policyObjects(m, labels)...)
+	objs = append(objs, policyObjects(m, target, labels)...)
 	return objs, nil
 }
 
@@ -256,12 +286,14 @@ func webhookObjects(m *spec.Module, o Options, labels func(string) map[string]st
 
 // policyObjects are the opt-out guards and the checks, each a policy and
 // its binding.
-func policyObjects(m *spec.Module, labels func(string) map[string]string) []client.Object {
+func policyObjects(m *spec.Module, target served.Cluster, labels func(string) map[string]string) []client.Object {
 	var objs []client.Object
 	// The opt-out guards and the checks: evaluated by the API server itself,
 	// so they hold from install on, and the module needs no rights to them.
 	for _, st := range registration.Stamps(m) {
 		st.Policy.Labels, st.Binding.Labels = labels("admission"), labels("admission")
+		st.Policy.APIVersion = target.APIVersion(served.MutatingAdmissionPolicy)
+		st.Binding.APIVersion = st.Policy.APIVersion
 		objs = append(objs, st.Policy, st.Binding)
 	}
 	for _, g := range registration.Policies(m) {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vigilkit/vigil/internal/chart"
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -59,7 +60,10 @@ func refuseDeadlock(m *spec.Module, what string, allowed bool) error {
 }
 
 // ChartFlags are the flags of `<module> chart`.
-type ChartFlags struct{ packageFlags }
+type ChartFlags struct {
+	packageFlags
+	Kubernetes cmdutil.KubernetesFlag
+}
 
 // NewChartFlags returns the flags.
 func NewChartFlags() *ChartFlags { return &ChartFlags{} }
@@ -68,6 +72,7 @@ func NewChartFlags() *ChartFlags { return &ChartFlags{} }
 func (f *ChartFlags) AddFlags(fs *pflag.FlagSet) {
 	f.addFlags(fs, "folder to write the chart into (required)",
 		"the module's container image, the default of image.repository, image.tag and image.digest (required)")
+	cmdutil.AddKubernetesFlag(fs, &f.Kubernetes, "the oldest cluster the chart installs on (its kubeVersion; default the module's MinKubernetes)")
 }
 
 // ToOptions checks that a folder is given.
@@ -75,7 +80,15 @@ func (f *ChartFlags) ToOptions(m *spec.Module, out io.Writer) (*ChartOptions, er
 	if f.Dir == "" {
 		return nil, errors.New("-o: expected the folder to write the chart into, as in `chart -o ./chart --image ghcr.io/acme/module:1.0.0`")
 	}
-	return &ChartOptions{Module: m, Out: out, Dir: f.Dir, Chart: chart.Options{Image: f.Image}, AllowDeadlock: f.AllowDeadlock}, nil
+	o := &ChartOptions{Module: m, Out: out, Dir: f.Dir, Chart: chart.Options{Image: f.Image}, AllowDeadlock: f.AllowDeadlock}
+	if f.Kubernetes.Given() {
+		r, err := f.Kubernetes.Release()
+		if err != nil {
+			return nil, fmt.Errorf("--kubernetes: %w", err)
+		}
+		o.Chart.Kubernetes = r
+	}
+	return o, nil
 }
 
 // ChartOptions are a writing of the module's chart.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/vigilkit/vigil/internal/deadlock"
 	"github.com/vigilkit/vigil/internal/manifests"
+	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/served"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -99,4 +101,29 @@ func writeClusterDeadlocks(out io.Writer, cycles []deadlock.Cycle, read int, mis
 		fmt.Fprintf(out, "  %d. %s\n     break it: %s\n", i+1, c.String(), c.Break)
 	}
 	return fmt.Errorf("%w: %d cycle(s) with the cluster's webhooks, printed above", ErrDeadlock, len(cycles))
+}
+
+// writeServed says which version of each kind the module writes the
+// cluster serves; a declared feature it cannot serve is the error, as the
+// admission role would exit with it.
+func writeServed(ctx context.Context, out io.Writer, cfg *rest.Config, m *spec.Module) error {
+	cluster, err := served.DiscoverConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("--cluster: %w", err)
+	}
+	fmt.Fprintf(out, "\ncluster: Kubernetes %s\n", cluster.GitVersion)
+	for _, k := range served.Kinds {
+		v := cluster.APIVersion(k)
+		switch {
+		case v == "":
+			v = "not served"
+		case !cluster.Default(k):
+			v += " (enabled by a feature gate)"
+		}
+		fmt.Fprintf(out, "  %s: %s\n", k.Name, v)
+	}
+	if err := registration.Unservable(m, cluster); err != nil {
+		return fmt.Errorf("the cluster cannot serve what module %s declares; its admission role would exit at start:\n%w", m.Name, err)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vigilkit/vigil/internal/cmdutil"
 	"github.com/vigilkit/vigil/internal/deadlock"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/spec"
@@ -46,6 +47,8 @@ type ManifestsFlags struct {
 	With          []string
 	// NetworkPolicy ships the admission pods' NetworkPolicy.
 	NetworkPolicy bool
+	// Kubernetes is the release the manifests are for.
+	Kubernetes cmdutil.KubernetesFlag
 }
 
 // NewManifestsFlags returns the flags.
@@ -60,14 +63,19 @@ func (f *ManifestsFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.CABundleFile, "ca-bundle", "", "PEM CA bundle for the fail-closed webhook configurations (default: the module fills it in once it serves)")
 	fs.BoolVar(&f.AllowDeadlock, "allow-deadlock", false, "print even when plan finds a startup deadlock")
 	fs.StringSliceVar(&f.With, "with", nil, "other modules' `plan -o json` files, for the deadlock analysis across modules")
+	cmdutil.AddKubernetesFlag(fs, &f.Kubernetes, "the cluster the manifests are for (the version of each kind whose version depends on it)")
 	fs.BoolVar(&f.NetworkPolicy, "network-policy", true, "ship the admission pods' NetworkPolicy (webhook port from anywhere, metrics from the monitoring namespace, nothing else); false where the cluster enforces none")
 }
 
 // ToOptions reads the CA bundle and the other modules and checks the
 // replicas.
 func (f *ManifestsFlags) ToOptions(m *spec.Module, out io.Writer) (*ManifestsOptions, error) {
+	release, err := f.Kubernetes.Release()
+	if err != nil {
+		return nil, fmt.Errorf("--kubernetes: %w", err)
+	}
 	o := &ManifestsOptions{Module: m, Out: out, Dir: f.Dir, AllowDeadlock: f.AllowDeadlock,
-		Render: manifests.Options{Image: f.Image, Namespace: f.Namespace, Replicas: f.Replicas, NoNetworkPolicy: !f.NetworkPolicy}}
+		Render: manifests.Options{Image: f.Image, Namespace: f.Namespace, Replicas: f.Replicas, NoNetworkPolicy: !f.NetworkPolicy, Kubernetes: release}}
 	if f.CABundleFile != "" {
 		data, err := os.ReadFile(f.CABundleFile)
 		if err != nil {

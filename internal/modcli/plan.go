@@ -472,6 +472,9 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if o.Cluster == nil {
 		return own
 	}
+	if err := writeServed(ctx, o.Out, o.Cluster, o.Module); err != nil {
+		return err
+	}
 	cycles, read, missing, err := clusterDeadlocks(ctx, o.Cluster, o.Module)
 	if err != nil {
 		return err

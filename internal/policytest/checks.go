@@ -8,23 +8,11 @@ import (
 
 	"github.com/google/cel-go/cel"
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apiserver/pkg/cel/environment"
 
+	"github.com/vigilkit/vigil/internal/celversion"
+	"github.com/vigilkit/vigil/internal/kubeversion"
 	"github.com/vigilkit/vigil/internal/spec"
 )
-
-// celEnv is the CEL environment of a ValidatingAdmissionPolicy's
-// expressions, as kube-apiserver builds it (its base library: strings,
-// lists, regex, quantities, URLs, ...), with the variables a check sees,
-// untyped.
-var celEnv = sync.OnceValues(func() (*cel.Env, error) {
-	return environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).NewExpressionsEnv().Extend(
-		cel.Variable("object", cel.DynType),
-		cel.Variable("oldObject", cel.DynType),
-		cel.Variable("request", cel.DynType),
-		cel.Variable("namespaceObject", cel.DynType),
-	)
-})
 
 // checked is a check's answer: its policy denied (Enforce) or warned.
 type checked struct {
@@ -52,7 +40,7 @@ func runChecks(m *spec.Module, req *admissionv1.AdmissionRequest, namespaces map
 				return nil, err
 			}
 		}
-		ok, err := evalCheck(c.Expression, vars)
+		ok, err := evalCheck(c.Expression, target(m), vars)
 		if err != nil {
 			return nil, fmt.Errorf("check %s (%s): %w", c.ID(), c.Site, err)
 		}
@@ -81,31 +69,47 @@ func checkMatches(m *spec.Module, c *spec.Check, req *admissionv1.AdmissionReque
 	return m.ExclusionPolicy().Of(m.Name, m.Capabilities[i]).Admits(exclusionRequest(req, namespaceLabels(namespaces[req.Namespace])))
 }
 
-// programs are the checks' expressions compiled, by expression.
-var programs sync.Map // string → cel.Program
+// target is the release the module's checks are compiled for: the oldest
+// it targets (spec.Module.MinKubernetes), as the API server of that release
+// compiles them.
+func target(m *spec.Module) kubeversion.Release {
+	if r, err := kubeversion.Parse(m.MinKubernetes); err == nil && m.MinKubernetes != "" {
+		return r
+	}
+	return kubeversion.Oldest()
+}
 
-func program(expr string) (cel.Program, error) {
-	if p, ok := programs.Load(expr); ok {
+// programs are the checks' expressions compiled, by release and expression.
+var programs sync.Map // programKey → cel.Program
+
+type programKey struct {
+	minor int
+	expr  string
+}
+
+func program(expr string, r kubeversion.Release) (cel.Program, error) {
+	key := programKey{r.Minor, expr}
+	if p, ok := programs.Load(key); ok {
 		return p.(cel.Program), nil
 	}
-	env, err := celEnv()
+	ast, err := celversion.CompilePolicy(expr, r)
 	if err != nil {
 		return nil, err
 	}
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		return nil, iss.Err()
+	env, err := celversion.PolicyEnv(r.Minor)
+	if err != nil {
+		return nil, err
 	}
 	prg, err := env.Program(ast)
 	if err != nil {
 		return nil, err
 	}
-	programs.Store(expr, prg)
+	programs.Store(key, prg)
 	return prg, nil
 }
 
-func evalCheck(expr string, vars map[string]any) (bool, error) {
-	prg, err := program(expr)
+func evalCheck(expr string, r kubeversion.Release, vars map[string]any) (bool, error) {
+	prg, err := program(expr, r)
 	if err != nil {
 		return false, err
 	}

@@ -25,6 +25,10 @@ type Module struct {
 	FailurePolicy admission.FailurePolicy `json:"failurePolicy"`
 	// TimeoutSeconds of the webhooks; bindings get two seconds less.
 	TimeoutSeconds int32 `json:"timeoutSeconds"`
+	// MinKubernetes is the oldest Kubernetes release the module targets,
+	// as "1.33": the CEL the API server runs for it is compiled for that
+	// release, and its manifests render for it or newer.
+	MinKubernetes string `json:"minKubernetes"`
 
 	// Phases hold the startup gates, ascending, each phase with at least one.
 	Phases []Phase `json:"phases"`

@@ -24,6 +24,7 @@ import (
 	"github.com/vigilkit/vigil/internal/locate"
 	"github.com/vigilkit/vigil/internal/manifests"
 	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/served"
 	"github.com/vigilkit/vigil/internal/spec"
 )
 
@@ -52,6 +53,13 @@ const vigilSelector = "app.kubernetes.io/part-of,app.kubernetes.io/name"
 // API server unreachable) fails it.
 func Collect(ctx context.Context, c Clients, o Options) (*Report, error) {
 	r := &collector{Clients: c, report: &Report{SchemaVersion: SchemaVersion, Modules: []Module{}}}
+	if cluster, err := served.Discover(ctx, c.Kube.Discovery()); err == nil {
+		r.report.Kubernetes = cluster.GitVersion
+		r.report.Served = map[string]string{}
+		for _, k := range served.Kinds {
+			r.report.Served[k.Name] = cluster.APIVersion(k)
+		}
+	}
 	sel := vigilSelector + ",app.kubernetes.io/component in (admission,watcher)"
 	if o.Module != "" {
 		sel += ",app.kubernetes.io/part-of=" + o.Module
@@ -197,6 +205,7 @@ func (r *collector) pods(ctx context.Context, m *Module) {
 	}
 	logsRead := 0
 	for _, p := range pods.Items {
+		m.Exited = append(m.Exited, exited(&p)...)
 		sp, starting := startingPod(&p)
 		if !starting {
 			continue
@@ -208,6 +217,24 @@ func (r *collector) pods(ctx context.Context, m *Module) {
 		}
 		m.Starting = append(m.Starting, sp)
 	}
+}
+
+// exited reports p's main containers whose last run ended with an error,
+// and the message each left (the tail of its log, as the manifests'
+// terminationMessagePolicy keeps it).
+func exited(p *corev1.Pod) []string {
+	var out []string
+	for _, s := range p.Status.ContainerStatuses {
+		t := s.LastTerminationState.Terminated
+		if s.State.Terminated != nil {
+			t = s.State.Terminated
+		}
+		if t == nil || t.ExitCode == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("pod %s container %s exited %d (%d restarts): %s", p.Name, s.Name, t.ExitCode, s.RestartCount, strings.TrimSpace(t.Message)))
+	}
+	return out
 }
 
 // startingPod reports which init container of p runs, if one still does.

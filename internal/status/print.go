@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +21,13 @@ func WriteJSON(out io.Writer, r *Report) error {
 // Write prints the report for people; now dates the ages it prints.
 func Write(out io.Writer, r *Report, now time.Time) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	if r.Kubernetes != "" {
+		var kinds []string
+		for _, k := range slices.Sorted(maps.Keys(r.Served)) {
+			kinds = append(kinds, k+" "+orValue(r.Served[k], "not served"))
+		}
+		fmt.Fprintf(tw, "cluster: Kubernetes %s (%s)\n\n", r.Kubernetes, strings.Join(kinds, ", "))
+	}
 	if len(r.Modules) == 0 {
 		fmt.Fprintln(tw, "no vigil module found (Deployments labelled app.kubernetes.io/part-of and component admission or watcher, whose pods carry vigil.dev/spec-hash)")
 	}
@@ -57,6 +66,9 @@ func writeModule(w io.Writer, m *Module, now time.Time) {
 	}
 	for _, r := range m.Roles {
 		fmt.Fprintf(w, "  %s\t%d/%d ready\t%d updated\n", r.Name, r.Ready, r.Desired, r.Updated)
+	}
+	for _, e := range m.Exited {
+		fmt.Fprintf(w, "  admission %s\n", e)
 	}
 	for _, r := range m.Roles {
 		if r.CreateRefused != "" {
@@ -181,4 +193,12 @@ func age(now, t time.Time) string {
 		d = 0
 	}
 	return d.Round(time.Second).String()
+}
+
+// orValue is v, or otherwise when v is empty.
+func orValue(v, otherwise string) string {
+	if v == "" {
+		return otherwise
+	}
+	return v
 }

@@ -7,8 +7,13 @@ const SchemaVersion = "vigil.dev/status/v1"
 
 // Report is every module found, or the one asked for.
 type Report struct {
-	SchemaVersion string   `json:"schemaVersion"`
-	Modules       []Module `json:"modules"`
+	SchemaVersion string `json:"schemaVersion"`
+	// Kubernetes is the API server's version; Served the API version it
+	// serves of each kind whose version vigil chooses by discovery ("" for
+	// none).
+	Kubernetes string            `json:"kubernetes,omitempty"`
+	Served     map[string]string `json:"served,omitempty"`
+	Modules    []Module          `json:"modules"`
 	// Missing says what could not be read for lack of a right: the verb,
 	// the resource and where, and the API server's answer.
 	Missing []string `json:"missing,omitempty"`
@@ -48,6 +53,10 @@ type Module struct {
 	// rendered from (vigil.dev/spec-hash).
 	Spec  string `json:"spec"`
 	Roles []Role `json:"roles"`
+	// Exited are its admission pods' containers that last exited with an
+	// error, and what they said: a module whose declarations the cluster
+	// cannot serve says so there, naming what to enable.
+	Exited []string `json:"exited,omitempty"`
 	// Starting are its pods whose gate phases have not all finished.
 	Starting []StartingPod `json:"starting,omitempty"`
 	// Registration is each of its webhook configurations.

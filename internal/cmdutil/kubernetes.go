@@ -1,4 +1,4 @@
-package cli
+package cmdutil
 
 import (
 	"github.com/spf13/pflag"
@@ -6,22 +6,22 @@ import (
 	"github.com/vigilkit/vigil/internal/kubeversion"
 )
 
-// kubernetesFlag is --kubernetes: a supported release, parsed as the flag is
+// KubernetesFlag is --kubernetes: a supported release, parsed as the flag is
 // read, so that a version outside the range fails before anything runs,
-// listing the supported ones.
-type kubernetesFlag struct {
+// listing the supported ones. Its zero value is unset.
+type KubernetesFlag struct {
 	release kubeversion.Release
 	set     bool
 }
 
-func (f *kubernetesFlag) String() string {
+func (f *KubernetesFlag) String() string {
 	if !f.set {
 		return ""
 	}
 	return f.release.String()
 }
 
-func (f *kubernetesFlag) Set(s string) error {
+func (f *KubernetesFlag) Set(s string) error {
 	r, err := kubeversion.Parse(s)
 	if err != nil {
 		return err
@@ -30,18 +30,21 @@ func (f *kubernetesFlag) Set(s string) error {
 	return nil
 }
 
-func (f *kubernetesFlag) Type() string { return "version" }
+func (f *KubernetesFlag) Type() string { return "version" }
 
 // Release is the release given, else $VIGIL_KUBERNETES_VERSION's, else the
 // default.
-func (f *kubernetesFlag) Release() (kubeversion.Release, error) {
+func (f *KubernetesFlag) Release() (kubeversion.Release, error) {
 	if f.set {
 		return f.release, nil
 	}
 	return kubeversion.FromEnv()
 }
 
-// addKubernetesFlag declares --kubernetes on fs.
-func addKubernetesFlag(fs *pflag.FlagSet, f *kubernetesFlag, what string) {
+// Given reports whether the flag was set.
+func (f *KubernetesFlag) Given() bool { return f.set }
+
+// AddKubernetesFlag declares --kubernetes on fs.
+func AddKubernetesFlag(fs *pflag.FlagSet, f *KubernetesFlag, what string) {
 	fs.Var(f, "kubernetes", "the Kubernetes release of "+what+": one of "+kubeversion.Names()+" (default $"+kubeversion.Env+", else "+kubeversion.Default().String()+")")
 }

@@ -1,0 +1,8 @@
+// Package celversion compiles CEL as the API server of a given Kubernetes
+// release does: with that release's base environment (its libraries,
+// language settings and validators, as k8s.io/apiserver's environment
+// package versions them), so that an expression that the oldest release a
+// module targets would refuse is refused offline, at its call site, in the
+// API server's own words, with the library it needs and the release that
+// added it.
+package celversion
