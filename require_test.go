@@ -3,10 +3,12 @@ package vigil_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -253,5 +255,53 @@ func TestRequireHoldsOnStatusWrites(t *testing.T) {
 	p.Labels = map[string]string{"tier": "web"}
 	if err := c.Status().Update(ctx, p); !refused(err) {
 		t.Errorf("removing the app label through pods/status: %v, want refused by the check", err)
+	}
+}
+
+// A Require that uses a CEL library newer than the oldest release the module
+// targets is a definition mistake, at its call site, naming the release and
+// the library it needs; an API server of the older release refuses the
+// policy in the same words, and one of the newer accepts it.
+func TestRequireIsCompiledForTheOldestRelease(t *testing.T) {
+	const expr = `object.metadata.?labels.orValue({}).map(k, k).sortBy(k, k).size() >= 0`
+	m := vigil.NewModule("mod", vigil.Options{})
+	vigil.When(m.Capability("labels"), &corev1.ConfigMap{}).IsCreated().Require(expr, "never")
+	err := m.Verify()
+	if err == nil {
+		t.Fatal("Verify() = nil, want the expression refused for Kubernetes 1.33")
+	}
+	const refusal = "undeclared reference to 'sortBy'"
+	for _, w := range []string{"require_test.go:", "needs Kubernetes 1.34", "lists extension", "the module targets 1.33", refusal} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Verify() = %q, want it to contain %q", err, w)
+		}
+	}
+	// A module that targets 1.34 or newer may use it.
+	newer := vigil.NewModule("mod", vigil.Options{MinKubernetes: "1.34"})
+	vigil.When(newer.Capability("labels"), &corev1.ConfigMap{}).IsCreated().Require(expr, "never")
+	if err := newer.Verify(); err != nil {
+		t.Fatalf("MinKubernetes 1.34: %v", err)
+	}
+
+	// The API server running decides as its release does.
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "sortby-" + strings.ReplaceAll(env.KubernetesVersion, ".", "-")},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: expr}},
+		},
+	}
+	err = env.Client.Create(t.Context(), vap, client.DryRunAll)
+	minor, _ := strconv.Atoi(strings.TrimPrefix(env.KubernetesVersion, "1."))
+	switch {
+	case minor < 34 && (err == nil || !strings.Contains(err.Error(), refusal)):
+		t.Errorf("Kubernetes %s: create = %v, want it refused with %q", env.KubernetesVersion, err, refusal)
+	case minor >= 34 && err != nil:
+		t.Errorf("Kubernetes %s: create = %v, want it accepted", env.KubernetesVersion, err)
 	}
 }

@@ -83,6 +83,8 @@ type Env struct {
 	Scheme *runtime.Scheme
 	// BinDir is the folder of the binaries running, kubectl among them.
 	BinDir string
+	// KubernetesVersion is the release running, as "1.34".
+	KubernetesVersion string
 
 	cp   *controlplane.Instance
 	node *node.Node
@@ -142,7 +144,7 @@ func Start(opts Options) (*Env, error) {
 	if os.Getenv("VIGILTEST_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "vigiltest: control plane up in %s (%s)\n", time.Since(began).Round(time.Millisecond), cp.Config.Host)
 	}
-	e := &Env{Config: cp.Config, Scheme: opts.Scheme, BinDir: dir, cp: cp}
+	e := &Env{Config: cp.Config, Scheme: opts.Scheme, BinDir: dir, KubernetesVersion: release.String(), cp: cp}
 	if err := e.clients(); err != nil {
 		_ = cp.Stop()
 		return nil, err

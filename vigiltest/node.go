@@ -61,7 +61,7 @@ func startWithNode(opts Options, release kubeversion.Release) (*Env, error) {
 	if opts.Burst > 0 {
 		cfg.Burst = opts.Burst
 	}
-	e := &Env{Config: cfg, Scheme: opts.Scheme, BinDir: cpDir, node: n}
+	e := &Env{Config: cfg, Scheme: opts.Scheme, BinDir: cpDir, KubernetesVersion: release.String(), node: n}
 	if err := e.clients(); err != nil {
 		_ = n.Stop()
 		return nil, err

@@ -1,0 +1,50 @@
+package celversion
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/vigilkit/vigil/internal/kubeversion"
+)
+
+// Each library the supported releases differ by is refused by the release
+// before it, with the release and library it needs, and compiled by that
+// release.
+func TestExpressionsNeedTheReleaseOfTheirLibrary(t *testing.T) {
+	for _, tc := range []struct {
+		expr    string
+		minor   int
+		library string
+	}{
+		{`isSemver("1.2.3")`, 33, "semver"},
+		{`[3, 1, 2].sortBy(x, x)[0] == 1`, 34, "lists extension"},
+		{`{"a": 1}.all(k, v, v > 0)`, 32, "two-variable"},
+	} {
+		r := release(t, tc.minor)
+		if _, err := CompilePolicy(tc.expr, r); err != nil {
+			t.Errorf("%s on %s: %v, want it compiled", tc.expr, r, err)
+		}
+		if tc.minor <= kubeversion.Oldest().Minor {
+			continue
+		}
+		_, err := CompilePolicy(tc.expr, kubeversion.Oldest())
+		var needs *NeedsError
+		if !errors.As(err, &needs) || needs.Minor != tc.minor || !strings.Contains(err.Error(), tc.library) || !strings.Contains(err.Error(), "targets 1.33") {
+			t.Errorf("%s on 1.33: %v, want it to need 1.%d and %s", tc.expr, err, tc.minor, tc.library)
+		}
+	}
+	if _, err := CompilePolicy(`object.metadata.name ==`, kubeversion.Newest()); err == nil || errors.As(err, new(*NeedsError)) {
+		t.Errorf("a syntax error: %v, want the compile error alone", err)
+	}
+}
+
+func release(t *testing.T, minor int) kubeversion.Release {
+	t.Helper()
+	for _, r := range kubeversion.Supported() {
+		if r.Minor == minor {
+			return r
+		}
+	}
+	return kubeversion.Release{Minor: minor}
+}
