@@ -15,7 +15,15 @@ GOVULNCHECK := golang.org/x/vuln/cmd/govulncheck@v1.9.0
 DEADCODE := golang.org/x/tools/cmd/deadcode@v0.52.0
 GO_TEST_FLAGS ?= -count=1 -timeout 25m
 
-.PHONY: e2e test demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-ship bench-first-module
+# KUBERNETES=1.34 runs any target on that Kubernetes release (1.33 to 1.37;
+# 1.37 when unset): the control plane and node are built for it and every
+# test starts it. It sets VIGIL_KUBERNETES_VERSION, which the tools and the
+# test kit read.
+ifdef KUBERNETES
+export VIGIL_KUBERNETES_VERSION := $(KUBERNETES)
+endif
+
+.PHONY: e2e test test-versions demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-ship bench-first-module
 
 ## test: build the control plane if needed, then vet, staticcheck, the go.mod tidiness check, deadcode, govulncheck and every test under the race detector
 test:
@@ -52,9 +60,13 @@ test:
 	echo "==> fuzz the AdmissionReview decoder briefly (new inputs kept unminimized: minimizing one can outlast the 10s and fail the run)"; \
 	go test -run '^$$' -fuzz FuzzDecodeReview -fuzztime 10s -fuzzminimizetime 0 ./internal/admit/
 
-## control-plane: build kube-apiserver, etcd and kubectl into the cache and print their folder
+## control-plane: build kube-apiserver, etcd and kubectl into the cache and print their folder (KUBERNETES=1.34 for another release)
 control-plane:
 	@hack/control-plane.sh
+
+## test-versions: the suites that need an API server, and make demo, on each supported Kubernetes release (VERSIONS="1.33" for some); prints `versions: 1.33=pass ...`
+test-versions:
+	@hack/test-versions.sh $(VERSIONS)
 
 vet:
 	go vet ./...
@@ -160,7 +172,7 @@ demo:
 ## e2e: a real node on this machine (needs root; installs containerd, runc, the CNI plugins, iptables and conntrack with apt-get when missing): a pod from an image imported by digest, the kubernetes Service from a pod, a killed kubelet reported, nothing left at stop; the clusterconfig module from its own image and chart with its CRDs applied late: phases in order, a gate container killed, admission Ready and registered, a mutation, a denial, an Exemption, an upgrade 1.0.0 → 2.0.0 under load, a Helm uninstall (prints an e2e: line); the kit's module by the runner and by the kubelet, compared
 e2e:
 	@echo "==> control plane and node binaries (built from the Go module proxy on first use, then cached)"; \
-	hack/control-plane.sh >/dev/null; \
+	hack/control-plane.sh >/dev/null; hack/control-plane.sh --node >/dev/null; \
 	VIGIL_E2E=1 go test -count=1 -v -timeout 20m ./internal/node/
 	@echo "==> the kit's module both ways, by the runner and by the node's kubelet"
 	VIGIL_E2E=1 go test -count=1 -v -timeout 20m -run 'TestTheRunnerAndANodeAgree' ./vigiltest/

@@ -6,17 +6,25 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/testenv"
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // vigil dev creates a module's trusted namespace and its provenance stamp, as
-// the manifests would, the stamp marked as the session's: the session's end
+// the manifests would, the stamp marked as the session's and in the version
+// of MutatingAdmissionPolicy the API server serves: the session's end
 // removes the stamp and leaves the namespace, with what it holds.
 func TestDevCreatesTrustAndRemovesOnlyTheStamp(t *testing.T) {
+	testenv.ControlPlane(t)
+	env, err := vigiltest.Start(vigiltest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
 	ctx := context.Background()
-	cs := fake.NewClientset()
+	cs := env.Clientset
 	m := &spec.Module{Name: "m", Namespace: "m-system", TrustedNamespaces: []spec.TrustedNamespace{{Name: "m-exemptions"}}, Provenance: &spec.Provenance{}}
 	if err := createTrust(ctx, cs, m, func(string) {}); err != nil {
 		t.Fatal(err)
