@@ -180,8 +180,8 @@ func TestChartWithDefaultValuesRendersTheManifests(t *testing.T) {
 func defaultsRenderTheManifests(t *testing.T, name string) {
 	bin := example(t, name)
 	_, ch := writeChartOf(t, bin)
-	if ch.Metadata.KubeVersion != ">=1.30.0-0" {
-		t.Errorf("kubeVersion %q: want >=1.30.0-0 (matchConditions)", ch.Metadata.KubeVersion)
+	if ch.Metadata.KubeVersion != ">=1.33.0-0 <1.38.0-0" {
+		t.Errorf("kubeVersion %q: want the supported range, >=1.33.0-0 <1.38.0-0", ch.Metadata.KubeVersion)
 	}
 	rel, err := render(t, ch, nil)
 	if err != nil {

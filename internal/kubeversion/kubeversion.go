@@ -37,7 +37,8 @@ func (r Release) AtLeast(minor int) bool { return r.Minor >= minor }
 
 // supported are the releases vigil is built and tested against, oldest
 // first. Each patch release is the newest the Go module proxy serves; each
-// etcd is the one that release's go.mod pins.
+// etcd is the one that release's go.mod pins (for 1.37, the newest 3.7
+// patch, v3.7.3, over the pinned v3.7.0).
 var supported = []Release{
 	{Minor: 33, Kubernetes: "v1.33.13", Etcd: "v3.5.21"},
 	{Minor: 34, Kubernetes: "v1.34.4", Etcd: "v3.6.4"},
@@ -78,12 +79,6 @@ func Names() string {
 		names[i] = r.String()
 	}
 	return strings.Join(names, ", ")
-}
-
-// Range is the supported range as a semver constraint, for a chart's
-// kubeVersion: ">=1.33.0-0 <1.38.0-0".
-func Range() string {
-	return fmt.Sprintf(">=1.%d.0-0 <1.%d.0-0", Oldest().Minor, Newest().Minor+1)
 }
 
 // Parse reads a version as users write it: "1.34", "v1.34", "1.34.4" or
