@@ -14,7 +14,8 @@ import (
 // from discovery at install (v1, then v1beta1, then v1alpha1). A cluster
 // that serves none fails the install, naming the feature, the cluster's
 // version and what to enable: the module is never installed without its
-// stamp of namespace creators.
+// stamp of namespace creators. Without a cluster (helm template) it is the
+// version the cluster's release serves once enabled.
 func servedHelpers(m *spec.Module) string {
 	k := served.MutatingAdmissionPolicy
 	var b strings.Builder
@@ -34,6 +35,22 @@ func servedHelpers(m *spec.Module) string {
 			enable = append(enable, fmt.Sprintf("on 1.%d and later before 1.%d, --feature-gates=%s=true --runtime-config=%s/%s=true", v.Since, k.Versions[0].Since, k.Name, served.Group, v.Name))
 		}
 	}
+	// Without a cluster (helm template), Helm knows versions but no kinds
+	// (a live cluster's discovery lists v1/Namespace): the version the
+	// chart's kubeVersion release serves once enabled.
+	b.WriteString("{{- else if not (.Capabilities.APIVersions.Has \"v1/Namespace\") -}}\n")
+	for i, v := range k.Versions {
+		gv := served.Group + "/" + v.Name
+		switch {
+		case i == len(k.Versions)-1:
+			fmt.Fprintf(&b, "{{- else -}}\n%s\n", gv)
+		case i == 0:
+			fmt.Fprintf(&b, "{{- if semverCompare \">=1.%d-0\" .Capabilities.KubeVersion.Version -}}\n%s\n", v.Since, gv)
+		default:
+			fmt.Fprintf(&b, "{{- else if semverCompare \">=1.%d-0\" .Capabilities.KubeVersion.Version -}}\n%s\n", v.Since, gv)
+		}
+	}
+	b.WriteString("{{- end -}}\n")
 	msg := fmt.Sprintf("%s needs %s, which this cluster (Kubernetes %%s) does not serve: it is served by default from 1.%d; %s on kube-apiserver",
 		registration.ProvenanceFeature(m), k.Name, k.Versions[0].Since, strings.Join(enable, "; "))
 	fmt.Fprintf(&b, "{{- else -}}\n{{- fail (printf %q .Capabilities.KubeVersion.Version) -}}\n{{- end -}}\n{{- end -}}\n", msg)
