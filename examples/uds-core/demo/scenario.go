@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -415,7 +416,14 @@ func (d *demo) exempted(ctx context.Context) (string, error) {
 	// An Exemption applies only to a namespace a trusted identity created
 	// since the module's stamp of namespace creators, or vouched for: demo
 	// was created before the install, so the admin vouches for it.
-	stamp := &admissionregistrationv1.MutatingAdmissionPolicy{}
+	// The stamp's policy in the version of MutatingAdmissionPolicy the API
+	// server serves: v1 from 1.36, v1beta1 or v1alpha1 where enabled before.
+	mapping, err := d.c.RESTMapper().RESTMapping(schema.GroupKind{Group: admissionregistrationv1.GroupName, Kind: "MutatingAdmissionPolicy"})
+	if err != nil {
+		return "", fmt.Errorf("the module's stamp of namespace creators: %w", err)
+	}
+	stamp := &metav1.PartialObjectMetadata{}
+	stamp.SetGroupVersionKind(mapping.GroupVersionKind)
 	if err := d.c.Get(ctx, client.ObjectKey{Name: stampPolicy}, stamp); err != nil {
 		return "", fmt.Errorf("the module's stamp of namespace creators: %w", err)
 	}
