@@ -49,9 +49,9 @@ func TestCommandsKeepTheirFlags(t *testing.T) {
 		"unregister": with(map[string]string{
 			"remove-finalizers": "false", "stop-watcher": "false", "delete-state": "false", "stop-watcher-timeout": "2m0s",
 		}),
-		"chart":     {"output-dir": "", "image": "", "allow-deadlock": "false"},
+		"chart":     {"output-dir": "", "image": "", "allow-deadlock": "false", "kubernetes": ""},
 		"zarf":      {"output-dir": "", "image": "", "allow-deadlock": "false"},
-		"manifests": {"image": "", "namespace": "", "replicas": "2", "output-dir": "", "ca-bundle": "", "allow-deadlock": "false", "with": "[]", "network-policy": "true"},
+		"manifests": {"image": "", "namespace": "", "replicas": "2", "output-dir": "", "ca-bundle": "", "allow-deadlock": "false", "with": "[]", "network-policy": "true", "kubernetes": ""},
 		"plan":      with(map[string]string{"output": "text", "with": "[]", "cluster": "false"}),
 	}
 	root := NewCommand(module(), nil, &bytes.Buffer{}, &bytes.Buffer{})
