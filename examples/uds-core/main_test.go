@@ -35,37 +35,23 @@ func TestMain(m *testing.M) {
 // objects in.
 const PolicyTests = "policy-tests"
 
-// EnvCRDs names the folder of UDS Core's CRD files (clusterconfig.uds.dev.yaml,
-// exemptions.uds.dev.yaml), when it is not shared/uds-core/crds beside
-// the project or one of the folders above it.
+// EnvCRDs names a folder of UDS Core's own CRD files
+// (clusterconfig.uds.dev.yaml, exemptions.uds.dev.yaml) for the tests to
+// install instead of vigil's schemas of the same kinds in testdata/crds.
 const EnvCRDs = "UDS_CORE_CRDS"
 
-// crdDir finds UDS Core's CRD files: $UDS_CORE_CRDS, or shared/uds-core/crds
-// in a folder above this one. The project copies no file of UDS Core's.
+// crdDir is the folder of the CRD files the tests install: $UDS_CORE_CRDS,
+// or testdata/crds, vigil's own schemas written from the fields UDS Core
+// documents. The project copies no file of UDS Core's.
 func crdDir(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv(EnvCRDs); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "exemptions.uds.dev.yaml")); err != nil {
+			t.Fatalf("%s=%s: expected a folder holding clusterconfig.uds.dev.yaml and exemptions.uds.dev.yaml, got %v; unset it to use testdata/crds", EnvCRDs, d, err)
+		}
 		return d
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	candidates := []string{"/work/shared/uds-core/crds"}
-	for d := wd; ; d = filepath.Dir(d) {
-		candidates = append([]string{filepath.Join(d, "shared", "uds-core", "crds")}, candidates...)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	for _, c := range candidates {
-		if _, err := os.Stat(filepath.Join(c, "exemptions.uds.dev.yaml")); err == nil {
-			return c
-		}
-	}
-	t.Fatalf("UDS Core's CRD files (clusterconfig.uds.dev.yaml, exemptions.uds.dev.yaml) are in none of %s: set %s to their folder",
-		strings.Join(candidates, ", "), EnvCRDs)
-	return ""
+	return filepath.Join("testdata", "crds")
 }
 
 var installCRDs sync.Mutex

@@ -31,13 +31,13 @@ func probe(name, namespace, module string) *unstructured.Unstructured {
 // describe "probe validator"), each subtest named after its it(...). The
 // module starts without the Probe CRD — its other webhooks are registered
 // regardless — and the Probe validation joins them once the CRD (the
-// stand-in beside UDS Core's CRDs) is served.
+// stand-in in testdata/crds/stub) is served.
 func TestProbeValidator(t *testing.T) {
 	m := startUDSCore(t)
 	if _, err := env.Clientset.Discovery().ServerResourcesForGroupVersion("monitoring.coreos.com/v1"); err == nil {
 		t.Log("a Probe CRD is served already")
 	}
-	data, err := os.ReadFile(filepath.Join(crdDir(t), "stub", "probes.monitoring.coreos.com.yaml"))
+	data, err := os.ReadFile(filepath.Join("testdata", "crds", "stub", "probes.monitoring.coreos.com.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

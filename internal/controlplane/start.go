@@ -35,12 +35,22 @@ const (
 )
 
 // FindBinaries returns the folder of the control-plane binaries of release
-// r: $KUBEBUILDER_ASSETS when set (it wins, whatever release it holds),
-// otherwise r's cache folder. It does not build; the error says how to.
+// r: $KUBEBUILDER_ASSETS when set, provided its kube-apiserver is of r's
+// minor version (the flags and kinds vigil chooses for r would be wrong
+// for another), otherwise r's cache folder. It does not build; the error
+// says how to.
 func FindBinaries(r kubeversion.Release) (string, error) {
 	if dir := os.Getenv(EnvAssets); dir != "" {
 		if err := k8sbuild.Check(dir); err != nil {
 			return "", fmt.Errorf("%w (from %s); unset it to use vigil's cache, or build into the cache with: %s", err, EnvAssets, BuildHint(r))
+		}
+		minor, version, err := apiServerMinor(dir)
+		if err != nil {
+			return "", fmt.Errorf("%s=%s: %w", EnvAssets, dir, err)
+		}
+		if minor != r.Minor {
+			return "", fmt.Errorf("%s=%s holds kube-apiserver %s, expected Kubernetes %s: set %s=1.%d to test on it, or unset %s to use vigil's cache of %s",
+				EnvAssets, dir, version, r, kubeversion.Env, minor, EnvAssets, r)
 		}
 		return dir, nil
 	}

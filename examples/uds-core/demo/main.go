@@ -12,9 +12,9 @@
 // watcher set the ClusterConfig's status to Ready. A failed step ends the
 // demo with exit code 1 and names the step.
 //
-// UDS Core's CRDs come from UDS Core's own files when --crds names their
-// folder or shared/uds-core/crds is found above the working directory; on a
-// machine without them, from stand-ins with the same names (crds.yaml here).
+// UDS Core's CRDs come from the folder --crds names (UDS Core's own files,
+// or the example's schemas in examples/uds-core/testdata/crds); without it,
+// from stand-ins with the same names and an open schema (crds.yaml here).
 //
 // By default it runs on an embedded control plane of its own (never on the
 // cluster KUBECONFIG names); --kubeconfig picks a cluster explicitly.
@@ -40,7 +40,7 @@ func main() {
 	flags := flag.NewFlagSet("demo", flag.ExitOnError)
 	flags.StringVar(&o.kubeconfig, "kubeconfig", "", "run on this cluster instead of an embedded control plane (the demo installs UDS Core's CRDs and creates namespaces demo and uds-policy-exemptions)")
 	flags.StringVar(&o.dir, "example", exampleDir(), "the uds-core example's folder")
-	flags.StringVar(&o.crds, "crds", findCRDs(), "the folder of UDS Core's CRD files (clusterconfig.uds.dev.yaml, exemptions.uds.dev.yaml); empty: the demo's stand-ins")
+	flags.StringVar(&o.crds, "crds", "", "a folder of CRD files for UDS Core's kinds (clusterconfig.uds.dev.yaml, exemptions.uds.dev.yaml): UDS Core's own, or examples/uds-core/testdata/crds; empty: the demo's stand-ins")
 	color := flags.String("color", "auto", "auto, always or never")
 	_ = flags.Parse(os.Args[1:])
 	switch *color {
@@ -69,22 +69,4 @@ func exampleDir() string {
 		return filepath.Join("examples", "uds-core")
 	}
 	return filepath.Dir(filepath.Dir(file))
-}
-
-// findCRDs is the folder shared/uds-core/crds in the working directory or
-// one above it, when it holds UDS Core's CRD files; empty otherwise.
-func findCRDs() string {
-	wd, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		c := filepath.Join(d, "shared", "uds-core", "crds")
-		if _, err := os.Stat(filepath.Join(c, "exemptions.uds.dev.yaml")); err == nil {
-			return c
-		}
-		if filepath.Dir(d) == d {
-			return ""
-		}
-	}
 }
