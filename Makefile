@@ -22,6 +22,12 @@ GO_TEST_FLAGS ?= -count=1 -timeout 25m
 ifdef KUBERNETES
 export VIGIL_KUBERNETES_VERSION := $(KUBERNETES)
 endif
+# CONTAINERD=built runs make e2e's node on containerd 2.x built from the Go
+# module proxy instead of the machine's package (CONTAINERD=package); unset,
+# the package through 1.37 and the built one from 1.38.
+ifdef CONTAINERD
+export VIGIL_NODE_CONTAINERD := $(CONTAINERD)
+endif
 
 .PHONY: e2e test test-versions demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-ship bench-first-module
 
@@ -173,6 +179,7 @@ demo:
 e2e:
 	@echo "==> control plane and node binaries (built from the Go module proxy on first use, then cached)"; \
 	hack/control-plane.sh >/dev/null; hack/control-plane.sh --node >/dev/null; \
+	if [ "$${VIGIL_NODE_CONTAINERD:-}" = built ]; then hack/control-plane.sh --containerd >/dev/null; fi; \
 	VIGIL_E2E=1 go test -count=1 -v -timeout 20m ./internal/node/
 	@echo "==> the kit's module both ways, by the runner and by the node's kubelet"
 	VIGIL_E2E=1 go test -count=1 -v -timeout 20m -run 'TestTheRunnerAndANodeAgree' ./vigiltest/

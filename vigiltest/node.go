@@ -49,7 +49,11 @@ func startWithNode(opts Options, release kubeversion.Release) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vigiltest: %w", err)
 	}
-	n, err := node.Start(ctx, node.Options{APIServerFlags: controlplane.ServingFlags(release), ControlPlaneDir: cpDir, NodeDir: nodeDir, Progress: os.Stderr, Output: opts.Output})
+	containerdDir, err := controlplane.EnsureContainerd(ctx, release, os.Stderr)
+	if err != nil {
+		return nil, fmt.Errorf("vigiltest: %w", err)
+	}
+	n, err := node.Start(ctx, node.Options{APIServerFlags: controlplane.ServingFlags(release), ControlPlaneDir: cpDir, NodeDir: nodeDir, ContainerdDir: containerdDir, Progress: os.Stderr, Output: opts.Output})
 	if err != nil {
 		return nil, fmt.Errorf("vigiltest: %w", err)
 	}

@@ -1,10 +1,11 @@
 // Command control-plane builds the Kubernetes binaries vigil runs, for one
 // supported release, and prints their folder: the control plane
 // (kube-apiserver, etcd, kubectl) by default, or a node's binaries with
-// --node. It imports nothing but the builder, so on a fresh machine it
+// --node, or the containerd a node may run instead of the machine's with
+// --containerd. It imports nothing but the builder, so on a fresh machine it
 // compiles in seconds and the build's progress starts at once.
 //
-//	go run ./hack/control-plane [--kubernetes 1.34] [--node]
+//	go run ./hack/control-plane [--kubernetes 1.34] [--node | --containerd]
 //	go run ./hack/control-plane --list
 //
 // The version comes from --kubernetes, else $VIGIL_KUBERNETES_VERSION, else
@@ -27,7 +28,11 @@ func main() {
 	version := flag.String("kubernetes", "", "the Kubernetes release to build: one of "+kubeversion.Names()+" (default $"+kubeversion.Env+", else "+kubeversion.Default().String()+")")
 	list := flag.Bool("list", false, "print the supported releases, oldest first, one per line, and build nothing")
 	node := flag.Bool("node", false, "build the node's binaries (kubelet, kube-proxy, kube-controller-manager, kube-scheduler) instead of the control plane's")
+	containerd := flag.Bool("containerd", false, "build containerd "+k8sbuild.Containerd+" (containerd, containerd-shim-runc-v2, ctr), which a node runs in place of the machine's with VIGIL_NODE_CONTAINERD=built, instead of the control plane")
 	flag.Parse()
+	if *node && *containerd {
+		fail(fmt.Errorf("--node and --containerd: expected at most one"))
+	}
 	if flag.NArg() > 0 {
 		fail(fmt.Errorf("unexpected arguments %q: expected only flags", flag.Args()))
 	}
@@ -52,6 +57,9 @@ func main() {
 	ensure := k8sbuild.Ensure
 	if *node {
 		ensure = k8sbuild.EnsureNode
+	}
+	if *containerd {
+		ensure = k8sbuild.EnsureContainerd
 	}
 	dir, err := ensure(ctx, k8sbuild.BuildOptions{Release: r, Progress: os.Stderr})
 	if err != nil {

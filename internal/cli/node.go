@@ -109,8 +109,12 @@ func (o *NodeUpOptions) Run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	containerdDir, err := controlplane.EnsureContainerd(ctx, r, o.Progress)
+	if err != nil {
+		return err
+	}
 	began := time.Now()
-	opts := node.Options{ControlPlaneDir: cp, NodeDir: nodeBin, Progress: o.Progress, APIServerFlags: controlplane.ServingFlags(r)}
+	opts := node.Options{ControlPlaneDir: cp, NodeDir: nodeBin, ContainerdDir: containerdDir, Progress: o.Progress, APIServerFlags: controlplane.ServingFlags(r)}
 	if o.Verbose {
 		opts.Output = o.Progress
 	}

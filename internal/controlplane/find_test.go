@@ -67,3 +67,37 @@ func TestFindBinariesRefusesAnUnreadableVersion(t *testing.T) {
 		t.Fatalf("FindBinaries with a kube-apiserver printing no version: %v", err)
 	}
 }
+
+// A node runs the machine's containerd through 1.37 and the built 2.x from
+// 1.38 unless VIGIL_NODE_CONTAINERD says otherwise; a choice the release
+// cannot run, or an unknown one, is refused before anything is built.
+func TestEnsureContainerdChoice(t *testing.T) {
+	t.Setenv(kubeversion.EnvPreview, "1")
+	for _, c := range []struct {
+		env, release string
+		err          []string
+	}{
+		{"", "1.37", nil},
+		{"package", "1.33", nil},
+		{"package", "1.38", []string{"needs containerd 2.x", "set it to built"}},
+		{"2", "1.37", []string{`"2"`, "expected package", "or built"}},
+	} {
+		t.Setenv(controlplane.EnvContainerd, c.env)
+		dir, err := controlplane.EnsureContainerd(t.Context(), release(t, c.release), nil)
+		if c.err == nil {
+			if err != nil || dir != "" {
+				t.Errorf("%s=%q on %s: %q, %v; want the package (\"\")", controlplane.EnvContainerd, c.env, c.release, dir, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s=%q on %s: no error", controlplane.EnvContainerd, c.env, c.release)
+			continue
+		}
+		for _, want := range c.err {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s=%q on %s: error %q does not mention %q", controlplane.EnvContainerd, c.env, c.release, err, want)
+			}
+		}
+	}
+}

@@ -80,6 +80,33 @@ func EnsureNode(ctx context.Context, r kubeversion.Release, progress io.Writer) 
 	return k8sbuild.EnsureNode(ctx, k8sbuild.BuildOptions{Release: r, Progress: progress})
 }
 
+// EnvContainerd chooses the containerd a node runs: "package" (the
+// machine's, Debian's containerd 1.6 here) or "built" (k8sbuild.Containerd,
+// built from the Go module proxy). Unset, a node runs the package through
+// 1.37 and the built 2.x from 1.38, whose kubelet needs it.
+const EnvContainerd = "VIGIL_NODE_CONTAINERD"
+
+// EnsureContainerd returns the folder of the built containerd a node of
+// release r runs (building it into the cache when missing), or "" when the
+// node runs the machine's containerd package: see EnvContainerd.
+func EnsureContainerd(ctx context.Context, r kubeversion.Release, progress io.Writer) (string, error) {
+	switch c := os.Getenv(EnvContainerd); c {
+	case "package":
+		if r.AtLeast(38) {
+			return "", fmt.Errorf("%s=package: the kubelet of Kubernetes %s needs containerd 2.x, which the package is not: unset %s, or set it to built", EnvContainerd, r, EnvContainerd)
+		}
+		return "", nil
+	case "built":
+	case "":
+		if !r.AtLeast(38) {
+			return "", nil
+		}
+	default:
+		return "", fmt.Errorf("%s=%q: expected package (the machine's containerd) or built (containerd %s from the Go module proxy)", EnvContainerd, c, k8sbuild.Containerd)
+	}
+	return k8sbuild.EnsureContainerd(ctx, k8sbuild.BuildOptions{Release: r, Progress: progress})
+}
+
 // ServingFlags are the kube-apiserver flags that make release r serve every
 // kind vigil can use: the gated versions of MutatingAdmissionPolicy
 // (v1alpha1 on 1.33, v1beta1 on 1.34 and 1.35) are turned on, as a platform

@@ -33,6 +33,7 @@ func (l layout) path(parts ...string) string {
 }
 func (l layout) containerdSocket() string { return l.path("containerd", "containerd.sock") }
 func (l layout) logs() string             { return l.path("logs") }
+func (l layout) bin() string              { return l.path("bin") }
 
 // writeContainerdConfig writes containerd's configuration: its root, state
 // and socket in the node's folder, so that it runs beside any containerd

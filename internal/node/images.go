@@ -155,7 +155,10 @@ func ImportImage(ctx context.Context, archive, ref, digest string) error {
 // ctr runs containerd's ctr against the node's containerd, in the k8s.io
 // namespace the CRI plugin reads.
 func ctr(ctx context.Context, l layout, args ...string) (string, error) {
-	path := lookPath("ctr")
+	path := lookPath(filepath.Join(l.bin(), "ctr")) // a built containerd's
+	if path == "" {
+		path = lookPath("ctr")
+	}
 	if path == "" {
 		return "", fmt.Errorf("ctr (from the containerd package) is not installed")
 	}

@@ -52,6 +52,10 @@ type Options struct {
 	// APIServerFlags are extra kube-apiserver flags (name without dashes →
 	// value): the release's controlplane.ServingFlags.
 	APIServerFlags map[string]string
+	// ContainerdDir holds a built containerd (containerd,
+	// containerd-shim-runc-v2, ctr: controlplane.EnsureContainerd); empty:
+	// the machine's containerd package, installed when missing.
+	ContainerdDir string
 }
 
 // Node is a running node and the control plane that serves it.
@@ -101,7 +105,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 	if err := Preflight(); err != nil {
 		return nil, err
 	}
-	if err := EnsureRuntime(ctx, o.Progress); err != nil {
+	if err := EnsureRuntime(ctx, o.ContainerdDir != "", o.Progress); err != nil {
 		return nil, err
 	}
 	began := time.Now()
@@ -224,7 +228,17 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	if err := writeCNIConfig(n.layout); err != nil {
 		return err
 	}
-	if err := n.run("containerd", lookPath("containerd"), "--config", conf); err != nil {
+	path, env := lookPath("containerd"), []string(nil)
+	if d := n.opts.ContainerdDir; d != "" {
+		// Linked into the node's folder, so that ctr is found there by
+		// this process and by `vigil node load` in another; the shim is
+		// found on containerd's PATH.
+		if path, err = linkContainerd(n.layout, d); err != nil {
+			return err
+		}
+		env = append(os.Environ(), "PATH="+n.layout.bin()+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	if err := n.runEnv("containerd", path, env, "--config", conf); err != nil {
 		return err
 	}
 	if err := n.waitFor(ctx, "containerd", 30*time.Second, func() error {
@@ -388,6 +402,11 @@ func (n *Node) Check(ctx context.Context) error {
 // run starts one component, its output in its log file, and records its
 // PID for the teardown.
 func (n *Node) run(name, path string, args ...string) error {
+	return n.runEnv(name, path, nil, args...)
+}
+
+// runEnv is run with the environment env; the process's own when nil.
+func (n *Node) runEnv(name, path string, env []string, args ...string) error {
 	if path == "" {
 		return fmt.Errorf("%s is not installed", name)
 	}
@@ -397,6 +416,7 @@ func (n *Node) run(name, path string, args ...string) error {
 		return err
 	}
 	cmd := exec.Command(path, args...)
+	cmd.Env = env
 	var out io.Writer = f
 	if n.opts.Output != nil {
 		out = io.MultiWriter(f, prefixed(n.opts.Output, name))

@@ -42,7 +42,11 @@ func startNode(t *testing.T) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := Start(ctx, Options{ControlPlaneDir: cp, NodeDir: nodeBin, Progress: os.Stderr, APIServerFlags: controlplane.ServingFlags(release)})
+	containerdDir, err := controlplane.EnsureContainerd(ctx, release, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Start(ctx, Options{ControlPlaneDir: cp, NodeDir: nodeBin, ContainerdDir: containerdDir, Progress: os.Stderr, APIServerFlags: controlplane.ServingFlags(release)})
 	if err != nil {
 		t.Fatalf("start the node: %v", err)
 	}

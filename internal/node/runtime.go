@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -16,20 +17,23 @@ import (
 // the CRI RuntimeConfig call; kubelet 1.37 falls back to its configured
 // cgroup driver, kubelet 1.38 will not (it already counts
 // kubelet_cri_losing_support{version="1.38.0"}). A Kubernetes after 1.37
-// needs containerd 2.x here: github.com/containerd/containerd/v2 built from
-// the Go module proxy as the node binaries are, in place of the package.
+// needs containerd 2.x: github.com/containerd/containerd/v2 built from the
+// Go module proxy as the node binaries are (Options.ContainerdDir), in
+// place of the package.
 var runtimePackages = []struct {
 	// pkg is the Debian package; path what it installs that the node runs.
 	pkg, path string
+	// containerd marks what a built containerd replaces.
+	containerd bool
 }{
-	{"containerd", "containerd"},
-	{"containerd", "ctr"},
-	{"runc", "runc"},
-	{"containernetworking-plugins", cniBinDir + "/bridge"},
-	{"containernetworking-plugins", cniBinDir + "/host-local"},
-	{"containernetworking-plugins", cniBinDir + "/loopback"},
-	{"iptables", "iptables"},
-	{"conntrack", "conntrack"},
+	{"containerd", "containerd", true},
+	{"containerd", "ctr", true},
+	{"runc", "runc", false},
+	{"containernetworking-plugins", cniBinDir + "/bridge", false},
+	{"containernetworking-plugins", cniBinDir + "/host-local", false},
+	{"containernetworking-plugins", cniBinDir + "/loopback", false},
+	{"iptables", "iptables", false},
+	{"conntrack", "conntrack", false},
 }
 
 // cniBinDir is where Debian's containernetworking-plugins puts the plugins.
@@ -78,11 +82,12 @@ func cgroupV1() bool {
 }
 
 // missingPackages are the Debian packages of the runtime that are not
-// installed, by what they install.
-func missingPackages() []string {
+// installed, by what they install; without containerd's when the node runs
+// a built containerd.
+func missingPackages(builtContainerd bool) []string {
 	var out []string
 	for _, p := range runtimePackages {
-		if lookPath(p.path) != "" {
+		if (builtContainerd && p.containerd) || lookPath(p.path) != "" {
 			continue
 		}
 		if len(out) == 0 || out[len(out)-1] != p.pkg {
@@ -113,10 +118,11 @@ func lookPath(name string) string {
 }
 
 // EnsureRuntime installs the runtime's Debian packages that are missing,
-// with apt-get, saying what it does on progress. It fails, naming the
-// packages, where apt-get is not there to install them.
-func EnsureRuntime(ctx context.Context, progress io.Writer) error {
-	pkgs := missingPackages()
+// with apt-get, saying what it does on progress; containerd's only when the
+// node does not run a built one. It fails, naming the packages, where
+// apt-get is not there to install them.
+func EnsureRuntime(ctx context.Context, builtContainerd bool, progress io.Writer) error {
+	pkgs := missingPackages(builtContainerd)
 	if len(pkgs) == 0 {
 		return nil
 	}
@@ -146,7 +152,7 @@ func EnsureRuntime(ctx context.Context, progress io.Writer) error {
 			return err
 		}
 	}
-	if still := missingPackages(); len(still) > 0 {
+	if still := missingPackages(builtContainerd); len(still) > 0 {
 		return fmt.Errorf("%w: apt-get installed %s, yet %s still lack what the node runs: install them by hand", ErrCannotRun, strings.Join(pkgs, ", "), strings.Join(still, ", "))
 	}
 	fmt.Fprintf(progress, "vigil: installed %s (%s)\n", strings.Join(pkgs, ", "), time.Since(start).Round(time.Second))
@@ -160,4 +166,24 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// linkContainerd links a built containerd's binaries (dir) into the node's
+// folder and returns the daemon's path there.
+func linkContainerd(l layout, dir string) (string, error) {
+	if err := os.MkdirAll(l.bin(), 0o755); err != nil {
+		return "", err
+	}
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
+		src := filepath.Join(dir, b)
+		if _, err := os.Stat(src); err != nil {
+			return "", fmt.Errorf("the built containerd in %s lacks %s: %w (rebuild it: remove the folder and start the node again)", dir, b, err)
+		}
+		dst := filepath.Join(l.bin(), b)
+		_ = os.Remove(dst)
+		if err := os.Symlink(src, dst); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(l.bin(), "containerd"), nil
 }
