@@ -20,7 +20,11 @@ import (
 // `vigil controlplane up` gives a kubeconfig that the bundled kubectl can use,
 // and removes it again on interrupt.
 func TestControlPlaneUpServesKubectl(t *testing.T) {
-	if _, err := controlplane.FindBinaries(kubeversion.Default()); err != nil {
+	r, err := kubeversion.FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := controlplane.FindBinaries(r); err != nil {
 		t.Fatalf("this test runs the real control plane: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "kubeconfig")
@@ -42,7 +46,7 @@ func TestControlPlaneUpServesKubectl(t *testing.T) {
 	if !strings.Contains(out.String(), "export KUBECONFIG="+path) {
 		t.Fatalf("output lacks the export line:\n%s", out.String())
 	}
-	dir, _ := controlplane.FindBinaries(kubeversion.Default())
+	dir, _ := controlplane.FindBinaries(r)
 	kubectl := exec.CommandContext(t.Context(), filepath.Join(dir, "kubectl"), "get", "ns", "-o", "name")
 	kubectl.Env = append(os.Environ(), "KUBECONFIG="+path)
 	got, err := kubectl.CombinedOutput()

@@ -124,9 +124,10 @@ func ServingFlags(r kubeversion.Release) map[string]string {
 
 // StartOptions configures Start.
 type StartOptions struct {
-	// Release is the Kubernetes release to run; kubeversion.Default() when
-	// zero. Its gated kinds are served (ServingFlags) unless APIServerFlags
-	// set feature-gates or runtime-config themselves.
+	// Release is the Kubernetes release to run; when zero, the one
+	// $VIGIL_KUBERNETES_VERSION names, else kubeversion.Default(). Its
+	// gated kinds are served (ServingFlags) unless APIServerFlags set
+	// feature-gates or runtime-config themselves.
 	Release kubeversion.Release
 	// Dir holds the binaries; FindBinaries(Release) when empty.
 	Dir string
@@ -164,7 +165,11 @@ type Instance struct {
 // default namespace and the given CRDs.
 func Start(opts StartOptions) (*Instance, error) {
 	if opts.Release == (kubeversion.Release{}) {
-		opts.Release = kubeversion.Default()
+		r, err := kubeversion.FromEnv()
+		if err != nil {
+			return nil, err
+		}
+		opts.Release = r
 	}
 	dir := opts.Dir
 	if dir == "" {
