@@ -78,7 +78,7 @@ func example(t testing.TB, name string) string {
 		builtDir = dir
 	}
 	bin := filepath.Join(builtDir, name)
-	out, err := exec.Command("go", "build", "-trimpath", "-o", bin, "../../examples/"+name).CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../../examples/"+name).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build examples/%s: %v\n%s", name, err, out)
 	}
