@@ -37,14 +37,14 @@ test:
 	echo "==> control plane (built from the Go module proxy on first use, then cached)"; \
 	assets="$$(hack/control-plane.sh)"; \
 	echo "    $$assets ($$(( $$(date +%s) - start ))s)"; \
-	echo "==> go vet"; go vet ./...; \
-	echo "==> staticcheck"; go run $(STATICCHECK) ./...; \
+	echo "==> go vet"; hack/progress.sh "go vet" go vet ./...; \
+	echo "==> staticcheck"; hack/progress.sh staticcheck go run $(STATICCHECK) ./...; \
 	echo "==> go mod tidy -diff (go.mod and go.sum must be as go mod tidy leaves them)"; \
 	if ! go mod tidy -diff; then \
 		echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit the change shown above" >&2; exit 1; \
 	fi; \
 	echo "==> deadcode (nothing unreachable from a main or a test)"; \
-	dead="$$(go run $(DEADCODE) -test ./...)"; \
+	dead="$$(hack/progress.sh deadcode go run $(DEADCODE) -test ./...)"; \
 	if [ -n "$$dead" ]; then \
 		echo "$$dead"; echo "deadcode: the functions above are reached by no main and no test: delete them, or test what they do" >&2; exit 1; \
 	fi; \
@@ -55,16 +55,16 @@ test:
 		echo "    the local vulnerability database could not be built (above): falling back to https://vuln.go.dev" >&2; dbflag=""; \
 	fi; \
 	bin="$${XDG_CACHE_HOME:-$$HOME/.cache}/vigil/tools/$(notdir $(GOVULNCHECK))"; GOBIN="$$bin" go install $(GOVULNCHECK); \
-	rc=0; "$$bin/govulncheck" $$dbflag ./... || rc=$$?; \
+	rc=0; hack/progress.sh govulncheck "$$bin/govulncheck" $$dbflag ./... || rc=$$?; \
 	if [ "$$rc" -eq 3 ]; then \
 		echo "govulncheck: the code calls a vulnerable symbol (above): move the module, or the Go toolchain, to the version 'Fixed in' names" >&2; exit 1; \
 	elif [ "$$rc" -ne 0 ]; then \
 		echo "govulncheck could not check the code (exit $$rc, above)" >&2; exit 1; \
 	fi; \
 	echo "==> go test -race ($$(( $$(date +%s) - start ))s of setup)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -race $(GO_TEST_FLAGS) ./...; \
+	KUBEBUILDER_ASSETS="$$assets" hack/progress.sh "go test -race" go test -race $(GO_TEST_FLAGS) ./...; \
 	echo "==> fuzz the AdmissionReview decoder briefly (new inputs kept unminimized: minimizing one can outlast the 10s and fail the run)"; \
-	go test -run '^$$' -fuzz FuzzDecodeReview -fuzztime 10s -fuzzminimizetime 0 ./internal/admit/
+	hack/progress.sh fuzz go test -run '^$$' -fuzz FuzzDecodeReview -fuzztime 10s -fuzzminimizetime 0 ./internal/admit/
 
 ## control-plane: build kube-apiserver, etcd and kubectl into the cache and print their folder (KUBERNETES=1.34 for another release)
 control-plane:
@@ -173,15 +173,15 @@ bench-ship:
 demo:
 	@echo "==> control plane (built from the Go module proxy on first use, then cached)"; \
 	hack/control-plane.sh >/dev/null; \
-	go run ./examples/uds-core/demo
+	hack/progress.sh demo go run ./examples/uds-core/demo
 
 ## e2e: a real node on this machine (needs root; installs containerd, runc, the CNI plugins, iptables and conntrack with apt-get when missing): a pod from an image imported by digest, the kubernetes Service from a pod, a killed kubelet reported, nothing left at stop; the clusterconfig module from its own image and chart with its CRDs applied late: phases in order, a gate container killed, admission Ready and registered, a mutation, a denial, an Exemption, an upgrade 1.0.0 → 2.0.0 under load, a Helm uninstall (prints an e2e: line); the kit's module by the runner and by the kubelet, compared
 e2e:
 	@echo "==> control plane and node binaries (built from the Go module proxy on first use, then cached)"; \
 	hack/control-plane.sh >/dev/null; hack/control-plane.sh --node >/dev/null; \
 	if [ "$${VIGIL_NODE_CONTAINERD:-}" = built ]; then hack/control-plane.sh --containerd >/dev/null; fi; \
-	VIGIL_E2E=1 go test -count=1 -v -timeout 20m ./internal/node/
+	VIGIL_E2E=1 hack/progress.sh "go test ./internal/node/" go test -count=1 -v -timeout 20m ./internal/node/
 	@echo "==> the kit's module both ways, by the runner and by the node's kubelet"
-	VIGIL_E2E=1 go test -count=1 -v -timeout 20m -run 'TestTheRunnerAndANodeAgree' ./vigiltest/
+	VIGIL_E2E=1 hack/progress.sh "go test ./vigiltest/" go test -count=1 -v -timeout 20m -run 'TestTheRunnerAndANodeAgree' ./vigiltest/
 	@echo "==> UDS Core's policy engine from its image on the node, before UDS Core's CRDs"
-	VIGIL_E2E=1 go test -count=1 -v -timeout 20m -run 'TestUDSCoreOnANode' ./examples/uds-core/
+	VIGIL_E2E=1 hack/progress.sh "go test ./examples/uds-core/" go test -count=1 -v -timeout 20m -run 'TestUDSCoreOnANode' ./examples/uds-core/

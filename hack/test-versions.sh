@@ -28,12 +28,16 @@ for v in "${versions[@]}"; do
 		continue
 	fi
 	echo "    $assets ($(( $(date +%s) - start ))s); ${#pkgs[@]} packages, log $log"
-	rc=0
+	# The whole output to the log; a line per package (and a line of
+	# progress whenever the tests print nothing for 20 s) to the terminal.
 	CI="${CI:-true}" VIGIL_KUBERNETES_VERSION="$v" KUBEBUILDER_ASSETS="$assets" \
-		go test -count=1 -timeout 25m "${pkgs[@]}" >"$log" 2>&1 || rc=$?
-	grep -E '^(ok|FAIL|---)' "$log" | grep -v '^--- PASS' | sed 's/^/    /'
+		hack/progress.sh "Kubernetes $v: go test" go test -count=1 -timeout 25m "${pkgs[@]}" |
+		tee "$log" | { grep --line-buffered -E '^(ok|FAIL|---)' || true; } |
+		{ grep --line-buffered -v '^--- PASS' || true; } | sed -u 's/^/    /'
+	rc=${PIPESTATUS[0]}
 	echo "==> Kubernetes $v: make demo" | tee -a "$log"
-	VIGIL_KUBERNETES_VERSION="$v" KUBEBUILDER_ASSETS="$assets" make --no-print-directory demo >>"$log" 2>&1 || rc=$((rc == 0 ? 1 : rc))
+	VIGIL_KUBERNETES_VERSION="$v" KUBEBUILDER_ASSETS="$assets" PROGRESS_LOG="$log" \
+		hack/progress.sh "Kubernetes $v: make demo" make --no-print-directory demo || rc=$((rc == 0 ? 1 : rc))
 	if [ "$rc" -eq 0 ]; then
 		summary+=("$v=pass")
 	else

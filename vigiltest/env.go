@@ -88,6 +88,9 @@ type Env struct {
 
 	cp   *controlplane.Instance
 	node *node.Node
+	// unreap stops the reaper that kills the control plane when this
+	// process ends without Stop.
+	unreap func()
 
 	kubeconfigOnce sync.Once
 	kubeconfig     []byte
@@ -144,9 +147,16 @@ func Start(opts Options) (*Env, error) {
 	if os.Getenv("VIGILTEST_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "vigiltest: control plane up in %s (%s)\n", time.Since(began).Round(time.Millisecond), cp.Config.Host)
 	}
-	e := &Env{Config: cp.Config, Scheme: opts.Scheme, BinDir: dir, KubernetesVersion: release.String(), cp: cp}
+	// kube-apiserver and etcd die with the test binary however it ends: a
+	// test that calls os.Exit, a -timeout panic, a SIGKILL.
+	unreap, err := cp.ReapOnExit()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vigiltest: warning: the control plane will outlive a test binary that ends without Stop: %v\n", err)
+		unreap = func() {}
+	}
+	e := &Env{Config: cp.Config, Scheme: opts.Scheme, BinDir: dir, KubernetesVersion: release.String(), cp: cp, unreap: unreap}
 	if err := e.clients(); err != nil {
-		_ = cp.Stop()
+		_ = e.Stop()
 		return nil, err
 	}
 	return e, nil
@@ -184,6 +194,9 @@ func (e *Env) clients() (err error) {
 func (e *Env) Stop() error {
 	if e.node != nil {
 		return e.node.Stop()
+	}
+	if e.unreap != nil {
+		e.unreap()
 	}
 	return e.cp.Stop()
 }

@@ -24,6 +24,9 @@ import (
 var env *vigiltest.Env
 
 func TestMain(m *testing.M) {
+	if os.Getenv(exitWithoutStopEnv) != "" {
+		os.Exit(exitWithoutStop())
+	}
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
