@@ -139,9 +139,24 @@ func (p *OutageProxy) Cut() int {
 // pass it on; a watch passed on is tracked so that ExpireWatches ends it.
 func (p *OutageProxy) intercept(w http.ResponseWriter, r *http.Request) (*http.Request, func(), bool) {
 	now := time.Now()
+	// The faults are read and a watch passed on is registered under one
+	// lock: a watch must either meet a fault set now or be registered before
+	// ExpireWatches looks, never slip between the two.
 	p.f.mu.Lock()
 	throttled, retryAfter := now.Before(p.f.throttleUntil), p.f.retryAfter
 	expired := isWatch(r) && now.Before(p.f.expireUntil)
+	if !throttled && !expired && isWatch(r) {
+		ctx, cancel := context.WithCancel(r.Context())
+		r = r.WithContext(ctx)
+		p.f.watches[r] = cancel
+		p.f.mu.Unlock()
+		return r, func() {
+			p.f.mu.Lock()
+			delete(p.f.watches, r)
+			p.f.mu.Unlock()
+			cancel()
+		}, false
+	}
 	p.f.mu.Unlock()
 	switch {
 	case throttled:
@@ -154,18 +169,6 @@ func (p *OutageProxy) intercept(w http.ResponseWriter, r *http.Request) (*http.R
 		p.count(func(s *ProxyStats) { s.Expired++ })
 		writeStatus(w, http.StatusGone, "Expired", "the fault proxy expires watches: too old resource version")
 		return nil, nil, true
-	case isWatch(r):
-		ctx, cancel := context.WithCancel(r.Context())
-		r = r.WithContext(ctx)
-		p.f.mu.Lock()
-		p.f.watches[r] = cancel
-		p.f.mu.Unlock()
-		return r, func() {
-			p.f.mu.Lock()
-			delete(p.f.watches, r)
-			p.f.mu.Unlock()
-			cancel()
-		}, false
 	}
 	return r, func() {}, false
 }
