@@ -260,8 +260,9 @@ func TestRequireHoldsOnStatusWrites(t *testing.T) {
 
 // A Require that uses a CEL library newer than the oldest release the module
 // targets is a definition mistake, at its call site, naming the release and
-// the library it needs; an API server of the older release refuses the
-// policy in the same words, and one of the newer accepts it.
+// the library it needs; the API server running refuses or accepts each
+// library's expression as vigil says its release does. An API server accepts
+// a library in a new policy one release after the one that added it.
 func TestRequireIsCompiledForTheOldestRelease(t *testing.T) {
 	const expr = `object.metadata.?labels.orValue({}).map(k, k).sortBy(k, k).size() >= 0`
 	m := vigil.NewModule("mod", vigil.Options{})
@@ -271,21 +272,45 @@ func TestRequireIsCompiledForTheOldestRelease(t *testing.T) {
 		t.Fatal("Verify() = nil, want the expression refused for Kubernetes 1.33")
 	}
 	const refusal = "undeclared reference to 'sortBy'"
-	for _, w := range []string{"require_test.go:", "needs Kubernetes 1.34", "lists extension", "the module targets 1.33", refusal} {
+	for _, w := range []string{"require_test.go:", "needs Kubernetes 1.35", "lists extension", "the module targets 1.33", refusal} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("Verify() = %q, want it to contain %q", err, w)
 		}
 	}
-	// A module that targets 1.34 or newer may use it.
-	newer := vigil.NewModule("mod", vigil.Options{MinKubernetes: "1.34"})
-	vigil.When(newer.Capability("labels"), &corev1.ConfigMap{}).IsCreated().Require(expr, "never")
-	if err := newer.Verify(); err != nil {
-		t.Fatalf("MinKubernetes 1.34: %v", err)
+	for target, ok := range map[string]bool{"1.34": false, "1.35": true} {
+		newer := vigil.NewModule("mod", vigil.Options{MinKubernetes: target})
+		vigil.When(newer.Capability("labels"), &corev1.ConfigMap{}).IsCreated().Require(expr, "never")
+		if err := newer.Verify(); (err == nil) != ok {
+			t.Errorf("MinKubernetes %s: Verify() = %v, want accepted %t", target, err, ok)
+		}
 	}
 
-	// The API server running decides as its release does.
-	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "sortby-" + strings.ReplaceAll(env.KubernetesVersion, ".", "-")},
+	// The API server running decides as vigil says its release does.
+	minor, _ := strconv.Atoi(strings.TrimPrefix(env.KubernetesVersion, "1."))
+	for i, lib := range []struct {
+		expr     string
+		accepted int // the first release that accepts it in a new policy
+	}{
+		{`object.metadata.?labels.orValue({}).all(k, v, v != "")`, 33},
+		{`isSemver(object.metadata.?labels["version"].orValue("1.0.0"))`, 34},
+		{expr, 35},
+		{`[1, 2].includes(1)`, 38},
+	} {
+		err := env.Client.Create(t.Context(), celPolicy(fmt.Sprintf("lib-%d", i), lib.expr), client.DryRunAll)
+		switch want := minor >= lib.accepted; {
+		case want && err != nil:
+			t.Errorf("Kubernetes %s: a policy with %s: %v, want it accepted (from 1.%d)", env.KubernetesVersion, lib.expr, err, lib.accepted)
+		case !want && (err == nil || !strings.Contains(err.Error(), "undeclared reference")):
+			t.Errorf("Kubernetes %s: a policy with %s: %v, want it refused with an undeclared reference (accepted from 1.%d)", env.KubernetesVersion, lib.expr, err, lib.accepted)
+		}
+	}
+}
+
+// celPolicy is a ValidatingAdmissionPolicy on ConfigMap creates with one
+// validation.
+func celPolicy(name, expr string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	return &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
@@ -295,13 +320,5 @@ func TestRequireIsCompiledForTheOldestRelease(t *testing.T) {
 			}}},
 			Validations: []admissionregistrationv1.Validation{{Expression: expr}},
 		},
-	}
-	err = env.Client.Create(t.Context(), vap, client.DryRunAll)
-	minor, _ := strconv.Atoi(strings.TrimPrefix(env.KubernetesVersion, "1."))
-	switch {
-	case minor < 34 && (err == nil || !strings.Contains(err.Error(), refusal)):
-		t.Errorf("Kubernetes %s: create = %v, want it refused with %q", env.KubernetesVersion, err, refusal)
-	case minor >= 34 && err != nil:
-		t.Errorf("Kubernetes %s: create = %v, want it accepted", env.KubernetesVersion, err)
 	}
 }

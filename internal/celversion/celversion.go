@@ -12,18 +12,31 @@ import (
 )
 
 // Libraries are the CEL libraries the supported releases differ by, keyed by
-// the minor release that added each.
+// the first minor release whose API server accepts each in a new
+// expression. That is one release after the one that added the library: an
+// API server compiles a new expression at its minimum compatibility version
+// (its own minor less one), so that a cluster rolled back one release can
+// still evaluate what was stored; 1.34.4 adds version 3 of the lists
+// extension and still refuses sortBy in a new ValidatingAdmissionPolicy.
 var Libraries = map[int]string{
-	31: "the format library (format.named, format.dns1123Label, ...)",
-	32: "two-variable comprehensions (all(k, v, ...), exists(k, v, ...), transformList, transformMap)",
-	33: "the semver library (isSemver, semver)",
-	34: "version 3 of the lists extension (sortBy, distinct, flatten, range, first, last)",
-	37: "version 1 of Kubernetes' lists library",
+	32: "the format library (format.named, format.dns1123Label, ...)",
+	33: "two-variable comprehensions (all(k, v, ...), exists(k, v, ...), transformList, transformMap)",
+	34: "the semver library (isSemver, semver)",
+	35: "version 3 of the lists extension (sortBy, distinct, flatten, range, first, last)",
+	38: "version 1 of Kubernetes' lists library",
 }
 
-// Base is release r's base CEL environment, extended with opts.
+// Base is the CEL environment in which release r's API server compiles a
+// new expression, extended with opts: the base environment of its minimum
+// compatibility version, r's minor less one.
 func Base(r kubeversion.Release, opts ...cel.EnvOption) (*cel.Env, error) {
-	return environment.MustBaseEnvSet(version.MajorMinor(1, uint(r.Minor))).NewExpressionsEnv().Extend(opts...)
+	return environment.MustBaseEnvSet(compatibility(r.Minor)).NewExpressionsEnv().Extend(opts...)
+}
+
+// compatibility is the minimum compatibility version of release 1.minor, as
+// k8s.io/component-base sets it by default: the minor before.
+func compatibility(minor int) *version.Version {
+	return version.MajorMinor(1, uint(minor-1))
 }
 
 // policyVars are the variables a ValidatingAdmissionPolicy's expressions
@@ -65,7 +78,9 @@ func CompilePolicy(expr string, r kubeversion.Release) (*cel.Ast, error) {
 	if iss.Err() == nil {
 		return ast, nil
 	}
-	for minor := r.Minor + 1; minor <= kubeversion.Newest().Minor; minor++ {
+	// One past the newest supported release: the libraries the newest one
+	// added are accepted only by the next.
+	for minor := r.Minor + 1; minor <= kubeversion.Newest().Minor+1; minor++ {
 		newer, err := PolicyEnv(minor)
 		if err != nil {
 			return nil, err

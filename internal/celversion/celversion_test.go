@@ -17,9 +17,10 @@ func TestExpressionsNeedTheReleaseOfTheirLibrary(t *testing.T) {
 		minor   int
 		library string
 	}{
-		{`isSemver("1.2.3")`, 33, "semver"},
-		{`[3, 1, 2].sortBy(x, x)[0] == 1`, 34, "lists extension"},
-		{`{"a": 1}.all(k, v, v > 0)`, 32, "two-variable"},
+		{`isSemver("1.2.3")`, 34, "semver"},
+		{`[3, 1, 2].sortBy(x, x)[0] == 1`, 35, "lists extension"},
+		{`{"a": 1}.all(k, v, v > 0)`, 33, "two-variable"},
+		{`[1, 2].includes(1)`, 38, "Kubernetes' lists library"},
 	} {
 		r := release(t, tc.minor)
 		if _, err := CompilePolicy(tc.expr, r); err != nil {
@@ -28,7 +29,13 @@ func TestExpressionsNeedTheReleaseOfTheirLibrary(t *testing.T) {
 		if tc.minor <= kubeversion.Oldest().Minor {
 			continue
 		}
-		_, err := CompilePolicy(tc.expr, kubeversion.Oldest())
+		// The release before refuses it and names the one that accepts it.
+		before := release(t, tc.minor-1)
+		_, err := CompilePolicy(tc.expr, before)
+		if needs := (*NeedsError)(nil); !errors.As(err, &needs) || needs.Minor != tc.minor {
+			t.Errorf("%s on %s: %v, want it to need 1.%d", tc.expr, before, err, tc.minor)
+		}
+		_, err = CompilePolicy(tc.expr, kubeversion.Oldest())
 		var needs *NeedsError
 		if !errors.As(err, &needs) || needs.Minor != tc.minor || !strings.Contains(err.Error(), tc.library) || !strings.Contains(err.Error(), "targets 1.33") {
 			t.Errorf("%s on 1.33: %v, want it to need 1.%d and %s", tc.expr, err, tc.minor, tc.library)
