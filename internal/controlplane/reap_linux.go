@@ -18,32 +18,40 @@ import (
 // and the reaper kills the instance's processes and removes their folders.
 // Stop it (the returned func) before a graceful Stop, which stops them
 // itself. The processes are this process's children whose executable is in
-// the instance's folder.
+// the instance's folder and whose command line names its etcd data folder or
+// its certificates' folder, so that another instance's are left alone.
 func (i *Instance) ReapOnExit() (stop func(), err error) {
-	pids, err := children(os.Getpid(), i.Dir)
+	var dirs []string
+	for _, d := range []string{i.env.ControlPlane.Etcd.DataDir, i.env.ControlPlane.GetAPIServer().CertDir} {
+		if d != "" && filepath.IsAbs(d) && !strings.ContainsAny(d, "\n\r") {
+			dirs = append(dirs, d)
+		}
+	}
+	procs, err := children(os.Getpid(), i.Dir, dirs)
 	if err != nil {
 		return nil, err
 	}
-	if len(pids) == 0 {
-		return nil, fmt.Errorf("reap the control plane: no process of %s runs as a child of this one", i.Dir)
+	if len(procs) == 0 {
+		return nil, fmt.Errorf("reap the control plane: no process of %s with %v on its command line runs as a child of this one", i.Dir, dirs)
 	}
 	var lines []string
-	for _, p := range pids {
-		lines = append(lines, strconv.Itoa(p))
+	for _, p := range procs {
+		lines = append(lines, strconv.Itoa(p.pid)+" "+p.marker)
 	}
-	for _, d := range []string{i.env.ControlPlane.Etcd.DataDir, i.env.ControlPlane.GetAPIServer().CertDir} {
-		if d != "" && filepath.IsAbs(d) {
-			lines = append(lines, d)
-		}
-	}
-	// Every line is a PID or an absolute folder; at EOF (or anything read
-	// after the list), kill the PIDs, then remove the folders once they are
-	// gone.
-	const script = `pids=; dirs=
-while IFS= read -r l; do case $l in /*) dirs="$dirs $l";; *[!0-9]*|'') ;; *) pids="$pids $l";; esac; done
-[ -n "$pids" ] && kill -9 $pids 2>/dev/null
+	lines = append(lines, dirs...)
+	// A line is a PID and the folder its command line names, or a folder.
+	// At EOF, kill each PID whose command line still names its folder (a
+	// PID the system gave to another process since is left alone), then
+	// remove the folders once they are gone.
+	const script = `nl='
+'
+procs=; dirs=
+while IFS= read -r l; do case $l in /*) dirs="$dirs$nl$l";; [0-9]*' '/*) procs="$procs$nl$l";; esac; done
+printf '%s\n' "$procs" | while IFS=' ' read -r p m; do
+	[ -n "$p" ] && tr '\0' '\n' < "/proc/$p/cmdline" 2>/dev/null | sed 's|$|/|' | grep -qF -- "=$m/" && kill -9 "$p" 2>/dev/null
+done
 sleep 1
-[ -n "$dirs" ] && rm -rf $dirs
+printf '%s\n' "$dirs" | while IFS= read -r d; do [ -n "$d" ] && rm -rf -- "$d"; done
 exit 0`
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -72,8 +80,17 @@ exit 0`
 	}, nil
 }
 
-// children lists the PIDs of parent's children whose executable is in dir.
-func children(parent int, dir string) ([]int, error) {
+// proc is a child process of the instance and the instance's folder its
+// command line names.
+type proc struct {
+	pid    int
+	marker string
+}
+
+// children lists parent's children whose executable is in dir and whose
+// command line names one of markers: the instance's own kube-apiserver and
+// etcd, not another instance's started from the same binaries.
+func children(parent int, dir string, markers []string) ([]proc, error) {
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
 	}
@@ -81,7 +98,7 @@ func children(parent int, dir string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []int
+	var out []proc
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -105,7 +122,26 @@ func children(parent int, dir string) ([]int, error) {
 		if err != nil || filepath.Dir(exe) != filepath.Clean(dir) {
 			continue
 		}
-		out = append(out, pid)
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if m, ok := names(string(cmdline), markers); ok {
+			out = append(out, proc{pid, m})
+		}
 	}
 	return out, nil
+}
+
+// names reports which of folders a NUL-separated command line names as a
+// flag's value (--data-dir=F) or the start of one (--cert-file=F/...).
+func names(cmdline string, folders []string) (string, bool) {
+	for _, arg := range strings.Split(cmdline, "\x00") {
+		for _, f := range folders {
+			if strings.Contains(arg+"/", "="+f+"/") {
+				return f, true
+			}
+		}
+	}
+	return "", false
 }
