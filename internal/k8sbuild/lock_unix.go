@@ -20,7 +20,7 @@ func lock(ctx context.Context, path string, progress io.Writer) (unlock func(), 
 	if err != nil {
 		return nil, fmt.Errorf("open lock file: %w", err)
 	}
-	told := false
+	var waiting, told time.Time
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -33,9 +33,14 @@ func lock(ctx context.Context, path string, progress io.Writer) (unlock func(), 
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
-		if !told {
+		// A line at once, then one every 20 s while it lasts.
+		switch now := time.Now(); {
+		case waiting.IsZero():
+			waiting, told = now, now
 			fmt.Fprintf(progress, "vigil: another process is building the control plane; waiting for it (lock %s)\n", path)
-			told = true
+		case now.Sub(told) >= 20*time.Second:
+			told = now
+			fmt.Fprintf(progress, "vigil: still waiting for the other build, %s so far\n", now.Sub(waiting).Round(time.Second))
 		}
 		select {
 		case <-ctx.Done():
