@@ -23,11 +23,11 @@
 // the node dies without stopping it.
 //
 // The settings each component needs on this kind of machine are written
-// where they are set, each with the failure it avoids (see also
-// shared/NODE.md): the kubelet on cgroup v1 (failCgroupV1: false, the
-// cgroupfs driver), containerd's restrict_oom_score_adj (no
-// CAP_SYS_RESOURCE), the controller-manager's per-controller credentials,
-// the API server's InternalIP kubelet addresses and aggregator routing.
+// where they are set, each with the failure it avoids: the kubelet on
+// cgroup v1 (failCgroupV1: false, the cgroupfs driver), containerd's
+// restrict_oom_score_adj (no CAP_SYS_RESOURCE), the controller-manager's
+// per-controller credentials, the API server's InternalIP kubelet addresses
+// and aggregator routing.
 // Images reach the node without a registry: ImportImage loads an OCI archive
 // into containerd's k8s.io namespace and names it by digest too, so that a
 // pod's REPO:TAG@sha256:… resolves with IfNotPresent. The sandbox (pause)
