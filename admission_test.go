@@ -774,7 +774,9 @@ func captureStdout(t *testing.T, fn func()) string {
 }
 
 // GateResult reads the handoff folder the admission role was given with
-// --handoff-dir, even when VIGIL_HANDOFF_DIR names another.
+// --handoff-dir, even when VIGIL_HANDOFF_DIR names another; once the role
+// ends, it no longer does: a gate phase run later with another folder is
+// read from that one.
 func TestGateResultReadsTheRolesHandoffDir(t *testing.T) {
 	ns := env.Namespace(t)
 	m := vigil.NewModule("handoff-flag", vigil.Options{Namespace: ns})
@@ -796,7 +798,7 @@ func TestGateResultReadsTheRolesHandoffDir(t *testing.T) {
 	if code := vigil.Execute(t.Context(), m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t), "--handoff-dir", dir}); code != 0 {
 		t.Fatalf("gate exited %d", code)
 	}
-	serveAdmission(t, m, "handoff-flag", []string{ns}, "--handoff-dir", dir) // VIGIL_HANDOFF_DIR names another folder
+	srv := serveAdmission(t, m, "handoff-flag", []string{ns}, "--handoff-dir", dir) // VIGIL_HANDOFF_DIR names another folder
 	// The API server takes in a new webhook configuration within a moment:
 	// dry runs show when it calls the module.
 	vigiltest.Eventually(t, 10*time.Second, func() error {
@@ -815,6 +817,22 @@ func TestGateResultReadsTheRolesHandoffDir(t *testing.T) {
 	}
 	if cm.Labels["word"] != "from-the-gate" {
 		t.Fatalf("labels %v: the handler did not read the gate's result from --handoff-dir", cm.Labels)
+	}
+
+	// The role ends; its folder goes. A gate phase run with another folder,
+	// named by VIGIL_HANDOFF_DIR, is what GateResult reads now.
+	srv.stop()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	later := t.TempDir()
+	t.Setenv(vigil.EnvHandoffDir, later)
+	if code := vigil.Execute(t.Context(), m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t), "--handoff-dir", later}); code != 0 {
+		t.Fatalf("gate exited %d", code)
+	}
+	word, found, err := vigil.GateResult[string](m, "word")
+	if err != nil || !found || word != "from-the-gate" {
+		t.Errorf("GateResult after the role ended = %q, %t, %v; want the result in %s, where the later gate phase wrote it (not the ended role's folder)", word, found, err, later)
 	}
 }
 

@@ -105,6 +105,9 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	if err := registration.Unservable(m, cluster); err != nil {
 		return fmt.Errorf("the cluster cannot serve what module %s declares, so its admission role does not start:\n%w", m.Name, err)
 	}
+	// GateResult, in the module's handlers, reads this folder while the
+	// role runs.
+	defer callctx.SetHandoffDir(m.Name, o.HandoffDir)()
 	r, err := start(ctx, cfg, m, o.HandoffDir, log, marks, health)
 	if err != nil {
 		return err
@@ -246,8 +249,6 @@ type role struct {
 // start connects the module's Store and listers and builds the handler of
 // its bindings.
 func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir string, log logr.Logger, marks *startup, health *watchhealth.Tracker) (*role, error) {
-	// GateResult, in the module's handlers, reads this folder.
-	callctx.SetHandoffDir(m.Name, handoffDir)
 	st, err := store.New(cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: log})
 	if err != nil {
 		return nil, err

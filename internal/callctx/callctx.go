@@ -114,8 +114,14 @@ func Reads(ctx context.Context) *fresh.Reads {
 var handoffDirs sync.Map
 
 // SetHandoffDir records the folder the running role of a module reads its
-// gates' results in (its --handoff-dir).
-func SetHandoffDir(module, dir string) { handoffDirs.Store(module, dir) }
+// gates' results in (its --handoff-dir), until the role ends and calls
+// unset: a role's state ends with the role, so a later reader in the same
+// process (a test that runs a gate phase with another folder) is not sent to
+// this one.
+func SetHandoffDir(module, dir string) (unset func()) {
+	handoffDirs.Store(module, dir)
+	return func() { handoffDirs.CompareAndDelete(module, dir) }
+}
 
 // HandoffDir is the folder the running role of a module reads its gates'
 // results in; empty when no role of the module runs in this process.
