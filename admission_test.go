@@ -31,6 +31,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/admit"
 	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -53,7 +54,7 @@ func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []s
 	t.Helper()
 	ca, certDir := servingDir(t)
 	addr := vigiltest.FreeAddr(t)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	s := &servedModule{addr: addr, ca: ca, certDir: certDir}
 	s.stop = runAdmission(t, m, addr, append([]string{"--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s"}, flags...)...)
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
@@ -484,7 +485,7 @@ func TestManagedCertificateSecret(t *testing.T) {
 	ns := env.Namespace(t)
 	m := vigil.NewModule("managed", vigil.Options{Namespace: ns})
 	addr := vigiltest.FreeAddr(t)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	runAdmission(t, m, addr, "--cert-secret", "managed-tls", "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s")
 	secret := &corev1.Secret{}
 	deadline := time.Now().Add(20 * time.Second)
@@ -558,7 +559,7 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	}
 	ca, certDir := servingDir(t)
 	addr := vigiltest.FreeAddr(t)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
 		"--webhook-url", "https://"+addr, "--registration-check-interval", "200ms")
 	runWatcher(t, m, kubeconfig(t), "--audit-interval", "1s", "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms")
@@ -826,7 +827,7 @@ func TestGateResultReadsTheRolesHandoffDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := t.TempDir()
-	t.Setenv(vigil.EnvHandoffDir, later)
+	t.Setenv(modcli.EnvHandoffDir, later)
 	if code := vigil.Execute(t.Context(), m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t), "--handoff-dir", later}); code != 0 {
 		t.Fatalf("gate exited %d", code)
 	}

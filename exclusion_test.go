@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/spec"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,7 +104,7 @@ func TestGateExcludesExactlyTheObjectItWaitsFor(t *testing.T) {
 
 	_, certDir := servingDir(t)
 	addr := vigiltest.FreeAddr(t)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
 		"--webhook-url", "https://"+addr, "--bootstrap", "--registration-check-interval", "200ms")
 
@@ -309,7 +310,7 @@ func TestGateByNameOnANamespacedCRDKind(t *testing.T) {
 	// The admission role asks the API server, and refuses.
 	_, certDir := servingDir(t)
 	addr := vigiltest.FreeAddr(t)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	var exit int

@@ -23,6 +23,7 @@ import (
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/cli"
 	"github.com/vigilkit/vigil/internal/cmdutil"
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/progress"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -127,7 +128,7 @@ func TestTypedGatesAndGateResult(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
 	handoff := t.TempDir()
-	t.Setenv(vigil.EnvHandoffDir, handoff)
+	t.Setenv(modcli.EnvHandoffDir, handoff)
 	for i, name := range []string{"ex-a", "ex-b", "other"} {
 		app := "exemption"
 		if i == 2 {
@@ -198,7 +199,7 @@ func TestRequiredGateTimeoutExits124(t *testing.T) {
 	ns := env.Namespace(t)
 	m := vigil.NewModule("slow", vigil.Options{Namespace: ns})
 	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("never").InNamespace(ns).Timeout(300 * time.Millisecond).ToBeCreated(nil)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	term := filepath.Join(t.TempDir(), "termination-log")
 	code := vigil.Execute(t.Context(), m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t), "--termination-log", term})
 	if code != cmdutil.ExitTimedOut {
@@ -220,7 +221,7 @@ func TestCanceledPhaseDoesNotPass(t *testing.T) {
 	m := vigil.NewModule("stopped", vigil.Options{Namespace: ns})
 	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("never").InNamespace(ns).ToBeCreated(nil)
 	handoff := t.TempDir()
-	t.Setenv(vigil.EnvHandoffDir, handoff)
+	t.Setenv(modcli.EnvHandoffDir, handoff)
 	term := filepath.Join(t.TempDir(), "termination-log")
 	ctx, cancel := context.WithCancel(t.Context())
 	time.AfterFunc(300*time.Millisecond, cancel) // the SIGTERM, while the gate waits
@@ -248,7 +249,7 @@ func TestGateCallbacksAreMarkedRunning(t *testing.T) {
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	m := vigil.NewModule("marked", vigil.Options{Namespace: ns})
 	running := map[string]bool{}
 	marked := func(name string, ctx context.Context) {
@@ -281,7 +282,7 @@ func TestTypedHelpersReadEveryStoreView(t *testing.T) {
 	if err := env.InstallCRDYAML(storeCRD(t)); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	m := vigil.NewModule("views", vigil.Options{Namespace: env.Namespace(t)})
 	type team struct{ Name string }
 	var fromOwn, fromModule team
@@ -319,7 +320,7 @@ func TestFromAccessorsInGateFunctions(t *testing.T) {
 	if vigil.ClientFrom(ctx) != nil || vigil.ConfigFrom(ctx) != nil || vigil.StoreFrom(ctx) != nil {
 		t.Fatal("an accessor returned something outside the functions vigil calls")
 	}
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	m := vigil.NewModule("accessors", vigil.Options{Namespace: ns})
 	var mu sync.Mutex
 	got := map[string]string{}
@@ -388,7 +389,7 @@ func TestPermanentCallbackErrorExits1(t *testing.T) {
 		ToBeCreated(func(context.Context, *corev1.ConfigMap, vigil.Store) error {
 			return gate.Permanent(errors.New("the config is malformed"))
 		})
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitFailed {
 		t.Fatalf("exit %d, want %d", code, cmdutil.ExitFailed)
 	}
@@ -415,7 +416,7 @@ func TestSampleRetriesErrorsAndHangs(t *testing.T) {
 		}
 	}, vigil.Every(50*time.Millisecond)).Named("license").SampleTimeout(100 * time.Millisecond).
 		ToMatch(func(s string) bool { return s == "valid" })
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	began := time.Now()
 	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != cmdutil.ExitOK {
 		t.Fatalf("exit %d", code)

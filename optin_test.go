@@ -15,6 +15,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/spec"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -53,7 +54,7 @@ func TestOptInLabel(t *testing.T) {
 
 	_, certDir := servingDir(t)
 	addr := vigiltest.FreeAddr(t)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	stop := runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
 		"--webhook-url", "https://"+addr, "--bootstrap")
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/spec"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,7 +65,7 @@ func TestNoSilentOptOut(t *testing.T) {
 
 	_, certDir := servingDir(t)
 	addr := vigiltest.FreeAddr(t)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	stop := runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
 		"--webhook-url", "https://"+addr, "--bootstrap")
 	// Registered and enforced once a privileged Pod in apps is denied; RBAC

@@ -22,6 +22,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -51,7 +52,7 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 	})
 	ca, certDir := servingDir(t)
 	addr := vigiltest.FreeAddr(t)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	pod := name + "-admission"
 	t.Setenv("POD_NAME", pod)
 	t.Setenv("POD_NAMESPACE", home)

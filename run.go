@@ -35,25 +35,19 @@ func Execute(ctx context.Context, m *Module, args []string) int {
 	return modcli.Execute(ctx, m.d.Resolve(), m.Verify(), args, os.Stdout, os.Stderr)
 }
 
-// EnvHandoffDir names the folder gates hand their results over in.
-const EnvHandoffDir = modcli.EnvHandoffDir
-
-// DefaultHandoffDir is the handoff folder in a module's pods: an emptyDir
-// shared by its init containers and its main container.
-const DefaultHandoffDir = modcli.DefaultHandoffDir
-
 // GateResult reads what the gate of this name handed over: the object (or
 // objects, or sample) it found, or its fallback's. It reads the handoff folder
-// of the running role: its --handoff-dir, else VIGIL_HANDOFF_DIR, else
-// DefaultHandoffDir. found is false when the gate has not run in this pod or
+// of the running role: its --handoff-dir, else the folder VIGIL_HANDOFF_DIR
+// names, else the pods' handoff folder (an emptyDir shared by the module's
+// init containers and its main container). found is false when the gate has not run in this pod or
 // was skipped.
 func GateResult[T any](m *Module, name string) (result T, found bool, err error) {
 	dir := callctx.HandoffDir(m.d.Name) // the running role's --handoff-dir
 	if dir == "" {
-		dir = os.Getenv(EnvHandoffDir)
+		dir = os.Getenv(modcli.EnvHandoffDir)
 	}
 	if dir == "" {
-		dir = DefaultHandoffDir
+		dir = modcli.DefaultHandoffDir
 	}
 	return handoff.Result[T](dir, name)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -69,7 +70,7 @@ func TestRolesWaitForTheKindsTheyRead(t *testing.T) {
 	// Events go to the Pod the downward API names.
 	t.Setenv("POD_NAME", "late-0")
 	t.Setenv("POD_NAMESPACE", ns)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	probe := vigiltest.FreeAddr(t)

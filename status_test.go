@@ -22,6 +22,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/internal/cli"
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/status"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -65,7 +66,7 @@ func TestStatusReportsAnInstalledModule(t *testing.T) {
 	}
 	_, certDir := servingDir(t)
 	addr := vigiltest.FreeAddr(t)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s", "--webhook-url", "https://"+addr)
 
 	dyn, err := dynamic.NewForConfig(env.Config)

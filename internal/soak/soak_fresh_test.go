@@ -22,6 +22,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -157,7 +158,7 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped b
 		})
 
 	_, certDir := servingDir(b)
-	b.Setenv(vigil.EnvHandoffDir, b.TempDir())
+	b.Setenv(modcli.EnvHandoffDir, b.TempDir())
 	addr := vigiltest.FreeAddr(b)
 	runAdmission(b, m, addr, "--cert-dir", certDir, "--kubeconfig", vigiltest.WriteKubeConfig(b, proxy.Config()),
 		"--shutdown-delay", "0s", "--webhook-url", "https://"+addr)

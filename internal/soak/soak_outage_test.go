@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -54,8 +55,8 @@ func soakOutage(tb testing.TB, optIn bool, outage, bound time.Duration) outageRe
 		return m
 	}
 	_, certDir := servingDir(tb)
-	if os.Getenv(vigil.EnvHandoffDir) == "" {
-		tb.Setenv(vigil.EnvHandoffDir, tb.TempDir())
+	if os.Getenv(modcli.EnvHandoffDir) == "" {
+		tb.Setenv(modcli.EnvHandoffDir, tb.TempDir())
 	}
 	kc := env.KubeConfigFile(tb)
 	f := newFront(tb)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -89,7 +90,7 @@ func BenchmarkSoakRegistration(b *testing.B) {
 	}
 	_, certDir := servingDir(b)
 	handoff := b.TempDir()
-	b.Setenv(vigil.EnvHandoffDir, handoff)
+	b.Setenv(modcli.EnvHandoffDir, handoff)
 	kc := env.KubeConfigFile(b)
 	f := newFront(b)
 
@@ -239,7 +240,7 @@ func TestRolloutOldAndNewSideBySide(t *testing.T) {
 		return m
 	}
 	ca, certDir := servingDir(t)
-	t.Setenv(vigil.EnvHandoffDir, t.TempDir())
+	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	kc := env.KubeConfigFile(t)
 	f := newFront(t)
 	run := func(m *vigil.Module, addr string) func() {

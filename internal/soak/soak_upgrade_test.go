@@ -21,6 +21,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -147,7 +148,7 @@ func soakUpgrade(b *testing.B, how string, flood bool) upgradeResult {
 	}
 
 	_, certDir := servingDir(b)
-	b.Setenv(vigil.EnvHandoffDir, b.TempDir())
+	b.Setenv(modcli.EnvHandoffDir, b.TempDir())
 	f := newFront(b)
 	replica := func(version, addr string) (stop func()) {
 		return runAdmission(b, newModule(version), addr, "--cert-dir", certDir, "--kubeconfig", kc,

@@ -23,6 +23,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/modcli"
 	"github.com/vigilkit/vigil/internal/watchhealth"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -191,7 +192,7 @@ func soakWatch(tb testing.TB, rounds int) watchResult {
 	tb.Cleanup(func() { proxy.Close() })
 	kc := vigiltest.WriteKubeConfig(tb, proxy.Config())
 	handoff := tb.TempDir()
-	tb.Setenv(vigil.EnvHandoffDir, handoff)
+	tb.Setenv(modcli.EnvHandoffDir, handoff)
 
 	v := &views{watched: map[string]cmState{}, reconciled: map[string]cmState{}, listed: map[string]cmState{}}
 	var round atomic.Int64
