@@ -45,14 +45,14 @@ func FailClosed() CapabilityOption {
 }
 
 // EnforcementMode is what a capability's validations do with a denial.
-type EnforcementMode = spec.Mode
+type EnforcementMode string
 
 // The enforcement modes, for Mode. They are named apart from the verdicts
 // admission.Warn and admission.Deny, which a validation returns.
 const (
-	ModeEnforce = spec.Enforce // deny what a validation denies: the default
-	ModeWarn    = spec.Warn    // allow it, with the denial as a warning to the client
-	ModeAudit   = spec.Audit   // allow it silently, and record it as a finding
+	ModeEnforce EnforcementMode = EnforcementMode(spec.Enforce) // deny what a validation denies: the default
+	ModeWarn    EnforcementMode = EnforcementMode(spec.Warn)    // allow it, with the denial as a warning to the client
+	ModeAudit   EnforcementMode = EnforcementMode(spec.Audit)   // allow it silently, and record it as a finding
 )
 
 // Mode sets what the capability's validations do with a denial: ModeWarn
@@ -60,7 +60,7 @@ const (
 // event audit-finding, vigil_admission_unenforced_denials_total). Mutations
 // and failure-policy answers are unaffected; a fail-closed capability enforces.
 func Mode(mode EnforcementMode) CapabilityOption {
-	return func(c *Capability) { c.c.Mode = mode }
+	return func(c *Capability) { c.c.Mode = spec.Mode(mode) }
 }
 
 // JoinDenials runs every validation of the capability on a request, even
@@ -253,22 +253,22 @@ func (o admissionOptions[T, B]) PodTemplates(mode ...TemplateMode) B {
 		m = mode[0]
 	}
 	if len(mode) > 1 {
-		o.ad.SetPodTemplates(define.Caller(), TemplateMode(fmt.Sprint(mode)))
+		o.ad.SetPodTemplates(define.Caller(), define.TemplateMode(fmt.Sprint(mode)))
 		return o.self
 	}
-	o.ad.SetPodTemplates(define.Caller(), m)
+	o.ad.SetPodTemplates(define.Caller(), define.TemplateMode(m))
 	return o.self
 }
 
 // TemplateMode is what PodTemplates does with a denial of a workload's pod
 // template.
-type TemplateMode = define.TemplateMode
+type TemplateMode string
 
 const (
 	// TemplatesWarn admits the workload with the denial as a warning.
-	TemplatesWarn = define.TemplatesWarn
+	TemplatesWarn TemplateMode = TemplateMode(define.TemplatesWarn)
 	// TemplatesDeny refuses the workload with the denial.
-	TemplatesDeny = define.TemplatesDeny
+	TemplatesDeny TemplateMode = TemplateMode(define.TemplatesDeny)
 )
 
 // Mutate edits matching objects with fn; the API server gets the JSON patch.
