@@ -1,12 +1,10 @@
 package vigil
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -132,19 +130,20 @@ func (m *Module) Capability(name string, opts ...CapabilityOption) *Capability {
 // Name is the capability's name.
 func (c *Capability) Name() string { return c.c.Name }
 
+//go:generate go run ./hack/builders
+
 // AdmissionBuilder declares what a capability admits of objects of type T:
 // operations, filters, then Mutate, Validate or Require. A filter returns a
 // FilteredAdmissionBuilder, which has no Require.
 type AdmissionBuilder[T client.Object] struct {
-	admissionOptions[T, *AdmissionBuilder[T]]
-	filterOptions[*FilteredAdmissionBuilder[T]]
+	ad       *define.Binding
+	filtered *FilteredAdmissionBuilder[T] // what a filter returns
 }
 
 // FilteredAdmissionBuilder is an AdmissionBuilder after a filter: it ends
 // with Mutate or Validate.
 type FilteredAdmissionBuilder[T client.Object] struct {
-	admissionOptions[T, *FilteredAdmissionBuilder[T]]
-	filterOptions[*FilteredAdmissionBuilder[T]]
+	ad *define.Binding
 }
 
 // When starts an admission binding of the capability to objects of proto's
@@ -161,13 +160,7 @@ func WhenScaled(c *Capability, parent client.Object) *AdmissionBuilder[*autoscal
 }
 
 func newAdmission[T client.Object](d *define.Binding) *AdmissionBuilder[T] {
-	b := &AdmissionBuilder[T]{}
-	f := &FilteredAdmissionBuilder[T]{}
-	b.admissionOptions = admissionOptions[T, *AdmissionBuilder[T]]{self: b, ad: d}
-	f.admissionOptions = admissionOptions[T, *FilteredAdmissionBuilder[T]]{self: f, ad: d}
-	b.filterOptions = filterOptions[*FilteredAdmissionBuilder[T]]{next: f, fd: d}
-	f.filterOptions = b.filterOptions
-	return b
+	return &AdmissionBuilder[T]{ad: d, filtered: &FilteredAdmissionBuilder[T]{ad: d}}
 }
 
 // Require makes the API server refuse matching requests for which the CEL
@@ -181,85 +174,6 @@ func (b *AdmissionBuilder[T]) Require(expression, message string) {
 	b.ad.AddCheck(define.Caller(), expression, message)
 }
 
-// admissionOptions are what every admission builder has; each option returns
-// the builder it is called on (B).
-type admissionOptions[T client.Object, B any] struct {
-	self B
-	ad   *define.Binding
-}
-
-// Subresource binds to a subresource whose requests carry T itself, such as
-// "ephemeralcontainers" or "status"; for "scale", use WhenScaled.
-func (o admissionOptions[T, B]) Subresource(name string) B {
-	o.ad.SetSubresource(define.Caller(), name)
-	return o.self
-}
-
-// IsCreated binds to CREATE requests.
-func (o admissionOptions[T, B]) IsCreated() B { o.ad.On(admissionv1.Create); return o.self }
-
-// IsUpdated binds to UPDATE requests.
-func (o admissionOptions[T, B]) IsUpdated() B { o.ad.On(admissionv1.Update); return o.self }
-
-// IsCreatedOrUpdated binds to CREATE and UPDATE requests.
-func (o admissionOptions[T, B]) IsCreatedOrUpdated() B {
-	o.ad.On(admissionv1.Create, admissionv1.Update)
-	return o.self
-}
-
-// IsDeleted binds to DELETE requests; the request's Object is the object
-// being deleted.
-func (o admissionOptions[T, B]) IsDeleted() B { o.ad.On(admissionv1.Delete); return o.self }
-
-// IfServed registers the binding only while the API server serves its kind:
-// a binding on a CRD that may be installed later, or never (a Prometheus
-// Probe where the cluster may run no Prometheus), neither holds the module's
-// other webhooks back nor fails their registration; it joins its webhook's
-// rules within a registration check (--registration-check-interval) of its
-// CRD being served. Until then its kind's objects pass unchecked, as plan
-// says.
-func (o admissionOptions[T, B]) IfServed() B { o.ad.IfServed = true; return o.self }
-
-// Named names the binding in messages and metrics; by default it is named
-// after its kind, action and place.
-func (o admissionOptions[T, B]) Named(name string) B {
-	o.ad.SetName(define.Caller(), name)
-	return o.self
-}
-
-// PodTemplates makes a validation of Pods also judge the pod templates of
-// Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs and CronJobs when
-// they are created or their template changes, so that `kubectl apply` of a
-// workload whose pods would be denied is answered then, not by a
-// ReplicaSet that quietly makes no pods. fn sees the Pod the template makes:
-// named after the workload (a Deployment web's pods are judged as a Pod
-// web), in its namespace, with the template's labels, annotations and spec,
-// as a CREATE. An update that leaves the template as it was (a scale) is
-// not judged.
-//
-// mode is what a denial does to the workload: TemplatesWarn (the default)
-// admits it with the denial as a warning; TemplatesDeny refuses it. A rule
-// that exempts Pods by their generated names (web-7d4b9c-x2x9q) cannot
-// exempt a template, which has none: under TemplatesDeny such a workload
-// is refused although its pods would be admitted, so keep TemplatesWarn
-// where exemptions name pods. The capability's webhook then also matches
-// these six kinds, under its failure policy: with Fail, applying a
-// workload waits for the module as creating a Pod does.
-//
-// Without PodTemplates (the default), a Pod binding judges Pods alone.
-func (o admissionOptions[T, B]) PodTemplates(mode ...TemplateMode) B {
-	m := TemplatesWarn
-	if len(mode) > 0 {
-		m = mode[0]
-	}
-	if len(mode) > 1 {
-		o.ad.SetPodTemplates(define.Caller(), define.TemplateMode(fmt.Sprint(mode)))
-		return o.self
-	}
-	o.ad.SetPodTemplates(define.Caller(), define.TemplateMode(m))
-	return o.self
-}
-
 // TemplateMode is what PodTemplates does with a denial of a workload's pod
 // template.
 type TemplateMode string
@@ -271,66 +185,14 @@ const (
 	TemplatesDeny TemplateMode = TemplateMode(define.TemplatesDeny)
 )
 
-// Mutate edits matching objects with fn; the API server gets the JSON patch.
-// An error answers by the module's failure policy.
-func (o admissionOptions[T, B]) Mutate(fn func(ctx context.Context, req *Request[T]) error) {
-	o.ad.AddAdmission(define.Caller(), define.MutateBinding(o.ad.GVK, o.ad.Proto.(T), fn), "mutate")
+// templateMode is the one mode PodTemplates was given, TemplatesWarn when
+// none; more than one is a mistake the definition reports, naming them.
+func templateMode(mode []TemplateMode) define.TemplateMode {
+	switch len(mode) {
+	case 0:
+		return define.TemplateMode(TemplatesWarn)
+	case 1:
+		return define.TemplateMode(mode[0])
+	}
+	return define.TemplateMode(fmt.Sprint(mode))
 }
-
-// Validate judges matching objects with fn.
-func (o admissionOptions[T, B]) Validate(fn func(ctx context.Context, req *Request[T]) Verdict) {
-	o.ad.AddAdmission(define.Caller(), define.ValidateBinding(o.ad.GVK, o.ad.Proto.(T), fn), "validate")
-}
-
-// filterOptions are the Go filters of admission and watch builders; each
-// returns F, the builder that follows a filter.
-type filterOptions[F any] struct {
-	next F
-	fd   *define.Binding
-}
-
-// InNamespace runs the binding only for objects in these namespaces.
-func (o filterOptions[F]) InNamespace(namespaces ...string) F {
-	o.fd.InNamespace(namespaces)
-	return o.next
-}
-
-// InNamespaceRegex runs the binding only in namespaces matching the regular
-// expression.
-func (o filterOptions[F]) InNamespaceRegex(expr string) F {
-	o.fd.InNamespaceRegex(define.Caller(), expr)
-	return o.next
-}
-
-// WithName runs the binding only for the object of this name.
-func (o filterOptions[F]) WithName(name string) F { o.fd.WithName(name); return o.next }
-
-// WithNameRegex runs the binding only for objects whose name matches.
-func (o filterOptions[F]) WithNameRegex(expr string) F {
-	o.fd.WithNameRegex(define.Caller(), expr)
-	return o.next
-}
-
-// WithLabel runs the binding only for objects that have the label.
-func (o filterOptions[F]) WithLabel(key string) F { o.fd.WithLabel(key, nil); return o.next }
-
-// WithLabelValue runs the binding only for objects with the label set to
-// value.
-func (o filterOptions[F]) WithLabelValue(key, value string) F {
-	o.fd.WithLabel(key, &value)
-	return o.next
-}
-
-// WithAnnotation runs the binding only for objects that have the annotation.
-func (o filterOptions[F]) WithAnnotation(key string) F { o.fd.WithAnnotation(key, nil); return o.next }
-
-// WithAnnotationValue runs the binding only for objects with the annotation
-// set to value.
-func (o filterOptions[F]) WithAnnotationValue(key, value string) F {
-	o.fd.WithAnnotation(key, &value)
-	return o.next
-}
-
-// WhileTerminating runs the binding only for objects being deleted: those
-// with a deletion timestamp, held by a finalizer.
-func (o filterOptions[F]) WhileTerminating() F { o.fd.WhileTerminating(); return o.next }

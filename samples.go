@@ -18,7 +18,8 @@ func Every(d time.Duration) Interval { return Interval{every: d} }
 // SampleBuilder declares a gate that polls a function, for what is not a
 // Kubernetes object (a remote API, a file).
 type SampleBuilder[S any] struct {
-	gateOptions[*SampleBuilder[S]]
+	m     *Module
+	g     *define.Gate
 	match func(S) bool
 	then  func(ctx context.Context, sample S, s Store) error
 }
@@ -29,8 +30,7 @@ type SampleBuilder[S any] struct {
 func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Interval) *SampleBuilder[S] {
 	site := define.Caller()
 	g := &define.Gate{}
-	b := &SampleBuilder[S]{}
-	b.gateOptions = gateOptions[*SampleBuilder[S]]{self: b, m: m, g: g}
+	b := &SampleBuilder[S]{m: m, g: g}
 	var err error
 	g.Sample, err = define.NewSample(every.every, fn, &b.match, &b.then)
 	m.d.Check(site, err)
@@ -40,14 +40,14 @@ func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Int
 
 // ToMatch waits until pred holds for a sample.
 func (b *SampleBuilder[S]) ToMatch(pred func(S) bool) *SampleBuilder[S] {
-	b.outcome(define.Caller(), "ToMatch", nil)
+	outcome(b.m, b.g, define.Caller(), "ToMatch", nil)
 	b.match = pred
 	return b
 }
 
 // Then runs cb with the matching sample. A gate has one callback.
 func (b *SampleBuilder[S]) Then(cb func(ctx context.Context, sample S, s Store) error) *SampleBuilder[S] {
-	if b.callback(define.Caller(), "Then") {
+	if callback(b.m, b.g, define.Caller(), "Then") {
 		b.then = cb
 	}
 	return b

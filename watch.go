@@ -28,16 +28,13 @@ const (
 // active watcher: filters, then OnEvent, Reconcile or Finalize. It has no
 // operations and no Subresource: a watch sees objects, not requests.
 type WatchBuilder[T client.Object] struct {
-	filterOptions[*WatchBuilder[T]]
 	wd *define.Binding
 }
 
 // Watch starts a watch binding of the capability to objects of proto's
 // type.
 func Watch[T client.Object](c *Capability, proto T) *WatchBuilder[T] {
-	b := &WatchBuilder[T]{wd: define.NewBinding(c.m.d, c.c, proto, "Watch", define.Caller())}
-	b.filterOptions = filterOptions[*WatchBuilder[T]]{next: b, fd: b.wd}
-	return b
+	return &WatchBuilder[T]{wd: define.NewBinding(c.m.d, c.c, proto, "Watch", define.Caller())}
 }
 
 // Named names the binding in messages and metrics; by default it is named

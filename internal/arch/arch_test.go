@@ -129,6 +129,7 @@ var layers = map[string]struct {
 	// Commands and examples, which use the public API (and a demo, vigil dev).
 	"cmd/vigil":          {entry, []string{"internal/cli"}},
 	"hack/vulndb":        {entry, nil},
+	"hack/builders":      {entry, nil},
 	"hack/control-plane": {entry, []string{"internal/k8sbuild", "internal/kubeversion"}},
 
 	// Support for vigil's own tests and soaks.
