@@ -64,7 +64,7 @@ test:
 	echo "==> go test -race ($$(( $$(date +%s) - start ))s of setup)"; \
 	KUBEBUILDER_ASSETS="$$assets" hack/progress.sh "go test -race" go test -race $(GO_TEST_FLAGS) ./...; \
 	echo "==> fuzz the AdmissionReview decoder briefly (new inputs kept unminimized: minimizing one can outlast the 10s and fail the run)"; \
-	hack/progress.sh fuzz go test -run '^$$' -fuzz FuzzDecodeReview -fuzztime 10s -fuzzminimizetime 0 ./internal/admit/
+	hack/progress.sh fuzz go test -run '^$$' -fuzz FuzzDecodeReview -fuzztime 10s -fuzzminimizetime 0 ./internal/serving/admit/
 
 ## control-plane: build kube-apiserver, etcd and kubectl into the cache and print their folder (KUBERNETES=1.34 for another release)
 control-plane:
@@ -114,7 +114,7 @@ bench-store:
 ## bench-gates: gate reaction latency, kubectl wait for comparison, a satisfied gate as a process
 bench-gates:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkGates' -benchtime 200x -timeout 30m ./internal/waitfor/
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkGates' -benchtime 200x -timeout 30m ./internal/runtime/waitfor/
 
 ## bench-admission: the labeler module under load over TLS keep-alive beside a floor server (CPU per request against it), the cost of a create through the API server with its webhooks beside the floor server as the same webhooks and as fewer, and a Lister of 10,000 objects read under load
 bench-admission:
@@ -124,7 +124,7 @@ bench-admission:
 ## bench-watch: 10,000 ConfigMaps created while a watcher process runs: time until each is reconciled, events/s, peak RSS
 bench-watch:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkWatch' -benchtime 1x -timeout 20m ./internal/soak/
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkWatch' -benchtime 1x -timeout 20m ./internal/testsupport/soak/
 
 ## bench-first-module: vigil init to a passing scaffold test: init, first test (empty build cache), warm test
 bench-first-module:
@@ -133,17 +133,17 @@ bench-first-module:
 ## soak-registration: creates without pause while a module starts, registers and is replaced: none rejected; then every admission replica gone for 60 s, without and with FailOpenAfter; then an upgrade 1 → 2 applied by the Helm SDK and by kubectl apply: none rejected or unmutated
 soak-registration:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" VIGIL_SOAK_OUTAGE=60s go test -count=1 -run '^$$' -bench 'BenchmarkSoakRegistration' -benchtime 1x -timeout 15m ./internal/soak/
+	KUBEBUILDER_ASSETS="$$assets" VIGIL_SOAK_OUTAGE=60s go test -count=1 -run '^$$' -bench 'BenchmarkSoakRegistration' -benchtime 1x -timeout 15m ./internal/testsupport/soak/
 
 ## soak-fresh: Exemptions created and deleted, each at once followed by a Pod, while the module's watch events are held back: no decision on stale data
 soak-fresh:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakFresh' -benchtime 1x -timeout 15m ./internal/soak/
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakFresh' -benchtime 1x -timeout 15m ./internal/testsupport/soak/
 
 ## soak-watch: a gate, an admission lister and the watcher's OnEvent and Reconcile behind a fault proxy that stalls, blackholes, throttles (429), expires (410) and cuts their connections, 15 rounds, while objects change (one deleted and created again in each blackhole): silences noticed, recovery, no stale decision, every final view equal to the API server's
 soak-watch:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakWatch' -benchtime 1x -timeout 20m ./internal/soak/
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakWatch' -benchtime 1x -timeout 20m ./internal/testsupport/soak/
 
 ## bench-uds: UDS Core's policy engine (examples/uds-core) under load at c=16 over TLS keep-alive, a compliant Pod through every policy (validate and mutate) and a denied one, beside the floor server in the same run: CPU per request, req/s, p99, RSS
 bench-uds:
@@ -158,10 +158,10 @@ soak-uds:
 ## bench-ship: build examples/labeler's image (both platforms) twice: seconds, MiB of the host platform's layers, same digest?; then the chart's install time
 # The chart's figure comes from a benchmark that prints `ship-chart: chart_install_s=<s>`:
 # the quota example's chart installed through the Helm SDK against the test API server.
-SHIP_CHART_PKG ?= ./internal/chart/
+SHIP_CHART_PKG ?= ./internal/shipping/chart/
 SHIP_CHART_BENCH ?= BenchmarkChartInstall$$
 bench-ship:
-	@image="$$(go test -count=1 -run '^$$' -bench 'BenchmarkShip$$' -benchtime 1x -timeout 30m ./internal/image/ | tee /dev/stderr | sed -n 's/^ship-image: //p')"; \
+	@image="$$(go test -count=1 -run '^$$' -bench 'BenchmarkShip$$' -benchtime 1x -timeout 30m ./internal/shipping/image/ | tee /dev/stderr | sed -n 's/^ship-image: //p')"; \
 	chart="chart_install_s=n/a"; \
 	if [ -n "$(SHIP_CHART_PKG)" ]; then \
 		assets="$$(hack/control-plane.sh)"; \
@@ -180,7 +180,7 @@ e2e:
 	@echo "==> control plane and node binaries (built from the Go module proxy on first use, then cached)"; \
 	hack/control-plane.sh >/dev/null; hack/control-plane.sh --node >/dev/null; \
 	if [ "$${VIGIL_NODE_CONTAINERD:-}" = built ]; then hack/control-plane.sh --containerd >/dev/null; fi; \
-	VIGIL_E2E=1 hack/progress.sh "go test ./internal/node/" go test -count=1 -v -timeout 20m ./internal/node/
+	VIGIL_E2E=1 hack/progress.sh "go test ./internal/clusters/node/" go test -count=1 -v -timeout 20m ./internal/clusters/node/
 	@echo "==> the kit's module both ways, by the runner and by the node's kubelet"
 	VIGIL_E2E=1 hack/progress.sh "go test ./vigiltest/" go test -count=1 -v -timeout 20m -run 'TestTheRunnerAndANodeAgree' ./vigiltest/
 	@echo "==> UDS Core's policy engine from its image on the node, before UDS Core's CRDs"

@@ -29,10 +29,10 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/admit"
-	"github.com/vigilkit/vigil/internal/certs"
-	"github.com/vigilkit/vigil/internal/modcli"
-	"github.com/vigilkit/vigil/internal/testkit"
+	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/internal/serving/admit"
+	"github.com/vigilkit/vigil/internal/serving/certs"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 

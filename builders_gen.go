@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/gate"
-	"github.com/vigilkit/vigil/internal/define"
+	"github.com/vigilkit/vigil/internal/definition/define"
 )
 
 // The options of AdmissionBuilder[T].

@@ -18,11 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/admit"
-	"github.com/vigilkit/vigil/internal/define"
-	"github.com/vigilkit/vigil/internal/registration"
-	"github.com/vigilkit/vigil/internal/spec"
-	"github.com/vigilkit/vigil/internal/testkit"
+	"github.com/vigilkit/vigil/internal/definition/define"
+	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/internal/serving/admit"
+	"github.com/vigilkit/vigil/internal/serving/registration"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 

@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/define"
-	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/definition/define"
+	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
 // Request is an admission request with its objects decoded as T.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/meshtest"
+	"github.com/vigilkit/vigil/internal/testsupport/meshtest"
 )
 
 // A second webhook server, as istiod's sidecar injector is installed: a

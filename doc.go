@@ -11,8 +11,8 @@
 // replica holding the module's Lease. NewLister gives handlers a live read
 // cache, the Store shared state (StoreFrom), ClientFrom the API server.
 //
-// This package holds declarations only: their checks are internal/define's,
-// the resolved definition internal/spec's. A declaration never returns an
+// This package holds declarations only: their checks are internal/definition/define's,
+// the resolved definition internal/definition/spec's. A declaration never returns an
 // error: a mistake is recorded with the author's file and line and reported by
 // Verify, `plan` and Run, before anything starts.
 package vigil

@@ -4,8 +4,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/vigilkit/vigil/internal/define"
-	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/definition/define"
+	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
 // Container names a container of the module's pods, for every For (Env,

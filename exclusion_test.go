@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/modcli"
-	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/internal/definition/spec"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -21,8 +21,8 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/cmdutil"
-	"github.com/vigilkit/vigil/internal/testkit"
+	"github.com/vigilkit/vigil/internal/commands/cmdutil"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 

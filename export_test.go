@@ -3,7 +3,7 @@ package vigil
 import (
 	"github.com/go-logr/logr"
 
-	"github.com/vigilkit/vigil/internal/admit"
+	"github.com/vigilkit/vigil/internal/serving/admit"
 )
 
 // AdmissionHandlerOf serves the module's admission bindings in process, as

@@ -10,7 +10,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/cmdutil"
+	"github.com/vigilkit/vigil/internal/commands/cmdutil"
 )
 
 // FailOpenAfter is a definition mistake on a fail-closed capability, in

@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/gate"
-	"github.com/vigilkit/vigil/internal/define"
-	"github.com/vigilkit/vigil/internal/scheme"
-	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/definition/define"
+	"github.com/vigilkit/vigil/internal/definition/scheme"
+	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
 // Kind names an object kind known only at run time, for WaitFor, When, Watch

@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
-	"github.com/vigilkit/vigil/internal/certs"
-	"github.com/vigilkit/vigil/internal/testkit"
+	"github.com/vigilkit/vigil/internal/serving/certs"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 )
 
 // bootstrapConfigs creates a module's empty webhook configurations, as its

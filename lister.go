@@ -8,9 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/define"
-	"github.com/vigilkit/vigil/internal/scheme"
-	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/definition/define"
+	"github.com/vigilkit/vigil/internal/definition/scheme"
+	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
 // Lister is a typed, informer-backed read cache of one kind of object, for

@@ -31,7 +31,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/serving/registration"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -184,7 +184,7 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		{leastName, authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: leastName}, true},
 		// The lenient capability fails open after an outage: the watcher may
 		// get and patch the module's two configurations (without such a
-		// capability it may not: internal/manifests
+		// capability it may not: internal/shipping/manifests
 		// TestWatcherFailsOpenOnlyWithTheOptIn), and nothing else.
 		{leastName + "-watcher", authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: leastName}, true},
 		{leastName + "-watcher", authorizationv1.ResourceAttributes{Verb: "update", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: leastName}, false},

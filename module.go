@@ -6,7 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/define"
+	"github.com/vigilkit/vigil/internal/definition/define"
 )
 
 // Options configure a module.

@@ -64,8 +64,8 @@ func TestModuleBinariesLinkNoDeveloperCLI(t *testing.T) {
 		t.Fatalf("go list -deps %v: %v\n%s", modules, err, out)
 	}
 	deps := strings.Fields(string(out))
-	if !slices.Contains(deps, "github.com/vigilkit/vigil/internal/modcli") {
-		t.Fatalf("the examples do not link internal/modcli; go list printed:\n%s", out)
+	if !slices.Contains(deps, "github.com/vigilkit/vigil/internal/commands/modcli") {
+		t.Fatalf("the examples do not link internal/commands/modcli; go list printed:\n%s", out)
 	}
 	// The image has no CA bundle: the binary carries the roots HTTPS needs.
 	if !slices.Contains(deps, "golang.org/x/crypto/x509roots/fallback") {
@@ -73,9 +73,9 @@ func TestModuleBinariesLinkNoDeveloperCLI(t *testing.T) {
 	}
 	for _, dep := range deps {
 		switch {
-		case dep == "github.com/vigilkit/vigil/internal/cli",
-			dep == "github.com/vigilkit/vigil/internal/controlplane",
-			dep == "github.com/vigilkit/vigil/internal/dev",
+		case dep == "github.com/vigilkit/vigil/internal/commands/cli",
+			dep == "github.com/vigilkit/vigil/internal/clusters/controlplane",
+			dep == "github.com/vigilkit/vigil/internal/commands/dev",
 			strings.HasPrefix(dep, "golang.org/x/mod"),
 			strings.Contains(dep, "scaffold"):
 			t.Errorf("a module binary links %s", dep)

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vigilkit/vigil"
-	"github.com/vigilkit/vigil/internal/cmdutil"
+	"github.com/vigilkit/vigil/internal/commands/cmdutil"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/modcli"
-	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/internal/definition/spec"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,7 +18,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/cmdutil"
+	"github.com/vigilkit/vigil/internal/commands/cmdutil"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 

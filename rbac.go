@@ -3,7 +3,7 @@ package vigil
 import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/vigilkit/vigil/internal/define"
+	"github.com/vigilkit/vigil/internal/definition/define"
 )
 
 // RBAC declares a permission the module's handlers need beyond what vigil

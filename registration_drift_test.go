@@ -21,9 +21,9 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/certs"
-	"github.com/vigilkit/vigil/internal/modcli"
-	"github.com/vigilkit/vigil/internal/registration"
+	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/internal/serving/certs"
+	"github.com/vigilkit/vigil/internal/serving/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
-	"github.com/vigilkit/vigil/internal/cmdutil"
+	"github.com/vigilkit/vigil/internal/commands/cmdutil"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 

@@ -6,10 +6,10 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/vigilkit/vigil/internal/callctx"
-	"github.com/vigilkit/vigil/internal/handoff"
-	"github.com/vigilkit/vigil/internal/modcli"
-	"github.com/vigilkit/vigil/internal/scheme"
+	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/internal/definition/scheme"
+	"github.com/vigilkit/vigil/internal/runtime/callctx"
+	"github.com/vigilkit/vigil/internal/runtime/handoff"
 )
 
 // Run runs the module binary in the role its arguments name (`gate --phase N`,

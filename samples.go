@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/define"
+	"github.com/vigilkit/vigil/internal/definition/define"
 )
 
 // Interval is how often Sample samples or OnSchedule runs.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/modcli"
+	"github.com/vigilkit/vigil/internal/commands/modcli"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 

@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
-	"github.com/vigilkit/vigil/internal/cli"
-	"github.com/vigilkit/vigil/internal/modcli"
-	"github.com/vigilkit/vigil/internal/status"
+	"github.com/vigilkit/vigil/internal/commands/cli"
+	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/internal/operating/status"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 

@@ -8,8 +8,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/vigilkit/vigil/internal/define"
-	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/definition/define"
+	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
 // WatchEvent is the kind of change an OnEvent handler sees, named as the

@@ -22,7 +22,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/testkit"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 

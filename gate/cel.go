@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/vigilkit/vigil/internal/celversion"
-	"github.com/vigilkit/vigil/internal/kubeversion"
+	"github.com/vigilkit/vigil/internal/clusters/kubeversion"
+	"github.com/vigilkit/vigil/internal/definition/celversion"
 )
 
 var (

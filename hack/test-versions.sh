@@ -17,7 +17,7 @@ logs="${VERSIONS_LOG_DIR:-$(mktemp -d)}"
 mkdir -p "$logs"
 # The packages whose tests start an API server, read from their imports.
 mapfile -t pkgs < <(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
-	grep -E ' [^ ]*(/vigiltest|/internal/testenv|/internal/testkit|/internal/controlplane)( |$)' | cut -d' ' -f1)
+	grep -E ' [^ ]*(/vigiltest|/internal/testsupport/testenv|/internal/testsupport/testkit|/internal/clusters/controlplane)( |$)' | cut -d' ' -f1)
 summary=()
 for v in "${versions[@]}"; do
 	log="$logs/$v.log"

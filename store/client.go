@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/warming"
+	"github.com/vigilkit/vigil/internal/serving/warming"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 )
 
@@ -126,7 +126,7 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		return nil, err
 	}
 	// The Store is read first thing at start: no second lost to a watch
-	// cache the API server is still building (see internal/warming).
+	// cache the API server is still building (see internal/serving/warming).
 	c, err := client.NewWithWatch(warming.Wrap(rest.CopyConfig(cfg)), client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("store: client: %w", err)

@@ -28,9 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/vigilkit/vigil/internal/controlplane"
-	"github.com/vigilkit/vigil/internal/kubeversion"
-	"github.com/vigilkit/vigil/internal/node"
+	"github.com/vigilkit/vigil/internal/clusters/controlplane"
+	"github.com/vigilkit/vigil/internal/clusters/kubeversion"
+	"github.com/vigilkit/vigil/internal/clusters/node"
 	storev1alpha1 "github.com/vigilkit/vigil/store/v1alpha1"
 )
 

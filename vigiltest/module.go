@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/vigilkit/vigil/internal/podrun"
+	"github.com/vigilkit/vigil/internal/clusters/podrun"
 )
 
 // ModuleOptions say which module InstallModule installs.

@@ -25,10 +25,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/vigilkit/vigil/internal/controlplane"
-	"github.com/vigilkit/vigil/internal/image"
-	"github.com/vigilkit/vigil/internal/kubeversion"
-	"github.com/vigilkit/vigil/internal/node"
+	"github.com/vigilkit/vigil/internal/clusters/controlplane"
+	"github.com/vigilkit/vigil/internal/clusters/kubeversion"
+	"github.com/vigilkit/vigil/internal/clusters/node"
+	"github.com/vigilkit/vigil/internal/shipping/image"
 )
 
 // startWithNode starts a node and the control plane that serves it

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/vigilkit/vigil/internal/podrun"
-	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/clusters/podrun"
+	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
 // PodOptions say how RunPod emulates a kubelet.

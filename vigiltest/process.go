@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/gobuild"
+	"github.com/vigilkit/vigil/internal/clusters/gobuild"
 )
 
 // Process is a command a test runs as the kubelet runs a container — a module

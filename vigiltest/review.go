@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/vigilkit/vigil"
-	"github.com/vigilkit/vigil/internal/define"
-	"github.com/vigilkit/vigil/internal/policytest"
-	"github.com/vigilkit/vigil/internal/spec"
+	"github.com/vigilkit/vigil/internal/commands/policytest"
+	"github.com/vigilkit/vigil/internal/definition/define"
+	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
 // Request is an admission request Review sends through a module's webhooks,

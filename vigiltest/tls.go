@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/serving/certs"
 )
 
 // ServingCert is a serving certificate a test issues from a CA of its own:

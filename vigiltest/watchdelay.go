@@ -15,7 +15,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/vigilkit/vigil/internal/certs"
+	"github.com/vigilkit/vigil/internal/serving/certs"
 )
 
 // quiet drops the reverse proxy's logs: resets it causes on purpose, and

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/vigilkit/vigil/internal/cli"
+	"github.com/vigilkit/vigil/internal/commands/cli"
 )
 
 func main() {

@@ -164,7 +164,7 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	// (the Role of the Exemption lister, scoped to it, lives there). The
 	// guard refuses a create of it by name before the API server finds it
 	// exists, so the tenant's create is refused by the guard either way; a
-	// create where it is absent is internal/registration's
+	// create where it is absent is internal/serving/registration's
 	// TestTrustedNamespaceIsGuarded.
 	var shipped *unstructured.Unstructured
 	for _, o := range manifests.Objects {

@@ -74,7 +74,7 @@ func BenchmarkAdmission(b *testing.B) {
 			results = append(results, merged(m), merged(f), merged(v))
 		}
 	}
-	// HTTP/2: the labeler serves HTTP/1.1 alone (see internal/webhook), so
+	// HTTP/2: the labeler serves HTTP/1.1 alone (see internal/serving/webhook), so
 	// the protocol's own cost is measured on the floor server.
 	h2 := l.newClient(true)
 	cm := payloads[0].body
@@ -218,8 +218,8 @@ var categories = []struct {
 	}},
 	{"metrics", func(fn string) bool { return strings.Contains(fn, "prometheus") }},
 	{"tls", func(fn string) bool { return strings.HasPrefix(fn, "crypto/") }},
-	{"handler (rest)", func(fn string) bool { return strings.Contains(fn, "vigil/internal/admit.") }},
-	{"limits (body read)", func(fn string) bool { return strings.Contains(fn, "vigil/internal/webhook.") }},
+	{"handler (rest)", func(fn string) bool { return strings.Contains(fn, "vigil/internal/serving/admit.") }},
+	{"limits (body read)", func(fn string) bool { return strings.Contains(fn, "vigil/internal/serving/webhook.") }},
 	{"http", func(fn string) bool { return strings.HasPrefix(fn, "net/http.") || strings.HasPrefix(fn, "bufio.") }},
 	{"gc", func(fn string) bool {
 		return strings.HasPrefix(fn, "runtime.gcBgMarkWorker") || strings.HasPrefix(fn, "runtime.bgsweep") || strings.HasPrefix(fn, "runtime.bgscavenge")

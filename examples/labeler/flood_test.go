@@ -246,7 +246,7 @@ func TestPodCreatesSucceedDuringTrickleFloods(t *testing.T) {
 	// evicted (evicted_reading), bodies cut at the least rate
 	// (body_timeout), the floods' new connections refused at their share
 	// (connections) and bodies cut by the floods' stop (bad_body). The
-	// least rate is tested in internal/webhook
+	// least rate is tested in internal/serving/webhook
 	// (TestTrickledBodiesAreCutAtTheLeastRate).
 	t.Logf("refused:\n%s", refusedMetrics(t, "http://"+pod.Ports["metrics"]))
 }

@@ -20,8 +20,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/vigilkit/vigil/internal/k8sbuild"
-	"github.com/vigilkit/vigil/internal/kubeversion"
+	"github.com/vigilkit/vigil/internal/clusters/k8sbuild"
+	"github.com/vigilkit/vigil/internal/clusters/kubeversion"
 )
 
 func main() {

@@ -47,14 +47,14 @@ var vocabulary = []string{"admission", "gate", "store", "store/v1alpha1", "prove
 // entryPoints are the arrows that leave the layer order on purpose.
 var entryPoints = map[string]string{
 	// Run hands the resolved spec to the module command line.
-	". -> internal/modcli": "vigil.Run is the module's entry point: it hands the spec to the command line, which runs a role",
+	". -> internal/commands/modcli": "vigil.Run is the module's entry point: it hands the spec to the command line, which runs a role",
 	// The kit runs a module's webhooks in process, as `<module> test` does.
-	"vigiltest -> .":                   "vigiltest.Review and Cases take the module its author defines",
-	"vigiltest -> internal/policytest": "vigiltest.Review and Cases run the module's webhooks in process, as `<module> test` does",
+	"vigiltest -> .": "vigiltest.Review and Cases take the module its author defines",
+	"vigiltest -> internal/commands/policytest": "vigiltest.Review and Cases run the module's webhooks in process, as `<module> test` does",
 	// The build of the control plane starts from a program that links only
 	// the builder, so that a fresh machine's first step compiles in seconds.
-	"hack/control-plane -> internal/k8sbuild":    "make control-plane builds Kubernetes from a program that needs nothing else",
-	"hack/control-plane -> internal/kubeversion": "make control-plane takes the release as every tool does",
+	"hack/control-plane -> internal/clusters/k8sbuild":    "make control-plane builds Kubernetes from a program that needs nothing else",
+	"hack/control-plane -> internal/clusters/kubeversion": "make control-plane takes the release as every tool does",
 }
 
 // layer is each package's layer and the vigil packages it may import, by
@@ -65,85 +65,85 @@ var layers = map[string]struct {
 	imports []string
 }{
 	// The public API.
-	".":              {public, []string{"admission", "gate", "store", "provenance", "internal/define", "internal/spec", "internal/callctx", "internal/handoff", "internal/scheme", "internal/progress", "internal/modcli"}},
+	".":              {public, []string{"admission", "gate", "store", "provenance", "internal/definition/define", "internal/definition/spec", "internal/runtime/callctx", "internal/runtime/handoff", "internal/definition/scheme", "internal/runtime/progress", "internal/commands/modcli"}},
 	"admission":      {public, []string{"store"}},
-	"gate":           {public, []string{"internal/celversion", "internal/kubeversion"}},
-	"store":          {public, []string{"store/v1alpha1", "internal/warming"}},
+	"gate":           {public, []string{"internal/definition/celversion", "internal/clusters/kubeversion"}},
+	"store":          {public, []string{"store/v1alpha1", "internal/serving/warming"}},
 	"store/v1alpha1": {public, nil},
 	"provenance":     {public, nil},
 	"pattern":        {public, nil},
-	"vigiltest":      {public, []string{".", "internal/define", "internal/policytest", "store/v1alpha1", "internal/certs", "internal/controlplane", "internal/kubeversion", "internal/gobuild", "internal/image", "internal/node", "internal/podrun", "internal/spec"}},
+	"vigiltest":      {public, []string{".", "internal/definition/define", "internal/commands/policytest", "store/v1alpha1", "internal/serving/certs", "internal/clusters/controlplane", "internal/clusters/kubeversion", "internal/clusters/gobuild", "internal/shipping/image", "internal/clusters/node", "internal/clusters/podrun", "internal/definition/spec"}},
 
 	// Declarations, and what they resolve to.
-	"internal/define": {define, []string{"admission", "gate", "store", "internal/spec", "internal/callctx", "internal/fresh", "internal/scheme", "internal/progress", "internal/served", "internal/celversion", "internal/kubeversion", "provenance"}},
-	"internal/spec":   {spec, []string{"admission", "gate", "store"}},
+	"internal/definition/define": {define, []string{"admission", "gate", "store", "internal/definition/spec", "internal/runtime/callctx", "internal/serving/fresh", "internal/definition/scheme", "internal/runtime/progress", "internal/runtime/served", "internal/definition/celversion", "internal/clusters/kubeversion", "provenance"}},
+	"internal/definition/spec":   {spec, []string{"admission", "gate", "store"}},
 
 	// Roles.
-	"internal/gaterun":       {role, []string{"gate", "store", "internal/spec", "internal/waitfor", "internal/events", "internal/handoff", "internal/progress", "internal/callctx", "internal/podevents", "internal/watchhealth"}},
-	"internal/waitfor":       {role, []string{"gate", "internal/spec", "internal/watchhealth"}},
-	"internal/admissionrole": {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/served", "internal/watcher", "internal/webhook", "internal/podevents", "internal/callctx", "internal/certs", "internal/events", "internal/gcpace", "internal/handoff", "internal/watchhealth"}},
-	"internal/admit":         {role, []string{"admission", "store", "internal/spec", "internal/callctx", "internal/events", "internal/fresh"}},
-	"internal/webhook":       {role, []string{"internal/events"}},
-	"internal/registration":  {role, []string{"admission", "provenance", "internal/spec", "internal/admit", "internal/events", "internal/served"}},
-	"internal/watcher":       {role, []string{"store", "internal/spec", "internal/admit", "internal/audit", "internal/registration", "internal/callctx", "internal/events", "internal/fresh", "internal/warming", "internal/waitfor", "internal/podevents", "internal/scheme", "internal/watchhealth"}},
-	"internal/audit":         {role, []string{"store", "internal/spec", "internal/admit", "internal/registration", "internal/events"}},
-	"internal/podevents":     {role, []string{"internal/spec"}},
+	"internal/roles/gaterun":        {role, []string{"gate", "store", "internal/definition/spec", "internal/runtime/waitfor", "internal/runtime/events", "internal/runtime/handoff", "internal/runtime/progress", "internal/runtime/callctx", "internal/runtime/podevents", "internal/runtime/watchhealth"}},
+	"internal/runtime/waitfor":      {role, []string{"gate", "internal/definition/spec", "internal/runtime/watchhealth"}},
+	"internal/roles/admissionrole":  {role, []string{"store", "internal/definition/spec", "internal/serving/admit", "internal/serving/registration", "internal/runtime/served", "internal/roles/watcher", "internal/serving/webhook", "internal/runtime/podevents", "internal/runtime/callctx", "internal/serving/certs", "internal/runtime/events", "internal/serving/gcpace", "internal/runtime/handoff", "internal/runtime/watchhealth"}},
+	"internal/serving/admit":        {role, []string{"admission", "store", "internal/definition/spec", "internal/runtime/callctx", "internal/runtime/events", "internal/serving/fresh"}},
+	"internal/serving/webhook":      {role, []string{"internal/runtime/events"}},
+	"internal/serving/registration": {role, []string{"admission", "provenance", "internal/definition/spec", "internal/serving/admit", "internal/runtime/events", "internal/runtime/served"}},
+	"internal/roles/watcher":        {role, []string{"store", "internal/definition/spec", "internal/serving/admit", "internal/roles/audit", "internal/serving/registration", "internal/runtime/callctx", "internal/runtime/events", "internal/serving/fresh", "internal/serving/warming", "internal/runtime/waitfor", "internal/runtime/podevents", "internal/definition/scheme", "internal/runtime/watchhealth"}},
+	"internal/roles/audit":          {role, []string{"store", "internal/definition/spec", "internal/serving/admit", "internal/serving/registration", "internal/runtime/events"}},
+	"internal/runtime/podevents":    {role, []string{"internal/definition/spec"}},
 
 	// Tools.
-	"internal/manifests":  {tool, []string{"store", "store/v1alpha1", "internal/spec", "internal/registration", "internal/scheme", "internal/kubeversion", "internal/served"}},
-	"internal/chart":      {tool, []string{"admission", "store/v1alpha1", "internal/spec", "internal/manifests", "internal/registration", "internal/kubeversion", "internal/served"}},
-	"internal/deadlock":   {tool, []string{"admission", "internal/spec", "internal/registration"}},
-	"internal/modcli":     {tool, []string{"store", "store/v1alpha1", "provenance", "internal/spec", "internal/policytest", "internal/admissionrole", "internal/gaterun", "internal/watcher", "internal/registration", "internal/waitfor", "internal/podevents", "internal/manifests", "internal/chart", "internal/zarf", "internal/deadlock", "internal/cmdutil", "internal/callctx", "internal/served"}},
-	"internal/policytest": {tool, []string{"store", "internal/spec", "internal/admit", "internal/callctx", "internal/celversion", "internal/kubeversion"}},
-	"internal/zarf":       {tool, []string{"internal/spec", "internal/chart"}},
-	"internal/cmdutil":    {tool, []string{"internal/spec", "internal/kubeversion"}},
-	"internal/dev":        {tool, []string{"internal/spec", "internal/policytest", "internal/registration", "internal/manifests", "internal/podrun", "internal/certs", "internal/controlplane", "internal/kubeversion", "internal/served", "internal/events"}},
-	"internal/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/cmdutil", "internal/controlplane", "internal/kubeversion", "internal/crdgen", "internal/dev", "internal/image", "internal/node", "internal/progress", "internal/waitfor", "internal/status", "internal/monitor"}},
-	"internal/status":     {tool, []string{"internal/spec", "internal/registration", "internal/deadlock", "internal/manifests", "internal/events", "internal/locate", "internal/served"}},
-	"internal/monitor":    {tool, []string{"internal/events", "internal/locate"}},
+	"internal/shipping/manifests":  {tool, []string{"store", "store/v1alpha1", "internal/definition/spec", "internal/serving/registration", "internal/definition/scheme", "internal/clusters/kubeversion", "internal/runtime/served"}},
+	"internal/shipping/chart":      {tool, []string{"admission", "store/v1alpha1", "internal/definition/spec", "internal/shipping/manifests", "internal/serving/registration", "internal/clusters/kubeversion", "internal/runtime/served"}},
+	"internal/operating/deadlock":  {tool, []string{"admission", "internal/definition/spec", "internal/serving/registration"}},
+	"internal/commands/modcli":     {tool, []string{"store", "store/v1alpha1", "provenance", "internal/definition/spec", "internal/commands/policytest", "internal/roles/admissionrole", "internal/roles/gaterun", "internal/roles/watcher", "internal/serving/registration", "internal/runtime/waitfor", "internal/runtime/podevents", "internal/shipping/manifests", "internal/shipping/chart", "internal/shipping/zarf", "internal/operating/deadlock", "internal/commands/cmdutil", "internal/runtime/callctx", "internal/runtime/served"}},
+	"internal/commands/policytest": {tool, []string{"store", "internal/definition/spec", "internal/serving/admit", "internal/runtime/callctx", "internal/definition/celversion", "internal/clusters/kubeversion"}},
+	"internal/shipping/zarf":       {tool, []string{"internal/definition/spec", "internal/shipping/chart"}},
+	"internal/commands/cmdutil":    {tool, []string{"internal/definition/spec", "internal/clusters/kubeversion"}},
+	"internal/commands/dev":        {tool, []string{"internal/definition/spec", "internal/commands/policytest", "internal/serving/registration", "internal/shipping/manifests", "internal/clusters/podrun", "internal/serving/certs", "internal/clusters/controlplane", "internal/clusters/kubeversion", "internal/runtime/served", "internal/runtime/events"}},
+	"internal/commands/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/commands/cmdutil", "internal/clusters/controlplane", "internal/clusters/kubeversion", "internal/shipping/crdgen", "internal/commands/dev", "internal/shipping/image", "internal/clusters/node", "internal/runtime/progress", "internal/runtime/waitfor", "internal/operating/status", "internal/operating/monitor"}},
+	"internal/operating/status":    {tool, []string{"internal/definition/spec", "internal/serving/registration", "internal/operating/deadlock", "internal/shipping/manifests", "internal/runtime/events", "internal/operating/locate", "internal/runtime/served"}},
+	"internal/operating/monitor":   {tool, []string{"internal/runtime/events", "internal/operating/locate"}},
 
 	// Leaves.
-	"internal/callctx":      {leaf, []string{"store", "internal/fresh"}},
-	"internal/fresh":        {leaf, nil},
-	"internal/watchhealth":  {leaf, nil},
-	"internal/handoff":      {leaf, nil},
-	"internal/scheme":       {leaf, nil},
-	"internal/events":       {leaf, nil},
-	"internal/progress":     {leaf, nil},
-	"internal/warming":      {leaf, nil},
-	"internal/certs":        {leaf, nil},
-	"internal/controlplane": {leaf, []string{"internal/k8sbuild", "internal/kubeversion"}},
-	"internal/k8sbuild":     {leaf, []string{"internal/gobuild", "internal/kubeversion"}},
-	"internal/kubeversion":  {leaf, nil},
-	"internal/served":       {leaf, []string{"internal/kubeversion"}},
-	"internal/celversion":   {leaf, []string{"internal/kubeversion"}},
-	"internal/gobuild":      {leaf, nil},
-	"internal/image":        {leaf, nil},
-	"internal/crdgen":       {leaf, nil},
-	"internal/node":         {leaf, []string{"internal/certs"}},
-	"internal/gcpace":       {leaf, nil},
-	"internal/arch":         {leaf, nil},
-	"internal/podrun":       {leaf, nil},
-	"internal/locate":       {leaf, nil},
+	"internal/runtime/callctx":       {leaf, []string{"store", "internal/serving/fresh"}},
+	"internal/serving/fresh":         {leaf, nil},
+	"internal/runtime/watchhealth":   {leaf, nil},
+	"internal/runtime/handoff":       {leaf, nil},
+	"internal/definition/scheme":     {leaf, nil},
+	"internal/runtime/events":        {leaf, nil},
+	"internal/runtime/progress":      {leaf, nil},
+	"internal/serving/warming":       {leaf, nil},
+	"internal/serving/certs":         {leaf, nil},
+	"internal/clusters/controlplane": {leaf, []string{"internal/clusters/k8sbuild", "internal/clusters/kubeversion"}},
+	"internal/clusters/k8sbuild":     {leaf, []string{"internal/clusters/gobuild", "internal/clusters/kubeversion"}},
+	"internal/clusters/kubeversion":  {leaf, nil},
+	"internal/runtime/served":        {leaf, []string{"internal/clusters/kubeversion"}},
+	"internal/definition/celversion": {leaf, []string{"internal/clusters/kubeversion"}},
+	"internal/clusters/gobuild":      {leaf, nil},
+	"internal/shipping/image":        {leaf, nil},
+	"internal/shipping/crdgen":       {leaf, nil},
+	"internal/clusters/node":         {leaf, []string{"internal/serving/certs"}},
+	"internal/serving/gcpace":        {leaf, nil},
+	"internal/arch":                  {leaf, nil},
+	"internal/clusters/podrun":       {leaf, nil},
+	"internal/operating/locate":      {leaf, nil},
 
 	// Commands and examples, which use the public API (and a demo, vigil dev).
-	"cmd/vigil":          {entry, []string{"internal/cli"}},
+	"cmd/vigil":          {entry, []string{"internal/commands/cli"}},
 	"hack/vulndb":        {entry, nil},
 	"hack/builders":      {entry, nil},
-	"hack/control-plane": {entry, []string{"internal/k8sbuild", "internal/kubeversion"}},
+	"hack/control-plane": {entry, []string{"internal/clusters/k8sbuild", "internal/clusters/kubeversion"}},
 
 	// Support for vigil's own tests and soaks.
-	"internal/soak":                {tests, nil},
-	"internal/meshtest":            {tests, nil},
-	"internal/testenv":             {tests, []string{"internal/controlplane", "internal/kubeversion"}},
-	"internal/testkit":             {tests, []string{".", "internal/certs", "internal/registration", "vigiltest"}},
-	"examples/clusterconfig":       {entry, []string{".", "admission", "gate", "store", "pattern"}},
-	"examples/uds-core/demo":       {entry, []string{"internal/dev", "provenance"}},
-	"examples/labeler":             {entry, []string{".", "admission"}},
-	"examples/labeler/listerbench": {entry, []string{".", "admission"}},
-	"examples/phases":              {entry, []string{".", "gate", "store"}},
-	"examples/quota":               {entry, []string{".", "admission"}},
-	"examples/uds-core":            {entry, []string{".", "admission", "gate", "store", "pattern"}},
+	"internal/testsupport/soak":     {tests, nil},
+	"internal/testsupport/meshtest": {tests, nil},
+	"internal/testsupport/testenv":  {tests, []string{"internal/clusters/controlplane", "internal/clusters/kubeversion"}},
+	"internal/testsupport/testkit":  {tests, []string{".", "internal/serving/certs", "internal/serving/registration", "vigiltest"}},
+	"examples/clusterconfig":        {entry, []string{".", "admission", "gate", "store", "pattern"}},
+	"examples/uds-core/demo":        {entry, []string{"internal/commands/dev", "provenance"}},
+	"examples/labeler":              {entry, []string{".", "admission"}},
+	"examples/labeler/listerbench":  {entry, []string{".", "admission"}},
+	"examples/phases":               {entry, []string{".", "gate", "store"}},
+	"examples/quota":                {entry, []string{".", "admission"}},
+	"examples/uds-core":             {entry, []string{".", "admission", "gate", "store", "pattern"}},
 }
 
 // rel is a package's path below the module; "." for the module's own.
@@ -193,7 +193,7 @@ func TestTheLayerTablePointsDown(t *testing.T) {
 				continue
 			}
 			if !slices.Contains(allowed, to) {
-				t.Errorf("the table's arrow %s (%s -> %s) runs back up the layers (see internal/arch/doc.go): remove it, and move what %s needs down into %s or a leaf", arrow, l.layer, to, pkg, "internal/spec")
+				t.Errorf("the table's arrow %s (%s -> %s) runs back up the layers (see internal/arch/doc.go): remove it, and move what %s needs down into %s or a leaf", arrow, l.layer, to, pkg, "internal/definition/spec")
 			}
 		}
 	}
@@ -230,14 +230,14 @@ func TestImportsFollowTheLayers(t *testing.T) {
 				continue
 			}
 			if l.layer == spec {
-				t.Errorf("%s imports %s: the arrow %s is refused: internal/spec is the resolved definition, data only, and imports nothing that runs (see internal/arch/doc.go). "+
-					"Move the type spec needs into internal/spec and have %s consume it from there; keep functions that run in the roles",
+				t.Errorf("%s imports %s: the arrow %s is refused: internal/definition/spec is the resolved definition, data only, and imports nothing that runs (see internal/arch/doc.go). "+
+					"Move the type spec needs into internal/definition/spec and have %s consume it from there; keep functions that run in the roles",
 					pkg, to, arrow, to)
 				continue
 			}
 			t.Errorf("%s imports %s: the arrow %s runs back up the layers (see internal/arch/doc.go). "+
-				"Move what %s needs down: data and derived names into internal/spec, a helper into a leaf, a declaration check into internal/define; "+
-				"what a role knows only at run time reaches a handler through its context (internal/callctx), never by a call back into the facade",
+				"Move what %s needs down: data and derived names into internal/definition/spec, a helper into a leaf, a declaration check into internal/definition/define; "+
+				"what a role knows only at run time reaches a handler through its context (internal/runtime/callctx), never by a call back into the facade",
 				pkg, to, arrow, pkg)
 		}
 	}
@@ -301,15 +301,15 @@ func TestTheTableRefusesTheBackArrows(t *testing.T) {
 			}
 		}
 	}
-	check("internal/spec", "internal/waitfor", "internal/fresh")
-	check(".", "internal/watcher", "internal/admit", "internal/registration", "internal/gaterun")
-	check("internal/manifests", "internal/audit", "internal/watcher")
-	check("internal/cmdutil", "internal/gaterun")
+	check("internal/definition/spec", "internal/runtime/waitfor", "internal/serving/fresh")
+	check(".", "internal/roles/watcher", "internal/serving/admit", "internal/serving/registration", "internal/roles/gaterun")
+	check("internal/shipping/manifests", "internal/roles/audit", "internal/roles/watcher")
+	check("internal/commands/cmdutil", "internal/roles/gaterun")
 	want := []string{
-		"internal/spec -> internal/waitfor", "internal/spec -> internal/fresh",
-		". -> internal/watcher", ". -> internal/admit", ". -> internal/registration", ". -> internal/gaterun",
-		"internal/manifests -> internal/audit", "internal/manifests -> internal/watcher",
-		"internal/cmdutil -> internal/gaterun",
+		"internal/definition/spec -> internal/runtime/waitfor", "internal/definition/spec -> internal/serving/fresh",
+		". -> internal/roles/watcher", ". -> internal/serving/admit", ". -> internal/serving/registration", ". -> internal/roles/gaterun",
+		"internal/shipping/manifests -> internal/roles/audit", "internal/shipping/manifests -> internal/roles/watcher",
+		"internal/commands/cmdutil -> internal/roles/gaterun",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("the table allows arrows that must stay out: refused %v, want %v refused", got, want)

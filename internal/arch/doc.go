@@ -7,9 +7,9 @@
 //   - the public API: package vigil (the facade, where a module author
 //     declares a module), vigiltest (the testing kit), and the vocabulary
 //     the handlers speak: admission, gate, store, provenance;
-//   - internal/define: every declaration check, and the resolution of a
+//   - internal/definition/define: every declaration check, and the resolution of a
 //     declared module into its spec;
-//   - internal/spec: the resolved definition, data only, and every name
+//   - internal/definition/spec: the resolved definition, data only, and every name
 //     derived from it (Leases, finalizers, webhooks, policies, reports); it
 //     imports nothing that runs;
 //   - the roles, which run a spec: gate phases (gaterun, waitfor), admission
@@ -26,5 +26,5 @@
 // hands the resolved spec to modcli, which runs the role the command line
 // names. No role or tool calls back into the facade or into define; a role
 // hands a handler what it needs at run time through the handler's context
-// (internal/callctx).
+// (internal/runtime/callctx).
 package arch

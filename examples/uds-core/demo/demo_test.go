@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/dev"
+	"github.com/vigilkit/vigil/internal/commands/dev"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 	"github.com/vigilkit/vigil/vigiltest"
 )

@@ -27,7 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/dev"
+	"github.com/vigilkit/vigil/internal/commands/dev"
 	"github.com/vigilkit/vigil/provenance"
 )
 

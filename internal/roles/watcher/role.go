@@ -1,0 +1,84 @@
+package watcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/internal/roles/audit"
+	"github.com/vigilkit/vigil/internal/runtime/callctx"
+	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
+	"github.com/vigilkit/vigil/internal/serving/admit"
+	"github.com/vigilkit/vigil/internal/serving/registration"
+	"github.com/vigilkit/vigil/store"
+)
+
+// Run runs a module's watcher role, `<module> watcher`: its Watch, Reconcile
+// and Finalize bindings and its schedules, on the replica that holds the
+// lease, until ctx ends or the replica loses the lease (an error). opts gives
+// the leader election, spacing and addresses; the rest comes from the module.
+// Handlers get the Store lazily: a module whose handlers never use it needs
+// neither its CRD nor its RBAC. It logs to logr.FromContext(ctx).
+func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, opts Options) error {
+	o := runOptions{Options: opts, Log: logr.FromContextOrDiscard(ctx).WithValues("module", m.Name)}
+	health, err := watchhealth.New(m.Name, "watcher", watchhealth.Options{StaleAfter: opts.StaleAfter, Log: o.Log})
+	if err != nil {
+		return err
+	}
+	defer health.Close()
+	// Every client of the role goes through the tracker's connections.
+	cfg = health.Instrument(cfg)
+	o.Health = health
+	st := store.NewLazy(ctx, cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: o.Log})
+	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st, Scope: func(capability string) store.Store { return st.Scope(capability) }}
+	o.Module, o.Namespace, o.Scheme = m.Name, m.Namespace, m.Scheme
+	o.Bindings, o.Schedules, o.Listers = m.Watches, m.Schedules, m.Listers
+	o.Context = func(ctx context.Context, capability string) context.Context {
+		return callctx.With(ctx, calls, calls.ScopeOf(capability))
+	}
+	// The module's listers read the cache from their handlers' context.
+	o.Cache = func(c cache.Cache) { calls.SetCache(c, nil) }
+	if m.Audited() {
+		// The audit judges existing objects with the module's validations,
+		// as the admission role would, their Store refusing writes.
+		scope := func(capability string) store.Store { return st.Scope(capability) }
+		h := admit.NewHandler(m.Bindings, admit.Options{
+			Module:        m.Name,
+			FailurePolicy: m.FailurePolicy,
+			Policies:      m.Policies(),
+			Timeout:       m.BindingTimeout(),
+			Store:         scope,
+			Context: func(ctx context.Context, s store.Store) context.Context {
+				return callctx.With(ctx, calls, s)
+			},
+			Log: o.Log,
+		})
+		o.Audit = &audit.Auditor{Module: m, Handler: h, Config: cfg, Log: o.Log, Store: scope}
+	}
+	if m.FailsOpen() {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		met := registerMetrics()
+		observed := func(failedOpen, changed []string) {
+			met.failedOpen.WithLabelValues(m.Name).Set(float64(len(failedOpen)))
+			for _, w := range changed {
+				met.failOpens.WithLabelValues(m.Name, w).Inc()
+			}
+		}
+		r := registration.New(cs, registration.Options{Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Policies: m.Policies(), Log: o.Log,
+			OutageObserved: observed})
+		interval := o.OutageCheckInterval
+		if interval <= 0 {
+			interval = 2 * time.Second
+		}
+		o.Outages = func(ctx context.Context) error { return r.WatchOutages(ctx, interval) }
+	}
+	return run(ctx, cfg, o)
+}

@@ -1,0 +1,208 @@
+package fresh_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vigilkit/vigil/internal/serving/fresh"
+)
+
+// fakeSource is an API server whose state is a version number and a cache
+// that holds some version of it.
+type fakeSource struct {
+	server atomic.Int64 // the API server's current version
+	mu     sync.Mutex
+	cache  int64
+	change chan struct{}
+
+	release  chan struct{} // when set, each Latest waits for a receive
+	inflight atomic.Int64
+	maxIn    atomic.Int64
+	fail     error
+}
+
+func newFake() *fakeSource { return &fakeSource{change: make(chan struct{})} }
+
+func (f *fakeSource) Latest(ctx context.Context) (fresh.Snapshot, error) {
+	n := f.inflight.Add(1)
+	defer f.inflight.Add(-1)
+	for {
+		m := f.maxIn.Load()
+		if n <= m || f.maxIn.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	v := f.server.Load() // read when the round trip reaches the server
+	if f.release != nil {
+		select {
+		case <-f.release:
+		case <-ctx.Done():
+			return fresh.Snapshot{}, ctx.Err()
+		}
+	}
+	if f.fail != nil {
+		return fresh.Snapshot{}, f.fail
+	}
+	return fresh.Snapshot{ResourceVersion: strconv.FormatInt(v, 10)}, nil
+}
+
+func (f *fakeSource) Caught(s fresh.Snapshot) (bool, error) {
+	want, _ := strconv.ParseInt(s.ResourceVersion, 10, 64)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cache >= want, nil
+}
+
+func (f *fakeSource) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.change
+}
+
+// catchUp makes the cache hold version v.
+func (f *fakeSource) catchUp(v int64) {
+	f.mu.Lock()
+	f.cache = v
+	close(f.change)
+	f.change = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func TestConcurrentWaitersShareOneRoundTripInFlight(t *testing.T) {
+	src := newFake()
+	src.server.Store(1)
+	src.release = make(chan struct{})
+	b := fresh.NewBarrier("Exemption", src)
+	const waiters = 50
+	errs := make(chan error, waiters)
+	for range waiters {
+		go func() { errs <- b.Wait(t.Context()) }()
+	}
+	// Every waiter joins while the first round trip flies (200ms gives the
+	// goroutines time to start); then round trips are released until every
+	// waiter is served, the cache current all along.
+	time.Sleep(200 * time.Millisecond)
+	src.catchUp(1)
+	done := 0
+	deadline := time.After(10 * time.Second)
+	for done < waiters {
+		select {
+		case src.release <- struct{}{}:
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+			done++
+		case <-deadline:
+			t.Fatalf("%d of %d waiters returned within 10s", done, waiters)
+		}
+	}
+	// The first waiter starts a round trip; those that join while it flies
+	// share the next one.
+	if r := b.Rounds(); r > 2 {
+		t.Errorf("rounds = %d for %d concurrent waiters, want at most 2", r, waiters)
+	}
+	if m := src.maxIn.Load(); m != 1 {
+		t.Errorf("round trips in flight at once = %d, want 1", m)
+	}
+}
+
+func TestARoundTripInFlightIsNotFreshForALaterWaiter(t *testing.T) {
+	src := newFake()
+	src.server.Store(1)
+	src.release = make(chan struct{})
+	b := fresh.NewBarrier("Exemption", src)
+	first := make(chan error, 1)
+	go func() { first <- b.Wait(t.Context()) }()
+	// Wait until the first round trip has read the server's version 1.
+	for src.inflight.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// Then the server moves on, and a second request comes.
+	src.server.Store(2)
+	second := make(chan error, 1)
+	go func() { second <- b.Wait(t.Context()) }()
+	time.Sleep(20 * time.Millisecond) // lets the second waiter join
+	src.release <- struct{}{}         // the first round trip lands with version 1
+	src.catchUp(1)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	src.release <- struct{}{} // the second round trip, with version 2
+	select {
+	case err := <-second:
+		t.Fatalf("the second waiter returned (%v) while the cache held version 1 and the server 2", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	src.catchUp(2)
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second waiter did not return once the cache reached version 2")
+	}
+	if r := b.Rounds(); r != 2 {
+		t.Errorf("rounds = %d, want 2", r)
+	}
+}
+
+func TestWaitEndsWithAnErrorWhenItCannotComplete(t *testing.T) {
+	t.Run("the cache never catches up", func(t *testing.T) {
+		src := newFake()
+		src.server.Store(5)
+		b := fresh.NewBarrier("Exemption", src)
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		err := b.Wait(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait = %v, want the deadline", err)
+		}
+	})
+	t.Run("the consistent read fails", func(t *testing.T) {
+		src := newFake()
+		src.fail = errors.New("connection refused")
+		b := fresh.NewBarrier("Exemption", src)
+		err := b.Wait(t.Context())
+		if err == nil || !errors.Is(err, src.fail) {
+			t.Fatalf("Wait = %v, want the read's error", err)
+		}
+	})
+	t.Run("the consistent read hangs", func(t *testing.T) {
+		src := newFake()
+		src.release = make(chan struct{}) // never released
+		b := fresh.NewBarrier("Exemption", src)
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		began := time.Now()
+		if err := b.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait = %v, want the deadline", err)
+		}
+		if d := time.Since(began); d > 2*time.Second {
+			t.Fatalf("Wait returned after %s, want about its 100ms deadline", d)
+		}
+	})
+}
+
+func TestReadsRecordEachBarrierOnce(t *testing.T) {
+	a, b := fresh.NewBarrier("A", newFake()), fresh.NewBarrier("B", newFake())
+	r := &fresh.Reads{}
+	r.Note(a, false)
+	r.Note(a, false)
+	r.Note(nil, false)
+	if r.Found() || !r.Read() || len(r.Barriers()) != 1 {
+		t.Fatalf("after misses: found %v read %v barriers %d, want false true 1", r.Found(), r.Read(), len(r.Barriers()))
+	}
+	r.Note(b, true)
+	if !r.Found() || len(r.Barriers()) != 2 {
+		t.Fatalf("after a hit: found %v barriers %d, want true 2", r.Found(), len(r.Barriers()))
+	}
+	var none *fresh.Reads
+	none.Note(a, true) // outside an admission binding: nothing recorded, no panic
+}

@@ -1,0 +1,28 @@
+// Package fresh makes admission decisions on data at least as fresh as the
+// request. A lister reads an informer's cache, which lags the API server by
+// however long its watch events take to arrive: a Pod created right after
+// its Exemption may meet a cache that has not seen the Exemption yet, and a
+// Pod created right after an Exemption's deletion may meet one that still
+// holds it.
+//
+// Reads records, for one binding's run on one request, which listers the
+// binding read and whether a read found an object; the admission engine
+// carries it in the request's context (internal/runtime/callctx). A decision that
+// cached data may have changed — a denial, or an allow after a lister read
+// found something (the exception case) — is made again once every lister the
+// binding read has caught up; ordinary allows stay on the fast path.
+//
+// A Barrier, one per lister type, catches its cache up. Its round trip is a
+// consistent read of the type's metadata from the API server (a paginated
+// list with no resourceVersion: the API server serves it at least as fresh as
+// etcd at that moment), after which the cache has caught up once its store
+// has seen that resourceVersion, or once it holds every listed object at its
+// listed resourceVersion or newer and nothing the list no longer has (unless
+// created after the list). Waiting for the resourceVersion alone is not
+// enough on a quiet type: the API server sends watch bookmarks about once a
+// minute, so the cache would learn it has caught up long after it has.
+// Concurrent waiters share one round trip: at most one is in flight per
+// lister type, and waiters arriving while it flies share the next one, which
+// starts when it lands — a round trip that began before a request came is
+// never taken as fresh for it. Waiters give up at their own deadline.
+package fresh
