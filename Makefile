@@ -29,9 +29,9 @@ ifdef CONTAINERD
 export VIGIL_NODE_CONTAINERD := $(CONTAINERD)
 endif
 
-.PHONY: e2e test test-versions demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-ship bench-first-module
+.PHONY: api api-check e2e test test-versions demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-ship bench-first-module
 
-## test: build the control plane if needed, then vet, staticcheck, the go.mod tidiness check, deadcode, govulncheck and every test under the race detector
+## test: build the control plane if needed, then vet, staticcheck, the go.mod tidiness check, the public API check, deadcode, govulncheck and every test under the race detector
 test:
 	@start=$$(date +%s); \
 	echo "==> control plane (built from the Go module proxy on first use, then cached)"; \
@@ -43,6 +43,8 @@ test:
 	if ! go mod tidy -diff; then \
 		echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit the change shown above" >&2; exit 1; \
 	fi; \
+	echo "==> api-check (api/vigil.txt is the public API the code exports)"; \
+	hack/progress.sh api-check go run ./hack/api -check; \
 	echo "==> deadcode (nothing unreachable from a main or a test)"; \
 	dead="$$(hack/progress.sh deadcode go run $(DEADCODE) -test ./...)"; \
 	if [ -n "$$dead" ]; then \
@@ -73,6 +75,14 @@ control-plane:
 ## test-versions: the suites that need an API server, and make demo, on each supported Kubernetes release (VERSIONS="1.33" for some); prints `versions: 1.33=pass ...`
 test-versions:
 	@hack/test-versions.sh $(VERSIONS)
+
+## api: write api/vigil.txt, the public API (refused when incompatible without a new minor version in CHANGELOG.md)
+api:
+	go run ./hack/api
+
+## api-check: fail when api/vigil.txt is not what the code exports
+api-check:
+	go run ./hack/api -check
 
 vet:
 	go vet ./...

@@ -130,6 +130,7 @@ var layers = map[string]struct {
 	"cmd/vigil":          {entry, []string{"internal/commands/cli"}},
 	"hack/vulndb":        {entry, nil},
 	"hack/builders":      {entry, nil},
+	"hack/api":           {entry, nil},
 	"hack/control-plane": {entry, []string{"internal/clusters/k8sbuild", "internal/clusters/kubeversion"}},
 
 	// Support for vigil's own tests and soaks.

@@ -40,6 +40,7 @@ func NewRootCommand(out, errOut io.Writer) *cobra.Command {
 	root.AddCommand(newCRDsCommand(out))
 	root.AddCommand(newStatusCommand(out))
 	root.AddCommand(newMonitorCommand(out))
+	root.AddCommand(newVersionCommand(out))
 	return root
 }
 
