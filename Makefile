@@ -29,7 +29,7 @@ ifdef CONTAINERD
 export VIGIL_NODE_CONTAINERD := $(CONTAINERD)
 endif
 
-.PHONY: api api-check e2e test test-versions demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-ship bench-first-module
+.PHONY: api api-check release e2e test test-versions demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-ship bench-first-module
 
 ## test: build the control plane if needed, then vet, staticcheck, the go.mod tidiness check, the public API check, deadcode, govulncheck and every test under the race detector
 test:
@@ -79,6 +79,10 @@ test-versions:
 ## api: write api/vigil.txt, the public API (refused when incompatible without a new minor version in CHANGELOG.md)
 api:
 	go run ./hack/api
+
+## release: cross-build the vigil CLI for linux and darwin, amd64 and arm64, into dist/ with an SPDX SBOM each and SHA256SUMS, reproducibly (VERSION= overrides the changelog's newest)
+release:
+	go run ./hack/release $(if $(VERSION),-version $(VERSION))
 
 ## api-check: fail when api/vigil.txt is not what the code exports
 api-check:

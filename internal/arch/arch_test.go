@@ -55,6 +55,10 @@ var entryPoints = map[string]string{
 	// the builder, so that a fresh machine's first step compiles in seconds.
 	"hack/control-plane -> internal/clusters/k8sbuild":    "make control-plane builds Kubernetes from a program that needs nothing else",
 	"hack/control-plane -> internal/clusters/kubeversion": "make control-plane takes the release as every tool does",
+	// The release builds with the builds' heartbeat and writes the SBOM
+	// vigil image writes.
+	"hack/release -> internal/clusters/gobuild": "make release shows a cross-build's progress as every build does",
+	"hack/release -> internal/shipping/image":   "make release writes each binary's SBOM as vigil image does",
 }
 
 // layer is each package's layer and the vigil packages it may import, by
@@ -131,6 +135,7 @@ var layers = map[string]struct {
 	"hack/vulndb":        {entry, nil},
 	"hack/builders":      {entry, nil},
 	"hack/api":           {entry, nil},
+	"hack/release":       {entry, []string{"internal/clusters/gobuild", "internal/shipping/image"}},
 	"hack/control-plane": {entry, []string{"internal/clusters/k8sbuild", "internal/clusters/kubeversion"}},
 
 	// Support for vigil's own tests and soaks.

@@ -73,6 +73,23 @@ var notSPDXID = regexp.MustCompile(`[^a-zA-Z0-9.-]+`)
 // version, when set, is the main module's version (a local build's build
 // info says "(devel)").
 func spdxFromBinary(path string, p v1.Platform, epoch time.Time, version string) (*spdxDocument, error) {
+	return spdxOf(path, BinaryPath, p, epoch, version)
+}
+
+// BinarySBOM is the SPDX 2.3 document (JSON) of the Go binary at path,
+// shipped as name, built for p: its main module at version (the binary's
+// own when empty), the standard library and every module it links, from
+// its build information. epoch is its creation time, for a document that
+// builds alike.
+func BinarySBOM(path, name string, p v1.Platform, epoch time.Time, version string) ([]byte, error) {
+	doc, err := spdxOf(path, name, p, epoch, version)
+	if err != nil {
+		return nil, err
+	}
+	return doc.json, nil
+}
+
+func spdxOf(path, name string, p v1.Platform, epoch time.Time, version string) (*spdxDocument, error) {
 	info, err := buildinfo.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read build info: %w", err)
@@ -105,7 +122,7 @@ func spdxFromBinary(path string, p v1.Platform, epoch time.Time, version string)
 		mainVersion = version
 	}
 	main := pkg(0, info.Main.Path, mainVersion, "APPLICATION",
-		fmt.Sprintf("main package %s, built for %s as %s (sha256 %s)", info.Path, p, BinaryPath, sum))
+		fmt.Sprintf("main package %s, built for %s as %s (sha256 %s)", info.Path, p, name, sum))
 	doc := &spdxDocument{
 		SPDXVersion:       "SPDX-2.3",
 		DataLicense:       "CC0-1.0",
