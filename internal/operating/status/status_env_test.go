@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 // module's fail-closed webhook intercepts: a deadlock.
 func TestStatusReadsRecordsReportsAndOtherWebhooks(t *testing.T) {
 	ctx := t.Context()
-	crds, err := os.ReadFile("../../roles/audit/testdata/policyreport-crds.yaml")
+	crds, err := os.ReadFile("../../serving/audit/testdata/policyreport-crds.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/vigilkit/vigil/internal/definition/spec"
-	"github.com/vigilkit/vigil/internal/roles/watcher"
 	"github.com/vigilkit/vigil/internal/runtime/events"
+	"github.com/vigilkit/vigil/internal/runtime/finalizers"
 	"github.com/vigilkit/vigil/internal/runtime/podevents"
 	"github.com/vigilkit/vigil/internal/runtime/served"
 	"github.com/vigilkit/vigil/internal/serving/registration"
@@ -370,17 +370,17 @@ func Unregister(ctx context.Context, cfg *rest.Config, m *spec.Module, removeFin
 	if !removeFinalizers {
 		return nil
 	}
-	var kinds []watcher.Finalized
+	var kinds []finalizers.Finalized
 	for _, w := range m.Watches {
 		if w.Role == spec.RoleFinalize {
-			kinds = append(kinds, watcher.Finalized{GVK: w.GVK, Namespaces: w.Select.Namespaces})
+			kinds = append(kinds, finalizers.Finalized{GVK: w.GVK, Namespaces: w.Select.Namespaces})
 		}
 	}
 	c, err := client.New(cfg, client.Options{Scheme: m.Scheme})
 	if err != nil {
 		return err
 	}
-	n, err := watcher.RemoveFinalizers(ctx, c, m.Name, kinds)
+	n, err := finalizers.RemoveFinalizers(ctx, c, m.Name, kinds)
 	log.Info("finalizers removed", "objects", n)
 	return err
 }

@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/vigilkit/vigil/internal/definition/spec"
-	"github.com/vigilkit/vigil/internal/roles/watcher"
 	"github.com/vigilkit/vigil/internal/runtime/callctx"
 	"github.com/vigilkit/vigil/internal/runtime/events"
 	"github.com/vigilkit/vigil/internal/runtime/handoff"
+	"github.com/vigilkit/vigil/internal/runtime/informers"
 	"github.com/vigilkit/vigil/internal/runtime/podevents"
 	"github.com/vigilkit/vigil/internal/runtime/served"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
@@ -226,7 +226,7 @@ func register(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options, 
 			log.Error(err, "fail-closed webhook configurations: put the serving CA in")
 		}
 		// The audit of what got in before is the watcher's: see
-		// internal/roles/audit.
+		// internal/serving/audit.
 		registerWhenReady(ctx, log, listening, r.ready, reg, problems)
 		watchRegistration(ctx, log, reg, problems, o.CheckInterval)
 	}()
@@ -263,8 +263,8 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	if len(m.Listers) > 0 {
 		// The cache starts once the API server serves the listers' kinds:
 		// a CRD installed after the module is waited for, never an exit.
-		listers, err = watcher.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log, podevents.For(cfg, m.Name, -1), health, func(c cache.Cache) error {
-			barriers, err := watcher.Barriers(cfg, m.Scheme, c, m.Listers, m.BindingTimeout())
+		listers, err = informers.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log, podevents.For(cfg, m.Name, -1), health, func(c cache.Cache) error {
+			barriers, err := informers.Barriers(cfg, m.Scheme, c, m.Listers, m.BindingTimeout())
 			if err != nil {
 				return err
 			}

@@ -6,10 +6,10 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/vigilkit/vigil/internal/roles/audit"
+	"github.com/vigilkit/vigil/internal/serving/audit"
 )
 
-// Auditor is the module's audit: see internal/roles/audit.
+// Auditor is the module's audit: see internal/serving/audit.
 type Auditor interface {
 	// Enforced is since when the webhooks enforce, as their registration
 	// records it; "" before they do.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/vigilkit/vigil/internal/roles/audit"
+	"github.com/vigilkit/vigil/internal/serving/audit"
 )
 
 // fakeAuditor records when it runs; its enforcement time is set by the test.

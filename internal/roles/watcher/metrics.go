@@ -19,7 +19,6 @@ type metrics struct {
 	scheduleRuns    *prometheus.CounterVec
 	scheduleSkipped *prometheus.CounterVec
 	scheduleSeconds *prometheus.HistogramVec
-	watchErrors     *prometheus.CounterVec
 	failOpens       *prometheus.CounterVec
 	failedOpen      *prometheus.GaugeVec
 }
@@ -54,10 +53,6 @@ func registerMetrics() *metrics {
 				Namespace: "vigil", Subsystem: "schedule", Name: "run_seconds",
 				Help: "How long schedule runs take.",
 			}, []string{"module", "schedule"}),
-			watchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "vigil", Subsystem: "watch", Name: "errors_total",
-				Help: "Watches of the shared informers that ended in error, by reason; expired (410 Gone) ones are followed by a relist.",
-			}, []string{"module", "reason"}),
 			failOpens: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Namespace: "vigil", Subsystem: "outage", Name: "fail_opens_total",
 				Help: "Webhooks the watcher set to failurePolicy Ignore because no admission replica served within their capability's FailOpenAfter bound.",
@@ -67,7 +62,7 @@ func registerMetrics() *metrics {
 				Help: "Webhooks failed open now (failurePolicy Ignore during an outage), as the last outage check saw them.",
 			}, []string{"module"}),
 		}
-		ctrlmetrics.Registry.MustRegister(shared.events, shared.panics, shared.scheduleRuns, shared.scheduleSkipped, shared.scheduleSeconds, shared.watchErrors,
+		ctrlmetrics.Registry.MustRegister(shared.events, shared.panics, shared.scheduleRuns, shared.scheduleSkipped, shared.scheduleSeconds,
 			shared.failOpens, shared.failedOpen, watchhealth.Collector())
 	})
 	return shared

@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,11 +18,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/internal/runtime/events"
+	"github.com/vigilkit/vigil/internal/runtime/informers"
 	"github.com/vigilkit/vigil/internal/runtime/podevents"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
-	"github.com/vigilkit/vigil/internal/serving/warming"
-
-	"github.com/vigilkit/vigil/internal/runtime/events"
 )
 
 // Options are the options of `<module> watcher`, filled from its flags.
@@ -99,7 +93,7 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 		users = append(users, spec.Lister{GVK: b.GVK, New: b.New, Select: b.Select})
 	}
 	agreed := spec.Agree(users)
-	byObject, err := ByObject(agreed)
+	byObject, err := informers.ByObject(agreed)
 	if err != nil {
 		return err
 	}
@@ -150,7 +144,7 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 	// Bindings start once their types' informers have synced: a type whose
 	// CRD is not installed yet is waited for, not an error.
 	start := manager.RunnableFunc(func(ctx context.Context) error {
-		if err := WarmUp(ctx, mgr.GetCache(), agreed, o.Log); err != nil {
+		if err := informers.WarmUp(ctx, mgr.GetCache(), agreed, o.Log); err != nil {
 			return err
 		}
 		for i := range o.Bindings {
@@ -191,11 +185,11 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 // serves among agreed (see Served), the watcher's readiness meanwhile saying
 // what it waits for.
 func awaitServedProbed(ctx context.Context, cfg *rest.Config, agreed []spec.Agreed, o runOptions, setReady func(func() error)) error {
-	kinds := CustomKinds(agreed)
+	kinds := informers.CustomKinds(agreed)
 	if len(kinds) == 0 {
 		return nil
 	}
-	served := NewServed(kinds)
+	served := informers.NewServed(kinds)
 	setReady(served.Err)
 	return served.Await(ctx, cfg, o.Log, podevents.ForRole(cfg, o.Module, "watcher"))
 }
@@ -209,8 +203,8 @@ func managerOptions(ctx context.Context, o runOptions, byObject map[client.Objec
 		Cache: cache.Options{
 			ByObject:                 byObject,
 			DefaultTransform:         cache.TransformStripManagedFields(),
-			DefaultWatchErrorHandler: watchErrorHandler(o.Module, metrics),
-			NewInformer:              newInformer(o.Module, metrics, o.Health, o.Scheme),
+			DefaultWatchErrorHandler: informers.WatchErrorHandler(o.Module),
+			NewInformer:              informers.NewInformer(o.Module, o.Health, o.Scheme),
 		},
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              spec.WatcherLeaseName(o.Module),
@@ -234,59 +228,6 @@ func managerOptions(ctx context.Context, o runOptions, byObject map[client.Objec
 	return mopts
 }
 
-// WarmUp starts the informers of every agreed type and waits for them to
-// sync. A type the API server does not serve yet (its CRD is missing) is
-// retried with back-off, saying so.
-func WarmUp(ctx context.Context, c cache.Cache, agreed []spec.Agreed, log logr.Logger) error {
-	var informers []cache.Informer
-	for _, a := range agreed {
-		backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Second}
-		for {
-			inf, err := c.GetInformer(ctx, a.New(), cache.BlockUntilSynced(false))
-			if err == nil {
-				informers = append(informers, inf)
-				break
-			}
-			if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
-				log.Error(err, "starting an informer; retrying", "kind", a.GVK.String())
-			} else {
-				log.Info("waiting for the API server to serve the kind (is its CRD installed?)", "kind", a.GVK.String())
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff.Step()):
-			}
-		}
-	}
-	return waitSynced(ctx, informers)
-}
-
-// waitSynced waits until every informer has synced, asking every few
-// milliseconds: client-go's WaitForCacheSync asks every 100 ms, which would
-// be most of the time a module takes to become ready.
-func waitSynced(ctx context.Context, informers []cache.Informer) error {
-	poll := time.Millisecond
-	for {
-		synced := true
-		for _, inf := range informers {
-			if !inf.HasSynced() {
-				synced = false
-				break
-			}
-		}
-		if synced {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(poll):
-		}
-		poll = min(2*poll, 10*time.Millisecond)
-	}
-}
-
 // nonLeader runs on every replica, leader or not.
 type nonLeader struct{ manager.Runnable }
 
@@ -303,87 +244,6 @@ func orDisabled(addr string) string {
 func handlerContext(ctx context.Context, o runOptions, b *spec.Watch, obj client.Object) context.Context {
 	log := o.Log.WithValues("binding", b.ID(), "kind", b.GVK.Kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
 	return logr.NewContext(o.Context(ctx, b.Capability), log)
-}
-
-// StartCache starts a shared cache of the users' types outside a manager
-// (for the admission role's listers), once the API server serves their
-// kinds (see Served), and hands it to started before it syncs. The status
-// it returns is nil once every type has synced, and until then says what
-// the cache waits for: a kind not served yet, the informers' first lists,
-// or what failed. sink, when not nil, records the wait as Events.
-func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []spec.Lister, log logr.Logger, sink podevents.Sink, health *watchhealth.Tracker, started func(cache.Cache) error) (status func() error, err error) {
-	agreed := spec.Agree(users)
-	byObject, err := ByObject(agreed)
-	if err != nil {
-		return nil, err
-	}
-	served := NewServed(CustomKinds(agreed))
-	var synced atomic.Bool
-	var failed atomic.Pointer[error]
-	fail := func(err error) {
-		log.Error(err, "the listers' cache cannot start")
-		failed.Store(&err)
-	}
-	go func() {
-		if err := served.Await(ctx, cfg, log, sink); err != nil {
-			if ctx.Err() == nil {
-				fail(err)
-			}
-			return
-		}
-		// The listers are read first thing at start: no second lost to a
-		// watch cache the API server is still building (see
-		// internal/serving/warming).
-		c, err := cache.New(warming.Wrap(rest.CopyConfig(cfg)), cache.Options{
-			Scheme: scheme, ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(),
-			DefaultWatchErrorHandler: watchErrorHandler(module, registerMetrics()),
-			NewInformer:              newInformer(module, registerMetrics(), health, scheme),
-		})
-		if err == nil {
-			err = started(c)
-		}
-		if err != nil {
-			fail(err)
-			return
-		}
-		go func() {
-			if err := c.Start(ctx); err != nil {
-				log.Error(err, "listers' cache stopped")
-			}
-		}()
-		if WarmUp(ctx, c, agreed, log) == nil {
-			synced.Store(true)
-		}
-	}()
-	return func() error {
-		if p := failed.Load(); p != nil {
-			return *p
-		}
-		if err := served.Err(); err != nil {
-			return err
-		}
-		if !synced.Load() {
-			return errors.New("the listers' informers have not synced yet")
-		}
-		return nil
-	}, nil
-}
-
-// watchErrorHandler counts the informers' watch errors by reason, then lets
-// client-go log them and relist or resume as it does.
-func watchErrorHandler(module string, m *metrics) toolscache.WatchErrorHandlerWithContext {
-	return func(ctx context.Context, r *toolscache.Reflector, err error) {
-		switch {
-		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-			// Counted where the watch ends (see newInformer): client-go
-			// passes only some of them here.
-		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-			m.watchErrors.WithLabelValues(module, "closed").Inc()
-		default:
-			m.watchErrors.WithLabelValues(module, "other").Inc()
-		}
-		toolscache.DefaultWatchErrorHandler(ctx, r, err)
-	}
 }
 
 // errLeaderElectionLost is what controller-runtime's manager reports when its

@@ -9,7 +9,7 @@ import (
 
 // The watcher's rights on PolicyReports name its own report, vigil-<module>,
 // for every verb RBAC can narrow by name; create, which it cannot, is the
-// only one left unnamed. (internal/roles/audit TestWatcherWritesOnlyItsOwnPolicyReport
+// only one left unnamed. (internal/serving/audit TestWatcherWritesOnlyItsOwnPolicyReport
 // tries them against the API server.)
 func TestWatcherPolicyReportRightsNameItsOwn(t *testing.T) {
 	m := sample()

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/vigilkit/vigil/internal/roles/audit"
+	"github.com/vigilkit/vigil/internal/serving/audit"
 )
 
 // expiredContinue is the API server's answer to a continue token older

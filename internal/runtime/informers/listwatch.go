@@ -1,4 +1,4 @@
-package watcher
+package informers
 
 import (
 	"context"
@@ -20,8 +20,9 @@ import (
 // shows a watcher may have missed deltas and rebuilt its view. The role's
 // health tracker follows it (when not nil): what it hears, and its watch
 // ended and watched again when silent past the stale bound.
-func newInformer(module string, m *metrics, health *watchhealth.Tracker, scheme *runtime.Scheme) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+func NewInformer(module string, health *watchhealth.Tracker, scheme *runtime.Scheme) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+		m := registerMetrics()
 		expired := func() { m.watchErrors.WithLabelValues(module, "expired").Inc() }
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		if gvk, err := apiutil.GVKForObject(obj, scheme); err == nil {

@@ -1,4 +1,4 @@
-package watcher
+package informers
 
 import (
 	"k8s.io/apimachinery/pkg/fields"

@@ -22,8 +22,8 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/definition/define"
 	"github.com/vigilkit/vigil/internal/definition/spec"
-	"github.com/vigilkit/vigil/internal/roles/audit"
 	"github.com/vigilkit/vigil/internal/serving/admit"
+	"github.com/vigilkit/vigil/internal/serving/audit"
 	"github.com/vigilkit/vigil/internal/shipping/manifests"
 	"github.com/vigilkit/vigil/vigiltest"
 )

@@ -22,8 +22,8 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/definition/define"
 	"github.com/vigilkit/vigil/internal/definition/spec"
-	"github.com/vigilkit/vigil/internal/roles/audit"
 	"github.com/vigilkit/vigil/internal/serving/admit"
+	"github.com/vigilkit/vigil/internal/serving/audit"
 )
 
 // padKey is the annotation that pads each object of the load.
@@ -169,7 +169,7 @@ func TestAuditMemoryIsBoundedByThePage(t *testing.T) {
 // MiB) audited with the default page size; it prints the heap's peak
 // growth. VIGIL_AUDIT_OBJECTS sets another count. Run it alone:
 //
-//	go test -run '^$' -bench BenchmarkAuditMemory -benchtime 1x ./internal/roles/audit/
+//	go test -run '^$' -bench BenchmarkAuditMemory -benchtime 1x ./internal/serving/audit/
 func BenchmarkAuditMemory(b *testing.B) {
 	objects := 700
 	if v := os.Getenv("VIGIL_AUDIT_OBJECTS"); v != "" {

@@ -1,11 +1,10 @@
-package watcher
+package finalizers
 
 import (
 	"context"
 	"fmt"
 	"strings"
 
-	"github.com/vigilkit/vigil/internal/definition/spec"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
 // Finalized is a kind some Finalize binding adds finalizers to.
