@@ -6,13 +6,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
-
-var cmGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 
 // Changes to an object reconciled a moment ago wait out the spacing; others
 // are queued at once.
