@@ -126,11 +126,11 @@ func Sums(dir string, files []string) (string, error) {
 	return b.String(), nil
 }
 
-var released = regexp.MustCompile(`(?m)^## (v\d+\.\d+\.\d+)\b`)
+var versionHeading = regexp.MustCompile(`(?m)^## (v\d+\.\d+\.\d+)\b`)
 
 // Newest is the newest version CHANGELOG.md (log) names.
 func Newest(log string) string {
-	if m := released.FindStringSubmatch(log); m != nil {
+	if m := versionHeading.FindStringSubmatch(log); m != nil {
 		return m[1]
 	}
 	return ""

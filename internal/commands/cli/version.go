@@ -28,7 +28,7 @@ func version(info *debug.BuildInfo, ok bool) (release, commit string) {
 	if release == "" {
 		release = info.Main.Version
 	}
-	if release == "" || release == "(devel)" {
+	if release == "" {
 		release = "(devel)"
 	}
 	if commit == "" {
