@@ -92,7 +92,7 @@ func (b *AdmissionBuilder[T]) Validate(fn func(ctx context.Context, req *Request
 
 // InNamespace runs the binding only for objects in these namespaces.
 func (b *AdmissionBuilder[T]) InNamespace(namespaces ...string) *FilteredAdmissionBuilder[T] {
-	b.ad.InNamespace(namespaces)
+	b.ad.InNamespace(define.Caller(), namespaces)
 	return b.filtered
 }
 
@@ -239,7 +239,7 @@ func (b *FilteredAdmissionBuilder[T]) Validate(fn func(ctx context.Context, req 
 
 // InNamespace runs the binding only for objects in these namespaces.
 func (b *FilteredAdmissionBuilder[T]) InNamespace(namespaces ...string) *FilteredAdmissionBuilder[T] {
-	b.ad.InNamespace(namespaces)
+	b.ad.InNamespace(define.Caller(), namespaces)
 	return b
 }
 
@@ -299,7 +299,7 @@ func (b *FilteredAdmissionBuilder[T]) WhileTerminating() *FilteredAdmissionBuild
 
 // InNamespace runs the binding only for objects in these namespaces.
 func (b *WatchBuilder[T]) InNamespace(namespaces ...string) *WatchBuilder[T] {
-	b.wd.InNamespace(namespaces)
+	b.wd.InNamespace(define.Caller(), namespaces)
 	return b
 }
 

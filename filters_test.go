@@ -271,3 +271,40 @@ func TestContainerString(t *testing.T) {
 		}
 	}
 }
+
+// A binding filtered to namespaces its capability does not govern would
+// never run: it is refused at Verify, at its call site, for an exact
+// namespace and for an expression that matches none of the capability's.
+// One within the capability passes, and plan shows each binding's filters.
+func TestDeadNamespaceFiltersAreRefused(t *testing.T) {
+	m := vigil.NewModule("dead", vigil.Options{})
+	apps := m.Capability("apps", vigil.InNamespaces("apps", "team-a"))
+	vigil.Watch(apps, &corev1.ConfigMap{}).InNamespace("other").OnEvent(func(context.Context, *corev1.ConfigMap, vigil.WatchEvent) {}, vigil.EventAdded)
+	vigil.When(apps, &corev1.Pod{}).IsCreated().InNamespaceRegex("^team-b").Named("regex").
+		Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
+	err := m.Verify()
+	if err == nil {
+		t.Fatal("Verify() = nil; want both dead bindings refused")
+	}
+	for _, want := range []string{
+		"filters_test.go:", `InNamespace("other"): capability apps governs only namespaces apps, team-a, so the binding would never run in other`,
+		`InNamespaceRegex("^team-b"): matches none of the namespaces capability apps governs (apps, team-a)`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Verify() = %v\nwant it to say %q", err, want)
+		}
+	}
+
+	ok := vigil.NewModule("alive", vigil.Options{})
+	apps = ok.Capability("apps", vigil.InNamespaces("apps", "team-a"))
+	vigil.Watch(apps, &corev1.ConfigMap{}).InNamespace("team-a").WithName("settings").OnEvent(func(context.Context, *corev1.ConfigMap, vigil.WatchEvent) {}, vigil.EventAdded)
+	vigil.When(apps, &corev1.Pod{}).IsCreated().InNamespaceRegex("^team-").Named("regex").
+		Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
+	if err := ok.Verify(); err != nil {
+		t.Fatalf("Verify() = %v for bindings within their capability", err)
+	}
+	code, out := runCapture(t, ok, "plan")
+	if code != 0 || !strings.Contains(out, "in namespaces [team-a], named settings") || !strings.Contains(out, "in namespaces matching ^team-") {
+		t.Errorf("plan (exit %d) does not show the bindings' filters:\n%s", code, out)
+	}
+}

@@ -3,6 +3,7 @@ package vigil
 import (
 	"context"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,4 +52,14 @@ func ConfigFrom(ctx context.Context) *rest.Config {
 		return nil
 	}
 	return rest.CopyConfig(r.Config)
+}
+
+// LoggerFrom returns the logger of the function vigil called, which writes
+// as vigil's own lines do: the module's, with the binding and the object in
+// a watch handler, and in an admission handler the capability, the binding
+// and the request (operation, kind, namespace, name, uid, user). Anywhere
+// else it is the logger ctx carries, or one that discards. The default slog
+// logger writes through the same sink once the module runs.
+func LoggerFrom(ctx context.Context) logr.Logger {
+	return callctx.Logger(ctx)
 }

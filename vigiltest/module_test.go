@@ -68,20 +68,78 @@ func TestModuleKitAsTheREADMEShowsIt(t *testing.T) {
 	}))
 }
 
+// A module is installed before the namespaces it governs, as a platform's
+// modules are: its roles start and are ready without them, and once a team
+// creates one, the module admits and reconciles there, each role having
+// bound its own rights in it, to itself alone.
+func TestModuleInstalledBeforeItsNamespaces(t *testing.T) {
+	apps := "kit-late-" + randSuffix(t)
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Dir: "./testdata/kit", Env: []string{"KIT_APPS=" + apps}})
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: apps}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("namespace %s: %v; want it absent while the module installs", apps, err)
+	}
+	settings := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name + "-config"}}
+	if err := env.Client.Create(t.Context(), settings); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	m.RunGates(60 * time.Second)
+	m.StartAdmission(60 * time.Second)
+	m.StartWatcher(60 * time.Second)
+
+	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: apps}}); err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "late", Labels: map[string]string{"app": "shop"}}}
+	if patch := vigiltest.Mutated(t, env.Client, cm); !patch.HasLabel("checked", "true") {
+		t.Fatalf("patch %s: want the label checked=true added in %s", patch, apps)
+	}
+	vigiltest.Denied(t, env.Client, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "bad"}}, "has no app label")
+	vigiltest.Eventually(t, 30*time.Second, vigiltest.Get(env.Client, cm, func(cm *corev1.ConfigMap) error {
+		if cm.Annotations["reconciled"] != "true" {
+			return fmt.Errorf("annotations %v: not reconciled yet", cm.Annotations)
+		}
+		return nil
+	}))
+	var rb rbacv1.RoleBinding
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: apps, Name: "vigil:kit-watcher"}, &rb); err != nil {
+		t.Fatalf("the watcher's RoleBinding in %s: %v", apps, err)
+	}
+	if rb.RoleRef.Name != "vigil:kit-watcher:"+apps || len(rb.Subjects) != 1 || rb.Subjects[0].Name != "kit-watcher" {
+		t.Fatalf("RoleBinding %s/%s binds %s to %v; want vigil:kit-watcher:%s to kit-watcher alone", apps, rb.Name, rb.RoleRef.Name, rb.Subjects, apps)
+	}
+
+	// The roles may create that binding and no other: not one of their
+	// ClusterRole in another namespace, nor to another subject.
+	watcher, err := env.AsServiceAccount(m.Namespace, "kit-watcher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string]*rbacv1.RoleBinding{
+		"another namespace": {ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "vigil:kit-watcher"},
+			RoleRef: rb.RoleRef, Subjects: rb.Subjects},
+		"another subject": {ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "tenant"},
+			RoleRef: rb.RoleRef, Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: apps}}},
+	} {
+		if err := watcher.Create(t.Context(), bad); err == nil {
+			t.Errorf("%s: the watcher created RoleBinding %s/%s binding %s to %v", name, bad.Namespace, bad.Name, bad.RoleRef.Name, bad.Subjects)
+		}
+	}
+}
+
 // A rule missing from what ships fails the author's test, the rule named:
-// here the watcher's Role for patching ConfigMaps in kit-apps is taken away,
+// here the watcher's right to patch ConfigMaps in kit-apps is taken away,
 // and the watcher reports the API server's refusal, naming its
 // ServiceAccount, the verb and the resource.
 func TestModuleKitRunsWithTheGeneratedRBACOnly(t *testing.T) {
 	m := kitModule(t)
-	var roles rbacv1.RoleList
-	if err := env.Client.List(t.Context(), &roles, client.InNamespace(kitApps)); err != nil {
+	var roles rbacv1.ClusterRoleList
+	if err := env.Client.List(t.Context(), &roles); err != nil {
 		t.Fatal(err)
 	}
 	removed := 0
 	for i := range roles.Items {
 		r := &roles.Items[i]
-		if r.Labels["app.kubernetes.io/name"] != "kit" {
+		if r.Labels["app.kubernetes.io/name"] != "kit" || r.Name != "vigil:kit-watcher:"+kitApps {
 			continue
 		}
 		var kept []rbacv1.PolicyRule
@@ -100,7 +158,7 @@ func TestModuleKitRunsWithTheGeneratedRBACOnly(t *testing.T) {
 		}
 	}
 	if removed == 0 {
-		t.Fatalf("no rule of the module's Roles in %s lets it patch ConfigMaps: the manifests grant it elsewhere", kitApps)
+		t.Fatalf("no rule of the module's rights in %s lets it patch ConfigMaps: the manifests grant it elsewhere", kitApps)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kitApps, Name: "unseen-" + randSuffix(t), Labels: map[string]string{"app": "shop"}}}
 	if err := env.Client.Create(t.Context(), cm); err != nil {

@@ -83,15 +83,16 @@ var layers = map[string]struct {
 	"internal/definition/spec":   {spec, []string{"admission", "gate", "store"}},
 
 	// Roles.
-	"internal/roles/gaterun":        {role, []string{"gate", "store", "internal/definition/spec", "internal/runtime/waitfor", "internal/runtime/events", "internal/runtime/handoff", "internal/runtime/progress", "internal/runtime/callctx", "internal/runtime/podevents", "internal/runtime/watchhealth"}},
-	"internal/runtime/waitfor":      {role, []string{"gate", "internal/definition/spec", "internal/runtime/watchhealth"}},
-	"internal/roles/admissionrole":  {role, []string{"store", "internal/definition/spec", "internal/serving/admit", "internal/serving/registration", "internal/runtime/served", "internal/runtime/informers", "internal/runtime/finalizers", "internal/serving/webhook", "internal/runtime/podevents", "internal/runtime/callctx", "internal/serving/certs", "internal/runtime/events", "internal/serving/gcpace", "internal/runtime/handoff", "internal/runtime/watchhealth"}},
+	"internal/roles/gaterun":        {role, []string{"internal/runtime/rolebind", "gate", "store", "internal/definition/spec", "internal/runtime/waitfor", "internal/runtime/events", "internal/runtime/handoff", "internal/runtime/progress", "internal/runtime/callctx", "internal/runtime/podevents", "internal/runtime/watchhealth"}},
+	"internal/runtime/waitfor":      {role, []string{"gate", "internal/definition/spec", "internal/runtime/watchhealth", "internal/runtime/rolebind"}},
+	"internal/runtime/rolebind":     {role, []string{"internal/definition/spec"}},
+	"internal/roles/admissionrole":  {role, []string{"internal/runtime/rolebind", "store", "internal/definition/spec", "internal/serving/admit", "internal/serving/registration", "internal/runtime/served", "internal/runtime/informers", "internal/runtime/finalizers", "internal/serving/webhook", "internal/runtime/podevents", "internal/runtime/callctx", "internal/serving/certs", "internal/runtime/events", "internal/serving/gcpace", "internal/runtime/handoff", "internal/runtime/watchhealth"}},
 	"internal/serving/admit":        {role, []string{"admission", "store", "internal/definition/spec", "internal/runtime/callctx", "internal/runtime/events", "internal/serving/fresh"}},
 	"internal/serving/webhook":      {role, []string{"internal/runtime/events"}},
 	"internal/serving/registration": {role, []string{"admission", "provenance", "internal/definition/spec", "internal/serving/admit", "internal/runtime/events", "internal/runtime/served"}},
-	"internal/runtime/informers":    {role, []string{"internal/definition/spec", "internal/definition/scheme", "internal/runtime/events", "internal/runtime/podevents", "internal/runtime/waitfor", "internal/runtime/watchhealth", "internal/serving/fresh", "internal/serving/warming"}},
+	"internal/runtime/informers":    {role, []string{"internal/runtime/rolebind", "internal/definition/spec", "internal/definition/scheme", "internal/runtime/events", "internal/runtime/podevents", "internal/runtime/waitfor", "internal/runtime/watchhealth", "internal/serving/fresh", "internal/serving/warming"}},
 	"internal/runtime/finalizers":   {role, []string{"internal/definition/spec"}},
-	"internal/roles/watcher":        {role, []string{"store", "internal/definition/spec", "internal/runtime/informers", "internal/serving/admit", "internal/serving/audit", "internal/serving/registration", "internal/runtime/callctx", "internal/runtime/events", "internal/serving/fresh", "internal/serving/warming", "internal/runtime/waitfor", "internal/runtime/podevents", "internal/definition/scheme", "internal/runtime/watchhealth"}},
+	"internal/roles/watcher":        {role, []string{"internal/runtime/rolebind", "store", "internal/definition/spec", "internal/runtime/informers", "internal/serving/admit", "internal/serving/audit", "internal/serving/registration", "internal/runtime/callctx", "internal/runtime/events", "internal/serving/fresh", "internal/serving/warming", "internal/runtime/waitfor", "internal/runtime/podevents", "internal/definition/scheme", "internal/runtime/watchhealth"}},
 	"internal/serving/audit":        {role, []string{"store", "internal/definition/spec", "internal/serving/admit", "internal/serving/registration", "internal/runtime/events"}},
 	"internal/runtime/podevents":    {role, []string{"internal/definition/spec"}},
 

@@ -56,13 +56,15 @@ func LogLevel(errOut io.Writer) slog.Level {
 
 var globalLoggers sync.Once
 
-// SetGlobalLoggers sends controller-runtime's and client-go's (klog) logs to
-// the process's log. They are process-wide: the first call wins, so that
+// SetGlobalLoggers sends controller-runtime's, client-go's (klog) and the
+// default slog logger's logs to the process's log. They are process-wide: the first call wins, so that
 // commands run side by side in one process (tests) do not race.
 func SetGlobalLoggers(log logr.Logger) {
 	globalLoggers.Do(func() {
 		ctrllog.SetLogger(log)
 		klog.SetLogger(log)
+		// A handler's slog lines come out as vigil's own.
+		slog.SetDefault(slog.New(logr.ToSlogHandler(log)))
 	})
 }
 

@@ -252,7 +252,7 @@ func watching(m *spec.Module) watched {
 		if b.Role == spec.RoleFinalize {
 			line += " (finalizer " + b.Finalizer + ")"
 		}
-		w.bindings = append(w.bindings, line+" ("+b.Site+")")
+		w.bindings = append(w.bindings, line+filtersOf(b.Filters)+" ("+b.Site+")")
 		users = append(users, b.Lister())
 	}
 	for _, s := range m.Schedules {
@@ -321,7 +321,7 @@ func writeCapabilities(out io.Writer, m *spec.Module) error {
 			if b.StatusMetadata() {
 				served += "; also " + b.Resource() + "/" + spec.StatusSubresource + " writes that change labels or annotations, which the API server lets through that subresource"
 			}
-			fmt.Fprintf(out, "    %s %s %s %s (%s%s)\n", b.Name, b.Action, what, ops, b.Site, served)
+			fmt.Fprintf(out, "    %s %s %s %s%s (%s%s)\n", b.Name, b.Action, what, ops, filtersOf(b.Filters), b.Site, served)
 		}
 		if f := c.FailOpen; f != nil {
 			guard := ""
@@ -483,4 +483,14 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return err
 	}
 	return own
+}
+
+// filtersOf says what a binding's filters select, as ", in namespaces
+// [apps], named web"; "" when it has none.
+func filtersOf(filters []spec.Filter) string {
+	var out string
+	for _, f := range filters {
+		out += ", " + f.Describe
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package define
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,17 +86,32 @@ func (b *Binding) SetSubresource(site, name string) {
 // On adds operations.
 func (b *Binding) On(ops ...admissionv1.Operation) { b.Ops = append(b.Ops, ops...) }
 
-// InNamespace limits the binding to the namespaces.
-func (b *Binding) InNamespace(namespaces []string) {
+// InNamespace limits the binding to the namespaces. A namespace its
+// capability does not govern is a dead binding there, refused at site.
+func (b *Binding) InNamespace(site string, namespaces []string) {
+	for _, ns := range namespaces {
+		if len(b.Cap.Namespaces) > 0 && !slices.Contains(b.Cap.Namespaces, ns) {
+			b.m.Recordf(site, "InNamespace(%q): capability %s governs only namespaces %s, so the binding would never run in %s; "+
+				"add %q to the capability's vigil.InNamespaces, or drop it here", ns, b.Cap.Name, strings.Join(b.Cap.Namespaces, ", "), ns, ns)
+		}
+	}
 	b.Filters = append(b.Filters, spec.InNamespace(namespaces...))
 	b.inNamespaces = append(b.inNamespaces, namespaces...)
 }
 
-// InNamespaceRegex limits the binding to the namespaces matching expr.
+// InNamespaceRegex limits the binding to the namespaces matching expr. An
+// expression that matches none of the namespaces its capability governs is a
+// dead binding, refused at site.
 func (b *Binding) InNamespaceRegex(site, expr string) {
-	if re := b.compile(site, "InNamespaceRegex", expr); re != nil {
-		b.Filters = append(b.Filters, spec.InNamespaceRegex(re))
+	re := b.compile(site, "InNamespaceRegex", expr)
+	if re == nil {
+		return
 	}
+	if len(b.Cap.Namespaces) > 0 && !slices.ContainsFunc(b.Cap.Namespaces, re.MatchString) {
+		b.m.Recordf(site, "InNamespaceRegex(%q): matches none of the namespaces capability %s governs (%s), so the binding would never run; "+
+			"widen the capability's vigil.InNamespaces, or the expression", expr, b.Cap.Name, strings.Join(b.Cap.Namespaces, ", "))
+	}
+	b.Filters = append(b.Filters, spec.InNamespaceRegex(re))
 }
 
 // WithName limits the binding to the object of this name.

@@ -104,3 +104,33 @@ func (m *Module) ReportNamespaces() []string {
 	sort.Strings(out)
 	return out
 }
+
+// The module's two kinds of pod, each with its own ServiceAccount.
+const (
+	// PodAdmission is the admission pod: its gate init containers and the
+	// admission container.
+	PodAdmission = "admission"
+	// PodWatcher is the watcher pod.
+	PodWatcher = "watcher"
+)
+
+// ServiceAccount is the ServiceAccount of one kind of the module's pods.
+func ServiceAccount(module, role string) string {
+	if role == PodWatcher {
+		return module + "-watcher"
+	}
+	return module
+}
+
+// NamespaceRoleName is the ClusterRole that holds a ServiceAccount's rights
+// in one namespace other than the module's own: the namespace may not exist
+// when the module is installed, so the rights ship cluster-scoped and the
+// role binds them in the namespace once it exists (BindingName).
+func NamespaceRoleName(serviceAccount, namespace string) string {
+	return "vigil:" + serviceAccount + ":" + namespace
+}
+
+// BindingName is the RoleBinding a role creates in a namespace it has rights
+// in (NamespaceRoleName), and the name of the ClusterRole and binding that
+// allow it to.
+func BindingName(serviceAccount string) string { return "vigil:" + serviceAccount }

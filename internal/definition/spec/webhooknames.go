@@ -69,3 +69,7 @@ var unsafeName = regexp.MustCompile(`[^a-z0-9.-]+`)
 func LeaseName(module, version string) string {
 	return module + "-admission-v" + strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(version), "-"), "-.")
 }
+
+// BindingGuardName names the guard of the RoleBindings the module's roles
+// create themselves: <module>-rolebindings.
+func BindingGuardName(module string) string { return module + "-rolebindings" }

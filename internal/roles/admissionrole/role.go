@@ -23,6 +23,7 @@ import (
 	"github.com/vigilkit/vigil/internal/runtime/handoff"
 	"github.com/vigilkit/vigil/internal/runtime/informers"
 	"github.com/vigilkit/vigil/internal/runtime/podevents"
+	"github.com/vigilkit/vigil/internal/runtime/rolebind"
 	"github.com/vigilkit/vigil/internal/runtime/served"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
 	"github.com/vigilkit/vigil/internal/serving/admit"
@@ -95,6 +96,13 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	defer health.Close()
 	// Every client of the role goes through the tracker's connections.
 	cfg = health.Instrument(cfg)
+	// The role's rights in a team's namespace are bound there once it
+	// exists; its clients wait for that instead of failing.
+	binder, err := rolebind.NewBinder(cfg, m.Name, spec.PodAdmission, m.Namespace)
+	if err != nil {
+		return err
+	}
+	cfg = binder.Instrument(cfg)
 	// What the cluster serves decides the version of each kind the role
 	// writes; a declared feature it cannot serve stops the role here,
 	// before anything is registered half-enforced.
@@ -108,7 +116,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	// GateResult, in the module's handlers, reads this folder while the
 	// role runs.
 	defer callctx.SetHandoffDir(m.Name, o.HandoffDir)()
-	r, err := start(ctx, cfg, m, o.HandoffDir, log, marks, health)
+	r, err := start(ctx, cfg, m, o.HandoffDir, log, marks, health, binder)
 	if err != nil {
 		return err
 	}
@@ -248,7 +256,7 @@ type role struct {
 
 // start connects the module's Store and listers and builds the handler of
 // its bindings.
-func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir string, log logr.Logger, marks *startup, health *watchhealth.Tracker) (*role, error) {
+func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir string, log logr.Logger, marks *startup, health *watchhealth.Tracker, binder *rolebind.Binder) (*role, error) {
 	st, err := store.New(cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: log})
 	if err != nil {
 		return nil, err
@@ -263,7 +271,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	if len(m.Listers) > 0 {
 		// The cache starts once the API server serves the listers' kinds:
 		// a CRD installed after the module is waited for, never an exit.
-		listers, err = informers.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log, podevents.For(cfg, m.Name, -1), health, func(c cache.Cache) error {
+		listers, err = informers.StartCache(ctx, cfg, m.Name, m.Scheme, m.Listers, log, podevents.For(cfg, m.Name, -1), health, binder, func(c cache.Cache) error {
 			barriers, err := informers.Barriers(cfg, m.Scheme, c, m.Listers, m.BindingTimeout())
 			if err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/runtime/callctx"
 	"github.com/vigilkit/vigil/internal/runtime/podevents"
+	"github.com/vigilkit/vigil/internal/runtime/rolebind"
 	"github.com/vigilkit/vigil/internal/runtime/waitfor"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
 	"github.com/vigilkit/vigil/store"
@@ -50,6 +51,13 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	// connections: an init container has no probe to restart it. The
 	// callbacks reach the API server as the role does, with cfg.
 	watchCfg := health.Instrument(cfg)
+	// The gates' rights in a team's namespace are bound there once it
+	// exists; a gate on an object there waits for the namespace too.
+	binder, err := rolebind.NewBinder(cfg, m.Name, spec.PodAdmission, m.Namespace)
+	if err != nil {
+		return err
+	}
+	watchCfg = binder.Instrument(watchCfg)
 	var gates []spec.Gate
 	if p := m.Phase(o.Phase); p != nil {
 		gates = p.Gates
@@ -65,6 +73,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 				return err
 			}
 			opts.Waiter.Track(health)
+			opts.Waiter.Bind(binder)
 			break
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/runtime/callctx"
+	"github.com/vigilkit/vigil/internal/runtime/rolebind"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
 	"github.com/vigilkit/vigil/internal/serving/admit"
 	"github.com/vigilkit/vigil/internal/serving/audit"
@@ -34,6 +35,12 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, opts Options) er
 	// Every client of the role goes through the tracker's connections.
 	cfg = health.Instrument(cfg)
 	o.Health = health
+	// The role's rights in a team's namespace are bound there once it
+	// exists; its informers and clients wait for that instead of failing.
+	if o.Binder, err = rolebind.NewBinder(cfg, m.Name, spec.PodWatcher, m.Namespace); err != nil {
+		return err
+	}
+	cfg = o.Binder.Instrument(cfg)
 	st := store.NewLazy(ctx, cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: o.Log})
 	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st, Scope: func(capability string) store.Store { return st.Scope(capability) }}
 	o.Module, o.Namespace, o.Scheme = m.Name, m.Namespace, m.Scheme

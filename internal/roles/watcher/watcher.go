@@ -21,6 +21,7 @@ import (
 	"github.com/vigilkit/vigil/internal/runtime/events"
 	"github.com/vigilkit/vigil/internal/runtime/informers"
 	"github.com/vigilkit/vigil/internal/runtime/podevents"
+	"github.com/vigilkit/vigil/internal/runtime/rolebind"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
 )
 
@@ -79,6 +80,8 @@ type runOptions struct {
 	// Health follows the informers: /readyz names a stale one, /healthz
 	// fails when a restart would help.
 	Health *watchhealth.Tracker
+	// Binder binds the role's rights in the namespaces of its informers.
+	Binder *rolebind.Binder
 	Log    logr.Logger
 }
 
@@ -204,7 +207,7 @@ func managerOptions(ctx context.Context, o runOptions, byObject map[client.Objec
 			ByObject:                 byObject,
 			DefaultTransform:         cache.TransformStripManagedFields(),
 			DefaultWatchErrorHandler: informers.WatchErrorHandler(o.Module),
-			NewInformer:              informers.NewInformer(o.Module, o.Health, o.Scheme),
+			NewInformer:              informers.NewInformer(o.Module, o.Health, o.Scheme, o.Binder),
 		},
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              spec.WatcherLeaseName(o.Module),

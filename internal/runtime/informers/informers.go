@@ -18,6 +18,7 @@ import (
 
 	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/runtime/podevents"
+	"github.com/vigilkit/vigil/internal/runtime/rolebind"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
 	"github.com/vigilkit/vigil/internal/serving/warming"
 )
@@ -80,8 +81,9 @@ func waitSynced(ctx context.Context, informers []cache.Informer) error {
 // kinds (see Served), and hands it to started before it syncs. The status
 // it returns is nil once every type has synced, and until then says what
 // the cache waits for: a kind not served yet, the informers' first lists,
-// or what failed. sink, when not nil, records the wait as Events.
-func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []spec.Lister, log logr.Logger, sink podevents.Sink, health *watchhealth.Tracker, started func(cache.Cache) error) (status func() error, err error) {
+// or what failed. sink, when not nil, records the wait as Events. binder,
+// when not nil, binds the role's rights in the listers' namespaces (rolebind).
+func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *runtime.Scheme, users []spec.Lister, log logr.Logger, sink podevents.Sink, health *watchhealth.Tracker, binder *rolebind.Binder, started func(cache.Cache) error) (status func() error, err error) {
 	agreed := spec.Agree(users)
 	byObject, err := ByObject(agreed)
 	if err != nil {
@@ -107,7 +109,7 @@ func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *ru
 		c, err := cache.New(warming.Wrap(rest.CopyConfig(cfg)), cache.Options{
 			Scheme: scheme, ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(),
 			DefaultWatchErrorHandler: WatchErrorHandler(module),
-			NewInformer:              NewInformer(module, health, scheme),
+			NewInformer:              NewInformer(module, health, scheme, binder),
 		})
 		if err == nil {
 			err = started(c)

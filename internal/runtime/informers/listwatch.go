@@ -11,24 +11,27 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/vigilkit/vigil/internal/runtime/rolebind"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
 )
 
 // newInformer is client-go's shared informer over a list-watch that counts
 // the watches the API server ends with 410 Gone (their resourceVersion was
 // compacted away), after which the informer relists: the one event that
-// shows a watcher may have missed deltas and rebuilt its view. The role's
+// shows a watcher may have missed deltas and rebuilt its view. A list-watch
+// refused in a namespace the role's rights are bound in by binder (when not
+// nil) waits for the namespace (see rolebind.ListWatch). The role's
 // health tracker follows it (when not nil): what it hears, and its watch
 // ended and watched again when silent past the stale bound.
-func NewInformer(module string, health *watchhealth.Tracker, scheme *runtime.Scheme) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+func NewInformer(module string, health *watchhealth.Tracker, scheme *runtime.Scheme, binder *rolebind.Binder) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		m := registerMetrics()
 		expired := func() { m.watchErrors.WithLabelValues(module, "expired").Inc() }
-		kind := obj.GetObjectKind().GroupVersionKind().Kind
-		if gvk, err := apiutil.GVKForObject(obj, scheme); err == nil {
-			kind = gvk.Kind
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		if g, err := apiutil.GVKForObject(obj, scheme); err == nil {
+			gvk = g
 		}
-		tracked := health.Informer(kind, "").Wrap(lw)
+		tracked := health.Informer(gvk.Kind, "").Wrap(rolebind.ListWatch(lw, binder, obj, gvk, scheme))
 		return toolscache.NewSharedIndexInformer(&countingLW{lw: tracked, ctx: toolscache.ToListerWatcherWithContext(tracked), expired: expired}, obj, resync, indexers)
 	}
 }

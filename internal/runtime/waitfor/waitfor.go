@@ -26,6 +26,7 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/internal/runtime/rolebind"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
 )
 
@@ -73,6 +74,9 @@ type Waiter struct {
 	// gone counts watches that ended in 410 Gone: the informer recovers by
 	// relisting, quietly.
 	gone atomic.Int64
+	// binder, when set, binds the role's rights in a wait's namespace
+	// once it exists: until then the wait sees it empty.
+	binder *rolebind.Binder
 	// health, when set, follows each wait's informer.
 	health *watchhealth.Tracker
 }
@@ -80,6 +84,11 @@ type Waiter struct {
 // Track has health follow the informer of each wait while it runs: a watch
 // silent past its stale bound is ended and watched again.
 func (w *Waiter) Track(health *watchhealth.Tracker) { w.health = health }
+
+// Bind has the waits of a namespace that does not exist yet, in which the
+// role's rights are bound by binder (see rolebind), see it empty and wait
+// for it, instead of failing as forbidden.
+func (w *Waiter) Bind(binder *rolebind.Binder) { w.binder = binder }
 
 // Gone is the number of watches that ended in 410 Gone and were relisted.
 func (w *Waiter) Gone() int64 { return w.gone.Load() }
@@ -156,7 +165,7 @@ func (w *Waiter) watch(ctx context.Context, spec Spec, mapping *meta.RESTMapping
 	ri, ns := w.scoped(mapping, spec.Namespace)
 	tracked := w.health.Informer(spec.GVK.Kind, ns)
 	defer w.health.Remove(tracked)
-	lw := tracked.Wrap(w.listWatch(ri, listOptions(spec)))
+	lw := tracked.Wrap(rolebind.ListWatch(w.listWatch(ri, listOptions(spec)), w.binder, &unstructured.Unstructured{}, spec.GVK, nil))
 	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
 	failed := make(chan error, 1)
 	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {

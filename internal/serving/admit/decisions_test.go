@@ -23,6 +23,7 @@ import (
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/internal/runtime/callctx"
 	"github.com/vigilkit/vigil/internal/runtime/events"
 	"github.com/vigilkit/vigil/internal/serving/admit"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -320,5 +321,36 @@ func TestADecisionLineIsBounded(t *testing.T) {
 			t.Errorf("line %d: user of %d bytes, userCut=%q, verdict %q, dryRun %q: want the user cut at %d, a denied dry run", i, len(d["user"]), d["userCut"], d["verdict"], d["dryRun"], admit.MaxLoggedName)
 		}
 		t.Logf("line %d: %d bytes for a message of %s bytes", i, len(lines[i]), d["messageCut"])
+	}
+}
+
+// A handler's logger (vigil.LoggerFrom) writes through the role's, with the
+// module, the capability, the binding running and the request.
+func TestHandlersLogWithTheirBindingAndRequest(t *testing.T) {
+	say := func(name string) spec.Binding {
+		b := admit.ValidateBinding(gvk, &corev1.Pod{}, func(ctx context.Context, r *admission.Request[*corev1.Pod]) admission.Verdict {
+			callctx.Logger(ctx).Info("handler says hello")
+			return admission.Allow()
+		})
+		b.Name = name
+		return b
+	}
+	h, buf := loggingHandler(0, say("first"), say("second"))
+	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
+	var lines []string
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(line, "handler says hello") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("%d lines from the handlers, want 2:\n%s", len(lines), buf.String())
+	}
+	for i, binding := range []string{"first", "second"} {
+		for _, want := range []string{"binding=" + binding, "capability=policies", "operation=CREATE", "kind=Pod", "namespace=apps", "name=web", "uid=uid-1"} {
+			if !strings.Contains(lines[i], want) {
+				t.Errorf("line %q lacks %s", lines[i], want)
+			}
+		}
 	}
 }

@@ -229,6 +229,14 @@ type input struct {
 	reads *fresh.Reads
 }
 
+// running is the name of the binding running, "" between bindings.
+func (rv *reviewRun) running() string {
+	if b := rv.current.Load(); b != nil {
+		return b.Name
+	}
+	return ""
+}
+
 // input is binding b's input, its record of lister reads emptied. ctx is
 // the request's, the same for every binding of a reviewRun.
 func (rv *reviewRun) input(ctx context.Context, b *spec.Binding) *input {
@@ -242,6 +250,9 @@ func (rv *reviewRun) input(ctx context.Context, b *spec.Binding) *input {
 		if rv.h.opts.Context != nil {
 			in.ctx = rv.h.opts.Context(in.ctx, st)
 		}
+		// The handlers' logger (vigil.LoggerFrom) names the capability, the
+		// binding running and the request.
+		in.ctx = callctx.WithAdmission(in.ctx, &callctx.Admission{Log: rv.h.opts.Log, Capability: b.Capability, Binding: rv.running, Request: rv.req})
 		if rv.h.opts.Recheck {
 			in.reads = &fresh.Reads{}
 			in.ctx = callctx.WithReads(in.ctx, in.reads)

@@ -162,6 +162,9 @@ func TestRenderShipsOptOutGuards(t *testing.T) {
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
 			order = append(order, "webhooks "+v.Name)
 		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			if v.Name == spec.BindingGuardName(m.Name) {
+				continue // the roles' own RoleBindings': TestRightsInTeamsNamespacesAreBoundByTheRoles
+			}
 			order = append(order, "policy "+v.Name)
 			if v.Labels["app.kubernetes.io/name"] != "uds-core" {
 				t.Errorf("policy labels %v", v.Labels)
@@ -177,6 +180,9 @@ func TestRenderShipsOptOutGuards(t *testing.T) {
 				t.Errorf("guard failurePolicy %s", *v.Spec.FailurePolicy)
 			}
 		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			if v.Name == spec.BindingGuardName(m.Name) {
+				continue
+			}
 			order = append(order, "binding "+v.Name+" of "+v.Spec.PolicyName)
 		}
 	}
@@ -379,5 +385,72 @@ func TestRolesThatReadACRDKindMayWaitForIt(t *testing.T) {
 	}
 	if !strings.Contains(got[Watcher], "Exemption, Widget") {
 		t.Errorf("watcher's CRD rule: %q, want it for Exemption and Widget", got[Watcher])
+	}
+}
+
+// A role's rights in a namespace other than the module's ship as a
+// ClusterRole of that namespace, never as a Role there (the namespace may
+// come after the module); the role may bind exactly those ClusterRoles,
+// read exactly those namespaces, and the binding guard ships with them.
+func TestRightsInTeamsNamespacesAreBoundByTheRoles(t *testing.T) {
+	m := sample()
+	objs, err := Render(m, Options{Image: "example.com/uds-core:1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterRoles := map[string]*rbacv1.ClusterRole{}
+	guard := false
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *rbacv1.Role:
+			if v.Namespace != m.Namespace {
+				t.Errorf("Role %s/%s: a Role outside the module's namespace cannot install before that namespace exists", v.Namespace, v.Name)
+			}
+		case *rbacv1.RoleBinding:
+			if v.Namespace != m.Namespace {
+				t.Errorf("RoleBinding %s/%s ships: the role binds its rights there itself", v.Namespace, v.Name)
+			}
+		case *rbacv1.ClusterRole:
+			clusterRoles[v.Name] = v
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			guard = guard || v.Name == spec.BindingGuardName(m.Name)
+		}
+	}
+	rules := Rules(m)
+	bound := 0
+	for _, role := range Roles(m) {
+		sa := ServiceAccount(m.Name, role)
+		namespaces := BoundNamespaces(m.Namespace, role, rules)
+		for _, ns := range namespaces {
+			bound++
+			if clusterRoles[spec.NamespaceRoleName(sa, ns)] == nil {
+				t.Errorf("no ClusterRole %s holds %s's rights in %s", spec.NamespaceRoleName(sa, ns), sa, ns)
+			}
+		}
+		if len(namespaces) == 0 {
+			continue
+		}
+		own := clusterRoles[spec.BindingName(sa)]
+		if own == nil {
+			t.Fatalf("no ClusterRole %s", spec.BindingName(sa))
+		}
+		for _, r := range own.Rules {
+			switch {
+			case slices.Contains(r.Verbs, "bind"):
+				if len(r.ResourceNames) != len(namespaces) || !strings.HasPrefix(r.ResourceNames[0], spec.NamespaceRoleName(sa, "")) {
+					t.Errorf("%s may bind %v; want its %d namespaces' ClusterRoles only", sa, r.ResourceNames, len(namespaces))
+				}
+			case slices.Contains(r.Resources, "namespaces"):
+				if !slices.Equal(r.ResourceNames, namespaces) {
+					t.Errorf("%s reads namespaces %v; want %v only", sa, r.ResourceNames, namespaces)
+				}
+			}
+		}
+	}
+	if bound == 0 {
+		t.Fatal("the sample has no rights outside the module's namespace: the test tests nothing")
+	}
+	if !guard {
+		t.Errorf("no %s guard ships with roles that create RoleBindings", spec.BindingGuardName(m.Name))
 	}
 }

@@ -205,12 +205,19 @@ func rbacObjects(m *spec.Module, objMeta func(string, string, string) metav1.Obj
 	for _, merged := range Merge(Rules(m)) {
 		sa := ServiceAccount(m.Name, merged.Role)
 		subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: m.Namespace}}
-		name := "vigil:" + sa
+		name := spec.BindingName(sa)
 		if merged.Namespace == "" {
 			objs = append(objs,
 				&rbacv1.ClusterRole{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: objMeta(name, "", merged.Role), Rules: merged.Rules},
 				&rbacv1.ClusterRoleBinding{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ObjectMeta: objMeta(name, "", merged.Role),
 					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}, Subjects: subject})
+			continue
+		}
+		if merged.Namespace != m.Namespace {
+			// Bound by the role itself once the namespace exists (see
+			// Rules): a namespace the module governs may come after it.
+			objs = append(objs, &rbacv1.ClusterRole{TypeMeta: tm("rbac.authorization.k8s.io/v1", "ClusterRole"),
+				ObjectMeta: objMeta(spec.NamespaceRoleName(sa, merged.Namespace), "", merged.Role), Rules: merged.Rules})
 			continue
 		}
 		objs = append(objs,
@@ -296,11 +303,28 @@ func policyObjects(m *spec.Module, target served.Cluster, labels func(string) ma
 		st.Binding.APIVersion = st.Policy.APIVersion
 		objs = append(objs, st.Policy, st.Binding)
 	}
-	for _, g := range registration.Policies(m) {
+	guards := registration.Policies(m)
+	if sas := binders(m); len(sas) > 0 {
+		guards = append(guards, registration.BindingGuard(m, sas))
+	}
+	for _, g := range guards {
 		g.Policy.Labels, g.Binding.Labels = labels("admission"), labels("admission")
 		objs = append(objs, g.Policy, g.Binding)
 	}
 	return objs
+}
+
+// binders are the ServiceAccounts of the roles that bind their rights in
+// namespaces other than the module's themselves (see Rules).
+func binders(m *spec.Module) []string {
+	rules := Rules(m)
+	var out []string
+	for _, role := range Roles(m) {
+		if len(BoundNamespaces(m.Namespace, role, rules)) > 0 {
+			out = append(out, ServiceAccount(m.Name, role))
+		}
+	}
+	return out
 }
 
 func tm(apiVersion, kind string) metav1.TypeMeta {

@@ -45,7 +45,48 @@ func Rules(m *spec.Module) []spec.Rule {
 	rs.watcher(m)
 	rs.watches(m)
 	rs.served(m)
+	rs.binds(m)
 	return rs.out
+}
+
+// binds: the rights a role holds in namespaces other than the module's
+// ship as one ClusterRole per namespace (spec.NamespaceRoleName), which the
+// role binds there itself once the namespace exists, so that the module can
+// be installed before the namespaces it governs. To do so it may read those
+// namespaces, bind those ClusterRoles only, and create RoleBindings; the
+// module's binding guard (registration.BindingGuard) lets its ServiceAccounts
+// create no other RoleBinding than its own, of its own namespace's
+// ClusterRole, to itself.
+func (rs *ruleSet) binds(m *spec.Module) {
+	for _, role := range Roles(m) {
+		namespaces := BoundNamespaces(m.Namespace, role, rs.out)
+		if len(namespaces) == 0 {
+			continue
+		}
+		rs.role = role
+		sa := ServiceAccount(m.Name, role)
+		var roles []string
+		for _, ns := range namespaces {
+			roles = append(roles, spec.NamespaceRoleName(sa, ns))
+		}
+		why := fmt.Sprintf("its rights in %s ship as ClusterRoles, bound by the role in each namespace once it exists (the module installs before them)", strings.Join(namespaces, ", "))
+		rs.add("", "", "namespaces", namespaces, why+": whether it exists yet", "get")
+		rs.add("", rbacv1.GroupName, "clusterroles", roles, why+": the ClusterRoles it binds, and no other", "get", "bind")
+		rs.add("", rbacv1.GroupName, "rolebindings", nil, why+": its RoleBinding there (create cannot be narrowed to a namespace that does not exist; the module's binding guard refuses any other)", "create")
+	}
+}
+
+// BoundNamespaces are the namespaces other than the module's own (ns) in
+// which the role has rules, sorted: those it binds itself.
+func BoundNamespaces(ns, role string, rules []spec.Rule) []string {
+	var out []string
+	for _, r := range rules {
+		if r.Role == role && r.Namespace != "" && r.Namespace != ns && !slices.Contains(out, r.Namespace) {
+			out = append(out, r.Namespace)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // served: the CRDs of the kinds a role's informers read that a CRD serves,
@@ -275,9 +316,9 @@ func (rs *ruleSet) watches(m *spec.Module) {
 const (
 	// Admission is the admission pod: its gate init containers and the
 	// admission container.
-	Admission = "admission"
+	Admission = spec.PodAdmission
 	// Watcher is the watcher pod.
-	Watcher = "watcher"
+	Watcher = spec.PodWatcher
 )
 
 // Roles are the kinds of pod the module runs.
@@ -293,12 +334,7 @@ func Roles(m *spec.Module) []string {
 }
 
 // ServiceAccount is the ServiceAccount of one kind of the module's pods.
-func ServiceAccount(module, role string) string {
-	if role == Watcher {
-		return module + "-watcher"
-	}
-	return module
-}
+func ServiceAccount(module, role string) string { return spec.ServiceAccount(module, role) }
 
 // CertSecret is the Secret that holds a module's CA and serving certificate.
 func CertSecret(module string) string { return module + "-tls" }

@@ -4,8 +4,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -15,8 +17,9 @@ import (
 	"github.com/vigilkit/vigil/admission"
 )
 
-// AppNamespace is where the module admits and reconciles ConfigMaps.
-const AppNamespace = "kit-apps"
+// AppNamespace is where the module admits and reconciles ConfigMaps:
+// kit-apps, or what KIT_APPS names.
+var AppNamespace = cmp.Or(os.Getenv("KIT_APPS"), "kit-apps")
 
 func main() { vigil.Run(newModule()) }
 

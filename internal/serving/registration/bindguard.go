@@ -1,0 +1,57 @@
+package registration
+
+import (
+	"fmt"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/vigilkit/vigil/internal/definition/spec"
+)
+
+// BindingGuard is the guard of the RoleBindings a module's roles create
+// themselves: a role whose rights in a namespace other than the module's
+// ship as a ClusterRole (spec.NamespaceRoleName) binds it there once the
+// namespace exists. RBAC cannot narrow create to a namespace that does not
+// exist yet, nor a binding's subject: this policy does. A request of one of
+// the serviceAccounts (in the module's namespace) to create or change a
+// RoleBinding is refused unless it is the account's own binding
+// (spec.BindingName), of the ClusterRole of that very namespace, to the
+// account alone.
+func BindingGuard(m *spec.Module, serviceAccounts []string) Guard {
+	var users, checks []string
+	for _, sa := range serviceAccounts {
+		user := fmt.Sprintf("system:serviceaccount:%s:%s", m.Namespace, sa)
+		users = append(users, fmt.Sprintf("%q", user))
+		checks = append(checks, fmt.Sprintf(`(request.userInfo.username == %q && object.metadata.name == %q && object.roleRef.apiGroup == "rbac.authorization.k8s.io" && object.roleRef.kind == "ClusterRole" && object.roleRef.name == %q + object.metadata.namespace && size(object.subjects) == 1 && object.subjects[0].kind == "ServiceAccount" && object.subjects[0].name == %q && object.subjects[0].namespace == %q)`,
+			user, spec.BindingName(sa), spec.NamespaceRoleName(sa, ""), sa, m.Namespace))
+	}
+	return newGuard(m.Name, spec.BindingGuardName(m.Name), admissionregistrationv1.Deny, admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		MatchConstraints: &admissionregistrationv1.MatchResources{
+			NamespaceSelector: &metav1.LabelSelector{},
+			ObjectSelector:    &metav1.LabelSelector{},
+			ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{
+						APIGroups: []string{"rbac.authorization.k8s.io"}, APIVersions: []string{"*"}, Resources: []string{"rolebindings"},
+						Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+					},
+				},
+			}},
+			MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
+		},
+		MatchConditions: []admissionregistrationv1.MatchCondition{{
+			Name:       "by-the-modules-roles",
+			Expression: fmt.Sprintf("request.userInfo.username in [%s]", strings.Join(users, ", ")),
+		}},
+		Validations: []admissionregistrationv1.Validation{{
+			Expression: strings.Join(checks, " || "),
+			Message: fmt.Sprintf("module %s's roles may create only their own RoleBinding (%s), of the ClusterRole of the namespace it is in (%s<namespace>), to themselves",
+				m.Name, spec.BindingName("<ServiceAccount>"), spec.NamespaceRoleName("<ServiceAccount>", "")),
+			Reason: ptr.To(metav1.StatusReasonForbidden),
+		}},
+	})
+}
