@@ -335,7 +335,8 @@ func TestReconcileBackoffIsTheDeclaredOne(t *testing.T) {
 }
 
 // Finalize puts its finalizer on objects that existed before the module
-// started and on new ones; a deleted object stays while the handler fails and
+// started and on new ones, which the module's own OnEvent on them is not
+// told of as a change; a deleted object stays while the handler fails and
 // goes once it succeeds; `unregister --remove-finalizers` strips the rest.
 func TestFinalizeHoldsDeletionUntilHandlerSucceeds(t *testing.T) {
 	ns := env.Namespace(t)
@@ -343,8 +344,15 @@ func TestFinalizeHoldsDeletionUntilHandlerSucceeds(t *testing.T) {
 	const module = "finalize"
 	m := vigil.NewModule(module, vigil.Options{Namespace: ns})
 	var allow atomic.Bool
-	var calls atomic.Int32
-	vigil.Watch(m.Capability("cleanup"), &corev1.ConfigMap{}).InNamespace(ns).WithLabel("cleanup").Named("configmaps").
+	var calls, modified atomic.Int32
+	cleanup := m.Capability("cleanup")
+	vigil.Watch(cleanup, &corev1.ConfigMap{}).InNamespace(ns).WithLabel("cleanup").Named("changes").
+		OnEvent(func(_ context.Context, cm *corev1.ConfigMap, _ vigil.WatchEvent) {
+			if cm.Name == "after" {
+				modified.Add(1)
+			}
+		}, vigil.EventModified)
+	vigil.Watch(cleanup, &corev1.ConfigMap{}).InNamespace(ns).WithLabel("cleanup").Named("configmaps").
 		Finalize(func(ctx context.Context, cm *corev1.ConfigMap) error {
 			calls.Add(1)
 			if !allow.Load() {
@@ -379,6 +387,10 @@ func TestFinalizeHoldsDeletionUntilHandlerSucceeds(t *testing.T) {
 	eventually(t, 10*time.Second, "finalizer on the new object", func() bool { return hasFinalizer("after") })
 	if hasFinalizer("unlabelled") {
 		t.Fatal("an object the binding does not select got its finalizer")
+	}
+	time.Sleep(time.Second) // the update that added it has reached every handler
+	if n := modified.Load(); n != 0 {
+		t.Fatalf("OnEvent(EventModified) was told %d times of the finalizer the module itself added", n)
 	}
 
 	if err := c.Delete(t.Context(), before); err != nil {
@@ -733,7 +745,7 @@ func TestPlanShowsWatcher(t *testing.T) {
 		"watcher (one active replica, by leader election):",
 		"apps/sync reconcile ConfigMap (watch_test.go:",
 		"apps/cleanup finalize ConfigMap (finalizer planned.vigil.dev/apps.cleanup) (watch_test.go:",
-		"audit/pod-watch-2 watch Pod (watch_test.go:",
+		"audit/pod-watch-2 watch Pod, label team=shop (watch_test.go:",
 		"schedule nightly 0 3 * * *, a missed tick made up once; state in the Store as vigil.schedule.nightly (watch_test.go:",
 		"ConfigMap: namespaces shop,web",
 		"Pod: labels team=shop",

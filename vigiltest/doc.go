@@ -10,9 +10,12 @@
 //		os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 //	}
 //
-// and give each test a namespace of its own with env.Namespace(t): the control
-// plane runs no controller-manager, so a deleted namespace never finishes
-// terminating and cannot be reused.
+// and give each test a namespace of its own with env.Namespace(t). The
+// control plane runs no controller-manager; the Env finishes deleting
+// namespaces itself, as a cluster's namespace controller does (what a
+// namespace holds goes first, objects with finalizers waited for), so a test
+// may create a namespace by name, delete it, and a later test create it
+// again once the deletion is done.
 //
 // The package carries what tests of admission, gates and watches need beyond a
 // client: InstallCRDs and InstallCRDYAML; CompactEtcd with

@@ -92,6 +92,9 @@ type Env struct {
 	// process ends without Stop.
 	unreap func()
 
+	// stopNamespaces stops finishing the deletion of namespaces.
+	stopNamespaces context.CancelFunc
+
 	kubeconfigOnce sync.Once
 	kubeconfig     []byte
 	kubeconfigErr  error
@@ -159,6 +162,16 @@ func Start(opts Options) (*Env, error) {
 		_ = e.Stop()
 		return nil, err
 	}
+	// No controller-manager runs here: the Env finishes deleting
+	// namespaces itself, as its namespace controller would.
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stopNamespaces = cancel
+	nsCfg := rest.CopyConfig(e.Config)
+	nsCfg.QPS, nsCfg.Burst = 200, 400
+	if err := finishNamespaces(ctx, nsCfg); err != nil {
+		_ = e.Stop()
+		return nil, fmt.Errorf("vigiltest: %w", err)
+	}
 	return e, nil
 }
 
@@ -192,6 +205,9 @@ func (e *Env) clients() (err error) {
 // Stop stops the control plane (and the node, with Options.Node) and removes
 // its data.
 func (e *Env) Stop() error {
+	if e.stopNamespaces != nil {
+		e.stopNamespaces()
+	}
 	if e.node != nil {
 		return e.node.Stop()
 	}
@@ -290,8 +306,10 @@ const TestNamespaceLabel = "vigil.dev/test"
 var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // Namespace creates a namespace for this test alone, named after it, and
-// deletes it when the test ends (without waiting: no controller finishes the
-// deletion here).
+// deletes it when the test ends. Its name is never used again, so it is left
+// terminating. A namespace a test creates by name the Env finishes deleting,
+// as a cluster's namespace controller does, so that the name can be created
+// again.
 func (e *Env) Namespace(t testing.TB) string {
 	t.Helper()
 	base := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")

@@ -267,3 +267,47 @@ func TestProcess(t *testing.T) {
 		t.Fatalf("free address %q: want one on loopback", a)
 	}
 }
+
+// A namespace a test deletes is deleted for real, what it holds first, so
+// that a later test can create it again by name; one that holds an object
+// with a finalizer waits for the finalizer, as in a cluster.
+func TestDeletedNamespacesCanBeReused(t *testing.T) {
+	name := "reused-" + randSuffix(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "held", Finalizers: []string{"example.dev/hold"}}}
+	for round := range 2 {
+		if err := env.Client.Create(t.Context(), ns.DeepCopy()); err != nil {
+			t.Fatalf("round %d: create namespace %s: %v", round, name, err)
+		}
+		for _, cm := range []*corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "settings"}}, held.DeepCopy()} {
+			if err := env.Client.Create(t.Context(), cm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := env.Client.Delete(t.Context(), ns.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		vigiltest.Eventually(t, 20*time.Second, func() error {
+			err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: name, Name: "settings"}, &corev1.ConfigMap{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("ConfigMap settings in the namespace being deleted: %v", err)
+			}
+			return nil
+		})
+		vigiltest.Consistently(t, 2*time.Second, func() error {
+			if err := env.Client.Get(t.Context(), client.ObjectKey{Name: name}, &corev1.Namespace{}); err != nil {
+				return fmt.Errorf("namespace %s gone while an object with a finalizer is in it: %v", name, err)
+			}
+			return nil
+		})
+		if err := env.Client.Patch(t.Context(), held.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
+			t.Fatal(err)
+		}
+		vigiltest.Eventually(t, 20*time.Second, func() error {
+			if err := env.Client.Get(t.Context(), client.ObjectKey{Name: name}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("namespace %s: %v; want it gone", name, err)
+			}
+			return nil
+		})
+	}
+}

@@ -2,8 +2,11 @@ package watcher
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -58,4 +61,30 @@ func RequeueAfter(err error) (time.Duration, bool) {
 		return r.After, true
 	}
 	return 0, false
+}
+
+// ownFinalizers reports whether the change from old to obj is only the
+// module's own finalizers coming or going (those of its Finalize bindings,
+// spec.FinalizerPrefix): an update nobody else made, which the module's
+// handlers are not told of as a change.
+func ownFinalizers(module string, old, obj any) bool {
+	o, ok1 := old.(client.Object)
+	n, ok2 := obj.(client.Object)
+	if !ok1 || !ok2 || slices.Equal(o.GetFinalizers(), n.GetFinalizers()) {
+		return false
+	}
+	prefix := spec.FinalizerPrefix(module)
+	others := func(fs []string) []string {
+		return slices.DeleteFunc(slices.Clone(fs), func(f string) bool { return strings.HasPrefix(f, prefix) })
+	}
+	if !slices.Equal(others(o.GetFinalizers()), others(n.GetFinalizers())) {
+		return false
+	}
+	a, b := o.DeepCopyObject().(client.Object), n.DeepCopyObject().(client.Object)
+	for _, x := range []client.Object{a, b} {
+		x.SetFinalizers(nil)
+		x.SetResourceVersion("")
+		x.SetManagedFields(nil)
+	}
+	return equality.Semantic.DeepEqual(a, b)
 }

@@ -77,8 +77,10 @@ func (r *reconciler) predicate() predicate.Predicate {
 		return predicate.NewPredicateFuncs(func(o client.Object) bool { return matches(b, o) })
 	}
 	return predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return wants(b, spec.Added) && matches(b, e.Object) },
-		UpdateFunc:  func(e event.UpdateEvent) bool { return wants(b, spec.Modified) && matches(b, e.ObjectNew) },
+		CreateFunc: func(e event.CreateEvent) bool { return wants(b, spec.Added) && matches(b, e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return wants(b, spec.Modified) && matches(b, e.ObjectNew) && !ownFinalizers(r.o.Module, e.ObjectOld, e.ObjectNew)
+		},
 		DeleteFunc:  func(e event.DeleteEvent) bool { return wants(b, spec.Deleted) && matches(b, e.Object) },
 		GenericFunc: func(e event.GenericEvent) bool { return matches(b, e.Object) },
 	}
@@ -167,8 +169,12 @@ func (w *watchRunner) Start(ctx context.Context) error {
 		return err
 	}
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.deliver(ctx, obj, spec.Added) },
-		UpdateFunc: func(_, obj any) { w.deliver(ctx, obj, spec.Modified) },
+		AddFunc: func(obj any) { w.deliver(ctx, obj, spec.Added) },
+		UpdateFunc: func(old, obj any) {
+			if !ownFinalizers(w.o.Module, old, obj) { // the module's own Finalize bindings' doing
+				w.deliver(ctx, obj, spec.Modified)
+			}
+		},
 		DeleteFunc: func(obj any) { w.deliver(ctx, obj, spec.Deleted) },
 	})
 	if err != nil {
