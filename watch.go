@@ -64,6 +64,40 @@ func (b *WatchBuilder[T]) OnEvent(fn func(ctx context.Context, obj T, event Watc
 	})
 }
 
+// QueueBy is which events of an Ordered binding share one queue: each
+// queue's events are handled one at a time, in the order they happened; the
+// queues run in parallel.
+type QueueBy string
+
+// The queues of an Ordered binding, as Pepr's reconcile strategies name them.
+const (
+	// QueuePerObject: one queue per object (namespace and name).
+	QueuePerObject QueueBy = QueueBy(spec.QueuePerObject)
+	// QueuePerNamespace: one queue per namespace.
+	QueuePerNamespace QueueBy = QueueBy(spec.QueuePerNamespace)
+	// QueuePerKind: one queue for the binding's kind.
+	QueuePerKind QueueBy = QueueBy(spec.QueuePerKind)
+	// QueueGlobal: one queue for every Ordered binding of the module with
+	// QueueGlobal.
+	QueueGlobal QueueBy = QueueBy(spec.QueueGlobal)
+)
+
+// Ordered calls fn with every add, update and delete of matching objects,
+// none collapsed, one at a time and in order within each queue (by), the
+// queues in parallel: for what must see each change (an audit trail, a state
+// machine acting on transitions), where Reconcile would see only the latest
+// state. An error or a panic is retried with back-off (Backoff; 5 ms
+// doubling to 1000 s by default) while the queue's later events wait; a
+// Terminal error drops the event. It runs on the active replica; events
+// queued when it loses the lease are handled again by the next one from its
+// informer's view, not replayed.
+func (b *WatchBuilder[T]) Ordered(by QueueBy, fn func(ctx context.Context, obj T, event WatchEvent) error) {
+	b.wd.AddWatch(define.Caller(), spec.RoleOrdered, nil, func(w *spec.Watch) {
+		w.Queue = spec.QueueBy(by)
+		w.Ordered = func(ctx context.Context, obj client.Object, ev spec.Event) error { return fn(ctx, obj.(T), WatchEvent(ev)) }
+	})
+}
+
 // Reconcile calls fn for matching objects from a work queue keyed by object:
 // changes collapse into one run, runs for one object start at least 200 ms
 // apart (--reconcile-spacing). Errors and panics are retried with back-off

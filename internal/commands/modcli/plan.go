@@ -252,6 +252,9 @@ func watching(m *spec.Module) watched {
 		if b.Role == spec.RoleFinalize {
 			line += " (finalizer " + b.Finalizer + ")"
 		}
+		if b.Role == spec.RoleOrdered {
+			line += " (every event in order, one queue per " + string(b.Queue) + ")"
+		}
 		w.bindings = append(w.bindings, line+filtersOf(b.Filters)+" ("+b.Site+")")
 		users = append(users, b.Lister())
 	}

@@ -36,11 +36,14 @@ func (b *Binding) AddWatch(site string, role spec.WatchRole, events []spec.Event
 	}
 	if b.backoff != nil {
 		if role == spec.RoleWatch {
-			b.m.Recordf(b.backoffSite, "Watch(%s).Backoff before OnEvent: OnEvent handlers are not retried by back-off: declare Backoff for Reconcile or Finalize", b.GVK.Kind)
+			b.m.Recordf(b.backoffSite, "Watch(%s).Backoff before OnEvent: OnEvent handlers are not retried by back-off: declare Backoff for Reconcile, Finalize or Ordered", b.GVK.Kind)
 		}
 		w.Backoff = b.backoff
 	}
 	set(&w)
+	if role == spec.RoleOrdered && !w.Queue.Valid() {
+		b.m.Recordf(site, "Watch(%s).Ordered(%q, ...): expected vigil.QueuePerObject, QueuePerNamespace, QueuePerKind or QueueGlobal", b.GVK.Kind, w.Queue)
+	}
 	w.Name = b.Name
 	b.m.AddWatch(w)
 }

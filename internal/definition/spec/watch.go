@@ -22,7 +22,35 @@ const (
 	RoleReconcile WatchRole = "reconcile"
 	// RoleFinalize bindings hold each object's deletion until they succeed.
 	RoleFinalize WatchRole = "finalize"
+	// RoleOrdered bindings handle every event, none collapsed, in order
+	// within each of their queues (Queue), the queues in parallel.
+	RoleOrdered WatchRole = "ordered"
 )
+
+// QueueBy is which events of an Ordered binding share one queue.
+type QueueBy string
+
+// The queues of an Ordered binding.
+const (
+	// QueuePerObject queues each object's events apart.
+	QueuePerObject QueueBy = "object"
+	// QueuePerNamespace queues each namespace's events apart.
+	QueuePerNamespace QueueBy = "namespace"
+	// QueuePerKind queues all the binding's events together.
+	QueuePerKind QueueBy = "kind"
+	// QueueGlobal queues the events of every global Ordered binding of the
+	// module together.
+	QueueGlobal QueueBy = "global"
+)
+
+// Valid reports whether q is one of the queues.
+func (q QueueBy) Valid() bool {
+	switch q {
+	case QueuePerObject, QueuePerNamespace, QueuePerKind, QueueGlobal:
+		return true
+	}
+	return false
+}
 
 func (r WatchRole) String() string { return string(r) }
 
@@ -81,6 +109,10 @@ type Watch struct {
 	OnEvent func(ctx context.Context, obj client.Object, ev Event) `json:"-"`
 	// Reconcile is called for a Reconcile or Finalize binding.
 	Reconcile func(ctx context.Context, obj client.Object) error `json:"-"`
+	// Queue is an Ordered binding's queues.
+	Queue QueueBy `json:"queue,omitempty"`
+	// Ordered is called for an Ordered binding, once per event.
+	Ordered func(ctx context.Context, obj client.Object, ev Event) error `json:"-"`
 }
 
 // ID names the binding in logs and metrics: capability/name.

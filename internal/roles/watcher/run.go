@@ -25,10 +25,14 @@ import (
 )
 
 // addBinding adds a binding's controller (Reconcile, Finalize) or event
-// handler (Watch) to the manager; both run on the active replica only.
+// handler (Watch, Ordered) to the manager; all run on the active replica
+// only.
 func addBinding(mgr manager.Manager, b *spec.Watch, o runOptions, m *metrics) error {
-	if b.Role == spec.RoleWatch {
+	switch b.Role {
+	case spec.RoleWatch:
 		return mgr.Add(&watchRunner{b: b, cache: mgr.GetCache(), o: o, metrics: m})
+	case spec.RoleOrdered:
+		return mgr.Add(&orderedRunner{b: b, cache: mgr.GetCache(), o: o, metrics: m, queues: newQueues(), global: o.global})
 	}
 	r := &reconciler{b: b, reader: mgr.GetCache(), writer: mgr.GetClient(), o: o, metrics: m, spacing: newSpacing(o.ReconcileSpacing)}
 	c, err := controller.New(controllerName(o.Module, b), mgr, controller.Options{

@@ -82,6 +82,8 @@ type runOptions struct {
 	Health *watchhealth.Tracker
 	// Binder binds the role's rights in the namespaces of its informers.
 	Binder *rolebind.Binder
+	// global is the queue every QueueGlobal Ordered binding shares.
+	global *queues
 	Log    logr.Logger
 }
 
@@ -91,6 +93,7 @@ func run(ctx context.Context, cfg *rest.Config, o runOptions) error {
 	if o.Context == nil {
 		o.Context = func(ctx context.Context, _ string) context.Context { return ctx }
 	}
+	o.global = newQueues()
 	users := append([]spec.Lister(nil), o.Listers...)
 	for _, b := range o.Bindings {
 		users = append(users, spec.Lister{GVK: b.GVK, New: b.New, Select: b.Select})
