@@ -1,12 +1,15 @@
 package vigil
 
 import (
+	"context"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/definition/define"
+	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
 // Options configure a module.
@@ -43,6 +46,25 @@ type Options struct {
 	// (Require) is compiled for it, so an expression that release refuses
 	// is a definition mistake; manifests and charts render for it or newer.
 	MinKubernetes string
+	// Hooks run around every admission request the module answers, for the
+	// author's own metrics, logs and traces (Pepr's beforeHook and
+	// afterHook).
+	Hooks AdmissionHooks
+}
+
+// AdmissionHooks are functions run around every admission request the module
+// answers, in the admission role. Before runs as the request arrives, before
+// any binding, on the request's own goroutine: its time counts against the
+// webhook's deadline. After runs once the answer is sent, with the answer
+// (allowed, the denial's status, warnings, the patch) and how long the
+// module took. Either may be nil. They see every request — dry runs, requests
+// the module does not serve and answers its failure policy gives — and must
+// not change them; a panic in one is logged, and the request is answered as
+// if it had not run. Their context gives them LoggerFrom and ClientFrom. They
+// run in the admission role, not in vigiltest's in-process Review.
+type AdmissionHooks struct {
+	Before func(ctx context.Context, req *admissionv1.AdmissionRequest)
+	After  func(ctx context.Context, req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse, took time.Duration)
 }
 
 // DefaultNamespace is the namespace of a module whose Options name none.
@@ -60,6 +82,7 @@ func NewModule(name string, opts Options) *Module {
 	site := define.Caller()
 	d := define.New(site, name, opts.Namespace, opts.Scheme, opts.FailurePolicy, opts.WebhookTimeout, opts.Version)
 	d.SetMinKubernetes(site, opts.MinKubernetes)
+	d.SetHooks(spec.Hooks{Before: opts.Hooks.Before, After: opts.Hooks.After})
 	return &Module{d: d}
 }
 

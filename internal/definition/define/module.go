@@ -51,6 +51,14 @@ type Module struct {
 	ruleRoles    map[int]ruleRoles // the pods a rule is for; every kind when absent
 	trusted      []spec.TrustedNamespace
 	provenance   *spec.Provenance
+	hooks        spec.Hooks
+}
+
+// SetHooks records the functions run around every admission request.
+func (m *Module) SetHooks(h spec.Hooks) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hooks = h
 }
 
 // Lister is a lister as declared: what it reads, and how.
@@ -483,6 +491,7 @@ func (m *Module) Resolve() *spec.Module {
 		Name:          m.Name, Namespace: m.Namespace, Version: m.Version,
 		FailurePolicy: m.Policy, TimeoutSeconds: int32(m.Timeout / time.Second),
 		MinKubernetes: m.Kubernetes.String(),
+		Hooks:         m.hooks,
 		Capabilities:  append([]spec.Capability{}, m.capabilities...),
 		Bindings:      append([]spec.Binding{}, m.bindings...),
 		Checks:        append([]spec.Check(nil), m.checks...),

@@ -1,11 +1,13 @@
 package spec
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/vigilkit/vigil/admission"
@@ -29,6 +31,8 @@ type Module struct {
 	// as "1.33": the CEL the API server runs for it is compiled for that
 	// release, and its manifests render for it or newer.
 	MinKubernetes string `json:"minKubernetes"`
+	// Hooks run around every admission request the module answers.
+	Hooks Hooks `json:"-"`
 
 	// Phases hold the startup gates, ascending, each phase with at least one.
 	Phases []Phase `json:"phases"`
@@ -215,4 +219,12 @@ func Decode(data []byte) (*Module, error) {
 		return nil, fmt.Errorf("no module in it: expected the output of `<module> plan -o json`")
 	}
 	return &m, nil
+}
+
+// Hooks are the author's functions around every admission request the
+// module answers: Before as it arrives, After once it is answered, with the
+// answer and how long it took. Either may be nil.
+type Hooks struct {
+	Before func(ctx context.Context, req *admissionv1.AdmissionRequest)
+	After  func(ctx context.Context, req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse, took time.Duration)
 }

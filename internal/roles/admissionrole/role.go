@@ -321,6 +321,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 		Newer:         r.newer.Newer,
 		Recheck:       len(m.Listers) > 0,
 		LogDecisions:  admit.DecisionLogFromEnv(log),
+		Hooks:         m.Hooks,
 	})
 	var gateNames []string
 	for _, g := range m.Gates() {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -352,5 +353,56 @@ func TestHandlersLogWithTheirBindingAndRequest(t *testing.T) {
 				t.Errorf("line %q lacks %s", lines[i], want)
 			}
 		}
+	}
+}
+
+// The author's hooks run around every request: Before as it arrives, After
+// with the answer; a hook that panics is logged and changes no answer.
+func TestHooksRunAroundEveryRequest(t *testing.T) {
+	deny := admit.ValidateBinding(gvk, &corev1.Pod{}, func(_ context.Context, r *admission.Request[*corev1.Pod]) admission.Verdict {
+		if r.Object.Labels["app"] == "bad" {
+			return admission.Deny("app bad is not allowed")
+		}
+		return admission.Allow()
+	})
+	deny.Name, deny.Capability = "no-bad-apps", "policies"
+	deny.Operations = []admissionv1.Operation{admissionv1.Create}
+	var mu sync.Mutex
+	var calls []string
+	buf := &vigiltest.Buffer{}
+	h := admit.NewHandler([]spec.Binding{deny}, admit.Options{Module: "mod", Timeout: time.Second, Log: logr.FromSlogHandler(slog.NewTextHandler(buf, nil)),
+		Hooks: spec.Hooks{
+			Before: func(ctx context.Context, req *admissionv1.AdmissionRequest) {
+				mu.Lock()
+				calls = append(calls, "before "+req.Name)
+				second := len(calls) > 2
+				mu.Unlock()
+				if second {
+					panic("the hook's own bug")
+				}
+			},
+			After: func(ctx context.Context, req *admissionv1.AdmissionRequest, resp *admissionv1.AdmissionResponse, took time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				calls = append(calls, fmt.Sprintf("after %s allowed=%v", req.Name, resp.Allowed))
+				if took <= 0 {
+					calls = append(calls, "no duration")
+				}
+			},
+		}})
+	bad := pod(map[string]string{"app": "bad"})
+	post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, bad, nil))
+	_, resp := post(t, h, admit.ValidatePath("mod"), "application/json", review(t, admissionv1.Create, pod(nil), nil))
+	mu.Lock()
+	got := strings.Join(calls, "; ")
+	mu.Unlock()
+	if want := "before web; after web allowed=false; before web; after web allowed=true"; got != want {
+		t.Errorf("hooks ran: %s\nwant: %s", got, want)
+	}
+	if resp == nil || !resp.Allowed {
+		t.Errorf("a panicking Before hook changed the answer: %+v", resp)
+	}
+	if !strings.Contains(buf.String(), "admission hook panicked") {
+		t.Errorf("the hook's panic is not logged:\n%s", buf.String())
 	}
 }

@@ -55,6 +55,8 @@ type Options struct {
 	// LogDecisions bounds the decisions logged each second, one
 	// events.Decision line each, on Log; 0 logs none.
 	LogDecisions int
+	// Hooks are the author's functions around every request.
+	Hooks spec.Hooks
 }
 
 // Handler answers AdmissionReview requests with a module's bindings.

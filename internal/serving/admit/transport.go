@@ -47,7 +47,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := review.Request
 	var resp *admissionv1.AdmissionResponse
-	switch a := h.attribute(r.URL.Path, req); {
+	a := h.attribute(r.URL.Path, req)
+	began := time.Now()
+	if !a.canary {
+		h.before(r.Context(), req)
+	}
+	switch {
 	case a.reason != "":
 		resp = h.unattributed(r.Context(), r.URL.Path, req, a)
 	case a.canary:
@@ -60,6 +65,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp = &admissionv1.AdmissionResponse{Allowed: true}
 	}
 	h.answer(w, req.UID, resp, false)
+	if !a.canary {
+		h.after(r.Context(), req, resp, began)
+	}
 }
 
 // serveRun reviews a request (reviewRun.review) on the request's own goroutine — no
@@ -90,6 +98,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, rv *reviewRun
 			resp := h.timedOut(rv)
 			h.answer(w, uid, resp, true)
 			h.decisions.decided(rv.req, rv.current.Load(), resp, began)
+			h.after(r.Context(), rv.req, resp, began)
 		}
 	})
 	resp := rv.review(ctx, action, run)
@@ -103,6 +112,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request, rv *reviewRun
 	answered = true
 	h.answer(w, uid, resp, false)
 	h.decisions.decided(rv.req, rv.current.Load(), resp, began)
+	h.after(r.Context(), rv.req, resp, began)
 }
 
 // answer writes resp as the AdmissionReview answering uid. An answer written
