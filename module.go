@@ -46,6 +46,14 @@ type Options struct {
 	// (Require) is compiled for it, so an expression that release refuses
 	// is a definition mistake; manifests and charts render for it or newer.
 	MinKubernetes string
+	// IgnoredNamespaces are kept away from the module, as Pepr's
+	// alwaysIgnore.namespaces: no webhook or check of it sees their
+	// objects (nor the Namespaces themselves), no watch, Reconcile,
+	// Finalize or audit acts on them. The webhooks select them out by
+	// kubernetes.io/metadata.name, which the API server sets to each
+	// namespace's own name: no tenant can ignore her own namespace. Its
+	// own namespace, kube-system and kube-node-lease are always ignored.
+	IgnoredNamespaces []string
 	// Hooks run around every admission request the module answers, for the
 	// author's own metrics, logs and traces (Pepr's beforeHook and
 	// afterHook).
@@ -83,6 +91,7 @@ func NewModule(name string, opts Options) *Module {
 	d := define.New(site, name, opts.Namespace, opts.Scheme, opts.FailurePolicy, opts.WebhookTimeout, opts.Version)
 	d.SetMinKubernetes(site, opts.MinKubernetes)
 	d.SetHooks(spec.Hooks{Before: opts.Hooks.Before, After: opts.Hooks.After})
+	d.SetIgnoredNamespaces(site, opts.IgnoredNamespaces)
 	return &Module{d: d}
 }
 

@@ -52,6 +52,20 @@ type Module struct {
 	trusted      []spec.TrustedNamespace
 	provenance   *spec.Provenance
 	hooks        spec.Hooks
+	ignored      []string
+}
+
+// SetIgnoredNamespaces records the namespaces the module keeps away from,
+// as Options.IgnoredNamespaces gives them at site.
+func (m *Module) SetIgnoredNamespaces(site string, namespaces []string) {
+	for _, ns := range namespaces {
+		if problems := validation.IsDNS1123Label(ns); len(problems) > 0 {
+			m.Recordf(site, "Options.IgnoredNamespaces: %q: expected a namespace name: %s", ns, strings.Join(problems, "; "))
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ignored = slices.Compact(slices.Sorted(slices.Values(namespaces)))
 }
 
 // SetHooks records the functions run around every admission request.
@@ -188,9 +202,9 @@ func (m *Module) AddCapability(c spec.Capability) {
 		}
 	}
 	// A capability whose namespaces its webhooks all skip can never run.
-	if skipped := spec.ExcludedNamespaces(m.Namespace); len(c.Namespaces) > 0 &&
+	if skipped := spec.ExcludedNamespaces(m.Namespace, m.ignored...); len(c.Namespaces) > 0 &&
 		!slices.ContainsFunc(c.Namespaces, func(ns string) bool { return !slices.Contains(skipped, ns) }) {
-		m.Recordf(site, "capability %s: InNamespaces(%s): its webhooks never see these namespaces — a module's webhooks skip %s (its own namespace, kube-system and kube-node-lease), so it could never run; "+
+		m.Recordf(site, "capability %s: InNamespaces(%s): its webhooks never see these namespaces — a module's webhooks skip %s (its own namespace, kube-system, kube-node-lease and Options.IgnoredNamespaces), so it could never run; "+
 			"limit it to the namespaces where the objects it judges are made, or run the module in another namespace",
 			c.Name, strings.Join(c.Namespaces, ", "), strings.Join(skipped, ", "))
 	}
@@ -490,18 +504,19 @@ func (m *Module) Resolve() *spec.Module {
 		SchemaVersion: spec.SchemaVersion,
 		Name:          m.Name, Namespace: m.Namespace, Version: m.Version,
 		FailurePolicy: m.Policy, TimeoutSeconds: int32(m.Timeout / time.Second),
-		MinKubernetes: m.Kubernetes.String(),
-		Hooks:         m.hooks,
-		Capabilities:  append([]spec.Capability{}, m.capabilities...),
-		Bindings:      append([]spec.Binding{}, m.bindings...),
-		Checks:        append([]spec.Check(nil), m.checks...),
-		Watches:       append([]spec.Watch{}, m.watches...),
-		Schedules:     append([]spec.Schedule{}, m.schedules...),
-		Listers:       []spec.Lister{},
-		CRDs:          append([]spec.CRD(nil), m.crds...),
-		Settings:      append([]spec.Setting(nil), m.settings...),
-		Rules:         m.resolveRules(),
-		Scheme:        m.Scheme,
+		MinKubernetes:     m.Kubernetes.String(),
+		Hooks:             m.hooks,
+		IgnoredNamespaces: slices.Clone(m.ignored),
+		Capabilities:      append([]spec.Capability{}, m.capabilities...),
+		Bindings:          append([]spec.Binding{}, m.bindings...),
+		Checks:            append([]spec.Check(nil), m.checks...),
+		Watches:           append([]spec.Watch{}, m.watches...),
+		Schedules:         append([]spec.Schedule{}, m.schedules...),
+		Listers:           []spec.Lister{},
+		CRDs:              append([]spec.CRD(nil), m.crds...),
+		Settings:          append([]spec.Setting(nil), m.settings...),
+		Rules:             m.resolveRules(),
+		Scheme:            m.Scheme,
 	}
 	var gates []spec.Gate
 	for _, g := range m.gates {
@@ -513,6 +528,13 @@ func (m *Module) Resolve() *spec.Module {
 	out.Env, out.Mounts = resolveConfig(m.envs, m.mounts, m.gates)
 	for _, l := range m.listers {
 		out.Listers = append(out.Listers, l.Spec)
+	}
+	if len(m.ignored) > 0 {
+		// Every watch keeps away from the ignored namespaces.
+		ignored := spec.NotInNamespace(slices.Clone(m.ignored)...)
+		for i := range out.Watches {
+			out.Watches[i].Filters = append(slices.Clone(out.Watches[i].Filters), ignored)
+		}
 	}
 	return out
 }

@@ -211,24 +211,26 @@ func IsPlumbing(group, kind string) bool {
 
 // ExcludedNamespaces are the namespaces no webhook or check of a module
 // running in namespace own ever matches, sorted: its own, kube-system and
-// kube-node-lease (the Kubernetes admission webhook good practices).
-func ExcludedNamespaces(own string) []string {
-	out := []string{own, metav1.NamespaceSystem, corev1.NamespaceNodeLease}
+// kube-node-lease (the Kubernetes admission webhook good practices), and
+// those the module ignores (Module.IgnoredNamespaces).
+func ExcludedNamespaces(own string, ignored ...string) []string {
+	out := append([]string{own, metav1.NamespaceSystem, corev1.NamespaceNodeLease}, ignored...)
 	slices.Sort(out)
 	return slices.Compact(out)
 }
 
 // NewExclusionPolicy is the exclusion policy of a module running in
-// namespace whose gates wait for objects: the same for every capability
+// namespace, ignoring the namespaces ignored, whose gates wait for objects:
+// the same for every capability
 // until For or Of narrows it.
-func NewExclusionPolicy(namespace string, objects []Exclusion) ExclusionPolicy {
-	return ExclusionPolicy{Namespaces: ExcludedNamespaces(namespace), Plumbing: slices.Clone(Plumbing), Objects: objects}
+func NewExclusionPolicy(namespace string, ignored []string, objects []Exclusion) ExclusionPolicy {
+	return ExclusionPolicy{Namespaces: ExcludedNamespaces(namespace, ignored...), Plumbing: slices.Clone(Plumbing), Objects: objects}
 }
 
 // ExclusionPolicy is the module's exclusion policy, before any capability's
 // namespaces or opt-out label.
 func (m *Module) ExclusionPolicy() ExclusionPolicy {
-	return NewExclusionPolicy(m.Namespace, m.Exclusions())
+	return NewExclusionPolicy(m.Namespace, m.IgnoredNamespaces, m.Exclusions())
 }
 
 // For is p for a capability limited to namespaces only (empty: all) with

@@ -80,7 +80,7 @@ func TestExclusionPolicyAdmitsAsItRenders(t *testing.T) {
 		{Group: "example.com", Version: "v1", Kind: "ClusterConfig", Name: "initial", Scope: spec.ScopeUnknown},
 		{Version: "v1", Kind: "Namespace", Name: "tenant", Scope: spec.ClusterScoped},
 	}
-	all := spec.NewExclusionPolicy("m-system", objects)
+	all := spec.NewExclusionPolicy("m-system", nil, objects)
 	limited := all.For([]string{"apps", "web"}, optOut)
 	out := map[string]string{optOut: spec.OptOutValue}
 	const optIn = "opt.example.com/in"

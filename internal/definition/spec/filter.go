@@ -16,6 +16,14 @@ func InNamespace(namespaces ...string) Filter {
 	}}
 }
 
+// NotInNamespace selects objects in none of the namespaces: the module's
+// ignored ones, on every watch.
+func NotInNamespace(namespaces ...string) Filter {
+	return Filter{Describe: fmt.Sprintf("not in ignored namespaces %v", namespaces), Match: func(m Meta) bool {
+		return !slices.Contains(namespaces, m.Namespace)
+	}}
+}
+
 // InNamespaceRegex selects objects in namespaces matching re.
 func InNamespaceRegex(re *regexp.Regexp) Filter {
 	return Filter{Describe: "in namespaces matching " + re.String(), Match: func(m Meta) bool {

@@ -31,6 +31,9 @@ type Module struct {
 	// as "1.33": the CEL the API server runs for it is compiled for that
 	// release, and its manifests render for it or newer.
 	MinKubernetes string `json:"minKubernetes"`
+	// IgnoredNamespaces are kept away from the module: no webhook or check
+	// sees them, no watch or audit acts on their objects.
+	IgnoredNamespaces []string `json:"ignoredNamespaces,omitempty"`
 	// Hooks run around every admission request the module answers.
 	Hooks Hooks `json:"-"`
 

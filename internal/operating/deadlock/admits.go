@@ -49,7 +49,7 @@ func (n *Module) exclusion() spec.ExclusionPolicy {
 			objects = append(objects, e)
 		}
 	}
-	return spec.NewExclusionPolicy(n.Namespace, objects)
+	return spec.NewExclusionPolicy(n.Namespace, n.Ignored, objects)
 }
 
 // request is the admission request creating o makes: a Namespace's names

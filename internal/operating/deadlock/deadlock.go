@@ -47,8 +47,10 @@ type Need struct {
 // Module is one module as far as its startup goes: what the analysis reads
 // of a spec.Module (see Of).
 type Module struct {
-	Name       string
-	Namespace  string
+	Name      string
+	Namespace string
+	// Ignored are the namespaces the module ignores.
+	Ignored    []string
 	Gates      []Gate
 	FailClosed []Webhook
 	Needs      []Need
@@ -60,7 +62,7 @@ type Module struct {
 // Of is what the analysis reads of a module: its gates, what they wait for
 // and create, and its fail-closed webhooks.
 func Of(m *spec.Module) Module {
-	out := Module{Name: m.Name, Namespace: m.Namespace}
+	out := Module{Name: m.Name, Namespace: m.Namespace, Ignored: m.IgnoredNamespaces}
 	for _, c := range m.CRDs {
 		out.Ships = append(out.Ships, spec.Object{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Name: c.Name})
 	}

@@ -347,7 +347,7 @@ func newRegistrar(cfg *rest.Config, m *spec.Module, verify bool, log logr.Logger
 		}
 	}
 	return registration.New(cs, registration.Options{
-		Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Gated: registration.GatedObjects(m),
+		Module: m.Name, Namespace: m.Namespace, Ignored: m.IgnoredNamespaces, Version: m.Version, Bindings: m.Bindings, Gated: registration.GatedObjects(m),
 		ClientConfig: clientConfig, CABundle: caBundle, FailurePolicy: m.FailurePolicy, Policies: m.Policies(),
 		TimeoutSeconds: m.TimeoutSeconds, Mapper: mapper, Log: log,
 	}), nil

@@ -50,5 +50,5 @@ func VerifyExclusions(mapper meta.RESTMapper, m *spec.Module) error {
 // exclusion is the module's exclusion policy (spec.ExclusionPolicy), before
 // any capability's namespaces or opt-out label.
 func (r *Registrar) exclusion() spec.ExclusionPolicy {
-	return spec.NewExclusionPolicy(r.opts.Namespace, r.opts.Gated)
+	return spec.NewExclusionPolicy(r.opts.Namespace, r.opts.Ignored, r.opts.Gated)
 }

@@ -21,6 +21,9 @@ import (
 type Options struct {
 	Module    string
 	Namespace string
+	// Ignored are the namespaces the module ignores, kept out of every
+	// webhook (spec.Module.IgnoredNamespaces).
+	Ignored []string
 	// Version of the module; a configuration written by a newer one is left
 	// alone. "0.0.0" when empty.
 	Version  string

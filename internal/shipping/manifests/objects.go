@@ -356,7 +356,7 @@ func Enforced(m *spec.Module, mapper meta.RESTMapper) (*admissionregistrationv1.
 
 func registrar(m *spec.Module, mapper meta.RESTMapper, caBundle []byte) *registration.Registrar {
 	return registration.New(nil, registration.Options{
-		Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Gated: registration.GatedObjects(m),
+		Module: m.Name, Namespace: m.Namespace, Ignored: m.IgnoredNamespaces, Version: m.Version, Bindings: m.Bindings, Gated: registration.GatedObjects(m),
 		FailurePolicy: m.FailurePolicy, Policies: m.Policies(), TimeoutSeconds: m.TimeoutSeconds, Mapper: mapper,
 		CABundle: func() []byte { return caBundle },
 		ClientConfig: func(path string) admissionregistrationv1.WebhookClientConfig {
