@@ -192,3 +192,33 @@ func TestScheduleStartingAt(t *testing.T) {
 		t.Errorf("ran at %s; want at StartingAt, %s", at.Format(time.RFC3339Nano), start.Format(time.RFC3339Nano))
 	}
 }
+
+// StartingAtInstall runs a schedule at once when it is first seen active,
+// then every interval; a restart within the interval does not run it again,
+// since the moment it started is kept in the Store.
+func TestScheduleStartingAtInstall(t *testing.T) {
+	ns := env.Namespace(t)
+	m := vigil.NewModule("schedule-install", vigil.Options{Namespace: ns})
+	var r runs
+	m.OnSchedule("now", vigil.Every(time.Hour), r.record, vigil.StartingAtInstall())
+	kc := kubeconfig(t)
+	began := time.Now()
+	stop := runWatcher(t, m, kc, "--leader-elect=false")
+	eventually(t, 10*time.Second, "the first run at install", func() bool { return len(r.times()) == 1 })
+	if d := r.times()[0].Sub(began); d > 10*time.Second {
+		t.Errorf("the first run came %s after the watcher started; want at once", d)
+	}
+	stop()
+	stop = runWatcher(t, m, kc, "--leader-elect=false")
+	time.Sleep(1500 * time.Millisecond)
+	stop()
+	if n := len(r.times()); n != 1 {
+		t.Errorf("StartingAtInstall: %d runs across a restart within the hour; want 1", n)
+	}
+
+	bad := vigil.NewModule("schedule-install", vigil.Options{})
+	bad.OnSchedule("both", vigil.Every(time.Hour), r.record, vigil.StartingAtInstall(), vigil.StartingAt(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)))
+	if err := bad.Verify(); err == nil {
+		t.Error("StartingAt with StartingAtInstall passed Verify")
+	}
+}

@@ -185,11 +185,15 @@ func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Cont
 			}
 			o.apply(&s)
 		}
+		if s.AtInstall && !s.StartAt.IsZero() {
+			m.d.Recordf(site, "OnSchedule(%q): StartingAt and StartingAtInstall both say when it starts: keep one", name)
+		}
 		m.d.AddSchedule(s)
 	}
 }
 
-// ScheduleOption refines an OnSchedule: StartingAt, Completions, SkipMissed.
+// ScheduleOption refines an OnSchedule: StartingAt, StartingAtInstall,
+// Completions, SkipMissed.
 type ScheduleOption struct {
 	apply func(*spec.Schedule)
 	// mistake, when set, is what is wrong with the option.
@@ -206,6 +210,15 @@ func StartingAt(t time.Time) ScheduleOption {
 		o.mistake = fmt.Sprintf("StartingAt(%s): expected a time, as in time.Date(2027, 1, 1, 3, 0, 0, 0, time.UTC)", t)
 	}
 	return o
+}
+
+// StartingAtInstall makes the schedule's first tick the moment it is first
+// seen active, that is just after the module is first installed — Pepr's
+// startTime of now: it runs at once, then every interval (a Cron: at its
+// next time). That moment is kept in the module's Store, so a restart or a
+// new leader does not start it over. It cannot be combined with StartingAt.
+func StartingAtInstall() ScheduleOption {
+	return ScheduleOption{apply: func(s *spec.Schedule) { s.AtInstall = true }}
 }
 
 // Completions ends the schedule once n runs succeeded, counted across

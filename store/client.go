@@ -106,6 +106,7 @@ type Client struct {
 type subscriber struct {
 	prefix string
 	fn     func(Change)
+	batch  func([]Change)
 }
 
 // New returns a Client for the Store object opts names. Call Start before use.
@@ -276,11 +277,19 @@ func (s *Client) observe(o any, deleted bool) {
 
 	changes := diff(before, after)
 	for _, sub := range subs {
+		var batch []Change
 		for _, ch := range changes {
 			if k, ok := sub.inScope(ch.Key); ok {
 				ch.Key = k
-				sub.fn(ch)
+				if sub.batch != nil {
+					batch = append(batch, ch)
+				} else {
+					sub.fn(ch)
+				}
 			}
+		}
+		if len(batch) > 0 {
+			sub.batch(batch)
 		}
 	}
 }
@@ -439,11 +448,51 @@ func (sc scope) RemoveAndWait(ctx context.Context, key string) error {
 }
 
 func (sc scope) Subscribe(fn func(Change)) (func(), error) {
+	return sc.subscribe(&subscriber{prefix: sc.prefix, fn: fn})
+}
+
+func (sc scope) SubscribeBatch(fn func([]Change)) (func(), error) {
+	return sc.subscribe(&subscriber{prefix: sc.prefix, batch: fn})
+}
+
+// Clear removes every key of the scope in one write, and waits until the
+// local copy has them gone.
+func (sc scope) Clear(ctx context.Context) error {
+	if sc.err != nil {
+		return sc.err
+	}
+	if !sc.c.started.Load() {
+		return ErrNotStarted
+	}
+	o := &op{ctx: ctx, name: "*", done: make(chan struct{}), clear: func(key string) bool {
+		name, ok := inScope(sc.prefix, key)
+		return ok && !(sc.prefix == "" && strings.HasPrefix(name, ReservedPrefix))
+	}}
+	select {
+	case sc.c.ops <- o:
+	case <-ctx.Done():
+		return fmt.Errorf("store: clear: %w", context.Cause(ctx))
+	}
+	select {
+	case <-o.done:
+		if o.err != nil {
+			return fmt.Errorf("store: clear: %w", o.err)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("store: clear: %w", context.Cause(ctx))
+	}
+	if o.rv == "" {
+		return nil // nothing to clear
+	}
+	return sc.c.waitSeen(ctx, o.rv)
+}
+
+func (sc scope) subscribe(sub *subscriber) (func(), error) {
 	s := sc.c
 	s.mu.Lock()
 	id := s.nextSub
 	s.nextSub++
-	s.subs[id] = &subscriber{prefix: sc.prefix, fn: fn}
+	s.subs[id] = sub
 	s.mu.Unlock()
 	var once sync.Once
 	return func() {

@@ -142,6 +142,22 @@ func (l *Lazy) Subscribe(fn func(Change)) (func(), error) {
 	return s.Subscribe(fn)
 }
 
+func (l *Lazy) SubscribeBatch(fn func([]Change)) (func(), error) {
+	s, err := l.get(l.ctx)
+	if err != nil {
+		return func() {}, err
+	}
+	return s.SubscribeBatch(fn)
+}
+
+func (l *Lazy) Clear(ctx context.Context) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Clear(ctx)
+}
+
 func (l *Lazy) WaitForSync(ctx context.Context) error {
 	_, err := l.get(ctx)
 	return err

@@ -30,6 +30,14 @@ type Store interface {
 	// the delivery of later changes.
 	// It fails as Get does.
 	Subscribe(fn func(Change)) (unsubscribe func(), err error)
+	// SubscribeBatch is Subscribe with the changes of one write together,
+	// in key order: a Clear, or the writes that shared a commit, arrive as
+	// one call.
+	SubscribeBatch(fn func([]Change)) (unsubscribe func(), err error)
+	// Clear removes every key of this scope, and waits until the local copy
+	// holds none. In the module-wide scope it leaves vigil's own keys
+	// (ReservedPrefix), such as the schedules' state.
+	Clear(ctx context.Context) error
 	// WaitForSync waits until the local copy holds the state as of the first
 	// list from the API server.
 	WaitForSync(ctx context.Context) error
@@ -38,6 +46,11 @@ type Store interface {
 	// module-wide Store reads itself.
 	Module() Reader
 }
+
+// ReservedPrefix begins the keys vigil keeps in a module's module-wide scope
+// for itself (vigil.schedule.<name>, a schedule's last tick): read them if
+// you like, but leave them be; Clear does.
+const ReservedPrefix = "vigil."
 
 // Reader reads a Store.
 type Reader interface {

@@ -544,3 +544,59 @@ func TestLazyReturnsConnectionErrors(t *testing.T) {
 		t.Fatalf("Get after the grant = %q, %v; want \"v\", true", v, ok)
 	}
 }
+
+// Clear empties a scope and nothing else: another capability's keys stay,
+// and in the module-wide scope vigil's own keys stay. A batch subscriber
+// hears the whole Clear in one call.
+func TestClearEmptiesOneScopeInOneBatch(t *testing.T) {
+	ctx := t.Context()
+	s := start(t, env.Config, env.Namespace(t))
+	policies, other := s.Scope("policies"), s.Scope("other")
+	for _, kv := range [][2]string{{"a", "1"}, {"b", "2"}, {"c", "3"}} {
+		if err := policies.Set(ctx, kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range []struct {
+		s   store.Store
+		key string
+	}{{other, "keep"}, {s, "mine"}, {s, store.ReservedPrefix + "schedule.tick"}} {
+		if err := w.s.SetAndWait(ctx, w.key, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var batches [][]store.Change
+	unsubscribe, err := policies.SubscribeBatch(func(ch []store.Change) {
+		mu.Lock()
+		batches = append(batches, ch)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsubscribe()
+	if err := policies.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if k := keys(t, policies); len(k) != 0 {
+		t.Errorf("policies keys after Clear: %v", k)
+	}
+	if k := keys(t, other); len(k) != 1 {
+		t.Errorf("another scope's keys after policies' Clear: %v, want [keep]", k)
+	}
+	mu.Lock()
+	if len(batches) != 1 || len(batches[0]) != 3 || !batches[0][0].Removed || batches[0][0].Key != "a" {
+		t.Errorf("batches heard: %+v; want one of the three removals, in key order", batches)
+	}
+	mu.Unlock()
+	if err := s.Clear(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if k := keys(t, s); len(k) != 1 || k[0] != store.ReservedPrefix+"schedule.tick" {
+		t.Errorf("module-wide keys after Clear: %v, want vigil's own only", k)
+	}
+	if k := keys(t, other); len(k) != 1 {
+		t.Errorf("a capability's keys after the module-wide Clear: %v, want [keep]", k)
+	}
+}

@@ -24,6 +24,9 @@ type op struct {
 	key    string // as stored, with the scope's prefix
 	name   string // as the caller named it
 	mutate mutation
+	// clear, when set, makes the op remove every stored key it reports
+	// (Clear): key and mutate are unused.
+	clear func(key string) bool
 
 	done chan struct{}
 	rv   string
@@ -204,6 +207,16 @@ func apply(base *v1alpha1.Store, batch []*op, ns, name string) (*v1alpha1.Store,
 	results := make([]error, len(batch))
 	changed := false
 	for i, o := range batch {
+		if o.clear != nil {
+			for k, v := range next.Data {
+				if o.clear(k) {
+					size -= entrySize(k, v, true)
+					delete(next.Data, k)
+					changed = true
+				}
+			}
+			continue
+		}
 		old, found := next.Data[o.key]
 		v, keep, err := o.mutate(old, found)
 		if err != nil {

@@ -116,3 +116,19 @@ func (s scope) RemoveAndWait(ctx context.Context, k string) error { return s.Rem
 func (s scope) Subscribe(func(store.Change)) (func(), error)      { return func() {}, nil }
 func (s scope) WaitForSync(context.Context) error                 { return nil }
 func (s scope) Module() store.Reader                              { return scope{m: s.m} }
+
+func (s scope) SubscribeBatch(func([]store.Change)) (func(), error) { return func() {}, nil }
+
+// Clear removes the scope's keys but vigil's own, as the Store does.
+func (s scope) Clear(ctx context.Context) error {
+	keys, _ := s.Keys()
+	for _, k := range keys {
+		if s.prefix == "" && strings.HasPrefix(k, store.ReservedPrefix) {
+			continue
+		}
+		if err := s.Remove(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}

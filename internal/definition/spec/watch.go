@@ -152,6 +152,8 @@ type Schedule struct {
 	// StartAt, when set, is its first tick; else the first tick after it
 	// was first seen active.
 	StartAt time.Time `json:"startAt,omitzero"`
+	// AtInstall makes its first tick the moment it was first seen active.
+	AtInstall bool `json:"atInstall,omitempty"`
 	// Completions, when above 0, ends it after that many runs succeeded.
 	Completions int `json:"completions,omitempty"`
 	// SkipMissed skips the ticks that passed while no watcher ran; without

@@ -107,6 +107,8 @@ func (r *scheduleRunner) first(st scheduleState, now time.Time) (time.Time, int)
 	switch {
 	case !st.Last.IsZero():
 		due = r.s.Next(st.Last)
+	case r.s.AtInstall:
+		due = st.Since // the moment it was first seen active, kept in the Store
 	case !r.s.StartAt.IsZero() && r.s.Every > 0:
 		due = r.s.StartAt // an interval's ticks are StartAt, StartAt+d, …
 	case !r.s.StartAt.IsZero():

@@ -27,7 +27,11 @@ func (noStore) SetAndWait(context.Context, string, string) error { return errNoS
 func (noStore) RemoveAndWait(context.Context, string) error      { return errNoStore }
 func (noStore) Subscribe(func(store.Change)) (func(), error)     { return func() {}, errNoStore }
 func (noStore) WaitForSync(context.Context) error                { return nil }
-func (noStore) Module() store.Reader                             { return noStore{} }
+func (noStore) Clear(context.Context) error                      { return errNoStore }
+func (noStore) SubscribeBatch(func([]store.Change)) (func(), error) {
+	return func() {}, errNoStore
+}
+func (noStore) Module() store.Reader { return noStore{} }
 
 // dryRunStore refuses writes: see ErrDryRun.
 type dryRunStore struct{ store.Store }
@@ -36,9 +40,13 @@ func (dryRunStore) Set(context.Context, string, string) error { return ErrDryRun
 func (dryRunStore) Update(context.Context, string, func(string, bool) (string, error)) error {
 	return ErrDryRun
 }
-func (dryRunStore) Remove(context.Context, string) error              { return ErrDryRun }
-func (dryRunStore) SetAndWait(context.Context, string, string) error  { return ErrDryRun }
-func (dryRunStore) RemoveAndWait(context.Context, string) error       { return ErrDryRun }
+func (dryRunStore) Remove(context.Context, string) error             { return ErrDryRun }
+func (dryRunStore) SetAndWait(context.Context, string, string) error { return ErrDryRun }
+func (dryRunStore) RemoveAndWait(context.Context, string) error      { return ErrDryRun }
+func (dryRunStore) Clear(context.Context) error                      { return ErrDryRun }
+func (d dryRunStore) SubscribeBatch(fn func([]store.Change)) (func(), error) {
+	return d.Store.SubscribeBatch(fn)
+}
 func (d dryRunStore) Subscribe(fn func(store.Change)) (func(), error) { return d.Store.Subscribe(fn) }
 func (d dryRunStore) WaitForSync(ctx context.Context) error           { return d.Store.WaitForSync(ctx) }
 func (d dryRunStore) Get(key string) (string, bool, error)            { return d.Store.Get(key) }
