@@ -76,7 +76,9 @@ func JoinDenials() CapabilityOption {
 // policies Fail everywhere but Ignore in istio-system, whose pods the
 // module's own pods may wait for. The same bindings judge every namespace;
 // the namespaces get a webhook of their own, which plan shows, and the
-// capability's other webhook leaves them out.
+// capability's other webhook leaves them out. A capability limited with
+// InNamespaces governs these namespaces too, as Pepr's additionalWebhooks
+// do: its bindings, checks and watches reach them.
 //
 //	policies := m.Capability("policies", vigil.FailurePolicyIn(admission.Ignore, "istio-system"))
 func FailurePolicyIn(policy admission.FailurePolicy, namespaces ...string) CapabilityOption {
@@ -123,7 +125,7 @@ func (m *Module) Capability(name string, opts ...CapabilityOption) *Capability {
 	for _, o := range opts {
 		o(c)
 	}
-	m.d.AddCapability(c.c)
+	c.c = m.d.AddCapability(c.c)
 	return c
 }
 

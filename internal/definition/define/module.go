@@ -190,8 +190,10 @@ func (m *Module) AddGate(g *Gate, site string) {
 
 // AddCapability records a capability, checking its name, its namespaces and
 // its opt-out label; mistakes are recorded at c.Site, an opt-out's at
-// OptOutLabel's call.
-func (m *Module) AddCapability(c spec.Capability) {
+// OptOutLabel's call. It returns the capability as recorded: one limited to
+// namespaces also governs those its FailurePolicyIn names (Pepr's
+// additionalWebhooks), each with a webhook of its own.
+func (m *Module) AddCapability(c spec.Capability) spec.Capability {
 	site := c.Site
 	if problems := validation.IsDNS1123Label(c.Name); len(problems) > 0 {
 		m.Recordf(site, "capability name %q: %s", c.Name, strings.Join(problems, "; "))
@@ -255,9 +257,13 @@ func (m *Module) AddCapability(c spec.Capability) {
 				m.errs = append(m.errs, fmt.Errorf("%s: capability %s: FailurePolicyIn(%s, %q): namespace %s has a failure policy already", np.Site, c.Name, np.Policy, ns, ns))
 			}
 			seen[ns] = true
+			if len(c.Namespaces) > 0 && !slices.Contains(c.Namespaces, ns) {
+				c.Namespaces = append(slices.Clone(c.Namespaces), ns)
+			}
 		}
 	}
 	m.capabilities = append(m.capabilities, c)
+	return c
 }
 
 // checkOptOut finds what is wrong with o, a capability's opt-out or opt-in
