@@ -18,8 +18,8 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/definition/define"
 	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/internal/definition/define"
 	"github.com/vigilkit/vigil/internal/shipping/manifests"
 	"github.com/vigilkit/vigil/vigiltest"
 )

@@ -94,7 +94,9 @@ const (
 func (b *WatchBuilder[T]) Ordered(by QueueBy, fn func(ctx context.Context, obj T, event WatchEvent) error) {
 	b.wd.AddWatch(define.Caller(), spec.RoleOrdered, nil, func(w *spec.Watch) {
 		w.Queue = spec.QueueBy(by)
-		w.Ordered = func(ctx context.Context, obj client.Object, ev spec.Event) error { return fn(ctx, obj.(T), WatchEvent(ev)) }
+		w.Ordered = func(ctx context.Context, obj client.Object, ev spec.Event) error {
+			return fn(ctx, obj.(T), WatchEvent(ev))
+		}
 	})
 }
 
