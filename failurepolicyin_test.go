@@ -40,16 +40,7 @@ func TestFailurePolicyInOutsideTheCapability(t *testing.T) {
 			}
 			return admission.Allow()
 		})
-	s, mistakes, _ := define.Resolved(m)
-	if mistakes != nil {
-		t.Fatal(mistakes)
-	}
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	_, validating, err := manifests.Enforced(s, mapper)
-	if err != nil {
-		t.Fatal(err)
-	}
+	validating := enforcedValidating(t, m)
 	found := false
 	for _, w := range validating.Webhooks {
 		for _, r := range w.NamespaceSelector.MatchExpressions {
@@ -106,4 +97,21 @@ func TestFailurePolicyInOutsideTheCapability(t *testing.T) {
 	if err := env.Client.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "no-team"}}); err != nil {
 		t.Errorf("a namespace neither InNamespaces nor FailurePolicyIn names: %v, want it never sent", err)
 	}
+}
+
+// enforcedValidating is the validating webhook configuration registration
+// makes for m once it enforces, with ConfigMaps its only kind.
+func enforcedValidating(t *testing.T, m *vigil.Module) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	s, mistakes, _ := define.Resolved(m)
+	if mistakes != nil {
+		t.Fatal(mistakes)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	_, validating, err := manifests.Enforced(s, mapper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return validating
 }

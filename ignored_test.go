@@ -9,13 +9,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
-	"github.com/vigilkit/vigil/internal/definition/define"
-	"github.com/vigilkit/vigil/internal/shipping/manifests"
 )
 
 // A module's ignored namespaces are kept away from it: its webhooks select
@@ -37,16 +34,7 @@ func TestIgnoredNamespacesAreKeptAwayFromTheModule(t *testing.T) {
 			mu.Unlock()
 		}, vigil.EventAdded)
 
-	s, mistakes, _ := define.Resolved(m)
-	if mistakes != nil {
-		t.Fatal(mistakes)
-	}
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	_, validating, err := manifests.Enforced(s, mapper)
-	if err != nil {
-		t.Fatal(err)
-	}
+	validating := enforcedValidating(t, m)
 	for _, w := range validating.Webhooks {
 		out := false
 		for _, r := range w.NamespaceSelector.MatchExpressions {

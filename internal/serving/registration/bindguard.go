@@ -29,20 +29,10 @@ func BindingGuard(m *spec.Module, serviceAccounts []string) Guard {
 			user, spec.BindingName(sa), spec.NamespaceRoleName(sa, ""), sa, m.Namespace))
 	}
 	return newGuard(m.Name, spec.BindingGuardName(m.Name), admissionregistrationv1.Deny, admissionregistrationv1.ValidatingAdmissionPolicySpec{
-		MatchConstraints: &admissionregistrationv1.MatchResources{
-			NamespaceSelector: &metav1.LabelSelector{},
-			ObjectSelector:    &metav1.LabelSelector{},
-			ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-					Rule: admissionregistrationv1.Rule{
-						APIGroups: []string{"rbac.authorization.k8s.io"}, APIVersions: []string{"*"}, Resources: []string{"rolebindings"},
-						Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-					},
-				},
-			}},
-			MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
-		},
+		MatchConstraints: createsAndUpdates(admissionregistrationv1.Rule{
+			APIGroups: []string{"rbac.authorization.k8s.io"}, APIVersions: []string{"*"}, Resources: []string{"rolebindings"},
+			Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+		}),
 		MatchConditions: []admissionregistrationv1.MatchCondition{{
 			Name:       "by-the-modules-roles",
 			Expression: fmt.Sprintf("request.userInfo.username in [%s]", strings.Join(users, ", ")),

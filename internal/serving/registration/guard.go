@@ -63,20 +63,10 @@ func guard(module, name string, o *spec.OptOut, what string) Guard {
 	allowed := fmt.Sprintf(`request.userInfo.username in [%s] || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in [%s]))`,
 		strings.Join(users, ", "), strings.Join(groups, ", "))
 	return newGuard(module, name, admissionregistrationv1.Deny, admissionregistrationv1.ValidatingAdmissionPolicySpec{
-		MatchConstraints: &admissionregistrationv1.MatchResources{
-			NamespaceSelector: &metav1.LabelSelector{},
-			ObjectSelector:    &metav1.LabelSelector{},
-			ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-					Rule: admissionregistrationv1.Rule{
-						APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"},
-						Scope: ptr.To(admissionregistrationv1.AllScopes),
-					},
-				},
-			}},
-			MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
-		},
+		MatchConstraints: createsAndUpdates(admissionregistrationv1.Rule{
+			APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*/*"},
+			Scope: ptr.To(admissionregistrationv1.AllScopes),
+		}),
 		MatchConditions: []admissionregistrationv1.MatchCondition{{
 			Name:       "sets-changes-or-removes-the-label",
 			Expression: label("object") + " != " + label("oldObject"),
@@ -88,6 +78,22 @@ func guard(module, name string, o *spec.OptOut, what string) Guard {
 			Reason: ptr.To(metav1.StatusReasonForbidden),
 		}},
 	})
+}
+
+// createsAndUpdates matches every create and update of what rule names, with
+// no selector, so that no label can switch a guard off.
+func createsAndUpdates(rule admissionregistrationv1.Rule) *admissionregistrationv1.MatchResources {
+	return &admissionregistrationv1.MatchResources{
+		NamespaceSelector: &metav1.LabelSelector{},
+		ObjectSelector:    &metav1.LabelSelector{},
+		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule:       rule,
+			},
+		}},
+		MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
+	}
 }
 
 // newGuard is the ValidatingAdmissionPolicy name of the module with spec,
