@@ -2,6 +2,8 @@ package vigiltest_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -74,7 +76,9 @@ func TestModuleKitAsTheREADMEShowsIt(t *testing.T) {
 // bound its own rights in it, to itself alone.
 func TestModuleInstalledBeforeItsNamespaces(t *testing.T) {
 	apps := "kit-late-" + randSuffix(t)
-	m := env.InstallModule(t, vigiltest.ModuleOptions{Dir: "./testdata/kit", Env: []string{"KIT_APPS=" + apps}})
+	// The stale bound at its least, so that the wait for the namespace
+	// outlasts it twice over.
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Dir: "./testdata/kit", Env: []string{"KIT_APPS=" + apps, "VIGIL_WATCH_STALE_AFTER=4s"}})
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: apps}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("namespace %s: %v; want it absent while the module installs", apps, err)
 	}
@@ -84,7 +88,20 @@ func TestModuleInstalledBeforeItsNamespaces(t *testing.T) {
 	}
 	m.RunGates(60 * time.Second)
 	m.StartAdmission(60 * time.Second)
-	m.StartWatcher(60 * time.Second)
+	watcher := m.StartWatcher(60 * time.Second)
+	// Waiting for a namespace is no stale informer: the watcher stays ready.
+	vigiltest.Consistently(t, 10*time.Second, func() error {
+		resp, err := http.Get("http://" + watcher.Ports["probes"] + "/readyz")
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("the watcher's /readyz while %s does not exist yet: %d %s", apps, resp.StatusCode, body)
+		}
+		return nil
+	})
 
 	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: apps}}); err != nil {
 		t.Fatal(err)
@@ -110,7 +127,7 @@ func TestModuleInstalledBeforeItsNamespaces(t *testing.T) {
 
 	// The roles may create that binding and no other: not one of their
 	// ClusterRole in another namespace, nor to another subject.
-	watcher, err := env.AsServiceAccount(m.Namespace, "kit-watcher")
+	asWatcher, err := env.AsServiceAccount(m.Namespace, "kit-watcher")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +137,7 @@ func TestModuleInstalledBeforeItsNamespaces(t *testing.T) {
 		"another subject": {ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "tenant"},
 			RoleRef: rb.RoleRef, Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: apps}}},
 	} {
-		if err := watcher.Create(t.Context(), bad); err == nil {
+		if err := asWatcher.Create(t.Context(), bad); err == nil {
 			t.Errorf("%s: the watcher created RoleBinding %s/%s binding %s to %v", name, bad.Namespace, bad.Name, bad.RoleRef.Name, bad.Subjects)
 		}
 	}

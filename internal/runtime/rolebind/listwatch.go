@@ -116,7 +116,7 @@ func (l *bindingLW) WatchWithContext(ctx context.Context, opts metav1.ListOption
 			// which lists the namespace empty.
 			return nil, apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("namespace %s does not exist yet", ns))
 		}
-		return l.await(ctx, ns), nil
+		return l.await(ctx, ns, opts.TimeoutSeconds), nil
 	}
 	w, err := l.ListerWatcherWithContext.WatchWithContext(ctx, opts)
 	if ns := l.absent(ctx, err); ns != "" {
@@ -127,9 +127,17 @@ func (l *bindingLW) WatchWithContext(ctx context.Context, opts metav1.ListOption
 
 // await is a watch that says nothing until namespace ns exists and the
 // role's rights there are in force, then ends with 410 Gone: the reflector
-// lists it again, for real.
-func (l *bindingLW) await(ctx context.Context, ns string) watch.Interface {
-	ctx, cancel := context.WithCancel(ctx)
+// lists it again, for real. As a watch of the API server, it ends after
+// timeoutSeconds (when set) without an event, and the reflector watches
+// again: an informer that waits for its namespace for days is renewed as
+// any other, and its role's health tracker never finds it stale.
+func (l *bindingLW) await(ctx context.Context, ns string, timeoutSeconds *int64) watch.Interface {
+	var cancel context.CancelFunc
+	if timeoutSeconds != nil && *timeoutSeconds > 0 {
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(*timeoutSeconds)*time.Second)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
 	ch := make(chan watch.Event, 1)
 	go func() {
 		defer close(ch)
