@@ -106,6 +106,7 @@ func TestModuleInstalledBeforeItsNamespaces(t *testing.T) {
 	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: apps}}); err != nil {
 		t.Fatal(err)
 	}
+	created := time.Now()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "late", Labels: map[string]string{"app": "shop"}}}
 	if patch := vigiltest.Mutated(t, env.Client, cm); !patch.HasLabel("checked", "true") {
 		t.Fatalf("patch %s: want the label checked=true added in %s", patch, apps)
@@ -117,6 +118,7 @@ func TestModuleInstalledBeforeItsNamespaces(t *testing.T) {
 		}
 		return nil
 	}))
+	t.Logf("namespace %s created: the watcher's Reconcile had acted there %s later", apps, time.Since(created).Round(time.Millisecond))
 	var rb rbacv1.RoleBinding
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: apps, Name: "vigil:kit-watcher"}, &rb); err != nil {
 		t.Fatalf("the watcher's RoleBinding in %s: %v", apps, err)
