@@ -102,6 +102,16 @@ func TestModuleInstalledBeforeItsNamespaces(t *testing.T) {
 		}
 		return nil
 	})
+	// The audit of the existing objects finds nothing there, and no error.
+	vigiltest.Eventually(t, 30*time.Second, func() error {
+		if out := m.Output("watcher"); !strings.Contains(out, "audit done") {
+			return fmt.Errorf("no audit done yet:\n%s", out)
+		}
+		return nil
+	})
+	if out := m.Output("watcher"); strings.Contains(out, "audit of the existing objects") {
+		t.Errorf("the audit failed while %s does not exist yet:\n%s", apps, out)
+	}
 
 	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: apps}}); err != nil {
 		t.Fatal(err)
