@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 )
 
 // finishNamespaces does in an Env what kube-controller-manager's namespace
@@ -27,6 +29,10 @@ import (
 // waits for. Namespaces made by Env.Namespace, whose names are never used
 // again, are left terminating. It runs until ctx ends.
 func finishNamespaces(ctx context.Context, cfg *rest.Config) error {
+	// Everything here logs through its context's logger, never klog's
+	// global one, which a test may be setting meanwhile (a module's command
+	// sets it as it starts).
+	ctx = klog.NewContext(ctx, logr.Discard())
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -52,7 +58,7 @@ func finishNamespaces(ctx context.Context, cfg *rest.Config) error {
 		<-ctx.Done()
 		queue.ShutDown()
 	}()
-	factory.Start(ctx.Done())
+	factory.StartWithContext(ctx)
 	go func() {
 		for {
 			name, shutdown := queue.Get()
@@ -86,7 +92,7 @@ func finishNamespace(ctx context.Context, cs kubernetes.Interface, dyn dynamic.I
 	if ns.DeletionTimestamp == nil || !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
 		return true, nil
 	}
-	lists, err := cs.Discovery().ServerPreferredNamespacedResources()
+	lists, err := discovery.ToDiscoveryInterfaceWithContext(cs.Discovery()).ServerPreferredNamespacedResourcesWithContext(ctx)
 	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
 		return false, err
 	}
