@@ -12,11 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
 
@@ -29,9 +26,9 @@ import (
 // waits for. Namespaces made by Env.Namespace, whose names are never used
 // again, are left terminating. It runs until ctx ends.
 func finishNamespaces(ctx context.Context, cfg *rest.Config) error {
-	// Everything here logs through its context's logger, never klog's
-	// global one, which a test may be setting meanwhile (a module's command
-	// sets it as it starts).
+	// It polls, with no informer, and logs through its context only: an
+	// informer reads klog's global logger as it runs, which a test may be
+	// setting meanwhile (a module's command sets it as it starts).
 	ctx = klog.NewContext(ctx, logr.Discard())
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -41,41 +38,38 @@ func finishNamespaces(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	inf := factory.Core().V1().Namespaces().Informer()
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 2*time.Second))
-	enqueue := func(obj any) {
-		// Namespace's own namespaces have names no test reuses: left
-		// terminating, they cost the API server nothing.
-		if ns, ok := obj.(*corev1.Namespace); ok && ns.DeletionTimestamp != nil && ns.Labels[TestNamespaceLabel] == "" {
-			queue.Add(ns.Name)
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }}); err != nil {
-		return err
-	}
 	go func() {
-		<-ctx.Done()
-		queue.ShutDown()
-	}()
-	factory.StartWithContext(ctx)
-	go func() {
-		for {
-			name, shutdown := queue.Get()
-			if shutdown {
-				return
+		for sleep(ctx, namespacePoll) == nil {
+			// From the watch cache (resourceVersion 0): cheap, and a second
+			// late at most.
+			list, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				continue
 			}
-			done, err := finishNamespace(ctx, cs, dyn, name)
-			switch {
-			case err != nil || !done:
-				queue.AddRateLimited(name)
-			default:
-				queue.Forget(name)
+			for _, ns := range list.Items {
+				// Namespace's own namespaces have names no test reuses: left
+				// terminating, they cost the API server nothing.
+				if ns.DeletionTimestamp != nil && ns.Labels[TestNamespaceLabel] == "" {
+					_, _ = finishNamespace(ctx, cs, dyn, ns.Name)
+				}
 			}
-			queue.Done(name)
 		}
 	}()
 	return nil
+}
+
+// namespacePoll is how often the Env looks for namespaces being deleted.
+const namespacePoll = 500 * time.Millisecond
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // finishNamespace deletes what namespace name holds and, once nothing is
