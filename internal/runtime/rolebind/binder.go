@@ -20,10 +20,10 @@ import (
 // Binder binds a role's rights in a namespace other than the module's there,
 // once the namespace exists: the manifests ship them as a ClusterRole
 // (spec.NamespaceRoleName), because a module is installed before the teams'
-// namespaces it governs. An informer of such a namespace that the API server
-// refuses asks the Binder (see NewInformer): while the namespace does not
-// exist, the informer holds it empty and waits for it, instead of failing
-// (ListWatch).
+// namespaces it governs. The role's clients bind them on the first refusal
+// there (Instrument); an informer of such a namespace that the API server
+// refuses asks the Binder whether it exists: while it does not, the informer
+// holds it empty and waits for it, instead of failing (ListWatch).
 type Binder struct {
 	c         kubernetes.Interface
 	sa, saNS  string
