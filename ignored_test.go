@@ -26,7 +26,13 @@ func TestIgnoredNamespacesAreKeptAwayFromTheModule(t *testing.T) {
 	vigil.When(policies, &corev1.ConfigMap{}).IsCreated().Named("need-team").
 		Validate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) vigil.Verdict { return admission.Deny("no") })
 	var mu sync.Mutex
-	seen := map[string]bool{}
+	seen, seenNamespaces := map[string]bool{}, map[string]bool{}
+	vigil.Watch(policies, &corev1.Namespace{}).Named("namespaces").
+		OnEvent(func(_ context.Context, n *corev1.Namespace, _ vigil.WatchEvent) {
+			mu.Lock()
+			seenNamespaces[n.Name] = true
+			mu.Unlock()
+		}, vigil.EventAdded)
 	vigil.Watch(policies, &corev1.ConfigMap{}).WithLabel("seen").Named("seen").
 		OnEvent(func(_ context.Context, cm *corev1.ConfigMap, _ vigil.WatchEvent) {
 			mu.Lock()
@@ -60,13 +66,16 @@ func TestIgnoredNamespacesAreKeptAwayFromTheModule(t *testing.T) {
 	eventually(t, 10*time.Second, "the watch sees the ConfigMap of "+other, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return seen[other]
+		return seen[other] && seenNamespaces[other]
 	})
 	time.Sleep(500 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()
 	if seen[ignored] {
 		t.Errorf("the watch acted on a ConfigMap of the ignored namespace %s", ignored)
+	}
+	if seenNamespaces[ignored] {
+		t.Errorf("the watch of Namespaces acted on the ignored Namespace %s itself", ignored)
 	}
 }
 

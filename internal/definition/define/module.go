@@ -536,10 +536,16 @@ func (m *Module) Resolve() *spec.Module {
 		out.Listers = append(out.Listers, l.Spec)
 	}
 	if len(m.ignored) > 0 {
-		// Every watch keeps away from the ignored namespaces.
-		ignored := spec.NotInNamespace(slices.Clone(m.ignored)...)
+		// Every watch keeps away from the ignored namespaces, and a watch of
+		// Namespaces from the ignored Namespaces themselves, as the webhooks
+		// do.
+		ignored, named := spec.NotInNamespace(slices.Clone(m.ignored)...), spec.NotNamed(slices.Clone(m.ignored)...)
 		for i := range out.Watches {
-			out.Watches[i].Filters = append(slices.Clone(out.Watches[i].Filters), ignored)
+			f := ignored
+			if gvk := out.Watches[i].GVK; gvk.Group == "" && gvk.Kind == "Namespace" {
+				f = named
+			}
+			out.Watches[i].Filters = append(slices.Clone(out.Watches[i].Filters), f)
 		}
 	}
 	return out

@@ -24,6 +24,14 @@ func NotInNamespace(namespaces ...string) Filter {
 	}}
 }
 
+// NotNamed selects objects named none of names: the module's ignored
+// Namespaces, on a watch of Namespaces.
+func NotNamed(names ...string) Filter {
+	return Filter{Describe: fmt.Sprintf("not the ignored Namespaces %v", names), Match: func(m Meta) bool {
+		return !slices.Contains(names, m.Object.Name)
+	}}
+}
+
 // InNamespaceRegex selects objects in namespaces matching re.
 func InNamespaceRegex(re *regexp.Regexp) Filter {
 	return Filter{Describe: "in namespaces matching " + re.String(), Match: func(m Meta) bool {
