@@ -134,7 +134,8 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 	for _, ns := range registration.TrustedNamespaceObjects(m, trusted) {
 		objs = append(objs, ns)
 	}
-	objs = append(objs, rbacObjects(m, objMeta)...)
+	rules := Rules(m)
+	objs = append(objs, rbacObjects(m, rules, objMeta)...)
 	if m.HasAdmission() || m.HasWatcher() {
 		crd, err := store.CRD()
 		if err != nil {
@@ -170,7 +171,7 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 		}
 		objs = append(objs, hooks...)
 	}
-	objs = append(objs, policyObjects(m, target, labels)...)
+	objs = append(objs, policyObjects(m, rules, target, labels)...)
 	return objs, nil
 }
 
@@ -196,13 +197,13 @@ func moduleLabels(m *spec.Module) func(component string) map[string]string {
 
 // rbacObjects are the roles' ServiceAccounts, and their merged rules as
 // ClusterRoles or Roles, each bound to its ServiceAccount.
-func rbacObjects(m *spec.Module, objMeta func(string, string, string) metav1.ObjectMeta) []client.Object {
+func rbacObjects(m *spec.Module, rules []spec.Rule, objMeta func(string, string, string) metav1.ObjectMeta) []client.Object {
 	var objs []client.Object
 	for _, role := range Roles(m) {
 		sa := ServiceAccount(m.Name, role)
 		objs = append(objs, &corev1.ServiceAccount{TypeMeta: tm("v1", "ServiceAccount"), ObjectMeta: objMeta(sa, m.Namespace, role)})
 	}
-	for _, merged := range Merge(Rules(m)) {
+	for _, merged := range Merge(rules) {
 		sa := ServiceAccount(m.Name, merged.Role)
 		subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: m.Namespace}}
 		name := spec.BindingName(sa)
@@ -293,7 +294,7 @@ func webhookObjects(m *spec.Module, o Options, labels func(string) map[string]st
 
 // policyObjects are the opt-out guards and the checks, each a policy and
 // its binding.
-func policyObjects(m *spec.Module, target served.Cluster, labels func(string) map[string]string) []client.Object {
+func policyObjects(m *spec.Module, rules []spec.Rule, target served.Cluster, labels func(string) map[string]string) []client.Object {
 	var objs []client.Object
 	// The opt-out guards and the checks: evaluated by the API server itself,
 	// so they hold from install on, and the module needs no rights to them.
@@ -304,7 +305,7 @@ func policyObjects(m *spec.Module, target served.Cluster, labels func(string) ma
 		objs = append(objs, st.Policy, st.Binding)
 	}
 	guards := registration.Policies(m)
-	if sas := binders(m); len(sas) > 0 {
+	if sas := binders(m, rules); len(sas) > 0 {
 		guards = append(guards, registration.BindingGuard(m, sas))
 	}
 	for _, g := range guards {
@@ -315,9 +316,9 @@ func policyObjects(m *spec.Module, target served.Cluster, labels func(string) ma
 }
 
 // binders are the ServiceAccounts of the roles that bind their rights in
-// namespaces other than the module's themselves (see Rules).
-func binders(m *spec.Module) []string {
-	rules := Rules(m)
+// namespaces other than the module's themselves, by the module's rules
+// (Rules).
+func binders(m *spec.Module, rules []spec.Rule) []string {
 	var out []string
 	for _, role := range Roles(m) {
 		if len(BoundNamespaces(m.Namespace, role, rules)) > 0 {
