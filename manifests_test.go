@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -684,7 +685,7 @@ func TestRBACRuleForNamedPods(t *testing.T) {
 	// Each role binds its rights in apps itself, as its ServiceAccount,
 	// as it does the first time it is refused there.
 	for pod, sa := range map[string]string{spec.PodAdmission: name, spec.PodWatcher: name + "-watcher"} {
-		b, err := rolebind.NewBinder(env.AsServiceAccountConfig(ns, sa), name, pod, ns)
+		b, err := rolebind.NewBinder(env.AsServiceAccountConfig(ns, sa), name, pod, ns, logr.Discard())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -724,6 +725,109 @@ func TestRBACRuleForNamedPods(t *testing.T) {
 	code, out := runCapture(t, m, "plan")
 	if code != 0 || !strings.Contains(out, "a gate callback creates Secrets (declared at manifests_test.go:") || !strings.Contains(out, ", for the gates pods") {
 		t.Errorf("plan (exit %d) does not say whom the gates' rule is for:\n%s", code, out)
+	}
+}
+
+// A namespace's admin may create RoleBindings there, so she could take the
+// name of a role's binding first, with a binding of her own, and keep the
+// role refused in her namespace for good (its create would find the name
+// taken). The binding guard reserves the name: under it, only the role's
+// own binding may be made, by anyone. One made before the guard held is
+// replaced by the role the next time it binds.
+func TestATenantCannotTakeTheRolesBindingName(t *testing.T) {
+	ns, apps := env.Namespace(t), env.Namespace(t)
+	admin := newClient(t)
+	const name = "squatted"
+	sa := name + "-watcher"
+	bindingName := spec.BindingName(sa)
+	m := vigil.NewModule(name, vigil.Options{Namespace: ns})
+	m.OnSchedule("tick", vigil.Every(time.Minute), func(context.Context) error { return nil })
+	m.RBAC("the schedule patches ConfigMaps", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}, apps).For(vigil.Watcher)
+	if err := m.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	// Before the module is installed, the tenant (admin of apps) takes the
+	// name with a binding of her own.
+	tenant := env.AsTenant(t, apps, "tenant-of-"+apps, rbacv1.PolicyRule{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"rolebindings"}, Verbs: []string{"create", "update", "get"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}})
+	squat := func(bname string) *rbacv1.RoleBinding {
+		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: bname},
+			// The Role AsTenant made her, in each of her namespaces.
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant-of-" + apps},
+			Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: rbacv1.GroupName, Name: "tenant-of-" + apps}}}
+	}
+	objs := renderManifests(t, m)
+	var clusterRoleName string
+	for _, o := range objs {
+		if o.GetNamespace() == "" {
+			t.Cleanup(func() { _ = admin.Delete(context.Background(), o.DeepCopy()) })
+		}
+		if o.GetKind() == "ClusterRole" && o.GetName() == spec.NamespaceRoleName(sa, apps) {
+			clusterRoleName = o.GetName()
+		}
+	}
+	if clusterRoleName == "" {
+		t.Fatalf("the manifests ship no ClusterRole %s", spec.NamespaceRoleName(sa, apps))
+	}
+	taken := squat(bindingName)
+	if err := tenant.Create(t.Context(), taken); err != nil {
+		t.Fatalf("the tenant takes the name before the module is installed: %v", err)
+	}
+	applyObjects(t, objs, false)
+
+	// The role binds its rights there as its ServiceAccount, as it does on
+	// its first refusal: the tenant's binding is replaced by its own.
+	b, err := rolebind.NewBinder(env.AsServiceAccountConfig(ns, sa), name, spec.PodWatcher, ns, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists, created, err := b.Bind(t.Context(), apps); !exists || !created || err != nil {
+		t.Fatalf("the watcher binding its rights over the tenant's binding: exists %v, created %v, %v", exists, created, err)
+	}
+	var got rbacv1.RoleBinding
+	if err := admin.Get(t.Context(), client.ObjectKey{Namespace: apps, Name: bindingName}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.UID == taken.UID || got.RoleRef.Name != clusterRoleName || len(got.Subjects) != 1 || got.Subjects[0].Name != sa || got.Subjects[0].Namespace != ns {
+		t.Fatalf("RoleBinding %s after the role bound: %s %s to %v (the tenant's was uid %s)", bindingName, got.UID, got.RoleRef.Name, got.Subjects, taken.UID)
+	}
+	eventually(t, 10*time.Second, "the watcher's rights in force", func() bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + ns + ":" + sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "patch", Resource: "configmaps", Namespace: apps, Name: "x"},
+		}}
+		return admin.Create(t.Context(), sar) == nil && sar.Status.Allowed
+	})
+	// Bound again, it is the role's own: nothing changes.
+	if _, created, err := b.Bind(t.Context(), apps); created || err != nil {
+		t.Fatalf("binding again: created %v, %v", created, err)
+	}
+
+	// Once the guard holds, the tenant can neither take the name (in a
+	// namespace the role has not bound yet) nor turn the role's binding
+	// into hers; a binding under another name is hers to make.
+	other := env.Namespace(t)
+	tenantOther := env.AsTenant(t, other, "tenant-of-"+apps, rbacv1.PolicyRule{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"rolebindings"}, Verbs: []string{"create"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}})
+	var refusal error
+	eventually(t, 20*time.Second, "the binding guard refusing the tenant the role's binding's name", func() bool {
+		rb := squat(bindingName)
+		rb.Namespace = other
+		refusal = tenantOther.Create(t.Context(), rb)
+		if refusal == nil {
+			_ = admin.Delete(t.Context(), rb)
+		}
+		return refusal != nil
+	})
+	if !apierrors.IsForbidden(refusal) || !strings.Contains(refusal.Error(), bindingName) || !strings.Contains(refusal.Error(), "choose another name") {
+		t.Errorf("the tenant's binding under the role's name: %v, want a refusal that names it and says what to do", refusal)
+	}
+	got.Subjects = []rbacv1.Subject{{Kind: "User", APIGroup: rbacv1.GroupName, Name: "tenant-of-" + apps}}
+	if err := tenant.Update(t.Context(), &got); !apierrors.IsForbidden(err) {
+		t.Errorf("the tenant turning the role's binding to herself: %v, want forbidden", err)
+	}
+	if err := tenant.Create(t.Context(), squat("tenants-own")); err != nil {
+		t.Errorf("the tenant's binding under another name: %v", err)
 	}
 }
 

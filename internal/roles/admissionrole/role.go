@@ -98,7 +98,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	cfg = health.Instrument(cfg)
 	// The role's rights in a team's namespace are bound there once it
 	// exists; its clients wait for that instead of failing.
-	binder, err := rolebind.NewBinder(cfg, m.Name, spec.PodAdmission, m.Namespace)
+	binder, err := rolebind.NewBinder(cfg, m.Name, spec.PodAdmission, m.Namespace, log)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, o Options) error
 	watchCfg := health.Instrument(cfg)
 	// The gates' rights in a team's namespace are bound there once it
 	// exists; a gate on an object there waits for the namespace too.
-	binder, err := rolebind.NewBinder(cfg, m.Name, spec.PodAdmission, m.Namespace)
+	binder, err := rolebind.NewBinder(cfg, m.Name, spec.PodAdmission, m.Namespace, log)
 	if err != nil {
 		return err
 	}

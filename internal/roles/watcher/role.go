@@ -37,7 +37,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, opts Options) er
 	o.Health = health
 	// The role's rights in a team's namespace are bound there once it
 	// exists; its informers and clients wait for that instead of failing.
-	if o.Binder, err = rolebind.NewBinder(cfg, m.Name, spec.PodWatcher, m.Namespace); err != nil {
+	if o.Binder, err = rolebind.NewBinder(cfg, m.Name, spec.PodWatcher, m.Namespace, o.Log); err != nil {
 		return err
 	}
 	cfg = o.Binder.Instrument(cfg)

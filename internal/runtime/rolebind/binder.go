@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,16 +29,18 @@ type Binder struct {
 	c         kubernetes.Interface
 	sa, saNS  string
 	component string
+	log       logr.Logger
 }
 
 // NewBinder is the Binder of the role pod (spec.PodAdmission or
-// spec.PodWatcher) of module, whose ServiceAccount is in namespace.
-func NewBinder(cfg *rest.Config, module, pod, namespace string) (*Binder, error) {
+// spec.PodWatcher) of module, whose ServiceAccount is in namespace; it logs
+// a binding it had to mend to log.
+func NewBinder(cfg *rest.Config, module, pod, namespace string, log logr.Logger) (*Binder, error) {
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Binder{c: c, sa: spec.ServiceAccount(module, pod), saNS: namespace, component: pod}, nil
+	return &Binder{c: c, sa: spec.ServiceAccount(module, pod), saNS: namespace, component: pod, log: log}, nil
 }
 
 // Bind creates the role's RoleBinding in ns when ns exists; exists is false
@@ -68,11 +71,71 @@ func (b *Binder) Bind(ctx context.Context, ns string) (exists, created bool, err
 	_, err = b.c.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{FieldManager: "vigil"})
 	switch {
 	case apierrors.IsAlreadyExists(err):
-		return true, false, nil
+		return b.mend(ctx, rb)
 	case err != nil:
 		return true, false, fmt.Errorf("bind ClusterRole %s in namespace %s: %w", name, ns, err)
 	}
 	return true, true, nil
+}
+
+// mend: a RoleBinding by the role's binding's name is there already. It is
+// the role's own when it binds the namespace's ClusterRole to the role's
+// ServiceAccount alone; anything else under that name (a namespace's admin
+// may create RoleBindings there, and take the name first) would keep the
+// role refused in the namespace for good, so it is replaced by want, and
+// the role logs whose it was.
+func (b *Binder) mend(ctx context.Context, want *rbacv1.RoleBinding) (exists, created bool, err error) {
+	rbs := b.c.RbacV1().RoleBindings(want.Namespace)
+	got, err := rbs.Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		// Deleted since the create: bind again.
+		if _, err := rbs.Create(ctx, want, metav1.CreateOptions{FieldManager: "vigil"}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return true, false, fmt.Errorf("bind ClusterRole %s in namespace %s: %w", want.RoleRef.Name, want.Namespace, err)
+		}
+		return true, true, nil
+	case err != nil:
+		return true, false, fmt.Errorf("read RoleBinding %s in namespace %s: %w", want.Name, want.Namespace, err)
+	}
+	if binds(got, want) {
+		return true, false, nil
+	}
+	b.log.Info("replacing a RoleBinding under the role's binding's name that does not bind its rights",
+		"namespace", got.Namespace, "roleBinding", got.Name, "roleRef", got.RoleRef.Kind+"/"+got.RoleRef.Name,
+		"subjects", len(got.Subjects), "createdBy", managers(got), "want", want.RoleRef.Name)
+	// The delete is conditional on the binding read: one changed since is
+	// judged again on the role's next refusal.
+	err = rbs.Delete(ctx, got.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &got.UID, ResourceVersion: &got.ResourceVersion}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return true, false, fmt.Errorf("replace RoleBinding %s in namespace %s, which does not bind %s to %s: %w", got.Name, got.Namespace, want.RoleRef.Name, b.sa, err)
+	}
+	if _, err := rbs.Create(ctx, want, metav1.CreateOptions{FieldManager: "vigil"}); err != nil {
+		return true, false, fmt.Errorf("bind ClusterRole %s in namespace %s: %w", want.RoleRef.Name, want.Namespace, err)
+	}
+	return true, true, nil
+}
+
+// binds reports whether got binds what want does: the same role, to the
+// same subjects and no other.
+func binds(got, want *rbacv1.RoleBinding) bool {
+	if got.RoleRef != want.RoleRef || len(got.Subjects) != len(want.Subjects) {
+		return false
+	}
+	for i := range want.Subjects {
+		if got.Subjects[i] != want.Subjects[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// managers are the field managers that wrote rb, for the log.
+func managers(rb *rbacv1.RoleBinding) []string {
+	var out []string
+	for _, f := range rb.ManagedFields {
+		out = append(out, f.Manager)
+	}
+	return out
 }
 
 // Instrument is cfg with a request the API server refuses in a namespace

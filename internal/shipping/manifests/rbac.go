@@ -53,7 +53,9 @@ func Rules(m *spec.Module) []spec.Rule {
 // ship as one ClusterRole per namespace (spec.NamespaceRoleName), which the
 // role binds there itself once the namespace exists, so that the module can
 // be installed before the namespaces it governs. To do so it may read those
-// namespaces, bind those ClusterRoles only, and create RoleBindings; the
+// namespaces, bind those ClusterRoles only, create RoleBindings, and read
+// and delete those by its binding's name (rolebind.Binder mends one a
+// namespace's admin made under that name first); the
 // module's binding guard (registration.BindingGuard) lets its ServiceAccounts
 // create no other RoleBinding than its own, of its own namespace's
 // ClusterRole, to itself.
@@ -73,6 +75,7 @@ func (rs *ruleSet) binds(m *spec.Module) {
 		rs.add("", "", "namespaces", namespaces, why+": whether it exists yet", "get")
 		rs.add("", rbacv1.GroupName, "clusterroles", roles, why+": the ClusterRoles it binds, and no other", "get", "bind")
 		rs.add("", rbacv1.GroupName, "rolebindings", nil, why+": its RoleBinding there (create cannot be narrowed to a namespace that does not exist; the module's binding guard refuses any other)", "create")
+		rs.add("", rbacv1.GroupName, "rolebindings", []string{spec.BindingName(sa)}, why+": its own RoleBinding, by name, to replace one someone else made under that name", "get", "delete")
 	}
 }
 
