@@ -113,9 +113,13 @@ func (b *WatchBuilder[T]) Reconcile(fn func(ctx context.Context, obj T) error) {
 }
 
 // Finalize puts the module's finalizer on every matching object and, when one
-// is deleted, calls fn, removing the finalizer once fn succeeds. Errors are
-// retried as for Reconcile; `<module> unregister --remove-finalizers` strips
-// the finalizers.
+// is deleted, calls fn, removing the finalizer once fn succeeds. The
+// finalizer goes on as objects are created, by a MutatingAdmissionPolicy the
+// manifests ship, where the cluster serves one by default (1.36 on); else
+// the watcher puts it on once it sees the object (docs/watch.md, "The
+// finalizer window"). An object that stops matching is released without fn.
+// Errors are retried as for Reconcile; `<module> unregister
+// --remove-finalizers` strips the finalizers.
 func (b *WatchBuilder[T]) Finalize(fn func(ctx context.Context, obj T) error) {
 	b.wd.AddWatch(define.Caller(), spec.RoleFinalize, nil, func(w *spec.Watch) {
 		w.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }

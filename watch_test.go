@@ -744,7 +744,7 @@ func TestPlanShowsWatcher(t *testing.T) {
 	for _, want := range []string{
 		"watcher (one active replica, by leader election):",
 		"apps/sync reconcile ConfigMap (watch_test.go:",
-		"apps/cleanup finalize ConfigMap (finalizer planned.vigil.dev/apps.cleanup) (watch_test.go:",
+		"apps/cleanup finalize ConfigMap (finalizer planned.vigil.dev/apps.cleanup, put on as objects are created by MutatingAdmissionPolicy planned-finalizer-apps.cleanup where the cluster serves it by default (Kubernetes 1.36 on), else by the watcher once it sees them) (watch_test.go:",
 		"audit/pod-watch-2 watch Pod, label team=shop (watch_test.go:",
 		"schedule nightly 0 3 * * *, a missed tick made up once; state in the Store as vigil.schedule.nightly (watch_test.go:",
 		"ConfigMap: namespaces shop,web",

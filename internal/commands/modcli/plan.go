@@ -18,6 +18,8 @@ import (
 	"github.com/vigilkit/vigil/internal/commands/cmdutil"
 	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/operating/deadlock"
+	"github.com/vigilkit/vigil/internal/runtime/served"
+	"github.com/vigilkit/vigil/internal/serving/registration"
 	"github.com/vigilkit/vigil/internal/shipping/manifests"
 )
 
@@ -250,7 +252,14 @@ func watching(m *spec.Module) watched {
 	for _, b := range m.Watches {
 		line := fmt.Sprintf("%s %s %s", b.ID(), b.Role, b.GVK.Kind)
 		if b.Role == spec.RoleFinalize {
-			line += " (finalizer " + b.Finalizer + ")"
+			line += " (finalizer " + b.Finalizer
+			if name := finalizerPolicy(m, b.Finalizer); name != "" {
+				line += fmt.Sprintf(", put on as objects are created by MutatingAdmissionPolicy %s where the cluster serves it by default (Kubernetes 1.%d on), else by the watcher once it sees them",
+					name, served.MutatingAdmissionPolicy.Versions[0].Since)
+			} else {
+				line += ", put on by the watcher once it sees an object: a filter has no CEL form for admission"
+			}
+			line += ")"
 		}
 		if b.Role == spec.RoleOrdered {
 			line += " (every event in order, one queue per " + string(b.Queue) + ")"
@@ -496,4 +505,16 @@ func filtersOf(filters []spec.Filter) string {
 		out += ", " + f.Describe
 	}
 	return out
+}
+
+// finalizerPolicy is the name of the policy that puts finalizer on at
+// admission (registration.FinalizerStamps), or "" when none does.
+func finalizerPolicy(m *spec.Module, finalizer string) string {
+	name := spec.FinalizerPolicyName(m.Name, finalizer)
+	for _, st := range registration.FinalizerStamps(m) {
+		if st.Policy.Name == name {
+			return name
+		}
+	}
+	return ""
 }

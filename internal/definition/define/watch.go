@@ -29,6 +29,12 @@ func (b *Binding) AddWatch(site string, role spec.WatchRole, events []spec.Event
 			Name:       b.SelName,
 		},
 	}
+	if role == spec.RoleFinalize {
+		// Labels change: a Finalize binding's informer keeps the objects
+		// whose labels no longer match, to release its finalizer from them
+		// (its filters still select by label).
+		w.Select.Labels = ""
+	}
 	for _, ev := range events {
 		if ev != spec.Added && ev != spec.Modified && ev != spec.Deleted {
 			b.m.Recordf(site, "Watch(%s).OnEvent: event %q: expected EventAdded, EventModified or EventDeleted", b.GVK.Kind, ev)

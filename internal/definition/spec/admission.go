@@ -173,6 +173,10 @@ type Filter struct {
 	// Describe says what it selects, e.g. `label app=web`.
 	Describe string            `json:"describe"`
 	Match    func(m Meta) bool `json:"-"`
+	// CEL is the same test as an admission CEL expression on request and
+	// object, for what the API server decides itself: a Finalize binding's
+	// finalizer put on at admission (registration.FinalizerStamps).
+	CEL string `json:"cel,omitempty"`
 }
 
 // Call is what a binding's handler is called with besides its objects.

@@ -134,3 +134,17 @@ func NamespaceRoleName(serviceAccount, namespace string) string {
 // in (NamespaceRoleName), and the name of the ClusterRole and binding that
 // allow it to.
 func BindingName(serviceAccount string) string { return "vigil:" + serviceAccount }
+
+// FinalizerPolicyName names the MutatingAdmissionPolicy that puts a Finalize
+// binding's finalizer on its objects as they are created, and its binding:
+// <module>-finalizer-<capability>.<binding>, in the letters a name allows.
+func FinalizerPolicyName(module, finalizer string) string {
+	suffix := strings.ToLower(strings.TrimPrefix(finalizer, FinalizerPrefix(module)))
+	suffix = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-' {
+			return r
+		}
+		return '-'
+	}, suffix)
+	return strings.Trim(module+"-finalizer-"+suffix, ".-")
+}

@@ -370,6 +370,12 @@ func Unregister(ctx context.Context, cfg *rest.Config, m *spec.Module, removeFin
 	if !removeFinalizers {
 		return nil
 	}
+	// New objects would get the finalizers again from the module's policies
+	// (registration.FinalizerStamps) with no watcher left to release them:
+	// those policies go first.
+	if err := unbindFinalizerStamps(ctx, cfg, m); err != nil {
+		return err
+	}
 	var kinds []finalizers.Finalized
 	for _, w := range m.Watches {
 		if w.Role == spec.RoleFinalize {
@@ -383,4 +389,41 @@ func Unregister(ctx context.Context, cfg *rest.Config, m *spec.Module, removeFin
 	n, err := finalizers.RemoveFinalizers(ctx, c, m.Name, kinds)
 	log.Info("finalizers removed", "objects", n)
 	return err
+}
+
+// unbindFinalizerStamps deletes the bindings of the module's finalizer
+// policies, where the cluster serves them.
+func unbindFinalizerStamps(ctx context.Context, cfg *rest.Config, m *spec.Module) error {
+	stamps := registration.FinalizerStamps(m)
+	if len(stamps) == 0 {
+		return nil
+	}
+	cluster, err := served.DiscoverConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if cluster.Version(served.MutatingAdmissionPolicy) == "" {
+		return nil
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	api, err := registration.NewStampAPI(cs, cluster, "Finalize")
+	if err != nil {
+		return err
+	}
+	for _, st := range stamps {
+		b, err := api.GetBinding(ctx, st.Binding.Name)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("unregister: read MutatingAdmissionPolicyBinding %s: %w", st.Binding.Name, err)
+		}
+		if err := api.Delete(ctx, registration.StampBindings, b.Name, b.UID); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("unregister: delete MutatingAdmissionPolicyBinding %s, which puts finalizers on new objects: %w", b.Name, err)
+		}
+	}
+	return nil
 }

@@ -77,8 +77,11 @@ func (r *reconciler) predicate() predicate.Predicate {
 	b := r.b
 	if b.Role == spec.RoleFinalize {
 		// Every change may matter: a new object needs the finalizer, a
-		// deletion needs the handler.
-		return predicate.NewPredicateFuncs(func(o client.Object) bool { return matches(b, o) })
+		// deletion needs the handler, and an object the binding no longer
+		// selects that still carries it needs it gone.
+		return predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return matches(b, o) || controllerutil.ContainsFinalizer(o, b.Finalizer)
+		})
 	}
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool { return wants(b, spec.Added) && matches(b, e.Object) },
@@ -99,11 +102,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, err
 	}
+	if r.b.Role == spec.RoleFinalize {
+		if !matches(r.b, obj) {
+			return reconcile.Result{}, r.release(ctx, obj)
+		}
+		return r.finalize(ctx, obj)
+	}
 	if !matches(r.b, obj) {
 		return reconcile.Result{}, nil
-	}
-	if r.b.Role == spec.RoleFinalize {
-		return r.finalize(ctx, obj)
 	}
 	return r.result(r.call(ctx, obj))
 }
@@ -133,6 +139,23 @@ func (r *reconciler) finalize(ctx context.Context, obj client.Object) (reconcile
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, err
+}
+
+// release removes the binding's finalizer from an object the binding does
+// not select (any more): one whose labels changed since, or one its
+// admission policy over-selected (a name generated after admission). The
+// handler is not called: the object is not the binding's.
+func (r *reconciler) release(ctx context.Context, obj client.Object) error {
+	if !controllerutil.ContainsFinalizer(obj, r.b.Finalizer) {
+		return nil
+	}
+	orig := obj.DeepCopyObject().(client.Object)
+	controllerutil.RemoveFinalizer(obj, r.b.Finalizer)
+	err := r.writer.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // call runs the handler, turning a panic into an error that is retried.

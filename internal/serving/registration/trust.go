@@ -270,6 +270,26 @@ func ensureStamps(ctx context.Context, c kubernetes.Interface, cluster served.Cl
 	return nil
 }
 
+// ensureFinalizerStamps creates the module's FinalizerStamps, or brings them
+// back in line, where the cluster serves a version of
+// MutatingAdmissionPolicy; elsewhere the watcher puts the finalizers on.
+func ensureFinalizerStamps(ctx context.Context, c kubernetes.Interface, cluster served.Cluster, m *spec.Module) error {
+	stamps := FinalizerStamps(m)
+	if len(stamps) == 0 || cluster.Version(served.MutatingAdmissionPolicy) == "" {
+		return nil
+	}
+	api, err := NewStampAPI(c, cluster, "Finalize")
+	if err != nil {
+		return err
+	}
+	for _, s := range stamps {
+		if err := api.Apply(ctx, s.Policy, s.Binding, "vigil", nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // EnsureTrustedNamespaces creates the module's trusted namespaces that are
 // missing, as its manifests would: for local runs (--bootstrap, vigil dev).
 func EnsureTrustedNamespaces(ctx context.Context, c kubernetes.Interface, m *spec.Module, labels map[string]string) error {

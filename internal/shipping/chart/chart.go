@@ -135,6 +135,11 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 			text = "{{- if .Values.namespace.create }}\n" + text + "{{- end }}\n"
 		case kind == "NetworkPolicy":
 			text = "{{- if .Values.networkPolicy.enabled }}\n" + text + "{{- end }}\n"
+		case (kind == "MutatingAdmissionPolicy" || kind == "MutatingAdmissionPolicyBinding") && strings.HasPrefix(obj.GetName(), spec.FinalizerPolicyName(m.Name, "")):
+			// A Finalize binding's finalizer at admission: where the
+			// cluster serves MutatingAdmissionPolicy by default, else the
+			// watcher puts it on (registration.FinalizerStamps).
+			text = finalizerPolicyIf() + text + "{{- end }}\n"
 		case kind == "MutatingAdmissionPolicy" || kind == "MutatingAdmissionPolicyBinding":
 			// In the version the cluster serves, chosen at install.
 			text = strings.Replace(text, "apiVersion: "+obj.GetObjectKind().GroupVersionKind().GroupVersion().String()+"\n", "apiVersion: {{ include \"vigil.mutatingAdmissionPolicyAPIVersion\" . }}\n", 1)

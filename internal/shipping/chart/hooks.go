@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/internal/serving/registration"
 	"github.com/vigilkit/vigil/internal/shipping/manifests"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 )
@@ -38,6 +39,14 @@ func UninstallRules(m *spec.Module) (cluster, namespaced []rbacv1.PolicyRule) {
 		APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
 		ResourceNames: []string{m.Name}, Verbs: []string{"get", "patch"},
 	}}
+	if stamps := registration.FinalizerStamps(m); len(stamps) > 0 {
+		var names []string
+		for _, st := range stamps {
+			names = append(names, st.Binding.Name)
+		}
+		cluster = append(cluster, rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingadmissionpolicybindings"},
+			ResourceNames: names, Verbs: []string{"get", "delete"}})
+	}
 	seen := map[string]bool{}
 	for _, w := range m.Watches {
 		if w.Role != spec.RoleFinalize {

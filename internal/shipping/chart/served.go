@@ -56,3 +56,14 @@ func servedHelpers(m *spec.Module) string {
 	fmt.Fprintf(&b, "{{- else -}}\n{{- fail (printf %q .Capabilities.KubeVersion.Version) -}}\n{{- end -}}\n{{- end -}}\n", msg)
 	return b.String()
 }
+
+// finalizerPolicyIf opens the condition of the Finalize bindings' policies
+// (registration.FinalizerStamps): the cluster serves the first version of
+// MutatingAdmissionPolicy, which releases serve by default, or, without a
+// cluster (helm template), the chart's release does.
+func finalizerPolicyIf() string {
+	k := served.MutatingAdmissionPolicy
+	v := k.Versions[0]
+	return fmt.Sprintf("{{- if or (.Capabilities.APIVersions.Has %q) (and (not (.Capabilities.APIVersions.Has \"v1/Namespace\")) (semverCompare \">=1.%d-0\" .Capabilities.KubeVersion.Version)) }}\n",
+		served.Group+"/"+v.Name+"/"+k.Name, v.Since)
+}

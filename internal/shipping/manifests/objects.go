@@ -304,6 +304,17 @@ func policyObjects(m *spec.Module, rules []spec.Rule, target served.Cluster, lab
 		st.Binding.APIVersion = st.Policy.APIVersion
 		objs = append(objs, st.Policy, st.Binding)
 	}
+	// A Finalize binding's finalizer, put on at admission where the target
+	// serves MutatingAdmissionPolicy without being enabled; elsewhere the
+	// watcher puts it on (registration.FinalizerStamps).
+	if target.Default(served.MutatingAdmissionPolicy) {
+		for _, st := range registration.FinalizerStamps(m) {
+			st.Policy.Labels, st.Binding.Labels = labels("watcher"), labels("watcher")
+			st.Policy.APIVersion = target.APIVersion(served.MutatingAdmissionPolicy)
+			st.Binding.APIVersion = st.Policy.APIVersion
+			objs = append(objs, st.Policy, st.Binding)
+		}
+	}
 	guards := registration.Policies(m)
 	if sas := binders(m, rules); len(sas) > 0 {
 		guards = append(guards, registration.BindingGuard(m, sas))
