@@ -133,7 +133,7 @@ bench-gates:
 ## bench-admission: the labeler module under load over TLS keep-alive beside a floor server (CPU per request against it), the cost of a create through the API server with its webhooks beside the floor server as the same webhooks and as fewer, and a Lister of 10,000 objects read under load
 bench-admission:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkAdmission' -benchtime 1x -timeout 20m ./examples/labeler/
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkAdmission' -benchtime 1x -timeout 20m ./test/labeler/
 
 ## bench-watch: 10,000 ConfigMaps created while a watcher process runs: time until each is reconciled, events/s, peak RSS
 bench-watch:
@@ -162,7 +162,7 @@ soak-watch:
 ## bench-uds: UDS Core's policy engine (examples/uds-core) under load at c=16 over TLS keep-alive, a compliant Pod through every policy (validate and mutate) and a denied one, beside the floor server in the same run: CPU per request, req/s, p99, RSS
 bench-uds:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkUDS$$' -benchtime 1x -timeout 15m ./examples/uds-core/
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkUDS$$' -benchtime 1x -timeout 15m ./test/uds-core/
 
 ## soak-uds: UDS Core's policy engine (examples/uds-core): an Exemption and the privileged Pod it exempts in one kubectl apply -f, 300 times, 8 at a time, the module's watch events held back 250 ms: no false denial
 soak-uds:
@@ -187,7 +187,7 @@ bench-ship:
 demo:
 	@echo "==> control plane (built from the Go module proxy on first use, then cached)"; \
 	hack/control-plane.sh >/dev/null; \
-	hack/progress.sh demo go run ./examples/uds-core/demo
+	hack/progress.sh demo go run ./hack/demo
 
 ## e2e: a real node on this machine (needs root; installs containerd, runc, the CNI plugins, iptables and conntrack with apt-get when missing): a pod from an image imported by digest, the kubernetes Service from a pod, a killed kubelet reported, nothing left at stop; the clusterconfig module from its own image and chart with its CRDs applied late: phases in order, a gate container killed, admission Ready and registered, a mutation, a denial, an Exemption, an upgrade 1.0.0 → 2.0.0 under load, a Helm uninstall (prints an e2e: line); the kit's module by the runner and by the kubelet, compared
 e2e:

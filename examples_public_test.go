@@ -10,10 +10,6 @@ import (
 	"testing"
 )
 
-// notAnExample is what under examples/ is no module to copy: the narrated
-// demo drives vigil dev's session itself, as the vigil CLI does.
-var notAnExample = map[string]bool{filepath.Join("examples", "uds-core", "demo"): true}
-
 // Every example, its tests among it, builds on the public API alone, so that
 // it can be copied into a module project of its own: no example imports a
 // package of vigil's internal/.
@@ -24,7 +20,7 @@ func TestExamplesUsePublicAPIOnly(t *testing.T) {
 			return err
 		}
 		if d.IsDir() {
-			if notAnExample[path] || d.Name() == "testdata" {
+			if d.Name() == "testdata" {
 				return filepath.SkipDir
 			}
 			return nil

@@ -11,12 +11,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/store"
-	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // figures of the last run of each benchmark, for the summary TestMain prints.
-var bench struct {
+var figures struct {
 	mu          sync.Mutex
 	setPerSec   map[int]float64
 	waitLatency map[int][]time.Duration
@@ -32,12 +32,12 @@ func BenchmarkStoreSet(b *testing.B) {
 			elapsed := runWriters(b, s, writers, b.N, func(ctx context.Context, key, value string) error { return s.Set(ctx, key, value) }, nil)
 			perSec := float64(b.N) / elapsed.Seconds()
 			b.ReportMetric(perSec, "sets/s")
-			bench.mu.Lock()
-			if bench.setPerSec == nil {
-				bench.setPerSec = map[int]float64{}
+			figures.mu.Lock()
+			if figures.setPerSec == nil {
+				figures.setPerSec = map[int]float64{}
 			}
-			bench.setPerSec[writers] = perSec
-			bench.mu.Unlock()
+			figures.setPerSec[writers] = perSec
+			figures.mu.Unlock()
 		})
 	}
 }
@@ -54,14 +54,14 @@ func BenchmarkStoreSetAndWait(b *testing.B) {
 				return s.SetAndWait(ctx, key, value)
 			}, func(d time.Duration) { mu.Lock(); lat = append(lat, d); mu.Unlock() })
 			slices.Sort(lat)
-			b.ReportMetric(vigiltest.Ms(vigiltest.Percentile(lat, 50)), "p50-ms")
-			b.ReportMetric(vigiltest.Ms(vigiltest.Percentile(lat, 99)), "p99-ms")
-			bench.mu.Lock()
-			if bench.waitLatency == nil {
-				bench.waitLatency = map[int][]time.Duration{}
+			b.ReportMetric(bench.Ms(bench.Percentile(lat, 50)), "p50-ms")
+			b.ReportMetric(bench.Ms(bench.Percentile(lat, 99)), "p99-ms")
+			figures.mu.Lock()
+			if figures.waitLatency == nil {
+				figures.waitLatency = map[int][]time.Duration{}
 			}
-			bench.waitLatency[writers] = lat
-			bench.mu.Unlock()
+			figures.waitLatency[writers] = lat
+			figures.mu.Unlock()
 		})
 	}
 }
@@ -110,9 +110,9 @@ func runWriters(b *testing.B, s *store.Client, writers, n int, write func(ctx co
 			}
 		}
 	}
-	bench.mu.Lock()
-	bench.lost += lost
-	bench.mu.Unlock()
+	figures.mu.Lock()
+	figures.lost += lost
+	figures.mu.Unlock()
 	if lost > 0 {
 		b.Errorf("%d writes lost", lost)
 	}
@@ -121,21 +121,21 @@ func runWriters(b *testing.B, s *store.Client, writers, n int, write func(ctx co
 
 // printBenchSummary prints the table and the summary line when benchmarks ran.
 func printBenchSummary() {
-	bench.mu.Lock()
-	defer bench.mu.Unlock()
-	if bench.setPerSec == nil || bench.waitLatency == nil {
+	figures.mu.Lock()
+	defer figures.mu.Unlock()
+	if figures.setPerSec == nil || figures.waitLatency == nil {
 		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "writers\tset/s\tsetandwait p50\tsetandwait p99\tsamples")
 	for _, w := range []int{1, 8} {
-		lat := bench.waitLatency[w]
-		fmt.Fprintf(tw, "%d\t%.0f\t%.2f ms\t%.2f ms\t%d\n", w, bench.setPerSec[w], vigiltest.Ms(vigiltest.Percentile(lat, 50)), vigiltest.Ms(vigiltest.Percentile(lat, 99)), len(lat))
+		lat := figures.waitLatency[w]
+		fmt.Fprintf(tw, "%d\t%.0f\t%.2f ms\t%.2f ms\t%d\n", w, figures.setPerSec[w], bench.Ms(bench.Percentile(lat, 50)), bench.Ms(bench.Percentile(lat, 99)), len(lat))
 	}
 	tw.Flush()
 	// The summary takes the single writer's SetAndWait latency (what a gate
 	// handing over its result sees) and the 8 writers' Set throughput.
-	lat := bench.waitLatency[1]
+	lat := figures.waitLatency[1]
 	fmt.Printf("store: set=%.0f/s setandwait_p50=%.2fms setandwait_p99=%.2fms lost=%d\n",
-		bench.setPerSec[8], vigiltest.Ms(vigiltest.Percentile(lat, 50)), vigiltest.Ms(vigiltest.Percentile(lat, 99)), bench.lost)
+		figures.setPerSec[8], bench.Ms(bench.Percentile(lat, 50)), bench.Ms(bench.Percentile(lat, 99)), figures.lost)
 }

@@ -209,13 +209,7 @@ var handedOut sync.Map
 // "VmRSS" (resident now) or "VmHWM" (the most it has been resident); 0 when
 // it cannot be read (the process has exited, or this is not Linux).
 func (p *Process) Memory(field string) int64 {
-	return ProcStatus(p.Pid(), field)
-}
-
-// ProcStatus reads a KiB figure, such as VmRSS or VmHWM, from
-// /proc/<pid>/status; 0 when it cannot be read.
-func ProcStatus(pid int, field string) int64 {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/status")
 	if err != nil {
 		return 0
 	}

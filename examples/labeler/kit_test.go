@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +12,10 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/vigiltest"
 )
+
+var env *vigiltest.Env
+
+func TestMain(m *testing.M) { os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env)) }
 
 // The labeler as it ships: installed from its own manifests, its admission
 // role run from their pod spec as its ServiceAccount, registered through

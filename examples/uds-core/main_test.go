@@ -27,7 +27,6 @@ import (
 var env *vigiltest.Env
 
 func TestMain(m *testing.M) {
-	vigiltest.FloorMain() // this binary, run again by BenchmarkUDS, as the floor server
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/vigilkit/vigil/internal/commands/cmdutil"
 	"github.com/vigilkit/vigil/internal/commands/dev"
 	"github.com/vigilkit/vigil/internal/serving/registration"
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -278,7 +279,7 @@ func children(t *testing.T, pid int) []child {
 		if err != nil {
 			continue
 		}
-		if vigiltest.ProcStatus(p, "PPid") != int64(pid) {
+		if bench.ProcStatus(p, "PPid") != int64(pid) {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))

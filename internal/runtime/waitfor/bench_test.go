@@ -18,11 +18,12 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/runtime/waitfor"
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // figures of the last run of each benchmark, for the summary line.
-var bench struct {
+var figures struct {
 	mu           sync.Mutex
 	react        []time.Duration
 	kubectl      []time.Duration
@@ -74,9 +75,9 @@ func benchReact(b *testing.B) {
 		lat = append(lat, finished.Sub(issued))
 	}
 	report(b, lat)
-	bench.mu.Lock()
-	bench.react = lat
-	bench.mu.Unlock()
+	figures.mu.Lock()
+	figures.react = lat
+	figures.mu.Unlock()
 }
 
 // benchKubectl: the same with kubectl wait --for=create, started well before
@@ -103,9 +104,9 @@ func benchKubectl(b *testing.B) {
 		lat = append(lat, time.Since(issued))
 	}
 	report(b, lat)
-	bench.mu.Lock()
-	bench.kubectl = lat
-	bench.mu.Unlock()
+	figures.mu.Lock()
+	figures.kubectl = lat
+	figures.mu.Unlock()
 }
 
 // benchSatisfied: an example module's phase whose gates already hold, run as
@@ -157,9 +158,9 @@ func benchSatisfied(b *testing.B) {
 	}
 	report(b, lat)
 	b.ReportMetric(float64(rss)/1024, "peak-MiB")
-	bench.mu.Lock()
-	bench.satisfied, bench.satisfiedRSS = lat, rss
-	bench.mu.Unlock()
+	figures.mu.Lock()
+	figures.satisfied, figures.satisfiedRSS = lat, rss
+	figures.mu.Unlock()
 }
 
 // watchPeak samples the process's VmHWM (peak resident set) every
@@ -208,15 +209,15 @@ func writeKubeconfig(b *testing.B) string { return env.KubeConfigFile(b) }
 func report(b *testing.B, lat []time.Duration) {
 	s := slices.Clone(lat)
 	slices.Sort(s)
-	b.ReportMetric(vigiltest.Ms(vigiltest.Percentile(s, 50)), "p50-ms")
-	b.ReportMetric(vigiltest.Ms(vigiltest.Percentile(s, 99)), "p99-ms")
+	b.ReportMetric(bench.Ms(bench.Percentile(s, 50)), "p50-ms")
+	b.ReportMetric(bench.Ms(bench.Percentile(s, 99)), "p99-ms")
 }
 
 func printGatesSummary(b *testing.B) {
-	bench.mu.Lock()
-	defer bench.mu.Unlock()
+	figures.mu.Lock()
+	defer figures.mu.Unlock()
 	sorted := func(d []time.Duration) []time.Duration { s := slices.Clone(d); slices.Sort(s); return s }
-	react, kubectl, satisfied := sorted(bench.react), sorted(bench.kubectl), sorted(bench.satisfied)
+	react, kubectl, satisfied := sorted(figures.react), sorted(figures.kubectl), sorted(figures.satisfied)
 	fmt.Printf("gates: react_p50=%.2fms react_p99=%.2fms kubectl_wait_p50=%.2fms satisfied_exec=%.2fms satisfied_rss=%.1fMiB\n",
-		vigiltest.Ms(vigiltest.Percentile(react, 50)), vigiltest.Ms(vigiltest.Percentile(react, 99)), vigiltest.Ms(vigiltest.Percentile(kubectl, 50)), vigiltest.Ms(vigiltest.Percentile(satisfied, 50)), float64(bench.satisfiedRSS)/1024)
+		bench.Ms(bench.Percentile(react, 50)), bench.Ms(bench.Percentile(react, 99)), bench.Ms(bench.Percentile(kubectl, 50)), bench.Ms(bench.Percentile(satisfied, 50)), float64(figures.satisfiedRSS)/1024)
 }

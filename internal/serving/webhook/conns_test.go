@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil/internal/serving/webhook"
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -42,13 +43,13 @@ func (s *served) fromLocalhost(t *testing.T, url string) (time.Duration, error) 
 // the client's connections were closed at accept.
 func TestFloodFromOneSourceLeavesOthersServed(t *testing.T) {
 	// MaxConns 64 rather than 512, to keep the flood's TLS within two
-	// shared cores under the race detector; examples/labeler floods the
+	// shared cores under the race detector; test/labeler floods the
 	// defaults through the API server.
 	const maxConns, share = 64, 32
 	s := serveWith(t, webhook.Limits{MaxConns: maxConns}, echo)
 	host := strings.TrimPrefix(s.base, "https://")
 	const n = 100 // of each kind: 200 connections against MaxConns 64
-	f := vigiltest.Flood(t, vigiltest.FloodOptions{Addr: host, Silent: n, Idle: n, TLS: floodTLS, Redial: 200 * time.Millisecond})
+	f := bench.Flood(t, bench.FloodOptions{Addr: host, Silent: n, Idle: n, TLS: floodTLS, Redial: 200 * time.Millisecond})
 	f.WaitTried(t, 60*time.Second)
 	t.Log(f)
 	var took []time.Duration
@@ -83,9 +84,9 @@ func TestFloodFromOneSourceLeavesOthersServed(t *testing.T) {
 func TestIdleConnectionsMakeRoom(t *testing.T) {
 	s := serveWith(t, webhook.Limits{MaxConns: 4, MaxConnsPerSource: 3}, echo)
 	host := strings.TrimPrefix(s.base, "https://")
-	big := vigiltest.Flood(t, vigiltest.FloodOptions{Addr: host, Source: "127.0.0.2", Idle: 3, TLS: floodTLS})
+	big := bench.Flood(t, bench.FloodOptions{Addr: host, Source: "127.0.0.2", Idle: 3, TLS: floodTLS})
 	big.WaitTried(t, 10*time.Second)
-	small := vigiltest.Flood(t, vigiltest.FloodOptions{Addr: host, Source: "127.0.0.3", Idle: 1, TLS: floodTLS})
+	small := bench.Flood(t, bench.FloodOptions{Addr: host, Source: "127.0.0.3", Idle: 1, TLS: floodTLS})
 	small.WaitTried(t, 10*time.Second)
 	if big.Open() != 3 || small.Open() != 1 {
 		t.Fatalf("before: %s; %s: want all 4 open", big, small)
@@ -110,7 +111,7 @@ func TestSilentConnectionsAreClosed(t *testing.T) {
 	s := serveWith(t, webhook.Limits{FirstRequestTimeout: 300 * time.Millisecond, HeaderTimeout: 10 * time.Second}, echo)
 	host := strings.TrimPrefix(s.base, "https://")
 	began := time.Now()
-	f := vigiltest.Flood(t, vigiltest.FloodOptions{Addr: host, Silent: 5})
+	f := bench.Flood(t, bench.FloodOptions{Addr: host, Silent: 5})
 	vigiltest.Eventually(t, 5*time.Second, func() error {
 		if f.ServerClosed() != 5 {
 			return fmt.Errorf("%s: want all 5 closed by the server", f)
@@ -142,9 +143,9 @@ func TestMetricsConnectionsAreBounded(t *testing.T) {
 	})
 	host := strings.TrimPrefix(s.metrics, "http://")
 	// 4 sources, 60 each: 240 against the cap, 16, and 4 per source.
-	var floods []*vigiltest.Flooder
+	var floods []*bench.Flooder
 	for i := 2; i <= 5; i++ {
-		floods = append(floods, vigiltest.Flood(t, vigiltest.FloodOptions{Addr: host, Source: fmt.Sprintf("127.0.0.%d", i), Idle: 60, Path: "/metrics", Redial: 100 * time.Millisecond}))
+		floods = append(floods, bench.Flood(t, bench.FloodOptions{Addr: host, Source: fmt.Sprintf("127.0.0.%d", i), Idle: 60, Path: "/metrics", Redial: 100 * time.Millisecond}))
 	}
 	for _, f := range floods {
 		f.WaitTried(t, 30*time.Second)
@@ -185,7 +186,7 @@ func TestMetricsConnectionsAreBounded(t *testing.T) {
 // timeout, not the webhook's 90s.
 func TestMetricsIdleTimeout(t *testing.T) {
 	s := serveWith(t, webhook.Limits{}, echo, func(o *webhook.Options) { o.MetricsLimits.IdleTimeout = 500 * time.Millisecond })
-	f := vigiltest.Flood(t, vigiltest.FloodOptions{Addr: strings.TrimPrefix(s.metrics, "http://"), Idle: 3, Path: "/metrics"})
+	f := bench.Flood(t, bench.FloodOptions{Addr: strings.TrimPrefix(s.metrics, "http://"), Idle: 3, Path: "/metrics"})
 	f.WaitTried(t, 10*time.Second)
 	vigiltest.Eventually(t, 5*time.Second, func() error {
 		if f.ServerClosed() != 3 {
@@ -208,9 +209,9 @@ func TestTrickleFloodsLeaveOthersServed(t *testing.T) {
 	s := serveWith(t, webhook.Limits{MaxConns: maxConns, BodyMinRate: 1, BodyTimeout: time.Minute}, echo)
 	host := strings.TrimPrefix(s.base, "https://")
 	for _, sources := range []int{2, 3, 8} {
-		var floods []*vigiltest.Flooder
+		var floods []*bench.Flooder
 		for i := range sources {
-			floods = append(floods, vigiltest.Flood(t, vigiltest.FloodOptions{Addr: host, Source: fmt.Sprintf("127.0.0.%d", i+2),
+			floods = append(floods, bench.Flood(t, bench.FloodOptions{Addr: host, Source: fmt.Sprintf("127.0.0.%d", i+2),
 				Trickle: perSource, TrickleEvery: 500 * time.Millisecond, TLS: floodTLS, Path: "/validate/x", Redial: 200 * time.Millisecond, For: 2 * time.Minute}))
 		}
 		open := func() (n int) {
@@ -253,7 +254,7 @@ func TestTrickledBodiesAreCutAtTheLeastRate(t *testing.T) {
 	s := serveWith(t, webhook.Limits{}, echo)
 	host := strings.TrimPrefix(s.base, "https://")
 	began := time.Now()
-	f := vigiltest.Flood(t, vigiltest.FloodOptions{Addr: host, Trickle: 3, TrickleLength: 60000, TrickleEvery: 100 * time.Millisecond, TLS: floodTLS, Path: "/validate/x"})
+	f := bench.Flood(t, bench.FloodOptions{Addr: host, Trickle: 3, TrickleLength: 60000, TrickleEvery: 100 * time.Millisecond, TLS: floodTLS, Path: "/validate/x"})
 	vigiltest.Eventually(t, 15*time.Second, func() error {
 		if f.ServerClosed() != 3 {
 			return fmt.Errorf("%s: want the 3 trickling requests cut", f)

@@ -17,6 +17,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/internal/commands/cmdutil"
 	"github.com/vigilkit/vigil/internal/serving/certs"
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -79,7 +80,7 @@ func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (
 	return testkit.RunAdmission(t, m, addr, flags...)
 }
 
-func reconciled(url, series string) float64 { return vigiltest.Metric(url, series) }
+func reconciled(url, series string) float64 { return bench.Metric(url, series) }
 
 func waitReady(t testing.TB, url string, exited <-chan struct{}) {
 	t.Helper()

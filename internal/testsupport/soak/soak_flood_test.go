@@ -9,19 +9,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/definition/spec"
-
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/serving/registration"
 )
 
 // floodConns is how many connections the upgrade soak's flood holds to each
 // replica: more than the webhook server's MaxConns (512).
-// The flood comes from 127.0.0.2 (vigiltest.Flood's default), as one Pod would.
+// The flood comes from 127.0.0.2 (bench.Flood's default), as one Pod would.
 const floodConns = 600
 
 // violationLoop creates ConfigMaps labelled violate in ns, which the

@@ -23,6 +23,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/commands/modcli"
 	"github.com/vigilkit/vigil/internal/serving/registration"
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -187,9 +188,9 @@ func soakUpgrade(b *testing.B, how string, flood bool) upgradeResult {
 	})
 
 	time.Sleep(2 * time.Second)
-	var floods []*vigiltest.Flooder
+	var floods []*bench.Flooder
 	startFlood := func(addr string) {
-		f := vigiltest.Flood(b, vigiltest.FloodOptions{Addr: addr, Silent: floodConns, Redial: 20 * time.Millisecond})
+		f := bench.Flood(b, bench.FloodOptions{Addr: addr, Silent: floodConns, Redial: 20 * time.Millisecond})
 		f.WaitTried(b, 10*time.Second)
 		floods = append(floods, f)
 	}

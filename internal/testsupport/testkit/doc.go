@@ -1,6 +1,6 @@
-// Package testkit holds what vigil's own tests and benchmarks share and a
-// module author does not need: benchmark statistics, the harness that runs a
-// module's admission role in process, and the API-server proxies that cut or
-// delay a connection. What an author uses is in vigiltest; examples use that
+// Package testkit holds what vigil's own tests share and a module author
+// does not need: the harness that runs a module's admission role in process,
+// and the API-server proxies that cut or delay a connection (the load and
+// measurement harness is internal/testsupport/bench). What an author uses is in vigiltest; examples use that
 // alone, since an example must build on the public API.
 package testkit

@@ -247,7 +247,7 @@ func (d *demo) apply(ctx context.Context) (string, error) {
 	}
 	var objs []*unstructured.Unstructured
 	if d.o.crds == "" {
-		d.rep.CRDs = "the demo's stand-ins for UDS Core's CRDs (examples/uds-core/demo/crds.yaml)"
+		d.rep.CRDs = "the demo's stand-ins for UDS Core's CRDs (hack/demo/crds.yaml)"
 		crds, err := readObjects(bytes.NewReader(standInCRDs), "crds.yaml")
 		if err != nil {
 			return "", err

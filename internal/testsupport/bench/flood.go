@@ -1,4 +1,4 @@
-package vigiltest
+package bench
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // FloodOptions say what Flood opens against a port, as one client that can
@@ -154,7 +156,7 @@ func (f *Flooder) String() string {
 func (f *Flooder) WaitTried(t testing.TB, within time.Duration) {
 	t.Helper()
 	n := int64(f.opts.Silent + f.opts.Idle + f.opts.Trickle)
-	Eventually(t, within, func() error {
+	vigiltest.Eventually(t, within, func() error {
 		if got := f.tried.Load(); got < n {
 			return fmt.Errorf("%d of the flood's %d connections attempted", got, n)
 		}

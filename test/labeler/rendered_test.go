@@ -1,4 +1,4 @@
-package main
+package labeler
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ import (
 // manifests were rendered with, it passes the check.
 func TestARoleRefusesADefinitionOtherThanItsManifests(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "labeler")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, labelerDir).CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	render := exec.Command(bin, "manifests", "--image", "registry.example/labeler:1")

@@ -1,4 +1,4 @@
-package main
+package labeler
 
 import (
 	"context"
@@ -15,13 +15,12 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
-
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/store"
-	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // client returns an HTTP/1.1 keep-alive client trusting the labeler's CA, or
@@ -51,7 +50,7 @@ func BenchmarkAdmission(b *testing.B) {
 	fl := startFloor(b, l)
 	pid := l.cmd.Process.Pid
 	time.Sleep(300 * time.Millisecond) // the scenario: idle a moment before the idle RSS is read
-	rssIdle := vigiltest.ProcStatus(pid, "VmRSS")
+	rssIdle := bench.ProcStatus(pid, "VmRSS")
 	payloads := []struct {
 		name string
 		body []byte
@@ -83,7 +82,7 @@ func BenchmarkAdmission(b *testing.B) {
 		load(b, fl.Cmd.Process.Pid, "floor", fl.Base+"/mutate", h1, "configmap", cm, 16, d),
 		load(b, pid, "vigil mutate, h2 offered", mutate, h2, "configmap", cm, 16, d),
 	}
-	rssLoad := vigiltest.ProcStatus(pid, "VmHWM")
+	rssLoad := bench.ProcStatus(pid, "VmHWM")
 	// The profiles are taken under loads of their own: profiling costs CPU.
 	mutateShares := l.profileShares(b, "mutate", mutate, h1, cm)
 	validateShares := l.profileShares(b, "validate", validate, h1, cm)
@@ -135,7 +134,7 @@ func BenchmarkAdmission(b *testing.B) {
 	if err := deleteStoreCRD(b.Context()); err != nil {
 		b.Fatal(err)
 	}
-	fresh := startModuleCRD(b, ".", false, nil)
+	fresh := startModuleCRD(b, labelerDir, false, nil)
 	fmt.Printf("admission-ready-new-crd: ready_after=%dms (exec to /readyz 200 with no Store CRD: the module installs it), in ms since the process started: %s\n", fresh.readyAfter.Milliseconds(), readyParts(fresh.logs.String()))
 }
 
@@ -266,18 +265,18 @@ func shares(p *profile.Profile) string {
 
 // The load and floor machinery is the kit's (vigiltest), which
 // bench-uds shares.
-type loadResult = vigiltest.LoadResult
+type loadResult = bench.LoadResult
 
 func load(b *testing.B, pid int, target, url string, client *http.Client, payload string, body []byte, c int, d time.Duration) loadResult {
-	return vigiltest.Load(b, pid, target, url, client, payload, body, c, d)
+	return bench.Load(b, pid, target, url, client, payload, body, c, d)
 }
 
-func startFloor(b *testing.B, l *labeler) *vigiltest.Floor { return vigiltest.StartFloor(b, l.certDir) }
+func startFloor(b *testing.B, l *labeler) *bench.Floor { return bench.StartFloor(b, l.certDir) }
 
 func ratio(r, floor loadResult) float64 { return r.Ratio(floor) }
 
-func pct(sorted []time.Duration, p int) time.Duration { return vigiltest.Percentile(sorted, p) }
+func pct(sorted []time.Duration, p int) time.Duration { return bench.Percentile(sorted, p) }
 
-func ms(d time.Duration) float64 { return vigiltest.Ms(d) }
+func ms(d time.Duration) float64 { return bench.Ms(d) }
 
-func us(d time.Duration) float64 { return vigiltest.Us(d) }
+func us(d time.Duration) float64 { return bench.Us(d) }

@@ -1,4 +1,4 @@
-package main
+package labeler
 
 import (
 	"bytes"
@@ -20,14 +20,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
 var env *vigiltest.Env
 
+// labelerDir is the module these tests load: the example an author copies.
+const labelerDir = "../../examples/labeler"
+
 func TestMain(m *testing.M) {
-	vigiltest.FloorMain() // this binary, run again by BenchmarkAdmission, as the floor server
+	bench.FloorMain() // this binary, run again by BenchmarkAdmission, as the floor server
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
@@ -80,7 +84,7 @@ func startLabeler(t testing.TB, extraEnv ...string) *labeler {
 // ships.
 func startLabelerWith(t testing.TB, extraArgs []string, extraEnv ...string) *labeler {
 	t.Helper()
-	return startModule(t, ".", extraArgs, append([]string{"LABELER_CHECKS=webhook"}, extraEnv...)...)
+	return startModule(t, labelerDir, extraArgs, append([]string{"LABELER_CHECKS=webhook"}, extraEnv...)...)
 }
 
 // startModule is startLabelerWith for the module in dir.

@@ -1,5 +1,5 @@
 // Command listerbench is the module BenchmarkAdmissionLister in
-// examples/labeler loads: two validations of ConfigMaps, served each on its
+// test/labeler loads: two validations of ConfigMaps, served each on its
 // capability's own path, one reading nothing and one reading a Lister of
 // every ConfigMap in the cluster — the cost of a lister read, side by side
 // in one process.

@@ -1,4 +1,4 @@
-package main
+package labeler
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -69,7 +70,7 @@ func TestBoundedUnderAbuse(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for ctx.Err() == nil {
-			peakRSS.Store(max(peakRSS.Load(), vigiltest.ProcStatus(pid, "VmRSS")))
+			peakRSS.Store(max(peakRSS.Load(), bench.ProcStatus(pid, "VmRSS")))
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
@@ -191,7 +192,7 @@ func TestBoundedUnderAbuse(t *testing.T) {
 	}
 	wg.Wait()
 	<-sampled
-	hwm := vigiltest.ProcStatus(pid, "VmHWM")
+	hwm := bench.ProcStatus(pid, "VmHWM")
 
 	slices.Sort(lat)
 	slices.Sort(lives)
@@ -257,7 +258,7 @@ func refusedMetrics(t *testing.T, base string) string {
 // cluster.
 func admissionMemory(t *testing.T) (limitBytes int64, goMemLimit string) {
 	t.Helper()
-	bin := vigiltest.BuildModule(t, ".")
+	bin := vigiltest.BuildModule(t, labelerDir)
 	out, err := exec.Command(bin, "manifests", "--image", "example.com/labeler:test").Output()
 	if err != nil {
 		t.Fatalf("labeler manifests: %v", err)

@@ -1,4 +1,4 @@
-package main
+package udscore
 
 import (
 	"crypto/tls"
@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -89,7 +90,7 @@ func clientTrusting(t testing.TB, ca []byte) *http.Client {
 // BenchmarkUDS (make bench-uds) loads UDS Core's policy engine, its real
 // admission process, over TLS keep-alive at c=16 with a compliant Pod
 // through every policy (its mutating and its validating path) and a denied
-// one, beside the floor server (vigiltest.StartFloor) under the same load in
+// one, beside the floor server (bench.StartFloor) under the same load in
 // the same run; it reports req/s, p99, the module's CPU per request against
 // the floor's, and its memory under load. Run it with -benchtime 1x.
 //
@@ -98,7 +99,7 @@ func clientTrusting(t testing.TB, ca []byte) *http.Client {
 // mutating one (FILE-mutate.pprof), each taken in a load of its own
 // (profiling costs CPU), for go tool pprof.
 func BenchmarkUDS(b *testing.B) {
-	opts := vigiltest.ModuleOptions{Dir: "."}
+	opts := vigiltest.ModuleOptions{Dir: udsCoreDir}
 	profile := os.Getenv("UDS_BENCH_PPROF")
 	if profile != "" {
 		opts.Args = map[string][]string{"admission": {"--shutdown-delay", "0s", "--pprof"}}
@@ -112,7 +113,7 @@ func BenchmarkUDS(b *testing.B) {
 	}
 	vigilClient := clientTrusting(b, val.Webhooks[0].ClientConfig.CABundle)
 	floorCert := vigiltest.NewServingCert(b, "127.0.0.1")
-	fl := vigiltest.StartFloor(b, floorCert.Dir)
+	fl := bench.StartFloor(b, floorCert.Dir)
 	floorClient := clientTrusting(b, floorCert.CABundle)
 	base := "https://" + pod.Ports["https"]
 	mutate, validate := base+"/mutate/uds-core/"+CapabilityName, base+"/validate/uds-core/"+CapabilityName
@@ -137,28 +138,28 @@ func BenchmarkUDS(b *testing.B) {
 	}
 
 	const d = 3 * time.Second
-	var v, mu, dn, f vigiltest.LoadResult
+	var v, mu, dn, f bench.LoadResult
 	for round := range 2 { // the second round counts: the first warms both
-		v = vigiltest.Load(b, pid, "vigil validate", validate, vigilClient, "pod", compliant, 16, d)
-		f = vigiltest.Load(b, fl.Cmd.Process.Pid, "floor", fl.Base+"/validate", floorClient, "pod", compliant, 16, d)
-		mu = vigiltest.Load(b, pid, "vigil mutate", mutate, vigilClient, "pod", compliant, 16, d)
-		dn = vigiltest.Load(b, pid, "vigil validate denied", validate, vigilClient, "pod", denied, 16, d)
+		v = bench.Load(b, pid, "vigil validate", validate, vigilClient, "pod", compliant, 16, d)
+		f = bench.Load(b, fl.Cmd.Process.Pid, "floor", fl.Base+"/validate", floorClient, "pod", compliant, 16, d)
+		mu = bench.Load(b, pid, "vigil mutate", mutate, vigilClient, "pod", compliant, 16, d)
+		dn = bench.Load(b, pid, "vigil validate denied", validate, vigilClient, "pod", denied, 16, d)
 		if round == 0 {
-			b.Logf("warm-up round: vigil validate %.1fus, floor %.1fus", vigiltest.Us(v.CPUPerReq), vigiltest.Us(f.CPUPerReq))
+			b.Logf("warm-up round: vigil validate %.1fus, floor %.1fus", bench.Us(v.CPUPerReq), bench.Us(f.CPUPerReq))
 		}
 	}
-	rss := vigiltest.ProcStatus(pid, "VmRSS")
+	rss := bench.ProcStatus(pid, "VmRSS")
 	if profile != "" {
 		writeProfile(b, "http://"+pod.Ports["metrics"]+"/debug/pprof/profile?seconds=3", profile, func() {
-			vigiltest.Load(b, pid, "vigil validate (profiled)", validate, vigilClient, "pod", compliant, 16, 4*time.Second)
+			bench.Load(b, pid, "vigil validate (profiled)", validate, vigilClient, "pod", compliant, 16, 4*time.Second)
 		})
 		writeProfile(b, "http://"+pod.Ports["metrics"]+"/debug/pprof/profile?seconds=3", strings.TrimSuffix(profile, ".pprof")+"-mutate.pprof", func() {
-			vigiltest.Load(b, pid, "vigil mutate (profiled)", mutate, vigilClient, "pod", compliant, 16, 4*time.Second)
+			bench.Load(b, pid, "vigil mutate (profiled)", mutate, vigilClient, "pod", compliant, 16, 4*time.Second)
 		})
 	}
 	fmt.Printf("uds: cpu_per_req=%.1fus floor_cpu_per_req=%.1fus c16_rps=%.0f c16_p99=%.2fms rss_load=%.1fMiB vs_floor=%.2fx cpu_per_req_mutate=%.1fus vs_floor_mutate=%.2fx cpu_per_req_denied=%.1fus c16_p99_mutate=%.2fms floor_rps=%.0f\n",
-		vigiltest.Us(v.CPUPerReq), vigiltest.Us(f.CPUPerReq), v.RPS, vigiltest.Ms(v.P99), float64(rss)/1024, v.Ratio(f),
-		vigiltest.Us(mu.CPUPerReq), mu.Ratio(f), vigiltest.Us(dn.CPUPerReq), vigiltest.Ms(mu.P99), f.RPS)
+		bench.Us(v.CPUPerReq), bench.Us(f.CPUPerReq), v.RPS, bench.Ms(v.P99), float64(rss)/1024, v.Ratio(f),
+		bench.Us(mu.CPUPerReq), mu.Ratio(f), bench.Us(dn.CPUPerReq), bench.Ms(mu.P99), f.RPS)
 }
 
 // writeProfile fetches the CPU profile at url while load runs, into file.

@@ -1,4 +1,4 @@
-package main
+package labeler
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 )
 
 // BenchmarkAdmissionLister: 10,000 ConfigMaps exist; the listerbench module
@@ -75,7 +75,7 @@ func BenchmarkAdmissionLister(b *testing.B) {
 		noneCPU = append(noneCPU, load(b, pid, "reads nothing", plain, h1, "configmap", body, 16, 2*time.Second))
 		listerCPU = append(listerCPU, load(b, pid, "reads the Lister", cached, h1, "configmap", body, 16, 2*time.Second))
 	}
-	rss := vigiltest.ProcStatus(pid, "VmRSS")
+	rss := bench.ProcStatus(pid, "VmRSS")
 	n, nl := merged(noneCPU), merged(listerCPU)
 	fmt.Printf("admission-lister: validate_p99_lister_10k=%.2fms validate_p99_none=%.2fms p99_ratio=%.2f validate_p50_lister_10k=%.2fms validate_p50_none=%.2fms (c16, n=%d each) cpu_per_req_lister_10k=%.1fus cpu_per_req_none=%.1fus rss=%.1fMiB ready_after=%dms (10,000 ConfigMaps to list, created in %.1fs; in ms since the process started: %s)\n",
 		ms(pct(lister, 99)), ms(pct(none, 99)), float64(pct(lister, 99))/float64(max(1, pct(none, 99))),

@@ -1,4 +1,4 @@
-package vigiltest
+package bench
 
 import "time"
 

@@ -15,6 +15,8 @@
 // UDS Core's CRDs come from the folder --crds names (UDS Core's own files,
 // or the example's schemas in examples/uds-core/testdata/crds); without it,
 // from stand-ins with the same names and an open schema (crds.yaml here).
+// It lives beside vigil's own commands, not in the example: it drives vigil
+// dev's session itself, as the vigil command does, which no module does.
 //
 // By default it runs on an embedded control plane of its own (never on the
 // cluster KUBECONFIG names); --kubeconfig picks a cluster explicitly.
@@ -62,11 +64,11 @@ func main() {
 	}
 }
 
-// exampleDir is the uds-core example, above this file.
+// exampleDir is the uds-core example, in the checkout this file is in.
 func exampleDir() string {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return filepath.Join("examples", "uds-core")
 	}
-	return filepath.Dir(filepath.Dir(file))
+	return filepath.Join(filepath.Dir(file), "..", "..", "examples", "uds-core")
 }

@@ -1,4 +1,4 @@
-package vigiltest
+package bench
 
 import (
 	"bytes"
@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // The floor of the machine for an admission webhook, to measure a module
@@ -124,7 +126,7 @@ func (f *Floor) Stop() { _ = f.Cmd.Process.Kill(); _, _ = f.Cmd.Process.Wait() }
 // with the serving certificate in certDir, and waits until it listens.
 func StartFloor(t testing.TB, certDir string) *Floor {
 	t.Helper()
-	addr := FreeAddr(t)
+	addr := vigiltest.FreeAddr(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), FloorAddrEnv+"="+addr, FloorCertsEnv+"="+certDir)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

@@ -1,4 +1,4 @@
-package main
+package labeler
 
 import (
 	"crypto/tls"
@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -32,13 +33,13 @@ var floodTLS = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS1
 // from before the flood. Before per-source limits the flood held every
 // slot and the API server's new connections were reset at accept.
 func TestCreatesSucceedDuringAConnectionFlood(t *testing.T) {
-	m := env.InstallModule(t, vigiltest.ModuleOptions{})
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Dir: labelerDir})
 	pod := m.StartAdmission(60 * time.Second)
 	webhookAddr := pod.Ports["https"]
 	ns := env.Namespace(t)
 
 	const silent, idle = 400, 400
-	f := vigiltest.Flood(t, vigiltest.FloodOptions{Addr: webhookAddr, Silent: silent, Idle: idle, TLS: floodTLS, Redial: 100 * time.Millisecond})
+	f := bench.Flood(t, bench.FloodOptions{Addr: webhookAddr, Silent: silent, Idle: idle, TLS: floodTLS, Redial: 100 * time.Millisecond})
 	f.WaitTried(t, 60*time.Second)
 	t.Logf("flood running: %s", f)
 
@@ -101,7 +102,7 @@ func TestCreatesSucceedDuringAConnectionFlood(t *testing.T) {
 // connections, redialled as they are closed, where ~11,000 took it past
 // its 256Mi before the metrics port had limits.
 func TestMetricsPortBoundedUnderAFlood(t *testing.T) {
-	m := env.InstallModule(t, vigiltest.ModuleOptions{})
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Dir: labelerDir})
 	pod := m.StartAdmission(60 * time.Second)
 	proc := pod.Process("admission")
 	if proc == nil {
@@ -109,9 +110,9 @@ func TestMetricsPortBoundedUnderAFlood(t *testing.T) {
 	}
 	metricsAddr := pod.Ports["metrics"]
 	before := proc.Memory("VmRSS")
-	var floods []*vigiltest.Flooder
+	var floods []*bench.Flooder
 	for i := range 10 { // 10 sources, 300 each
-		floods = append(floods, vigiltest.Flood(t, vigiltest.FloodOptions{Addr: metricsAddr, Source: fmt.Sprintf("127.0.1.%d", i+1), Idle: 300, Path: "/metrics", Redial: 200 * time.Millisecond}))
+		floods = append(floods, bench.Flood(t, bench.FloodOptions{Addr: metricsAddr, Source: fmt.Sprintf("127.0.1.%d", i+1), Idle: 300, Path: "/metrics", Redial: 200 * time.Millisecond}))
 	}
 	for _, f := range floods {
 		f.WaitTried(t, 90*time.Second)
@@ -180,7 +181,7 @@ func TestMetricsPortBoundedUnderAFlood(t *testing.T) {
 // Each round prints one line, `conns: sources=N refused=R ...`, for
 // scripts and docs/figures.md.
 func TestPodCreatesSucceedDuringTrickleFloods(t *testing.T) {
-	m := env.InstallModule(t, vigiltest.ModuleOptions{})
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Dir: labelerDir})
 	pod := m.StartAdmission(60 * time.Second)
 	webhookAddr := pod.Ports["https"]
 	host, _, err := net.SplitHostPort(webhookAddr)
@@ -192,9 +193,9 @@ func TestPodCreatesSucceedDuringTrickleFloods(t *testing.T) {
 
 	const perSource, creates = 256, 10
 	for _, sources := range []int{2, 3, 8} {
-		var floods []*vigiltest.Flooder
+		var floods []*bench.Flooder
 		for i := range sources {
-			floods = append(floods, vigiltest.Flood(t, vigiltest.FloodOptions{
+			floods = append(floods, bench.Flood(t, bench.FloodOptions{
 				Addr: webhookAddr, Source: fmt.Sprintf("127.0.0.%d", i+2), Trickle: perSource, TrickleLength: 60000,
 				TrickleEvery: time.Second, TLS: floodTLS, Path: "/mutate", Redial: 200 * time.Millisecond, For: 3 * time.Minute,
 			}))

@@ -1,4 +1,4 @@
-package main
+package labeler
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -167,7 +168,7 @@ func BenchmarkAdmissionE2E(b *testing.B) {
 // registerFloor registers the floor server as a mutating webhook for creates
 // of ConfigMaps in ns, and as a validating one (validating), and the
 // labeler's check — an app label — as a ValidatingAdmissionPolicy (policy).
-func registerFloor(ctx context.Context, fl *vigiltest.Floor, l *labeler, ns string, validating, policy bool) error {
+func registerFloor(ctx context.Context, fl *bench.Floor, l *labeler, ns string, validating, policy bool) error {
 	rules := []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
