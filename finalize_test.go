@@ -192,14 +192,6 @@ func TestChartPutsTheFinalizerOnWhereServed(t *testing.T) {
 	m := vigil.NewModule("chartfin", vigil.Options{Namespace: "chartfin-system"})
 	vigil.Watch(m.Capability("cleanup"), &corev1.ConfigMap{}).WithLabel("cleanup").Named("configmaps").
 		Finalize(func(context.Context, *corev1.ConfigMap) error { return nil })
-	dir := filepath.Join(t.TempDir(), "chart")
-	if code := vigil.Execute(t.Context(), m, []string{"chart", "-o", dir, "--image", "example.com/chartfin:1.0.0"}); code != 0 {
-		t.Fatalf("chart exited %d", code)
-	}
-	ch, err := loader.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const policy = "chartfin-finalizer-cleanup.configmaps"
 	for _, tc := range []struct {
 		kube string
@@ -211,19 +203,10 @@ func TestChartPutsTheFinalizerOnWhereServed(t *testing.T) {
 		{"v1.35.0", []string{"admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy", "v1/Namespace"}, false},
 		{"v1.34.0", nil, false},
 	} {
-		i := action.NewInstall(action.NewConfiguration())
-		i.DryRunStrategy = action.DryRunClient
-		i.ReleaseName, i.Namespace = "chartfin", "default"
-		kv, err := common.ParseKubeVersion(tc.kube)
-		if err != nil {
-			t.Fatal(err)
-		}
-		i.KubeVersion, i.APIVersions = kv, tc.apis
-		rel, err := i.RunWithContext(t.Context(), ch, nil)
+		manifest, err := renderChart(t, m, tc.kube, tc.apis, nil)
 		if err != nil {
 			t.Fatalf("render for %s %v: %v", tc.kube, tc.apis, err)
 		}
-		manifest := rel.(*releasev1.Release).Manifest
 		got := strings.Count(manifest, "name: "+policy+"\n")
 		if tc.want && (got != 2 || !strings.Contains(manifest, "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\n")) {
 			t.Errorf("Kubernetes %s %v: the chart renders the policy %s and its binding %d times in v1, want once each:\n%s", tc.kube, tc.apis, policy, got, manifest)
@@ -232,4 +215,31 @@ func TestChartPutsTheFinalizerOnWhereServed(t *testing.T) {
 			t.Errorf("Kubernetes %s %v: the chart renders the policy %s, which the cluster does not serve by default", tc.kube, tc.apis, policy)
 		}
 	}
+}
+
+// renderChart writes m's chart and renders it as `helm template
+// --kube-version kube --api-versions apis` does, with vals.
+func renderChart(t *testing.T, m *vigil.Module, kube string, apis []string, vals map[string]any) (string, error) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "chart")
+	if code := vigil.Execute(t.Context(), m, []string{"chart", "-o", dir, "--image", "example.com/module:1.0.0"}); code != 0 {
+		t.Fatalf("chart exited %d", code)
+	}
+	ch, err := loader.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := action.NewInstall(action.NewConfiguration())
+	i.DryRunStrategy = action.DryRunClient
+	i.ReleaseName, i.Namespace = "module", "default"
+	kv, err := common.ParseKubeVersion(kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i.KubeVersion, i.APIVersions = kv, apis
+	rel, err := i.RunWithContext(t.Context(), ch, vals)
+	if err != nil {
+		return "", err
+	}
+	return rel.(*releasev1.Release).Manifest, nil
 }

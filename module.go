@@ -52,7 +52,9 @@ type Options struct {
 	// Finalize or audit acts on them. The webhooks select them out by
 	// kubernetes.io/metadata.name, which the API server sets to each
 	// namespace's own name: no tenant can ignore her own namespace. Its
-	// own namespace, kube-system and kube-node-lease are always ignored.
+	// own namespace, kube-system and kube-node-lease are always ignored. An
+	// install adds more: the chart's ignoredNamespaces value, or `manifests
+	// --ignore-namespace`.
 	IgnoredNamespaces []string
 	// Hooks run around every admission request the module answers, for the
 	// author's own metrics, logs and traces (Pepr's beforeHook and

@@ -43,6 +43,9 @@ type AdmissionFlags struct {
 	Role admissionrole.Options
 	// FailurePolicies are CAPABILITY=Fail|Ignore overrides.
 	FailurePolicies []string
+	// Ignored are namespaces the deployment adds to the module's ignored
+	// ones (--ignore-namespace).
+	Ignored []string
 }
 
 // NewAdmissionFlags returns the flags.
@@ -66,11 +69,15 @@ func (f *AdmissionFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Bootstrap, "bootstrap", false, "create the module's empty webhook configurations when they are missing, as its manifests would: for local runs such as vigil dev")
 	fs.StringVar(&o.CAFile, "ca-file", "", "CA bundle for the webhooks' caBundle with --cert-dir (default: ca.crt in --cert-dir)")
 	fs.StringSliceVar(&f.FailurePolicies, "failure-policy", nil, "CAPABILITY=Fail|Ignore: a capability's failure policy instead of the module's (repeatable; Ignore is refused for a FailClosed() capability)")
+	addIgnoreFlag(fs, &f.Ignored)
 }
 
 // ToOptions sets the module's failure policies and loads the client config.
 func (f *AdmissionFlags) ToOptions(m *spec.Module, _ io.Writer) (*AdmissionOptions, error) {
 	if err := m.SetFailurePolicies(f.FailurePolicies); err != nil {
+		return nil, err
+	}
+	if err := ignore(m, f.Ignored); err != nil {
 		return nil, err
 	}
 	cfg, err := f.Kube.ToRESTConfig()

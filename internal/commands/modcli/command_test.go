@@ -41,17 +41,19 @@ func TestCommandsKeepTheirFlags(t *testing.T) {
 			"addr": ":9443", "metrics-addr": ":8080", "pprof": "false", "cert-dir": "/etc/vigil/tls", "cert-secret": "", "cert-hosts": "[]",
 			"handoff-dir": DefaultHandoffDir, "shutdown-delay": "5s", "register": "true", "webhook-url": "",
 			"registration-check-interval": "2s", "bootstrap": "false", "ca-file": "", "failure-policy": "[]",
+			"ignore-namespace": "[]",
 		}),
 		"watcher": with(map[string]string{
 			"leader-elect": "true", "lease-duration": "15s", "renew-deadline": "10s", "retry-period": "2s", "reconcile-spacing": "200ms",
 			"audit-interval": "1h0m0s", "metrics-addr": ":8080", "probe-addr": ":8081", "outage-check-interval": "2s", "failure-policy": "[]",
+			"ignore-namespace": "[]",
 		}),
 		"unregister": with(map[string]string{
 			"remove-finalizers": "false", "stop-watcher": "false", "delete-state": "false", "stop-watcher-timeout": "2m0s",
 		}),
 		"chart":     {"output-dir": "", "image": "", "allow-deadlock": "false", "kubernetes": ""},
 		"zarf":      {"output-dir": "", "image": "", "allow-deadlock": "false"},
-		"manifests": {"image": "", "namespace": "", "replicas": "2", "output-dir": "", "ca-bundle": "", "allow-deadlock": "false", "with": "[]", "network-policy": "true", "kubernetes": ""},
+		"manifests": {"image": "", "namespace": "", "replicas": "2", "output-dir": "", "ca-bundle": "", "allow-deadlock": "false", "with": "[]", "network-policy": "true", "kubernetes": "", "ignore-namespace": "[]"},
 		"plan":      with(map[string]string{"output": "text", "with": "[]", "cluster": "false"}),
 	}
 	root := NewCommand(module(), nil, &bytes.Buffer{}, &bytes.Buffer{})

@@ -49,6 +49,8 @@ type ManifestsFlags struct {
 	NetworkPolicy bool
 	// Kubernetes is the release the manifests are for.
 	Kubernetes cmdutil.KubernetesFlag
+	// Ignored are namespaces the install adds to the module's ignored ones.
+	Ignored []string
 }
 
 // NewManifestsFlags returns the flags.
@@ -65,6 +67,7 @@ func (f *ManifestsFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.With, "with", nil, "other modules' `plan -o json` files, for the deadlock analysis across modules")
 	cmdutil.AddKubernetesFlag(fs, &f.Kubernetes, "the cluster the manifests are for (the version of each kind whose version depends on it)")
 	fs.BoolVar(&f.NetworkPolicy, "network-policy", true, "ship the admission pods' NetworkPolicy (webhook port from anywhere, metrics from the monitoring namespace, nothing else); false where the cluster enforces none")
+	fs.StringSliceVar(&f.Ignored, "ignore-namespace", nil, "a namespace the install keeps the module away from besides its Options.IgnoredNamespaces: its roles get it as --ignore-namespace, its policies skip it (repeatable)")
 }
 
 // ToOptions reads the CA bundle and the other modules and checks the
@@ -74,8 +77,11 @@ func (f *ManifestsFlags) ToOptions(m *spec.Module, out io.Writer) (*ManifestsOpt
 	if err != nil {
 		return nil, fmt.Errorf("--kubernetes: %w", err)
 	}
+	if err := checkIgnored(m, f.Ignored); err != nil {
+		return nil, err
+	}
 	o := &ManifestsOptions{Module: m, Out: out, Dir: f.Dir, AllowDeadlock: f.AllowDeadlock,
-		Render: manifests.Options{Image: f.Image, Namespace: f.Namespace, Replicas: f.Replicas, NoNetworkPolicy: !f.NetworkPolicy, Kubernetes: release}}
+		Render: manifests.Options{Image: f.Image, Namespace: f.Namespace, Replicas: f.Replicas, NoNetworkPolicy: !f.NetworkPolicy, Kubernetes: release, IgnoredNamespaces: f.Ignored}}
 	if f.CABundleFile != "" {
 		data, err := os.ReadFile(f.CABundleFile)
 		if err != nil {

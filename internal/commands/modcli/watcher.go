@@ -40,6 +40,9 @@ type WatcherFlags struct {
 	Role watcher.Options
 	// FailurePolicies are CAPABILITY=Fail|Ignore overrides.
 	FailurePolicies []string
+	// Ignored are namespaces the deployment adds to the module's ignored
+	// ones (--ignore-namespace), as the admission role has them.
+	Ignored []string
 }
 
 // NewWatcherFlags returns the flags.
@@ -59,11 +62,15 @@ func (f *WatcherFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ProbeAddr, "probe-addr", ":8081", "address to serve /healthz and /readyz on; empty disables")
 	fs.DurationVar(&o.OutageCheckInterval, "outage-check-interval", 2*time.Second, "how often the active replica asks, by the registration canary, whether an admission replica serves (only with capabilities declared FailOpenAfter)")
 	fs.StringSliceVar(&f.FailurePolicies, "failure-policy", nil, "CAPABILITY=Fail|Ignore: a capability's failure policy instead of the module's, as the admission role has it (repeatable)")
+	addIgnoreFlag(fs, &f.Ignored)
 }
 
 // ToOptions sets the module's failure policies and loads the client config.
 func (f *WatcherFlags) ToOptions(m *spec.Module, _ io.Writer) (*WatcherOptions, error) {
 	if err := m.SetFailurePolicies(f.FailurePolicies); err != nil {
+		return nil, err
+	}
+	if err := ignore(m, f.Ignored); err != nil {
 		return nil, err
 	}
 	cfg, err := f.Kube.ToRESTConfig()

@@ -510,19 +510,18 @@ func (m *Module) Resolve() *spec.Module {
 		SchemaVersion: spec.SchemaVersion,
 		Name:          m.Name, Namespace: m.Namespace, Version: m.Version,
 		FailurePolicy: m.Policy, TimeoutSeconds: int32(m.Timeout / time.Second),
-		MinKubernetes:     m.Kubernetes.String(),
-		Hooks:             m.hooks,
-		IgnoredNamespaces: slices.Clone(m.ignored),
-		Capabilities:      append([]spec.Capability{}, m.capabilities...),
-		Bindings:          append([]spec.Binding{}, m.bindings...),
-		Checks:            append([]spec.Check(nil), m.checks...),
-		Watches:           append([]spec.Watch{}, m.watches...),
-		Schedules:         append([]spec.Schedule{}, m.schedules...),
-		Listers:           []spec.Lister{},
-		CRDs:              append([]spec.CRD(nil), m.crds...),
-		Settings:          append([]spec.Setting(nil), m.settings...),
-		Rules:             m.resolveRules(),
-		Scheme:            m.Scheme,
+		MinKubernetes: m.Kubernetes.String(),
+		Hooks:         m.hooks,
+		Capabilities:  append([]spec.Capability{}, m.capabilities...),
+		Bindings:      append([]spec.Binding{}, m.bindings...),
+		Checks:        append([]spec.Check(nil), m.checks...),
+		Watches:       append([]spec.Watch{}, m.watches...),
+		Schedules:     append([]spec.Schedule{}, m.schedules...),
+		Listers:       []spec.Lister{},
+		CRDs:          append([]spec.CRD(nil), m.crds...),
+		Settings:      append([]spec.Setting(nil), m.settings...),
+		Rules:         m.resolveRules(),
+		Scheme:        m.Scheme,
 	}
 	var gates []spec.Gate
 	for _, g := range m.gates {
@@ -535,18 +534,6 @@ func (m *Module) Resolve() *spec.Module {
 	for _, l := range m.listers {
 		out.Listers = append(out.Listers, l.Spec)
 	}
-	if len(m.ignored) > 0 {
-		// Every watch keeps away from the ignored namespaces, and a watch of
-		// Namespaces from the ignored Namespaces themselves, as the webhooks
-		// do.
-		ignored, named := spec.NotInNamespace(slices.Clone(m.ignored)...), spec.NotNamed(slices.Clone(m.ignored)...)
-		for i := range out.Watches {
-			f := ignored
-			if gvk := out.Watches[i].GVK; gvk.Group == "" && gvk.Kind == "Namespace" {
-				f = named
-			}
-			out.Watches[i].Filters = append(slices.Clone(out.Watches[i].Filters), f)
-		}
-	}
+	out.IgnoreNamespaces(m.ignored...)
 	return out
 }

@@ -423,3 +423,31 @@ func (e Exclusion) excludes(r AdmissionRequest) bool {
 	}
 	return true
 }
+
+// IgnoreNamespaces adds namespaces to those the module keeps away from
+// (IgnoredNamespaces): every webhook and check of the module skips them,
+// every watch leaves their objects alone, and a watch of Namespaces the
+// ignored Namespaces themselves, as the webhooks do. The definition's own
+// (Options.IgnoredNamespaces) come first; a deployment adds more with
+// --ignore-namespace (the chart's ignoredNamespaces).
+func (m *Module) IgnoreNamespaces(namespaces ...string) {
+	var add []string
+	for _, ns := range namespaces {
+		if !slices.Contains(m.IgnoredNamespaces, ns) && !slices.Contains(add, ns) {
+			add = append(add, ns)
+		}
+	}
+	if len(add) == 0 {
+		return
+	}
+	m.IgnoredNamespaces = append(slices.Clone(m.IgnoredNamespaces), add...)
+	m.Watches = slices.Clone(m.Watches) // a copy of a Module leaves the original's be
+	ignored, named := NotInNamespace(add...), NotNamed(add...)
+	for i := range m.Watches {
+		f := ignored
+		if gvk := m.Watches[i].GVK; gvk.Group == "" && gvk.Kind == "Namespace" {
+			f = named
+		}
+		m.Watches[i].Filters = append(slices.Clone(m.Watches[i].Filters), f)
+	}
+}

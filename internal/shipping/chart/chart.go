@@ -87,7 +87,9 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := manifests.Render(m, manifests.Options{Image: imageSentinel, Kubernetes: kubeversion.Newest()})
+	// The values' ignoredNamespaces: rendered in place of a placeholder
+	// namespace the install ignores (ignoredTemplate).
+	objs, err := manifests.Render(m, manifests.Options{Image: imageSentinel, Kubernetes: kubeversion.Newest(), IgnoredNamespaces: []string{ignoredSentinel}})
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +129,9 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 			g.networkPolicy(u)
 		}
 		text, err := g.template(u)
+		if err == nil {
+			text, err = ignoredTemplate(text)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("template of %s %s: %w", kind, obj.GetName(), err)
 		}
@@ -234,6 +239,28 @@ var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
 // imageSentinel stands for the image in the rendered objects until the
 // template expression replaces it.
 const imageSentinel = "vigil-chart-image-sentinel"
+
+// ignoredSentinel is the namespace the chart's objects are rendered as
+// ignoring, in place of the values' ignoredNamespaces.
+const ignoredSentinel = "vigil-chart-ignored-namespaces"
+
+// ignoredItem is a list item of ignoredSentinel: in a namespace selector's
+// values.
+var ignoredItem = regexp.MustCompile(`(?m)^(\s*)- ` + ignoredSentinel + `\n`)
+
+// ignoredTemplate puts the values' ignoredNamespaces where an object names
+// ignoredSentinel: each as a list item, or each quoted in a CEL list (a
+// watch's filter, as a Finalize binding's policy matches it). The rendered
+// objects name it nowhere else.
+func ignoredTemplate(text string) (string, error) {
+	text = ignoredItem.ReplaceAllString(text, "${1}{{- range $$.Values.ignoredNamespaces }}\n${1}- {{ . | quote }}\n${1}{{- end }}\n")
+	text = strings.ReplaceAll(text, `, "`+ignoredSentinel+`"`, `{{ range $.Values.ignoredNamespaces }}, {{ . | quote }}{{ end }}`)
+	text = strings.ReplaceAll(text, `"`+ignoredSentinel+`"`, `{{ range $i, $n := $.Values.ignoredNamespaces }}{{ if $i }}, {{ end }}{{ $n | quote }}{{ end }}`)
+	if strings.Contains(text, ignoredSentinel) {
+		return "", fmt.Errorf("the values' ignoredNamespaces could not be put in place of %s here", ignoredSentinel)
+	}
+	return text, nil
+}
 
 // gen turns rendered objects into templates: value-driven fields are
 // replaced by sentinels in the object, and the sentinels' lines by template
@@ -446,6 +473,10 @@ func (g *gen) container(c map[string]any, role string, main bool) {
 					i++
 					continue
 				}
+				if a == manifests.IgnoreFlag && i+1 < len(args) && fmt.Sprint(args[i+1]) == ignoredSentinel {
+					i++ // the values' ignoredNamespaces, below
+					continue
+				}
 				b.WriteString(in + "- " + scalar(a) + "\n")
 			}
 			// A capability's failure policy reaches the module as a flag,
@@ -453,6 +484,10 @@ func (g *gen) container(c map[string]any, role string, main bool) {
 			b.WriteString(in + "{{- range $capability, $policy := $.Values.failurePolicy }}\n")
 			b.WriteString(in + "- --failure-policy\n")
 			b.WriteString(in + "- {{ printf \"%s=%s\" $capability $policy | quote }}\n")
+			b.WriteString(in + "{{- end }}\n")
+			b.WriteString(in + "{{- range $.Values.ignoredNamespaces }}\n")
+			b.WriteString(in + "- " + manifests.IgnoreFlag + "\n")
+			b.WriteString(in + "- {{ . | quote }}\n")
 			b.WriteString(in + "{{- end }}\n")
 			return b.String()
 		})

@@ -131,6 +131,11 @@ func valuesYAML(m *spec.Module, g *gen, repo, tag, digest string) ([]byte, error
 	b.WriteString("# Failure policy per capability, Fail or Ignore, instead of the module's\n# (" + string(moduleFailurePolicy(m)) + "). FailClosed() capabilities cannot be set to Ignore.\n")
 	b.WriteString("# Capabilities: " + capabilityList(m) + ".\n")
 	b.WriteString("failurePolicy: {}\n\n")
+	b.WriteString("# Namespaces the module keeps away from besides its own Options.IgnoredNamespaces")
+	if len(m.IgnoredNamespaces) > 0 {
+		b.WriteString(" (" + strings.Join(m.IgnoredNamespaces, ", ") + ")")
+	}
+	b.WriteString(":\n# no webhook, check, watch or audit of the module sees them. Only whoever\n# installs the chart sets them; a namespace's own labels cannot.\nignoredNamespaces: []\n\n")
 	b.WriteString(g.networkPolicyValues())
 	b.WriteString(monitoringValues(m, g.metrics))
 	b.WriteString(settingsValues(m))
@@ -210,6 +215,8 @@ func schemaJSON(m *spec.Module) ([]byte, error) {
 		policies[c.Name] = map[string]any{"type": "string", "enum": []string{"Fail", "Ignore"}}
 	}
 	props["failurePolicy"] = obj(policies)
+	props["ignoredNamespaces"] = map[string]any{"type": "array", "uniqueItems": true, "items": map[string]any{"type": "string", "maxLength": 63, "pattern": `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`,
+		"description": "a namespace name"}}
 	peers := map[string]any{"type": "array", "items": anyObj}
 	props["monitoring"] = monitoringSchema()
 	cidrs := map[string]any{"type": "array", "items": map[string]any{"type": "string", "pattern": `^[0-9A-Fa-f.:]+/[0-9]{1,3}$`,

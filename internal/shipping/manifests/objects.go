@@ -47,6 +47,12 @@ type Options struct {
 	// version that release serves. The default release (1.37) when zero;
 	// never older than the module's MinKubernetes.
 	Kubernetes kubeversion.Release
+	// IgnoredNamespaces are namespaces the install adds to those the module
+	// ignores (spec.Module.IgnoreNamespaces): its roles get them as
+	// --ignore-namespace, and its policies and fail-closed webhooks skip them
+	// as they skip the definition's own. The definition's fingerprint is the
+	// one without them: the roles add them again from their flags.
+	IgnoredNamespaces []string
 
 	// fingerprint is the definition's, as Render found it: see SpecEnv.
 	fingerprint spec.Fingerprint
@@ -108,6 +114,11 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 		return nil, err
 	}
 	o.fingerprint = fp
+	if len(o.IgnoredNamespaces) > 0 {
+		installed := *m
+		installed.IgnoreNamespaces(o.IgnoredNamespaces...)
+		m = &installed
+	}
 	if o.Namespace != "" && o.Namespace != m.Namespace {
 		return nil, fmt.Errorf("--namespace %s: the module's definition was resolved for namespace %s, and its gates, listers, RBAC and exclusions with it; "+
 			"render it for %s with %s=%s (%s=%s %s manifests), which resolves the definition there — what it writes as m.Namespace() follows — "+
@@ -506,7 +517,7 @@ func admissionDeployment(m *spec.Module, o Options, objMeta func(string, string,
 	}
 	main := corev1.Container{
 		Name: "admission", Image: o.Image,
-		Args:            []string{"admission", "--cert-secret", CertSecret(m.Name), "--addr", ":9443", "--metrics-addr", ":8080"},
+		Args:            append([]string{"admission", "--cert-secret", CertSecret(m.Name), "--addr", ":9443", "--metrics-addr", ":8080"}, ignoreArgs(o)...),
 		Env:             envFor(AdmissionMemoryLimit),
 		Ports:           []corev1.ContainerPort{{Name: "https", ContainerPort: 9443}, {Name: "metrics", ContainerPort: 8080}},
 		VolumeMounts:    handoffMount,
@@ -539,7 +550,7 @@ func watcherDeployment(m *spec.Module, o Options, objMeta func(string, string, s
 	}
 	main := corev1.Container{
 		Name: "watcher", Image: o.Image,
-		Args:            []string{"watcher", "--metrics-addr", ":8080", "--probe-addr", ":8081"},
+		Args:            append([]string{"watcher", "--metrics-addr", ":8080", "--probe-addr", ":8081"}, ignoreArgs(o)...),
 		Env:             envFor("512Mi"),
 		Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080}, {Name: "probes", ContainerPort: 8081}},
 		SecurityContext: restricted,
@@ -654,3 +665,16 @@ func sanitize(s string) string {
 	}
 	return string(b)
 }
+
+// ignoreArgs are the flags that hand the install's ignored namespaces
+// (Options.IgnoredNamespaces) to a role that admits or watches.
+func ignoreArgs(o Options) []string {
+	var args []string
+	for _, ns := range o.IgnoredNamespaces {
+		args = append(args, IgnoreFlag, ns)
+	}
+	return args
+}
+
+// IgnoreFlag is the roles' flag of an ignored namespace the install adds.
+const IgnoreFlag = "--ignore-namespace"
