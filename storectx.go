@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/definition/define"
 	"github.com/vigilkit/vigil/internal/runtime/callctx"
 	"github.com/vigilkit/vigil/store"
 )
@@ -20,6 +21,17 @@ import (
 // ClientFrom).
 func StoreFrom(ctx context.Context) Store {
 	return callctx.Store(ctx)
+}
+
+// OnStoreReady calls fn in every admission and watcher replica of the
+// module once its module-wide Store holds the state of its first list, as
+// Pepr's Store.onReady: to log what the module starts from, or to prepare
+// what its handlers read. It runs beside the role: an admission replica's
+// Store is synced before it serves, while a watcher's handlers may run
+// before fn returns. ctx is a handler's (ClientFrom, LoggerFrom and
+// StoreFrom work); a panic is logged.
+func (m *Module) OnStoreReady(fn func(ctx context.Context, s Store)) {
+	m.d.AddStoreReady(define.Caller(), fn)
 }
 
 // StoreReader reads a Store: what a Store's Module returns.

@@ -1,6 +1,7 @@
 package define
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/vigilkit/vigil/internal/clusters/kubeversion"
 	"github.com/vigilkit/vigil/internal/definition/scheme"
 	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/store"
 )
 
 // DefaultNamespace is the namespace of a module whose options name none.
@@ -52,6 +54,7 @@ type Module struct {
 	trusted      []spec.TrustedNamespace
 	provenance   *spec.Provenance
 	hooks        spec.Hooks
+	storeReady   []func(context.Context, store.Store)
 	ignored      []string
 }
 
@@ -73,6 +76,18 @@ func (m *Module) SetHooks(h spec.Hooks) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.hooks = h
+}
+
+// AddStoreReady records a function run once the module's Store has synced
+// in each admission and watcher replica; a nil one is a mistake at site.
+func (m *Module) AddStoreReady(site string, fn func(context.Context, store.Store)) {
+	if fn == nil {
+		m.Recordf(site, "OnStoreReady(nil): expected a function, as in m.OnStoreReady(func(ctx context.Context, s vigil.Store) { ... })")
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.storeReady = append(m.storeReady, fn)
 }
 
 // Lister is a lister as declared: what it reads, and how.
@@ -512,6 +527,7 @@ func (m *Module) Resolve() *spec.Module {
 		FailurePolicy: m.Policy, TimeoutSeconds: int32(m.Timeout / time.Second),
 		MinKubernetes: m.Kubernetes.String(),
 		Hooks:         m.hooks,
+		StoreReady:    slices.Clone(m.storeReady),
 		Capabilities:  append([]spec.Capability{}, m.capabilities...),
 		Bindings:      append([]spec.Binding{}, m.bindings...),
 		Checks:        append([]spec.Check(nil), m.checks...),

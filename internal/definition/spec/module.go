@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/store"
 )
 
 // SchemaVersion names the schema of a Module as `plan -o json` writes it.
@@ -36,6 +37,9 @@ type Module struct {
 	IgnoredNamespaces []string `json:"ignoredNamespaces,omitempty"`
 	// Hooks run around every admission request the module answers.
 	Hooks Hooks `json:"-"`
+	// StoreReady run in every admission and watcher replica once its
+	// module-wide Store has synced (OnStoreReady).
+	StoreReady []func(ctx context.Context, s store.Store) `json:"-"`
 
 	// Phases hold the startup gates, ascending, each phase with at least one.
 	Phases []Phase `json:"phases"`

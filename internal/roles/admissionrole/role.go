@@ -268,6 +268,7 @@ func start(ctx context.Context, cfg *rest.Config, m *spec.Module, handoffDir str
 	marks.storeSynced = st.Synced
 	listers := func() error { return nil }
 	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st}
+	go callctx.StoreReady(callctx.With(ctx, calls, st), st, m.StoreReady, log)
 	if len(m.Listers) > 0 {
 		// The cache starts once the API server serves the listers' kinds:
 		// a CRD installed after the module is waited for, never an exit.

@@ -43,6 +43,7 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, opts Options) er
 	cfg = o.Binder.Instrument(cfg)
 	st := store.NewLazy(ctx, cfg, store.Options{Namespace: m.Namespace, Name: m.Name, Logger: o.Log})
 	calls := &callctx.Role{Config: cfg, Scheme: m.Scheme, Module: st, Scope: func(capability string) store.Store { return st.Scope(capability) }}
+	go callctx.StoreReady(callctx.With(ctx, calls, st), st, m.StoreReady, o.Log)
 	o.Module, o.Namespace, o.Scheme = m.Name, m.Namespace, m.Scheme
 	o.Bindings, o.Schedules, o.Listers = m.Watches, m.Schedules, m.Listers
 	o.Context = func(ctx context.Context, capability string) context.Context {
