@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/definition/spec"
 )
@@ -32,42 +30,16 @@ func FinalizerStamps(m *spec.Module) []Stamp {
 		if !ok {
 			continue
 		}
-		name := spec.FinalizerPolicyName(m.Name, w.Finalizer)
-		meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": m.Name, "app.kubernetes.io/managed-by": "vigil", "app.kubernetes.io/component": "watcher"}}
-		out = append(out, Stamp{
-			Policy: &admissionregistrationv1.MutatingAdmissionPolicy{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingAdmissionPolicy"},
-				ObjectMeta: meta,
-				Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
-					MatchConstraints: &admissionregistrationv1.MatchResources{
-						NamespaceSelector: &metav1.LabelSelector{},
-						ObjectSelector:    &metav1.LabelSelector{},
-						ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-							RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-								Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-								Rule:       admissionregistrationv1.Rule{APIGroups: []string{w.GVK.Group}, APIVersions: []string{"*"}, Resources: []string{spec.ResourceOf(w.GVK)}},
-							},
-						}},
-						MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
-					},
-					MatchConditions: conds,
-					Mutations: []admissionregistrationv1.Mutation{{
-						PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
-						// finalizers is a set: applied, it is merged with the
-						// creator's own.
-						ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: fmt.Sprintf(
-							`Object{metadata: Object.metadata{finalizers: [%q]}}`, w.Finalizer)},
-					}},
-					FailurePolicy:      ptr.To(admissionregistrationv1.Ignore),
-					ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
-				},
-			},
-			Binding: &admissionregistrationv1.MutatingAdmissionPolicyBinding{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingAdmissionPolicyBinding"},
-				ObjectMeta: *meta.DeepCopy(),
-				Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: name},
-			},
-		})
+		out = append(out, newStamp(spec.FinalizerPolicyName(m.Name, w.Finalizer),
+			map[string]string{"app.kubernetes.io/name": m.Name, "app.kubernetes.io/managed-by": "vigil", "app.kubernetes.io/component": "watcher"},
+			admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{w.GVK.Group}, APIVersions: []string{"*"}, Resources: []string{spec.ResourceOf(w.GVK)}},
+			}, conds,
+			// finalizers is a set: applied, it is merged with the creator's
+			// own.
+			fmt.Sprintf(`Object{metadata: Object.metadata{finalizers: [%q]}}`, w.Finalizer),
+			admissionregistrationv1.Ignore))
 	}
 	return out
 }

@@ -132,9 +132,6 @@ func EnsurePolicies(ctx context.Context, c kubernetes.Interface, cluster served.
 	if err := ensureStamps(ctx, c, cluster, m); err != nil {
 		return err
 	}
-	if err := ensureFinalizerStamps(ctx, c, cluster, m); err != nil {
-		return err
-	}
 	api := c.AdmissionregistrationV1()
 	for _, g := range Policies(m) {
 		p, b := g.Policy, g.Binding

@@ -198,9 +198,24 @@ func Stamps(m *spec.Module) []Stamp {
 	if m.Provenance == nil {
 		return nil
 	}
-	name := ProvenanceStampName(m.Name)
-	meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/name": m.Name, "app.kubernetes.io/managed-by": "vigil"}}
-	return []Stamp{{
+	return []Stamp{newStamp(ProvenanceStampName(m.Name), map[string]string{"app.kubernetes.io/name": m.Name, "app.kubernetes.io/managed-by": "vigil"},
+		admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"},
+				Scope: ptr.To(admissionregistrationv1.ClusterScope)},
+		}, nil,
+		fmt.Sprintf(`Object{metadata: Object.metadata{annotations: {%q: request.userInfo.username, %q: %s}}}`,
+			provenance.CreatedBy, provenance.CreatedByGroups, userGroups),
+		admissionregistrationv1.Fail)}
+}
+
+// newStamp is a MutatingAdmissionPolicy called name, and its binding, that
+// applies the apply configuration expr to what rule and conds match, every
+// namespace and object alike, with policy as its failure policy.
+func newStamp(name string, labels map[string]string, rule admissionregistrationv1.RuleWithOperations, conds []admissionregistrationv1.MatchCondition,
+	expr string, policy admissionregistrationv1.FailurePolicyType) Stamp {
+	meta := metav1.ObjectMeta{Name: name, Labels: labels}
+	return Stamp{
 		Policy: &admissionregistrationv1.MutatingAdmissionPolicy{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingAdmissionPolicy"},
 			ObjectMeta: meta,
@@ -208,22 +223,15 @@ func Stamps(m *spec.Module) []Stamp {
 				MatchConstraints: &admissionregistrationv1.MatchResources{
 					NamespaceSelector: &metav1.LabelSelector{},
 					ObjectSelector:    &metav1.LabelSelector{},
-					ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-						RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-							Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-							Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"},
-								Scope: ptr.To(admissionregistrationv1.ClusterScope)},
-						},
-					}},
-					MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
+					ResourceRules:     []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: rule}},
+					MatchPolicy:       ptr.To(admissionregistrationv1.Equivalent),
 				},
+				MatchConditions: conds,
 				Mutations: []admissionregistrationv1.Mutation{{
-					PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
-					ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: fmt.Sprintf(
-						`Object{metadata: Object.metadata{annotations: {%q: request.userInfo.username, %q: %s}}}`,
-						provenance.CreatedBy, provenance.CreatedByGroups, userGroups)},
+					PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
+					ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: expr},
 				}},
-				FailurePolicy:      ptr.To(admissionregistrationv1.Fail),
+				FailurePolicy:      ptr.To(policy),
 				ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
 			},
 		},
@@ -232,7 +240,7 @@ func Stamps(m *spec.Module) []Stamp {
 			ObjectMeta: *meta.DeepCopy(),
 			Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: name},
 		},
-	}}
+	}
 }
 
 // TrustedNamespaceObjects are the Namespaces the module's install creates
@@ -252,33 +260,18 @@ func TrustedNamespaceObjects(m *spec.Module, labels map[string]string) []*corev1
 }
 
 // ensureStamps creates the module's Stamps, or brings them back in line, in
-// the version of MutatingAdmissionPolicy the cluster serves.
+// the version of MutatingAdmissionPolicy the cluster serves; and its
+// FinalizerStamps where the cluster serves one (elsewhere the watcher puts
+// the finalizers on).
 func ensureStamps(ctx context.Context, c kubernetes.Interface, cluster served.Cluster, m *spec.Module) error {
 	stamps := Stamps(m)
+	if cluster.Version(served.MutatingAdmissionPolicy) != "" {
+		stamps = append(stamps, FinalizerStamps(m)...)
+	}
 	if len(stamps) == 0 {
 		return nil
 	}
 	api, err := NewStampAPI(c, cluster, ProvenanceFeature(m))
-	if err != nil {
-		return err
-	}
-	for _, s := range stamps {
-		if err := api.Apply(ctx, s.Policy, s.Binding, "vigil", nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// ensureFinalizerStamps creates the module's FinalizerStamps, or brings them
-// back in line, where the cluster serves a version of
-// MutatingAdmissionPolicy; elsewhere the watcher puts the finalizers on.
-func ensureFinalizerStamps(ctx context.Context, c kubernetes.Interface, cluster served.Cluster, m *spec.Module) error {
-	stamps := FinalizerStamps(m)
-	if len(stamps) == 0 || cluster.Version(served.MutatingAdmissionPolicy) == "" {
-		return nil
-	}
-	api, err := NewStampAPI(c, cluster, "Finalize")
 	if err != nil {
 		return err
 	}
