@@ -8,10 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/store"
+	"github.com/vigilkit/vigil/store/v1alpha1"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -22,7 +25,21 @@ import (
 func TestOnStoreReadyRunsInEveryReplica(t *testing.T) {
 	ns := env.Namespace(t)
 	const module = "ready"
-	if err := moduleStore(t, ns, module).SetAndWait(t.Context(), "greeting", "hello"); err != nil {
+	// Written as an admin writes the object, with no informer of the test's
+	// own running while the roles start.
+	crd, err := store.CRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.InstallCRDs(crd); err != nil {
+		t.Fatal(err)
+	}
+	seeded := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "Store",
+		"metadata": map[string]any{"name": module, "namespace": ns},
+		"data":     map[string]any{"greeting": "hello"},
+	}}
+	if err := env.Client.Create(t.Context(), seeded); err != nil {
 		t.Fatal(err)
 	}
 	m := vigil.NewModule(module, vigil.Options{Namespace: ns})

@@ -284,6 +284,11 @@ func (s plannedRelease) Error(err error, msg string, kv ...any) {
 	s.LogSink.Error(err, msg, kv...)
 }
 
+// Init leaves the wrapped sink as it is: it was initialized when its logger
+// was made, and it is shared with the role's other loggers, which may log
+// meanwhile (logr.New calls Init, and a slog sink's Init writes to it).
+func (s plannedRelease) Init(logr.RuntimeInfo) {}
+
 func (s plannedRelease) WithValues(kv ...any) logr.LogSink {
 	return plannedRelease{LogSink: s.LogSink.WithValues(kv...), stopping: s.stopping}
 }
