@@ -249,11 +249,15 @@ type watched struct{ bindings, schedules, informers []string }
 func watching(m *spec.Module) watched {
 	var w watched
 	users := append([]spec.Lister(nil), m.Listers...)
+	atAdmission := map[string]bool{} // the Finalize bindings' policies, by name
+	for _, st := range registration.FinalizerStamps(m) {
+		atAdmission[st.Policy.Name] = true
+	}
 	for _, b := range m.Watches {
 		line := fmt.Sprintf("%s %s %s", b.ID(), b.Role, b.GVK.Kind)
 		if b.Role == spec.RoleFinalize {
 			line += " (finalizer " + b.Finalizer
-			if name := finalizerPolicy(m, b.Finalizer); name != "" {
+			if name := spec.FinalizerPolicyName(m.Name, b.Finalizer); atAdmission[name] {
 				line += fmt.Sprintf(", put on as objects are created by MutatingAdmissionPolicy %s where the cluster serves it by default (Kubernetes 1.%d on), else by the watcher once it sees them",
 					name, served.MutatingAdmissionPolicy.Versions[0].Since)
 			} else {
@@ -505,16 +509,4 @@ func filtersOf(filters []spec.Filter) string {
 		out += ", " + f.Describe
 	}
 	return out
-}
-
-// finalizerPolicy is the name of the policy that puts finalizer on at
-// admission (registration.FinalizerStamps), or "" when none does.
-func finalizerPolicy(m *spec.Module, finalizer string) string {
-	name := spec.FinalizerPolicyName(m.Name, finalizer)
-	for _, st := range registration.FinalizerStamps(m) {
-		if st.Policy.Name == name {
-			return name
-		}
-	}
-	return ""
 }
