@@ -24,6 +24,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/vigiltest/fault"
 )
 
 // runWatcher runs `<module> watcher` in the test process until the test
@@ -535,7 +536,7 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := vigiltest.NewOutageProxy(gone.Config)
+	proxy, err := fault.NewProxy(gone.Config, fault.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

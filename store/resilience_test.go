@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/vigiltest/fault"
 )
 
 // A replica cut off from the API server (its connections reset, new ones
@@ -50,7 +51,7 @@ func TestOutageAndGoneLoseNothing(t *testing.T) {
 func outageScenario(t *testing.T, gone *vigiltest.Env, cutWrites, assertGone bool) {
 	ctx := t.Context()
 	ns := gone.Namespace(t)
-	proxy, err := vigiltest.NewOutageProxy(gone.Config)
+	proxy, err := fault.NewProxy(gone.Config, fault.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

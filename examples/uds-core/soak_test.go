@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/vigiltest/fault"
 )
 
 // raceResult is what soakExemptionRace measured.
@@ -39,7 +40,7 @@ func soakExemptionRace(t testing.TB, trials, workers int, watchDelay time.Durati
 	udsCRDs(t)
 	// The module reads the API server as its ServiceAccount, through a
 	// proxy that holds its watch events back.
-	proxy, err := vigiltest.NewOutageProxyWith(env.AsServiceAccountConfig(Namespace, "uds-core"), vigiltest.ProxyOptions{WatchDelay: watchDelay})
+	proxy, err := fault.NewProxy(env.AsServiceAccountConfig(Namespace, "uds-core"), fault.Options{WatchDelay: watchDelay})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ var Public = []string{
 	"github.com/vigilkit/vigil/store",
 	"github.com/vigilkit/vigil/store/v1alpha1",
 	"github.com/vigilkit/vigil/vigiltest",
+	"github.com/vigilkit/vigil/vigiltest/fault",
 }
 
 const (

@@ -69,14 +69,15 @@ var layers = map[string]struct {
 	imports []string
 }{
 	// The public API.
-	".":              {public, []string{"admission", "gate", "store", "provenance", "internal/definition/define", "internal/definition/spec", "internal/runtime/callctx", "internal/runtime/handoff", "internal/definition/scheme", "internal/runtime/progress", "internal/commands/modcli"}},
-	"admission":      {public, []string{"store"}},
-	"gate":           {public, []string{"internal/definition/celversion", "internal/clusters/kubeversion"}},
-	"store":          {public, []string{"store/v1alpha1", "internal/serving/warming"}},
-	"store/v1alpha1": {public, nil},
-	"provenance":     {public, nil},
-	"pattern":        {public, nil},
-	"vigiltest":      {public, []string{".", "internal/definition/define", "internal/commands/policytest", "store/v1alpha1", "internal/serving/certs", "internal/clusters/controlplane", "internal/clusters/kubeversion", "internal/clusters/gobuild", "internal/shipping/image", "internal/clusters/node", "internal/clusters/podrun", "internal/definition/spec"}},
+	".":               {public, []string{"admission", "gate", "store", "provenance", "internal/definition/define", "internal/definition/spec", "internal/runtime/callctx", "internal/runtime/handoff", "internal/definition/scheme", "internal/runtime/progress", "internal/commands/modcli"}},
+	"admission":       {public, []string{"store"}},
+	"gate":            {public, []string{"internal/definition/celversion", "internal/clusters/kubeversion"}},
+	"store":           {public, []string{"store/v1alpha1", "internal/serving/warming"}},
+	"store/v1alpha1":  {public, nil},
+	"provenance":      {public, nil},
+	"pattern":         {public, nil},
+	"vigiltest/fault": {public, []string{"internal/serving/certs"}},
+	"vigiltest":       {public, []string{".", "internal/definition/define", "internal/commands/policytest", "store/v1alpha1", "internal/serving/certs", "internal/clusters/controlplane", "internal/clusters/kubeversion", "internal/clusters/gobuild", "internal/shipping/image", "internal/clusters/node", "internal/clusters/podrun", "internal/definition/spec"}},
 
 	// Declarations, and what they resolve to.
 	"internal/definition/define": {define, []string{"admission", "gate", "store", "internal/definition/spec", "internal/runtime/callctx", "internal/serving/fresh", "internal/definition/scheme", "internal/runtime/progress", "internal/runtime/served", "internal/definition/celversion", "internal/clusters/kubeversion", "provenance"}},

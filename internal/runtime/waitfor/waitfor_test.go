@@ -24,6 +24,7 @@ import (
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/runtime/waitfor"
 	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/vigiltest/fault"
 )
 
 var env *vigiltest.Env
@@ -419,7 +420,7 @@ func TestForbiddenNamesTheRule(t *testing.T) {
 func TestOutageMidWait(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(t)
-	proxy, err := vigiltest.NewOutageProxy(env.Config)
+	proxy, err := fault.NewProxy(env.Config, fault.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +449,7 @@ func TestGoneMidWait(t *testing.T) {
 	t.Cleanup(func() { gone.Stop() })
 	ctx := t.Context()
 	ns := gone.Namespace(t)
-	proxy, err := vigiltest.NewOutageProxy(gone.Config)
+	proxy, err := fault.NewProxy(gone.Config, fault.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

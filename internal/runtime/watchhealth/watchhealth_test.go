@@ -18,6 +18,7 @@ import (
 
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
 	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/vigiltest/fault"
 )
 
 var env *vigiltest.Env
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 // informed is a ConfigMap informer of one namespace, through a fault proxy,
 // followed by a tracker of the given stale bound.
 type informed struct {
-	proxy   *vigiltest.FaultProxy
+	proxy   *fault.Proxy
 	tracker *watchhealth.Tracker
 	record  *watchhealth.Informer
 	inf     cache.SharedIndexInformer
@@ -40,7 +41,7 @@ type informed struct {
 func startInformer(t *testing.T, staleAfter time.Duration) *informed {
 	t.Helper()
 	ns := env.Namespace(t)
-	p, err := vigiltest.NewFaultProxy(env.Config)
+	p, err := fault.NewProxy(env.Config, fault.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,12 +180,8 @@ func TestBlackholeMakesTheInformerStale(t *testing.T) {
 // Each 429 is counted, client-go's own retries included.
 func TestThrottledAnswersAreCounted(t *testing.T) {
 	i := startInformer(t, 5*time.Second)
-	if err := i.proxy.Throttle(1500*time.Millisecond, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := i.proxy.ExpireWatches(0); err != nil { // end the watch: the next one meets the 429s
-		t.Fatal(err)
-	}
+	i.proxy.Throttle(1500*time.Millisecond, time.Second)
+	i.proxy.ExpireWatches(0) // end the watch: the next one meets the 429s
 	i.create(t, "after-throttling")
 	i.seen(t, "after-throttling", 15*time.Second)
 	t.Logf("counts %+v, proxy %+v", i.record.Counts(), i.proxy.Stats())

@@ -14,7 +14,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,17 +28,13 @@ import (
 // away: capability "open" validates ConfigMaps in apps with an outage bound,
 // "closed" validates Pods cluster-wide without one. The stand-in denies
 // everything but the canary.
-func outageModule(t *testing.T, prefix string, bound time.Duration) (r *registration.Registrar, opts registration.Options, front *vigiltest.OutageProxy, name, home, apps string) {
+func outageModule(t *testing.T, prefix string, bound time.Duration) (r *registration.Registrar, opts registration.Options, front *webhookFront, name, home, apps string) {
 	t.Helper()
 	home, apps = env.Namespace(t), env.Namespace(t)
 	name = prefix + "-" + home[len(home)-6:]
 	bootstrap(t, name)
 	m := newModule(t, name)
-	front, err := vigiltest.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { front.Close() })
+	front = newFront(t, strings.TrimPrefix(strings.TrimSuffix(m.srv.URL(""), "/"), "https://"))
 	opts = options(t, name, home, apps, m, "https://"+front.Addr())
 	cms := define.ValidateBinding(corev1.SchemeGroupVersion.WithKind("ConfigMap"), &corev1.ConfigMap{},
 		func(context.Context, *admission.Request[*corev1.ConfigMap]) admission.Verdict {

@@ -243,11 +243,7 @@ func TestStaysIgnoreUntilReachable(t *testing.T) {
 	name := "reach-" + home[len(home)-6:]
 	bootstrap(t, name)
 	m := newModule(t, name)
-	front, err := vigiltest.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { front.Close() })
+	front := newFront(t, strings.TrimPrefix(strings.TrimSuffix(m.srv.URL(""), "/"), "https://"))
 	front.Outage(5 * time.Second)
 	r := registration.New(env.Clientset, options(t, name, home, apps, m, "https://"+front.Addr()))
 	done := make(chan error, 1)

@@ -13,7 +13,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,11 +53,7 @@ func TestReRegistrationStaysEnforcedWhileProving(t *testing.T) {
 	}
 	vigiltest.Eventually(t, 5*time.Second, func() error { return denied(t, apps, name) })
 
-	front, err := vigiltest.NewOutageProxy(&rest.Config{Host: base})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { front.Close() })
+	front := newFront(t, strings.TrimPrefix(base, "https://"))
 	front.Outage(5 * time.Second)
 	up := options(t, name, home, apps, m, "https://"+front.Addr())
 	up.Version = "1.0.1"
@@ -239,11 +234,7 @@ func TestStuckRegistrationIsReported(t *testing.T) {
 	bootstrap(t, name)
 	refuseUnlabelled(t, home)
 	m := newModule(t, name)
-	front, err := vigiltest.NewOutageProxy(&rest.Config{Host: strings.TrimSuffix(m.srv.URL(""), "/")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { front.Close() })
+	front := newFront(t, strings.TrimPrefix(strings.TrimSuffix(m.srv.URL(""), "/"), "https://"))
 	front.Outage(6 * time.Second)
 	r := registration.New(env.Clientset, options(t, name, home, apps, m, "https://"+front.Addr()))
 	told := make(chan error, 4)

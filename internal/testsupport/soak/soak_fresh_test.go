@@ -25,6 +25,7 @@ import (
 	"github.com/vigilkit/vigil/internal/commands/modcli"
 	"github.com/vigilkit/vigil/internal/serving/registration"
 	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/vigiltest/fault"
 )
 
 // verdicts records, per admission request, what the privileged-Pod policy
@@ -123,7 +124,7 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped b
 	name := "fresh-" + home[len(home)-6:]
 	bootstrapConfigs(b, name)
 
-	proxy, err := vigiltest.NewOutageProxyWith(env.Config, vigiltest.ProxyOptions{WatchDelay: watchDelay})
+	proxy, err := fault.NewProxy(env.Config, fault.Options{WatchDelay: watchDelay})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/vigilkit/vigil/internal/commands/modcli"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
 	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/vigiltest/fault"
 )
 
 // The faults soak-watch puts between the module's roles and the API server,
@@ -185,7 +186,7 @@ func soakWatch(tb testing.TB, rounds int) watchResult {
 	home, data, apps := env.Namespace(tb), env.Namespace(tb), env.Namespace(tb)
 	name := "watch-" + home[len(home)-6:]
 	bootstrapConfigs(tb, name)
-	proxy, err := vigiltest.NewFaultProxy(env.Config)
+	proxy, err := fault.NewProxy(env.Config, fault.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -368,20 +369,14 @@ func soakWatch(tb testing.TB, rounds int) watchResult {
 			proxy.Blackhole(d)
 		case "throttle":
 			d = 3 * time.Second
-			if err := proxy.Throttle(d, time.Second); err != nil {
-				tb.Fatal(err)
-			}
-			if err := proxy.ExpireWatches(0); err != nil { // the watches start again into the 429s
-				tb.Fatal(err)
-			}
+			proxy.Throttle(d, time.Second)
+			proxy.ExpireWatches(0) // the watches start again into the 429s
 		case "expire":
 			// Open watches end, and the next ones are answered 410 Gone, as
 			// when the API server's history no longer holds their
 			// resourceVersion: the informers list, then watch from there.
 			d = 300 * time.Millisecond
-			if err := proxy.ExpireWatches(d); err != nil {
-				tb.Fatal(err)
-			}
+			proxy.ExpireWatches(d)
 		case "cut":
 			proxy.Cut()
 		}

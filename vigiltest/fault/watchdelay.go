@@ -1,4 +1,4 @@
-package vigiltest
+package fault
 
 import (
 	"crypto/tls"
@@ -25,7 +25,7 @@ var quiet = log.New(io.Discard, "", 0)
 // startHTTP makes the proxy serve its connections with a TLS reverse proxy
 // to the API server that answers what its faults decide and holds back
 // watch responses by delay.
-func (p *OutageProxy) startHTTP(cfg *rest.Config, delay time.Duration) error {
+func (p *Proxy) startHTTP(cfg *rest.Config, delay time.Duration) error {
 	ca, err := certs.NewCA("vigiltest-proxy-ca", 24*time.Hour)
 	if err != nil {
 		return err
@@ -40,7 +40,7 @@ func (p *OutageProxy) startHTTP(cfg *rest.Config, delay time.Duration) error {
 	}
 	upstream, err := rest.TransportFor(cfg)
 	if err != nil {
-		return fmt.Errorf("outage proxy: a transport to the API server: %w", err)
+		return fmt.Errorf("fault proxy: a transport to the API server: %w", err)
 	}
 	target, err := url.Parse(cfg.Host)
 	if err != nil {
@@ -61,7 +61,6 @@ func (p *OutageProxy) startHTTP(cfg *rest.Config, delay time.Duration) error {
 		},
 		ErrorLog: quiet,
 	}
-	p.watchDelay = delay
 	p.inner = &connListener{addr: p.addrOf(), conns: make(chan net.Conn), closed: make(chan struct{})}
 	p.httpSrv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -88,14 +87,14 @@ func (p *OutageProxy) startHTTP(cfg *rest.Config, delay time.Duration) error {
 	return nil
 }
 
-func (p *OutageProxy) addrOf() net.Addr {
+func (p *Proxy) addrOf() net.Addr {
 	a, _ := net.ResolveTCPAddr("tcp", p.addr)
 	return a
 }
 
 // handOver gives an accepted connection to the reverse proxy, tracked so that
 // Outage resets it.
-func (p *OutageProxy) handOver(ln net.Listener, client net.Conn) {
+func (p *Proxy) handOver(ln net.Listener, client net.Conn) {
 	p.mu.Lock()
 	if p.ln != ln {
 		p.mu.Unlock()

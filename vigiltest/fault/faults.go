@@ -1,4 +1,4 @@
-package vigiltest
+package fault
 
 import (
 	"context"
@@ -10,23 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"k8s.io/client-go/rest"
 )
-
-// FaultProxy is the OutageProxy made with ProxyOptions.Faults: between a role
-// (or any client) and the API server, it can besides Outage blackhole every
-// connection (Blackhole), answer 429 with Retry-After (Throttle), end watches
-// and answer new ones 410 Gone (ExpireWatches), reset every connection
-// (Cut), leave every open connection half-open for good while serving new
-// ones (Stall), and hold back watch events (ProxyOptions.WatchDelay). Point the
-// role at it with Config, or with a kubeconfig of Config.
-type FaultProxy = OutageProxy
-
-// NewFaultProxy starts a FaultProxy in front of the API server cfg talks to.
-func NewFaultProxy(cfg *rest.Config) (*FaultProxy, error) {
-	return NewOutageProxyWith(cfg, ProxyOptions{Faults: true})
-}
 
 // faults is what the proxy does to requests for now.
 type faults struct {
@@ -67,14 +51,14 @@ func (f *faults) forget(c net.Conn) {
 // end. A watch on one hears nothing more and gets no error; only a client that
 // notices the silence and connects again recovers. It returns the connections
 // it stalled.
-func (p *OutageProxy) Stall() int {
+func (p *Proxy) Stall() int {
 	p.f.mu.Lock()
 	for _, h := range p.f.holes {
 		h.stalled.Store(true)
 	}
 	n := len(p.f.holes)
 	p.f.mu.Unlock()
-	p.count(func(s *ProxyStats) { s.Stalls++; s.Stalled += n })
+	p.count(func(s *Stats) { s.Stalls++; s.Stalled += n })
 	return n
 }
 
@@ -83,7 +67,7 @@ func (p *OutageProxy) Stall() int {
 // stay up, as behind a network that silently drops packets, and carry on
 // afterwards. Only a client's own timeouts and health checks notice. It
 // returns the connections it holds.
-func (p *OutageProxy) Blackhole(d time.Duration) int {
+func (p *Proxy) Blackhole(d time.Duration) int {
 	p.f.mu.Lock()
 	p.f.blackholeUntil = time.Now().Add(d)
 	close(p.f.changed)
@@ -98,25 +82,17 @@ func (p *OutageProxy) Blackhole(d time.Duration) int {
 // Throttle answers every request 429 Too Many Requests with a Retry-After of
 // retryAfter (in whole seconds, at least 1) for d, as an API server's
 // priority and fairness does when its queues are full. client-go waits out
-// Retry-After and retries, up to ten times. It needs ProxyOptions.Faults.
-func (p *OutageProxy) Throttle(d, retryAfter time.Duration) error {
-	if p.inner == nil {
-		return fmt.Errorf("Throttle: the proxy passes TLS through; make it with NewFaultProxy (ProxyOptions.Faults) to answer requests itself")
-	}
+// Retry-After and retries, up to ten times.
+func (p *Proxy) Throttle(d, retryAfter time.Duration) {
 	p.f.mu.Lock()
 	defer p.f.mu.Unlock()
 	p.f.throttleUntil, p.f.retryAfter = time.Now().Add(d), retryAfter
-	return nil
 }
 
 // ExpireWatches ends every open watch and, for d, answers every new watch
 // 410 Gone (reason Expired), as an API server does when the resourceVersion
-// a watch resumes from is older than its history: informers list again. It
-// needs ProxyOptions.Faults.
-func (p *OutageProxy) ExpireWatches(d time.Duration) error {
-	if p.inner == nil {
-		return fmt.Errorf("ExpireWatches: the proxy passes TLS through; make it with NewFaultProxy (ProxyOptions.Faults) to answer requests itself")
-	}
+// a watch resumes from is older than its history: informers list again.
+func (p *Proxy) ExpireWatches(d time.Duration) {
 	p.f.mu.Lock()
 	p.f.expireUntil = time.Now().Add(d)
 	for r, cancel := range p.f.watches {
@@ -124,12 +100,11 @@ func (p *OutageProxy) ExpireWatches(d time.Duration) error {
 		delete(p.f.watches, r)
 	}
 	p.f.mu.Unlock()
-	return nil
 }
 
 // Cut resets every open connection at once, as a crashed load balancer
 // does, and keeps serving new ones. It returns the connections it cut.
-func (p *OutageProxy) Cut() int {
+func (p *Proxy) Cut() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.cutLocked()
@@ -137,7 +112,7 @@ func (p *OutageProxy) Cut() int {
 
 // intercept answers a request the proxy's faults decide, or returns false to
 // pass it on; a watch passed on is tracked so that ExpireWatches ends it.
-func (p *OutageProxy) intercept(w http.ResponseWriter, r *http.Request) (*http.Request, func(), bool) {
+func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request) (*http.Request, func(), bool) {
 	now := time.Now()
 	// The faults are read and a watch passed on is registered under one
 	// lock: a watch must either meet a fault set now or be registered before
@@ -160,20 +135,20 @@ func (p *OutageProxy) intercept(w http.ResponseWriter, r *http.Request) (*http.R
 	p.f.mu.Unlock()
 	switch {
 	case throttled:
-		p.count(func(s *ProxyStats) { s.Throttled++ })
+		p.count(func(s *Stats) { s.Throttled++ })
 		secs := int(math.Ceil(retryAfter.Seconds()))
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
 		writeStatus(w, http.StatusTooManyRequests, "TooManyRequests", "the fault proxy throttles: too many requests, please try again later")
 		return nil, nil, true
 	case expired:
-		p.count(func(s *ProxyStats) { s.Expired++ })
+		p.count(func(s *Stats) { s.Expired++ })
 		writeStatus(w, http.StatusGone, "Expired", "the fault proxy expires watches: too old resource version")
 		return nil, nil, true
 	}
 	return r, func() {}, false
 }
 
-func (p *OutageProxy) count(f func(*ProxyStats)) {
+func (p *Proxy) count(f func(*Stats)) {
 	p.mu.Lock()
 	f(&p.stats)
 	p.mu.Unlock()
