@@ -30,7 +30,6 @@ import (
 
 	"github.com/vigilkit/vigil/internal/clusters/controlplane"
 	"github.com/vigilkit/vigil/internal/clusters/kubeversion"
-	"github.com/vigilkit/vigil/internal/clusters/node"
 	storev1alpha1 "github.com/vigilkit/vigil/store/v1alpha1"
 )
 
@@ -62,13 +61,48 @@ type Options struct {
 	Build bool
 	// Output receives the control plane's own logs; nil discards them.
 	Output io.Writer
-	// Node runs a real node with the control plane — a kubelet, kube-proxy
-	// and containerd on this machine, as `vigil node up` does — so that
-	// ModuleOptions.OnNode runs a module's own image and pods. It needs
-	// root (the runtime's packages are installed when missing) and runs one
-	// node per machine; DisableWatchCache and APIServerFlags are not for it.
-	// Progress goes to stderr: a first start builds the node's binaries.
-	Node bool
+	// Node, when set, runs a real node with the control plane — a kubelet,
+	// kube-proxy and a container runtime on this machine, as `vigil node up`
+	// does — so that ModuleOptions.OnNode runs a module's own image and
+	// pods: set it to node.Start of package vigiltest/node, which the kit
+	// links only where a test asks for it. DisableWatchCache and
+	// APIServerFlags are not for it.
+	Node func(NodeOptions) (Node, error)
+}
+
+// NodeOptions are what Options.Node is started with: the release, whether
+// to build what is missing, and where the components' logs go.
+type NodeOptions struct {
+	// KubernetesVersion is the release, as "1.37".
+	KubernetesVersion string
+	// Build, Output: as Options' own.
+	Build  bool
+	Output io.Writer
+}
+
+// Node is a running node and the control plane that serves it (see
+// Options.Node and package vigiltest/node).
+type Node interface {
+	// Config is an admin config of its API server.
+	Config() *rest.Config
+	// Kubeconfig is the path of an admin kubeconfig of it.
+	Kubeconfig() string
+	// BinDir is the folder of the control plane's binaries, kubectl among
+	// them.
+	BinDir() string
+	// LoadModule builds the module in dir as an image, loads it into the
+	// node's runtime, and returns its reference and the module binary taken
+	// from it; it fails t when it cannot.
+	LoadModule(t testing.TB, dir string) (ref, binary string)
+	// Check is nil while every component runs and the node is Ready, and
+	// otherwise says which failed, with its last lines.
+	Check(ctx context.Context) error
+	// EmptyDir is the folder on this machine that holds the emptyDir volume
+	// of the pod (by its UID).
+	EmptyDir(podUID, volume string) string
+	// Stop stops the node and its control plane and undoes what they
+	// changed on the machine.
+	Stop() error
 }
 
 // Env is a running control plane and clients for it.
@@ -87,7 +121,7 @@ type Env struct {
 	KubernetesVersion string
 
 	cp   *controlplane.Instance
-	node *node.Node
+	node Node
 	// unreap stops the reaper that kills the control plane when this
 	// process ends without Stop.
 	unreap func()
@@ -122,7 +156,7 @@ func Start(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Node {
+	if opts.Node != nil {
 		return startWithNode(opts, release)
 	}
 	dir, err := controlplane.FindBinaries(release)
@@ -248,7 +282,7 @@ func Run(m *testing.M, opts Options, env **Env) int {
 func (e *Env) KubeConfig() ([]byte, error) {
 	e.kubeconfigOnce.Do(func() {
 		if e.node != nil {
-			e.kubeconfig, e.kubeconfigErr = os.ReadFile(e.node.Kubeconfig)
+			e.kubeconfig, e.kubeconfigErr = os.ReadFile(e.node.Kubeconfig())
 			return
 		}
 		e.kubeconfig, e.kubeconfigErr = e.cp.KubeConfig("vigiltest-admin", "system:masters")

@@ -97,11 +97,11 @@ func (e *Env) InstallModule(t testing.TB, opts ModuleOptions) *Module {
 	bin, image := opts.Binary, ""
 	switch {
 	case opts.OnNode && e.node == nil:
-		t.Fatal("vigiltest: ModuleOptions.OnNode runs the module's pods on a node: start the Env with Options.Node")
+		t.Fatal("vigiltest: ModuleOptions.OnNode runs the module's pods on a node: start the Env with Options.Node (node.Start of vigiltest/node)")
 	case opts.OnNode && bin != "":
 		t.Fatal("vigiltest: ModuleOptions.OnNode builds the module's image from Dir: leave Binary empty")
 	case opts.OnNode:
-		image, bin = e.moduleImage(t, dir)
+		image, bin = e.node.LoadModule(t, dir)
 	case bin == "":
 		bin = BuildModule(t, dir)
 	}

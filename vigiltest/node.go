@@ -4,31 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
-	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/vigilkit/vigil/internal/clusters/podrun"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/vigilkit/vigil/internal/clusters/controlplane"
 	"github.com/vigilkit/vigil/internal/clusters/kubeversion"
-	"github.com/vigilkit/vigil/internal/clusters/node"
-	"github.com/vigilkit/vigil/internal/shipping/image"
 )
 
 // startWithNode starts a node and the control plane that serves it
@@ -37,27 +30,11 @@ func startWithNode(opts Options, release kubeversion.Release) (*Env, error) {
 	if opts.DisableWatchCache || len(opts.APIServerFlags) > 0 {
 		return nil, errors.New("vigiltest: Options.Node starts the node's own API server, which takes neither DisableWatchCache nor APIServerFlags: start a second Env without Node for those")
 	}
-	ctx := context.Background()
-	cpDir, err := controlplane.FindBinaries(release)
-	if err != nil && opts.Build {
-		cpDir, err = controlplane.Ensure(ctx, release, os.Stderr)
-	}
+	n, err := opts.Node(NodeOptions{KubernetesVersion: release.String(), Build: opts.Build, Output: opts.Output})
 	if err != nil {
-		return nil, fmt.Errorf("vigiltest: %w", err)
+		return nil, err
 	}
-	nodeDir, err := controlplane.EnsureNode(ctx, release, os.Stderr)
-	if err != nil {
-		return nil, fmt.Errorf("vigiltest: %w", err)
-	}
-	containerdDir, err := controlplane.EnsureContainerd(ctx, release, os.Stderr)
-	if err != nil {
-		return nil, fmt.Errorf("vigiltest: %w", err)
-	}
-	n, err := node.Start(ctx, node.Options{APIServerFlags: controlplane.ServingFlags(release), ControlPlaneDir: cpDir, NodeDir: nodeDir, ContainerdDir: containerdDir, Progress: os.Stderr, Output: opts.Output})
-	if err != nil {
-		return nil, fmt.Errorf("vigiltest: %w", err)
-	}
-	cfg := rest.CopyConfig(n.Config)
+	cfg := n.Config()
 	cfg.QPS, cfg.Burst = controlplane.DefaultQPS, controlplane.DefaultBurst
 	if opts.QPS > 0 {
 		cfg.QPS = opts.QPS
@@ -65,7 +42,7 @@ func startWithNode(opts Options, release kubeversion.Release) (*Env, error) {
 	if opts.Burst > 0 {
 		cfg.Burst = opts.Burst
 	}
-	e := &Env{Config: cfg, Scheme: opts.Scheme, BinDir: cpDir, KubernetesVersion: release.String(), node: n}
+	e := &Env{Config: cfg, Scheme: opts.Scheme, BinDir: n.BinDir(), KubernetesVersion: release.String(), node: n}
 	if err := e.clients(); err != nil {
 		_ = n.Stop()
 		return nil, err
@@ -87,43 +64,6 @@ type onNode struct {
 	image    string
 	replicas map[string]int32 // by component
 	started  map[string]*Pod  // by component
-}
-
-// moduleImage builds the module in dir as `vigil image` does, for this
-// machine's platform, loads it into the node's runtime as `vigil image
-// --node` does, and returns its reference (REPO:TAG@sha256:…) and the module
-// binary taken from it.
-func (e *Env) moduleImage(t testing.TB, dir string) (ref, binary string) {
-	t.Helper()
-	began := time.Now()
-	res, err := image.Build(t.Context(), image.Options{Dir: dir, Platforms: []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}}, Log: io.Discard})
-	if err != nil {
-		t.Fatalf("vigiltest: build the image of %s: %v", dir, err)
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, err := name.NewTag("vigiltest.local/" + strings.ToLower(filepath.Base(abs)) + ":test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
-	archive := filepath.Join(tmp, "image.tar")
-	if err := image.WriteTarball(res, archive, &tag); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.node.ImportImage(t.Context(), archive, tag.Name(), res.Digest.String()); err != nil {
-		t.Fatalf("vigiltest: load the image into the node: %v", err)
-	}
-	binary = filepath.Join(tmp, "module")
-	if err := image.ExtractBinary(res, binary); err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("VIGILTEST_VERBOSE") != "" {
-		fmt.Fprintf(os.Stderr, "vigiltest: image %s built and loaded in %s\n", tag.Name(), time.Since(began).Round(time.Millisecond))
-	}
-	return tag.Name() + "@" + res.Digest.String(), binary
 }
 
 // forNode returns a copy of the manifests as the node is to run them: each
@@ -255,7 +195,7 @@ func (m *Module) waitRolledOut(component string, p *Pod, timeout time.Duration) 
 		want := m.node.replicas[component]
 		if have.Status.ReadyReplicas < want || have.Status.UpdatedReplicas < want {
 			pods, _ := m.podsOf(ctx, d)
-			return fmt.Errorf("waiting for every replica of %s to be ready: %d of %d are; %s", d.Name, have.Status.ReadyReplicas, want, node.PodStates(pods))
+			return fmt.Errorf("waiting for every replica of %s to be ready: %d of %d are; %s", d.Name, have.Status.ReadyReplicas, want, podrun.States(pods))
 		}
 		return nil
 	})
@@ -416,7 +356,7 @@ func (m *Module) waitGone(ds []*appsv1.Deployment) {
 				break
 			}
 			if time.Now().After(deadline) {
-				m.t.Errorf("uninstall: pods of %s still there after 2m: %s (%v)", d.Name, node.PodStates(pods), err)
+				m.t.Errorf("uninstall: pods of %s still there after 2m: %s (%v)", d.Name, podrun.States(pods), err)
 				return
 			}
 			time.Sleep(200 * time.Millisecond)

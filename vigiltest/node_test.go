@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/vigiltest/node"
 )
 
 // kitRun is what one way of running the kit's module showed: what its
@@ -37,7 +38,7 @@ func TestTheRunnerAndANodeAgree(t *testing.T) {
 	if os.Getenv("VIGIL_E2E") == "" {
 		t.Skip("a real node: set VIGIL_E2E=1 (make e2e) to run it")
 	}
-	nodeEnv, err := vigiltest.Start(vigiltest.Options{Node: true, Build: true})
+	nodeEnv, err := vigiltest.Start(vigiltest.Options{Node: node.Start, Build: true})
 	if err != nil {
 		t.Fatal(err)
 	}

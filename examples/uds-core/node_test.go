@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/vigiltest/node"
 )
 
 // UDS Core's policy engine from its own image on a real node, installed
@@ -28,7 +29,7 @@ func TestUDSCoreOnANode(t *testing.T) {
 	if os.Getenv("VIGIL_E2E") == "" {
 		t.Skip("a real node: set VIGIL_E2E=1 (make e2e) to run it")
 	}
-	nodeEnv, err := vigiltest.Start(vigiltest.Options{Node: true, Build: true})
+	nodeEnv, err := vigiltest.Start(vigiltest.Options{Node: node.Start, Build: true})
 	if err != nil {
 		t.Fatal(err)
 	}

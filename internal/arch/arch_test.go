@@ -49,7 +49,8 @@ var entryPoints = map[string]string{
 	// Run hands the resolved spec to the module command line.
 	". -> internal/commands/modcli": "vigil.Run is the module's entry point: it hands the spec to the command line, which runs a role",
 	// The kit runs a module's webhooks in process, as `<module> test` does.
-	"vigiltest -> .": "vigiltest.Review and Cases take the module its author defines",
+	"vigiltest -> .":                            "vigiltest.Review and Cases take the module its author defines",
+	"vigiltest/node -> vigiltest":               "node.Start is what vigiltest.Options.Node runs, and returns a vigiltest.Node",
 	"vigiltest -> internal/commands/policytest": "vigiltest.Review and Cases run the module's webhooks in process, as `<module> test` does",
 	// The build of the control plane starts from a program that links only
 	// the builder, so that a fresh machine's first step compiles in seconds.
@@ -77,7 +78,8 @@ var layers = map[string]struct {
 	"provenance":      {public, nil},
 	"pattern":         {public, nil},
 	"vigiltest/fault": {public, []string{"internal/serving/certs"}},
-	"vigiltest":       {public, []string{".", "internal/definition/define", "internal/commands/policytest", "store/v1alpha1", "internal/serving/certs", "internal/clusters/controlplane", "internal/clusters/kubeversion", "internal/clusters/gobuild", "internal/shipping/image", "internal/clusters/node", "internal/clusters/podrun", "internal/definition/spec"}},
+	"vigiltest":       {public, []string{".", "internal/definition/define", "internal/commands/policytest", "store/v1alpha1", "internal/serving/certs", "internal/clusters/controlplane", "internal/clusters/kubeversion", "internal/clusters/gobuild", "internal/clusters/podrun", "internal/definition/spec"}},
+	"vigiltest/node":  {public, []string{"vigiltest", "internal/clusters/controlplane", "internal/clusters/kubeversion", "internal/clusters/node", "internal/shipping/image"}},
 
 	// Declarations, and what they resolve to.
 	"internal/definition/define": {define, []string{"admission", "gate", "store", "internal/definition/spec", "internal/runtime/callctx", "internal/serving/fresh", "internal/definition/scheme", "internal/runtime/progress", "internal/runtime/served", "internal/definition/celversion", "internal/clusters/kubeversion", "provenance"}},

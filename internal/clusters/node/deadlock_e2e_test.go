@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/clusters/podrun"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -318,7 +320,7 @@ func stopAndStart(t *testing.T, cs kubernetes.Interface) time.Time {
 				return err
 			}
 			if len(pods.Items) > 0 {
-				return fmt.Errorf("pods left: %s", PodStates(pods.Items))
+				return fmt.Errorf("pods left: %s", podrun.States(pods.Items))
 			}
 		}
 		return nil

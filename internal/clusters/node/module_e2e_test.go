@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilkit/vigil/internal/clusters/podrun"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -448,7 +450,7 @@ func podStates(ctx context.Context, cs kubernetes.Interface, ns string) string {
 	if err != nil {
 		return err.Error()
 	}
-	return PodStates(pods.Items)
+	return podrun.States(pods.Items)
 }
 
 // testPod is a Pod of the pause image, privileged or not.
