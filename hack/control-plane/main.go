@@ -2,10 +2,11 @@
 // supported release, and prints their folder: the control plane
 // (kube-apiserver, etcd, kubectl) by default, or a node's binaries with
 // --node, or the containerd a node may run instead of the machine's with
-// --containerd. It imports nothing but the builder, so on a fresh machine it
-// compiles in seconds and the build's progress starts at once.
+// --containerd, or the kwok `make bench-scale` runs with --kwok. It imports
+// nothing but the builder, so on a fresh machine it compiles in seconds and
+// the build's progress starts at once.
 //
-//	go run ./hack/control-plane [--kubernetes 1.34] [--node | --containerd]
+//	go run ./hack/control-plane [--kubernetes 1.34] [--node | --containerd | --kwok]
 //	go run ./hack/control-plane --list
 //
 // The version comes from --kubernetes, else $VIGIL_KUBERNETES_VERSION, else
@@ -29,9 +30,10 @@ func main() {
 	list := flag.Bool("list", false, "print the supported releases, oldest first, one per line, and build nothing")
 	node := flag.Bool("node", false, "build the node's binaries (kubelet, kube-proxy, kube-controller-manager, kube-scheduler) instead of the control plane's")
 	containerd := flag.Bool("containerd", false, "build containerd "+k8sbuild.Containerd+" (containerd, containerd-shim-runc-v2, ctr), which a node runs in place of the machine's with VIGIL_NODE_CONTAINERD=built, instead of the control plane")
+	kwok := flag.Bool("kwok", false, "build kwok "+k8sbuild.Kwok+", which simulates nodes and pods for make bench-scale, instead of the control plane")
 	flag.Parse()
-	if *node && *containerd {
-		fail(fmt.Errorf("--node and --containerd: expected at most one"))
+	if n := countTrue(*node, *containerd, *kwok); n > 1 {
+		fail(fmt.Errorf("--node, --containerd and --kwok: expected at most one"))
 	}
 	if flag.NArg() > 0 {
 		fail(fmt.Errorf("unexpected arguments %q: expected only flags", flag.Args()))
@@ -61,11 +63,24 @@ func main() {
 	if *containerd {
 		ensure = k8sbuild.EnsureContainerd
 	}
+	if *kwok {
+		ensure = k8sbuild.EnsureKwok
+	}
 	dir, err := ensure(ctx, k8sbuild.BuildOptions{Release: r, Progress: os.Stderr})
 	if err != nil {
 		fail(err)
 	}
 	fmt.Println(dir)
+}
+
+func countTrue(flags ...bool) int {
+	n := 0
+	for _, f := range flags {
+		if f {
+			n++
+		}
+	}
+	return n
 }
 
 func fail(err error) {

@@ -74,7 +74,8 @@ const (
 	// AuditViolation: an existing object violates a validation; fields kind,
 	// namespace, name, violation.
 	AuditViolation Name = "audit-violation"
-	// AuditDone: the audit after registration finished; fields violations.
+	// AuditDone: the audit after registration finished; fields violations,
+	// took.
 	AuditDone Name = "audit-done"
 	// AuditFinding: a validation of a capability in Audit mode denied a
 	// request, which was allowed; fields capability, binding, mode,

@@ -186,6 +186,7 @@ func (a *Auditor) Run(ctx context.Context) ([]Finding, error) {
 }
 
 func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
+	began := time.Now()
 	m := a.Module
 	cs, err := a.client()
 	if err != nil {
@@ -240,7 +241,7 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 	}
 	a.writePolicyReports(ctx, r.findings)
 	a.keep(ctx, r.findings, r.rec, r.mutRec)
-	events.Info(a.Log, events.AuditDone, "audit done", "violations", len(r.findings), "policyVersion", m.Version, "enforcedSince", r.rec.Enforced)
+	events.Info(a.Log, events.AuditDone, "audit done", "violations", len(r.findings), "policyVersion", m.Version, "enforcedSince", r.rec.Enforced, "took", time.Since(began).Round(time.Millisecond).String())
 	return r.findings, nil
 }
 

@@ -1,0 +1,221 @@
+package scale
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
+	"github.com/vigilkit/vigil/vigiltest"
+)
+
+// creates is what a run of createAt saw.
+type creates struct {
+	lat    []time.Duration // sorted
+	failed int
+	took   time.Duration
+}
+
+func (c creates) p(q int) float64 { return bench.Ms(bench.Percentile(c.lat, q)) }
+
+// createAt creates n bare Pods in ns at rate a second, from enough workers
+// that a slow answer does not slow the rate, and times each create as the
+// client sees it (the request through the API server, its admission
+// included). The pods are deleted afterwards.
+func createAt(ctx context.Context, cs kubernetes.Interface, ns, run string, rate, n int) creates {
+	jobs := make(chan int, n)
+	var mu sync.Mutex
+	out := creates{}
+	var wg sync.WaitGroup
+	for range 256 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				tmpl := workloadPod("probe")
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%05d", run, i),
+					Labels: map[string]string{"app": "probe", "scale.vigil.dev/run": run}}, Spec: tmpl.Spec}
+				began := time.Now()
+				_, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+				d := time.Since(began)
+				mu.Lock()
+				if err != nil {
+					out.failed++
+				} else {
+					out.lat = append(out.lat, d)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	began := time.Now()
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	for i := range n {
+		jobs <- i
+		if i < n-1 {
+			<-tick.C
+		}
+	}
+	tick.Stop()
+	close(jobs)
+	wg.Wait()
+	out.took = time.Since(began)
+	slices.Sort(out.lat)
+	_ = cs.CoreV1().Pods(ns).DeleteCollection(context.WithoutCancel(ctx), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "scale.vigil.dev/run=" + run})
+	return out
+}
+
+// metricSum is the sum of every series of the metric at url.
+func metricSum(url, name string) float64 {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			v, _ := strconv.ParseFloat(line[i+1:], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// rssMiB is the process's resident memory now ("VmRSS") or at its peak
+// ("VmHWM"), in MiB.
+func rssMiB(pid int, field string) float64 { return float64(bench.ProcStatus(pid, field)) / 1024 }
+
+// resetPeak starts the process's VmHWM over from its resident memory now.
+func resetPeak(b *testing.B, pid int) {
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		b.Fatalf("reset the peak memory of process %d: %v", pid, err)
+	}
+}
+
+// lagRE is a line podwatch prints: the pod, the change's time, the lag.
+var lagRE = regexp.MustCompile(`(?m)^lag (\S+) (\d+) ([0-9.]+)$`)
+
+// reconcileLag annotates n pods of the workloads with the time of the
+// change, 50 a second, and returns the time from each change to podwatch's
+// handler seeing it, as podwatch prints it (sorted).
+func reconcileLag(b *testing.B, cs kubernetes.Interface, watcher *vigiltest.Process, n int) []time.Duration {
+	ctx := b.Context()
+	list, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=web", FieldSelector: "status.phase=Running", Limit: int64(n)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pods := list.Items
+	if len(pods) < n {
+		b.Fatalf("%d running pods of the workloads to change, want %d", len(pods), n)
+	}
+	want := map[string]bool{}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for _, p := range pods {
+		<-tick.C
+		at := strconv.FormatInt(time.Now().UnixNano(), 10)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"scale.vigil.dev/changed-at":%q}}}`, at)
+		if _, err := cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			b.Fatalf("annotate pod %s/%s: %v", p.Namespace, p.Name, err)
+		}
+		want[p.Namespace+"/"+p.Name+" "+at] = true
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		seen := map[string]time.Duration{}
+		for _, m := range lagRE.FindAllStringSubmatch(watcher.Output.String(), -1) {
+			key := m[1] + " " + m[2]
+			if _, dup := seen[key]; want[key] && !dup {
+				ms, _ := strconv.ParseFloat(m[3], 64)
+				seen[key] = time.Duration(ms * float64(time.Millisecond))
+			}
+		}
+		if len(seen) == len(want) || time.Now().After(deadline) {
+			if len(seen) < len(want) {
+				b.Fatalf("podwatch reconciled %d of the %d changed pods within 2m", len(seen), len(want))
+			}
+			lags := make([]time.Duration, 0, len(seen))
+			for _, d := range seen {
+				lags = append(lags, d)
+			}
+			slices.Sort(lags)
+			return lags
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// tookRE finds the duration of the audit in its "audit done" line.
+var tookRE = regexp.MustCompile(`audit done.*?took[="\s:]+"?([0-9.]+[a-zµ]+)`)
+
+// auditOnce runs a watcher of UDS Core's engine from start, whose first
+// audit judges every pod of the cluster, and returns how long the audit
+// took and the watcher's peak memory in MiB at its end.
+func auditOnce(b *testing.B, bin, kubeconfig string) (time.Duration, float64) {
+	probe := vigiltest.FreeAddr(b)
+	w := vigiltest.StartProcess(b, nil, bin, "watcher", "--kubeconfig", kubeconfig, "--metrics-addr=", "--probe-addr", probe, "--audit-interval", "1h")
+	defer w.Stop(b, time.Minute)
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		if m := tookRE.FindStringSubmatch(w.Output.String()); m != nil {
+			d, err := time.ParseDuration(m[1])
+			if err != nil {
+				b.Fatalf("the audit's duration %q: %v", m[1], err)
+			}
+			return d, rssMiB(w.Pid(), "VmHWM")
+		}
+		select {
+		case <-w.Exited():
+			b.Fatalf("the watcher of UDS Core's engine exited %d before its audit was done:\n%s", w.ExitCode(), w.Output)
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the audit was not done within 10m:\n%s", w.Output)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitReady waits for the process's /readyz on addr, and returns how long
+// it took from began.
+func waitReady(b *testing.B, p *vigiltest.Process, addr string, began time.Time) time.Duration {
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(began)
+			}
+		}
+		select {
+		case <-p.Exited():
+			b.Fatalf("%s exited %d before it was ready:\n%s", p, p.ExitCode(), p.Output)
+		default:
+		}
+		if time.Since(began) > 10*time.Minute {
+			b.Fatalf("%s not ready within 10m:\n%s", p, p.Output)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

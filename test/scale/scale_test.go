@@ -1,0 +1,192 @@
+package scale
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vigilkit/vigil/internal/clusters/controlplane"
+	"github.com/vigilkit/vigil/internal/clusters/k8sbuild"
+	"github.com/vigilkit/vigil/internal/clusters/kubeversion"
+	"github.com/vigilkit/vigil/internal/testsupport/bench"
+	"github.com/vigilkit/vigil/internal/testsupport/udscore"
+	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/vigiltest/fault"
+)
+
+// udsCoreDir is UDS Core's policy engine as examples/uds-core ports it.
+const udsCoreDir = "../../examples/uds-core"
+
+// steps are the pod counts the bench grows the cluster to: SCALE_PODS
+// (comma-separated), else 1,000, 10,000 and 50,000.
+func steps(b *testing.B) []int {
+	v := os.Getenv("SCALE_PODS")
+	if v == "" {
+		return []int{1000, 10000, 50000}
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1000 {
+			b.Fatalf("SCALE_PODS=%q: expected pod counts of 1000 or more, comma-separated, as 1000,10000,50000", v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// memoryNeeded is what a step of pods needs of the machine's memory, in
+// MiB, as measured on the 10,000-pod step (about 100 KiB a pod across the
+// API server, etcd, the controllers, kwok and the modules) with a base of
+// 3 GiB for the 1,000 nodes.
+func memoryNeeded(pods int) int { return 3072 + pods/10 }
+
+// memAvailable is the machine's available memory in MiB.
+func memAvailable() int {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// BenchmarkScale (make bench-scale) grows a real API server's cluster, its
+// nodes and pods simulated by kwok, to 1,000 nodes and 1,000, 10,000 and
+// 50,000 pods in 1,000 namespaces (Deployments, and Jobs that complete),
+// and measures at each step what a module costs there: UDS Core's policy
+// engine (examples/uds-core) in admission, and podwatch, which Reconciles
+// every Pod. It prints one line per step and create rate:
+//
+//	scale: pods=N nodes=N creates_per_s=N p50_ms=.. p99_ms=.. base_p50_ms=.. base_p99_ms=.. adm_cpu_per_req_us=.. adm_rss_mib=.. watcher_rss_mib=.. relist_peak_mib=.. reconcile_lag_p99_ms=.. audit_s=.. audit_peak_mib=..
+//
+// and a line "scale-more:" with the step's other figures. Run it with
+// -benchtime 1x.
+func BenchmarkScale(b *testing.B) {
+	nodes, namespaces := 1000, 1000
+	if v := os.Getenv("SCALE_NODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("SCALE_NODES=%q: expected a node count", v)
+		}
+		nodes = n
+	}
+	plan := steps(b)
+	release, err := kubeversion.FromEnv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("building or finding the node's binaries and kwok %s (cached after the first run)", k8sbuild.Kwok)
+	nodeDir, err := controlplane.EnsureNode(b.Context(), release, os.Stderr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kwokDir, err := k8sbuild.EnsureKwok(b.Context(), k8sbuild.BuildOptions{Release: release, Progress: os.Stderr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := vigiltest.Start(vigiltest.Options{Build: true, QPS: 2000, Burst: 4000,
+		APIServerFlags: map[string]string{"max-requests-inflight": "2000", "max-mutating-requests-inflight": "1000"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = env.Stop() })
+	kubeconfig := env.KubeConfigFile(b)
+	cluster := startCluster(b, nodeDir, kwokDir, kubeconfig)
+	createNodes(b, env.Clientset, cluster, nodes)
+	createNamespaces(b, env, namespaces)
+
+	// UDS Core's engine: its admission as its pod runs it.
+	uds := udscore.Install(b, env, udsCoreDir, vigiltest.ModuleOptions{})
+	adm := uds.StartAdmission(2 * time.Minute)
+	admPid := adm.Process("admission").Pid()
+	admMetrics := "http://" + adm.Ports["metrics"] + "/metrics"
+
+	// podwatch: its watcher behind a fault proxy, to force a relist.
+	pw := env.InstallModule(b, vigiltest.ModuleOptions{Dir: "./podwatch"})
+	proxy, err := fault.NewProxy(env.Config, fault.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { proxy.Close() })
+	proxyKubeconfig := vigiltest.WriteKubeConfig(b, proxy.Config())
+
+	for _, pods := range plan {
+		if need, have := memoryNeeded(pods), memAvailable(); have < need {
+			b.Logf("scale: the step of %d pods needs about %d MiB of memory and the machine has %d MiB available: it and the larger steps are skipped", pods, need, have)
+			break
+		}
+		b.Logf("step: %d pods on %d nodes", pods, nodes)
+		began := time.Now()
+		grow(b, env.Clientset, namespaces, pods)
+		waitFor(b, cluster, 30*time.Minute, fmt.Sprintf("%d pods running or done", pods), func() (bool, string) {
+			n, err := podCount(b.Context(), env.Clientset)
+			if err != nil {
+				return false, err.Error()
+			}
+			done := n["Running"] + n["Succeeded"]
+			return done >= pods, fmt.Sprintf("%d running, %d succeeded, %d pending", n["Running"], n["Succeeded"], n["Pending"])
+		})
+		growTook := time.Since(began)
+
+		// podwatch started over: its time to ready over every pod, then its
+		// steady memory, its peak through a relist, its lag.
+		probe, metrics := vigiltest.FreeAddr(b), vigiltest.FreeAddr(b)
+		wBegan := time.Now()
+		w := vigiltest.StartProcess(b, nil, pw.Binary, "watcher", "--kubeconfig", proxyKubeconfig, "--metrics-addr", metrics, "--probe-addr", probe)
+		ready := waitReady(b, w, probe, wBegan)
+		time.Sleep(5 * time.Second)
+		steady := rssMiB(w.Pid(), "VmRSS")
+		relists := metricSum("http://"+metrics+"/metrics", "vigil_informer_relists_total")
+		resetPeak(b, w.Pid())
+		proxy.ExpireWatches(time.Second)
+		waitFor(b, cluster, 5*time.Minute, "podwatch's informers listed again", func() (bool, string) {
+			now := metricSum("http://"+metrics+"/metrics", "vigil_informer_relists_total")
+			return now > relists, fmt.Sprintf("relists %v", now)
+		})
+		waitReady(b, w, probe, time.Now())
+		time.Sleep(5 * time.Second)
+		relistPeak := rssMiB(w.Pid(), "VmHWM")
+		lags := reconcileLag(b, env.Clientset, w, 200)
+
+		// The audit over every pod, by a watcher of UDS Core's engine.
+		auditTook, auditPeak := auditOnce(b, uds.Binary, kubeconfig)
+		w.Stop(b, time.Minute)
+
+		for _, rate := range []int{50, 200, 500} {
+			n := rate * 10
+			if n > 2000 {
+				n = 2000
+			}
+			run := fmt.Sprintf("r%d-%d", pods, rate)
+			base := createAt(b.Context(), env.Clientset, metav1.NamespaceSystem, run+"-base", rate, n)
+			cpu0, req0 := bench.ProcCPU(admPid), metricSum(admMetrics, "vigil_admission_binding_requests_total")
+			with := createAt(b.Context(), env.Clientset, workloadNamespace(1), run, rate, n)
+			cpu, reqs := bench.ProcCPU(admPid)-cpu0, metricSum(admMetrics, "vigil_admission_binding_requests_total")-req0
+			checkCluster(b, cluster)
+			if with.failed > 0 || base.failed > 0 {
+				b.Fatalf("creates at %d/s: %d of %d failed with the module, %d without", rate, with.failed, n, base.failed)
+			}
+			perReq := 0.0
+			if reqs > 0 {
+				perReq = bench.Us(cpu) / reqs
+			}
+			fmt.Printf("scale: pods=%d nodes=%d creates_per_s=%d p50_ms=%.2f p99_ms=%.2f base_p50_ms=%.2f base_p99_ms=%.2f adm_cpu_per_req_us=%.1f adm_rss_mib=%.1f watcher_rss_mib=%.1f relist_peak_mib=%.1f reconcile_lag_p99_ms=%.1f audit_s=%.1f audit_peak_mib=%.1f\n",
+				pods, nodes, rate, with.p(50), with.p(99), base.p(50), base.p(99), perReq, rssMiB(admPid, "VmRSS"),
+				steady, relistPeak, bench.Ms(bench.Percentile(lags, 99)), auditTook.Seconds(), auditPeak)
+			b.Logf("creates at %d/s: %d with the module in %s (%.0f/s achieved), %d without in %s; %v admission reviews", rate, n, with.took.Round(time.Millisecond),
+				float64(n)/with.took.Seconds(), n, base.took.Round(time.Millisecond), reqs)
+		}
+		fmt.Printf("scale-more: pods=%d grow_s=%.0f watcher_ready_s=%.1f reconcile_lag_p50_ms=%.1f\n", pods, growTook.Seconds(), ready.Seconds(), bench.Ms(bench.Percentile(lags, 50)))
+	}
+}
