@@ -29,7 +29,7 @@ ifdef CONTAINERD
 export VIGIL_NODE_CONTAINERD := $(CONTAINERD)
 endif
 
-.PHONY: api api-check release e2e test test-versions demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-ship bench-first-module
+.PHONY: api api-check release e2e test test-versions demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-scale bench-ship bench-first-module
 
 ## test: build the control plane if needed, then vet, staticcheck, the go.mod tidiness check, the public API check, deadcode, govulncheck and every test under the race detector
 test:
@@ -168,6 +168,11 @@ bench-uds:
 soak-uds:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakUDSExemptions' -benchtime 1x -timeout 15m ./examples/uds-core/
+
+## bench-scale: 1,000 simulated nodes (kwok) and 1,000 / 10,000 / 50,000 pods (SCALE_PODS=1000,10000 for fewer): per step and create rate, create latency with UDS Core's engine and without, its CPU and memory, a Pod reconciler's memory, relist peak and lag, the audit
+bench-scale:
+	@assets="$$(hack/control-plane.sh)"; \
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkScale$$' -benchtime 1x -timeout 3h ./test/scale/
 
 ## bench-ship: build examples/labeler's image (both platforms) twice: seconds, MiB of the host platform's layers, same digest?; then the chart's install time
 # The chart's figure comes from a benchmark that prints `ship-chart: chart_install_s=<s>`:

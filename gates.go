@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -21,6 +23,20 @@ import (
 // and NewLister; it is handled as unstructured.
 func Kind(group, version, kind string) *unstructured.Unstructured {
 	return define.Kind(group, version, kind)
+}
+
+// Metadata names a kind whose objects a binding or a Lister reads by their
+// metadata alone — name, namespace, labels, annotations, owners,
+// finalizers — for Watch, When and NewLister. Its informers list and watch
+// the kind as metadata (PartialObjectMetadata), so the module's memory
+// holds a fraction of each object: what a watch of every Pod of a large
+// cluster needs when its handler reads labels or annotations. The handler
+// gets a *metav1.PartialObjectMetadata.
+//
+//	vigil.Watch(c, vigil.Metadata("", "v1", "Pod")).Reconcile(
+//		func(ctx context.Context, p *metav1.PartialObjectMetadata) error { ... })
+func Metadata(group, version, kind string) *metav1.PartialObjectMetadata {
+	return define.Metadata(group, version, kind)
 }
 
 // KindWithPlural is Kind for a kind whose resource — the plural its CRD

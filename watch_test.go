@@ -736,6 +736,7 @@ func TestPlanShowsWatcher(t *testing.T) {
 	vigil.Watch(apps, &corev1.ConfigMap{}).Named("cleanup").Finalize(func(context.Context, *corev1.ConfigMap) error { return nil })
 	vigil.Watch(m.Capability("audit"), &corev1.Pod{}).WithLabelValue("team", "shop").OnEvent(func(context.Context, *corev1.Pod, vigil.WatchEvent) {})
 	vigil.NewLister(m, &corev1.Secret{})
+	vigil.NewLister(m, vigil.Metadata("", "v1", "Node"))
 	m.OnSchedule("nightly", vigil.Cron("0 3 * * *"), func(context.Context) error { return nil })
 	out := captureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
@@ -748,9 +749,10 @@ func TestPlanShowsWatcher(t *testing.T) {
 		"apps/cleanup finalize ConfigMap (finalizer planned.vigil.dev/apps.cleanup, put on as objects are created by MutatingAdmissionPolicy planned-finalizer-apps.cleanup where the cluster serves it by default (Kubernetes 1.36 on), else by the watcher once it sees them) (watch_test.go:",
 		"audit/pod-watch-2 watch Pod, label team=shop (watch_test.go:",
 		"schedule nightly 0 3 * * *, a missed tick made up once; state in the Store as vigil.schedule.nightly (watch_test.go:",
-		"ConfigMap: namespaces shop,web",
+		"ConfigMap: namespaces shop,web; holds whole objects, managed fields dropped",
 		"Pod: labels team=shop",
 		"Secret: everything, cluster-wide",
+		"Node: everything, cluster-wide; holds metadata only (vigil.Metadata)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -68,15 +69,20 @@ func startDaemon(b *testing.B, dir, name, bin string, args ...string) *daemon {
 func (d *daemon) alive() error {
 	select {
 	case <-d.done:
-		data, _ := os.ReadFile(d.log)
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		if len(lines) > 15 {
-			lines = lines[len(lines)-15:]
-		}
-		return fmt.Errorf("%s exited (%v); its last lines:\n%s", d.name, d.err, strings.Join(lines, "\n"))
+		return fmt.Errorf("%s exited (%v); its last lines:\n%s", d.name, d.err, d.tail(15))
 	default:
 		return nil
 	}
+}
+
+// tail is the last n lines of the component's log.
+func (d *daemon) tail(n int) string {
+	data, _ := os.ReadFile(d.log)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // startCluster runs what turns the control plane into a cluster whose
@@ -162,6 +168,17 @@ func createNodes(b *testing.B, cs kubernetes.Interface, ds []*daemon, n int) {
 		}
 		return ready == n, fmt.Sprintf("%d of %d Ready", ready, n)
 	})
+	// The API server taints a new node not-ready, and the node-lifecycle
+	// controller, which the bench does not run, would lift the taint.
+	for i := range n {
+		g.Go(func() error {
+			_, err := cs.CoreV1().Nodes().Patch(ctx, fmt.Sprintf("kwok-node-%04d", i), types.MergePatchType, []byte(`{"spec":{"taints":null}}`), metav1.PatchOptions{})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatalf("lift the simulated nodes' not-ready taint: %v", err)
+	}
 }
 
 // waitFor polls cond until it holds, failing the bench after within or
@@ -172,19 +189,29 @@ func waitFor(b *testing.B, ds []*daemon, within time.Duration, what string, cond
 	for {
 		ok, state := cond()
 		if ok {
-			b.Logf("%s after %s", what, time.Since(began).Round(100*time.Millisecond))
+			say("%s after %s", what, time.Since(began).Round(100*time.Millisecond))
 			return
 		}
 		checkCluster(b, ds)
 		if time.Since(began) > within {
-			b.Fatalf("not %s within %s: %s", what, within, state)
+			var logs strings.Builder
+			for _, d := range ds {
+				fmt.Fprintf(&logs, "\n%s's last lines:\n%s", d.name, d.tail(8))
+			}
+			b.Fatalf("not %s within %s: %s%s", what, within, state, logs.String())
 		}
 		if time.Since(said) > 15*time.Second {
-			b.Logf("waiting for %s: %s (%s)", what, state, time.Since(began).Round(time.Second))
+			say("waiting for %s: %s (%s)", what, state, time.Since(began).Round(time.Second))
 			said = time.Now()
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// say prints a line of progress on stderr at once (a benchmark's own log
+// shows only when it ends).
+func say(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench-scale: %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
 // workloadNamespace is the i-th of the namespaces the workloads run in.

@@ -21,12 +21,14 @@ import (
 
 	"github.com/vigilkit/vigil/internal/testsupport/bench"
 	"github.com/vigilkit/vigil/vigiltest"
+	"github.com/vigilkit/vigil/vigiltest/fault"
 )
 
 // creates is what a run of createAt saw.
 type creates struct {
 	lat    []time.Duration // sorted
 	failed int
+	first  error // the first failure's
 	took   time.Duration
 }
 
@@ -47,6 +49,11 @@ func createAt(ctx context.Context, cs kubernetes.Interface, ns, run string, rate
 			defer wg.Done()
 			for i := range jobs {
 				tmpl := workloadPod("probe")
+				// No scheduler serves it: the create is timed, not the
+				// scheduling and the simulated start a real cluster does
+				// after it, which would load the API server's two cores
+				// more than the creates themselves.
+				tmpl.Spec.SchedulerName = "bench-unscheduled"
 				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%05d", run, i),
 					Labels: map[string]string{"app": "probe", "scale.vigil.dev/run": run}}, Spec: tmpl.Spec}
 				began := time.Now()
@@ -55,6 +62,9 @@ func createAt(ctx context.Context, cs kubernetes.Interface, ns, run string, rate
 				mu.Lock()
 				if err != nil {
 					out.failed++
+					if out.first == nil {
+						out.first = err
+					}
 				} else {
 					out.lat = append(out.lat, d)
 				}
@@ -218,4 +228,50 @@ func waitReady(b *testing.B, p *vigiltest.Process, addr string, began time.Time)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// watched is what watchPods measured of a process that watches every Pod.
+type watched struct {
+	ready      time.Duration   // from its start to ready, its informers synced
+	steady     float64         // its resident memory 5 s after, in MiB
+	relistPeak float64         // its peak through a relist (with a proxy)
+	lags       []time.Duration // podwatch's reconcile lags (with lag)
+}
+
+// watchPods starts bin (podwatch's watcher reading as reads says, or
+// crcache when reads is empty) against kubeconfig, waits for it to be
+// ready, and measures its memory; through proxy it also forces a relist
+// (every watch answered 410 Gone) and measures the peak; with lag, the
+// reconcile lag of 200 changes. It stops the process.
+func watchPods(b *testing.B, ds []*daemon, cs kubernetes.Interface, bin string, proxy *fault.Proxy, kubeconfig, reads string, lag bool) watched {
+	var w watched
+	probe, metrics := vigiltest.FreeAddr(b), vigiltest.FreeAddr(b)
+	args := []string{"--kubeconfig", kubeconfig, "--probe-addr", probe}
+	var env []string
+	if reads != "" {
+		args = append([]string{"watcher", "--metrics-addr", metrics}, args...)
+		env = []string{"PODWATCH_READS=" + reads}
+	}
+	began := time.Now()
+	p := vigiltest.StartProcess(b, env, bin, args...)
+	defer p.Stop(b, time.Minute)
+	w.ready = waitReady(b, p, probe, began)
+	time.Sleep(5 * time.Second)
+	w.steady = rssMiB(p.Pid(), "VmRSS")
+	if proxy != nil {
+		relists := metricSum("http://"+metrics+"/metrics", "vigil_informer_relists_total")
+		resetPeak(b, p.Pid())
+		proxy.ExpireWatches(time.Second)
+		waitFor(b, ds, 5*time.Minute, "podwatch's informers listed again", func() (bool, string) {
+			now := metricSum("http://"+metrics+"/metrics", "vigil_informer_relists_total")
+			return now > relists, fmt.Sprintf("relists %v", now)
+		})
+		waitReady(b, p, probe, time.Now())
+		time.Sleep(5 * time.Second)
+		w.relistPeak = rssMiB(p.Pid(), "VmHWM")
+	}
+	if lag {
+		w.lags = reconcileLag(b, cs, p, 200)
+	}
+	return w
 }

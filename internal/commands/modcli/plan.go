@@ -300,7 +300,11 @@ func watching(m *spec.Module) watched {
 		if len(sel) == 0 {
 			sel = append(sel, "everything, cluster-wide")
 		}
-		w.informers = append(w.informers, fmt.Sprintf("%s: %s", ag.GVK.Kind, strings.Join(sel, "; ")))
+		holds := "whole objects, managed fields dropped"
+		if ag.Metadata {
+			holds = "metadata only (vigil.Metadata)"
+		}
+		w.informers = append(w.informers, fmt.Sprintf("%s: %s; holds %s", ag.GVK.Kind, strings.Join(sel, "; "), holds))
 	}
 	return w
 }

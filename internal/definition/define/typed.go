@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -130,6 +132,13 @@ func ListOf(s *runtime.Scheme, proto client.Object, gvk schema.GroupVersionKind)
 	if _, ok := proto.(*unstructured.Unstructured); ok {
 		return func() client.ObjectList {
 			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(listGVK)
+			return l
+		}, nil
+	}
+	if _, ok := proto.(*metav1.PartialObjectMetadata); ok {
+		return func() client.ObjectList {
+			l := &metav1.PartialObjectMetadataList{}
 			l.SetGroupVersionKind(listGVK)
 			return l
 		}, nil

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -110,6 +112,14 @@ func Events[E ~string](events []E) []spec.Event {
 		out = append(out, spec.Event(ev))
 	}
 	return out
+}
+
+// Metadata is a prototype of a kind whose objects are read by their
+// metadata alone.
+func Metadata(group, version, kind string) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind})
+	return m
 }
 
 // Kind is an unstructured prototype of a kind named at run time.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"weak"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1alpha1 "k8s.io/api/admissionregistration/v1alpha1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
@@ -233,12 +235,19 @@ func Complete(s *runtime.Scheme) {
 
 // GVKOf finds the group, version and kind of a prototype object: a typed
 // object registered in s (registering its group first when s is a default
-// scheme), or an unstructured one that names its kind.
+// scheme), or an unstructured or metadata-only one that names its kind.
 func GVKOf(s *runtime.Scheme, proto client.Object) (schema.GroupVersionKind, error) {
 	if u, ok := any(proto).(*unstructured.Unstructured); ok {
 		gvk := u.GroupVersionKind()
 		if gvk.Kind == "" || gvk.Version == "" {
 			return gvk, fmt.Errorf("unstructured prototype without a kind: name it with vigil.Kind(group, version, kind)")
+		}
+		return gvk, nil
+	}
+	if m, ok := any(proto).(*metav1.PartialObjectMetadata); ok {
+		gvk := m.GroupVersionKind()
+		if gvk.Kind == "" || gvk.Version == "" {
+			return gvk, fmt.Errorf("metadata prototype without a kind: name it with vigil.Metadata(group, version, kind)")
 		}
 		return gvk, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sort"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -11,7 +13,10 @@ import (
 // Agreed is the server-side selection of one type's informer: only what
 // every user agrees on.
 type Agreed struct {
-	GVK        schema.GroupVersionKind
+	GVK schema.GroupVersionKind
+	// Metadata: the informer holds each object's metadata alone
+	// (vigil.Metadata); a kind read both ways has an informer each way.
+	Metadata   bool
 	New        func() client.Object
 	Namespaces []string
 	Labels     string
@@ -23,19 +28,32 @@ type Agreed struct {
 // if it is the same for all, the name if all name the same object. What is
 // not agreed on is filtered in process by each binding.
 func Agree(users []Lister) []Agreed {
-	byGVK := map[schema.GroupVersionKind][]Lister{}
-	var order []schema.GroupVersionKind
-	for _, u := range users {
-		if _, ok := byGVK[u.GVK]; !ok {
-			order = append(order, u.GVK)
-		}
-		byGVK[u.GVK] = append(byGVK[u.GVK], u)
+	type key struct {
+		gvk  schema.GroupVersionKind
+		meta bool
 	}
-	sort.Slice(order, func(i, j int) bool { return order[i].String() < order[j].String() })
+	byKey := map[key][]Lister{}
+	var order []key
+	for _, u := range users {
+		k := key{gvk: u.GVK}
+		if u.New != nil {
+			_, k.meta = u.New().(*metav1.PartialObjectMetadata)
+		}
+		if _, ok := byKey[k]; !ok {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], u)
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if a, b := order[i].gvk.String(), order[j].gvk.String(); a != b {
+			return a < b
+		}
+		return !order[i].meta && order[j].meta
+	})
 	out := make([]Agreed, 0, len(order))
-	for _, gvk := range order {
-		us := byGVK[gvk]
-		a := Agreed{GVK: gvk, New: us[0].New, Labels: us[0].Select.Labels, Name: us[0].Select.Name}
+	for _, k := range order {
+		us := byKey[k]
+		a := Agreed{GVK: k.gvk, Metadata: k.meta, New: us[0].New, Labels: us[0].Select.Labels, Name: us[0].Select.Name}
 		allLimited := true
 		var namespaces []string
 		for _, u := range us {

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -177,6 +179,13 @@ func NewObjectFunc(proto client.Object, gvk schema.GroupVersionKind) func() clie
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(gvk)
 			return u
+		}
+	}
+	if _, ok := proto.(*metav1.PartialObjectMetadata); ok {
+		return func() client.Object {
+			m := &metav1.PartialObjectMetadata{}
+			m.SetGroupVersionKind(gvk)
+			return m
 		}
 	}
 	t := reflect.TypeOf(proto).Elem()

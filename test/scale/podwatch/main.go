@@ -3,6 +3,10 @@
 // carries the annotation scale.vigil.dev/changed-at (Unix nanoseconds), it
 // prints how long after that time its handler ran, as
 // "lag NAMESPACE/NAME CHANGED-AT MILLISECONDS", which the bench reads.
+//
+// The setting PODWATCH_READS says what its informer holds: "pod" (each Pod
+// whole, the default) or "metadata" (vigil.Metadata: each Pod's metadata
+// alone, which is all its handler reads).
 package main
 
 import (
@@ -12,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vigilkit/vigil"
 )
@@ -24,11 +29,32 @@ func main() { vigil.Run(newModule()) }
 func newModule() *vigil.Module {
 	m := vigil.NewModule("podwatch", vigil.Options{Namespace: "podwatch-system"})
 	pods := m.Capability("pods")
+	if vigil.SettingAs(m, "PODWATCH_READS", "pod", reads) == "metadata" {
+		vigil.Watch(pods, vigil.Metadata("", "v1", "Pod")).Named("every-pod").
+			Reconcile(func(_ context.Context, p *metav1.PartialObjectMetadata) error {
+				report(p)
+				return nil
+			})
+		return m
+	}
 	vigil.Watch(pods, &corev1.Pod{}).Named("every-pod").Reconcile(func(_ context.Context, p *corev1.Pod) error {
-		if at, err := strconv.ParseInt(p.Annotations[ChangedAt], 10, 64); err == nil {
-			fmt.Printf("lag %s/%s %d %.3f\n", p.Namespace, p.Name, at, float64(time.Now().UnixNano()-at)/1e6)
-		}
+		report(p)
 		return nil
 	})
 	return m
+}
+
+// report prints the lag of a timed change.
+func report(p metav1.Object) {
+	if at, err := strconv.ParseInt(p.GetAnnotations()[ChangedAt], 10, 64); err == nil {
+		fmt.Printf("lag %s/%s %d %.3f\n", p.GetNamespace(), p.GetName(), at, float64(time.Now().UnixNano()-at)/1e6)
+	}
+}
+
+// reads accepts what the informer holds: pod or metadata.
+func reads(v string) (string, error) {
+	if v != "pod" && v != "metadata" {
+		return v, fmt.Errorf("expected pod or metadata")
+	}
+	return v, nil
 }
