@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -274,4 +275,26 @@ func watchPods(b *testing.B, ds []*daemon, cs kubernetes.Interface, bin string, 
 		w.lags = reconcileLag(b, cs, p, 200)
 	}
 	return w
+}
+
+// saveProfile fetches the profile at url into file.
+func saveProfile(url, file string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	say("the admission's CPU profile written to %s", file)
+	return f.Close()
 }
