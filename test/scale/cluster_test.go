@@ -204,7 +204,7 @@ func waitFor(b *testing.B, ds []*daemon, within time.Duration, what string, cond
 			say("waiting for %s: %s (%s)", what, state, time.Since(began).Round(time.Second))
 			said = time.Now()
 		}
-		time.Sleep(time.Second)
+		time.Sleep(5 * time.Second)
 	}
 }
 
@@ -280,23 +280,27 @@ func grow(b *testing.B, cs kubernetes.Interface, namespaces, pods int) {
 	}
 }
 
-// podCount counts the cluster's pods by phase, a page at a time.
-func podCount(ctx context.Context, cs kubernetes.Interface) (map[corev1.PodPhase]int, error) {
-	out := map[corev1.PodPhase]int{}
-	opts := metav1.ListOptions{Limit: 2000}
-	for {
-		list, err := cs.CoreV1().Pods("").List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range list.Items {
-			out[p.Status.Phase]++
-		}
-		if list.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = list.Continue
+// workloadPods counts the workloads' pods from their controllers' status:
+// the Deployments' ready replicas and the Jobs' succeeded and ready pods. It
+// lists 2,000 small objects where a count of the pods themselves would list
+// every pod.
+func workloadPods(ctx context.Context, cs kubernetes.Interface) (ready, succeeded int, err error) {
+	deps, err := cs.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: ""})
+	if err != nil {
+		return 0, 0, err
 	}
+	for _, d := range deps.Items {
+		ready += int(d.Status.ReadyReplicas)
+	}
+	jobs, err := cs.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, j := range jobs.Items {
+		ready += int(ptr.Deref(j.Status.Ready, 0))
+		succeeded += int(j.Status.Succeeded)
+	}
+	return ready, succeeded, nil
 }
 
 // createNamespaces creates the workloads' namespaces, vouched for as an

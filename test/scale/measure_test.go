@@ -235,6 +235,7 @@ func waitReady(b *testing.B, p *vigiltest.Process, addr string, began time.Time)
 type watched struct {
 	ready      time.Duration   // from its start to ready, its informers synced
 	steady     float64         // its resident memory 5 s after, in MiB
+	live       float64         // its heap after a collection then, in MiB
 	relistPeak float64         // its peak through a relist (with a proxy)
 	lags       []time.Duration // podwatch's reconcile lags (with lag)
 }
@@ -250,7 +251,7 @@ func watchPods(b *testing.B, ds []*daemon, cs kubernetes.Interface, bin string, 
 	args := []string{"--kubeconfig", kubeconfig, "--probe-addr", probe}
 	var env []string
 	if reads != "" {
-		args = append([]string{"watcher", "--metrics-addr", metrics}, args...)
+		args = append([]string{"watcher", "--metrics-addr", metrics, "--pprof"}, args...)
 		env = []string{"PODWATCH_READS=" + reads}
 	}
 	began := time.Now()
@@ -259,6 +260,7 @@ func watchPods(b *testing.B, ds []*daemon, cs kubernetes.Interface, bin string, 
 	w.ready = waitReady(b, p, probe, began)
 	time.Sleep(5 * time.Second)
 	w.steady = rssMiB(p.Pid(), "VmRSS")
+	w.live = liveMiB(b, probe, metrics, reads != "")
 	if proxy != nil {
 		relists := metricSum("http://"+metrics+"/metrics", "vigil_informer_relists_total")
 		resetPeak(b, p.Pid())
@@ -297,4 +299,29 @@ func saveProfile(url, file string) error {
 	}
 	say("the admission's CPU profile written to %s", file)
 	return f.Close()
+}
+
+// liveMiB is what the process's heap holds once its garbage is collected,
+// in MiB: podwatch's (a watcher with --pprof) through the heap profile's
+// collection and its go_memstats_heap_alloc_bytes, crcache's from /live.
+func liveMiB(b *testing.B, probe, metrics string, watcher bool) float64 {
+	if watcher {
+		resp, err := http.Get("http://" + metrics + "/debug/pprof/heap?gc=1")
+		if err != nil {
+			b.Fatalf("collect podwatch's garbage: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return metricSum("http://"+metrics+"/metrics", "go_memstats_heap_alloc_bytes") / (1 << 20)
+	}
+	resp, err := http.Get("http://" + probe + "/live")
+	if err != nil {
+		b.Fatalf("crcache's live heap: %v", err)
+	}
+	defer resp.Body.Close()
+	var n float64
+	if _, err := fmt.Fscan(resp.Body, &n); err != nil {
+		b.Fatalf("crcache's live heap: %v", err)
+	}
+	return n / (1 << 20)
 }

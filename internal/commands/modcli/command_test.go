@@ -45,7 +45,7 @@ func TestCommandsKeepTheirFlags(t *testing.T) {
 		}),
 		"watcher": with(map[string]string{
 			"leader-elect": "true", "lease-duration": "15s", "renew-deadline": "10s", "retry-period": "2s", "reconcile-spacing": "200ms",
-			"audit-interval": "1h0m0s", "metrics-addr": ":8080", "probe-addr": ":8081", "outage-check-interval": "2s", "failure-policy": "[]",
+			"audit-interval": "1h0m0s", "metrics-addr": ":8080", "pprof": "false", "probe-addr": ":8081", "outage-check-interval": "2s", "failure-policy": "[]",
 			"ignore-namespace": "[]",
 		}),
 		"unregister": with(map[string]string{

@@ -60,6 +60,7 @@ func (f *WatcherFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.AuditInterval, "audit-interval", watcher.DefaultAuditInterval, "how often the active replica runs the module's validations over the existing objects and reports what they deny (it also does once the webhooks enforce)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address to serve /metrics on; empty disables")
 	fs.StringVar(&o.ProbeAddr, "probe-addr", ":8081", "address to serve /healthz and /readyz on; empty disables")
+	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go's profiles (CPU, heap, goroutines) under /debug/pprof/ on --metrics-addr, for profiling; off by default")
 	fs.DurationVar(&o.OutageCheckInterval, "outage-check-interval", 2*time.Second, "how often the active replica asks, by the registration canary, whether an admission replica serves (only with capabilities declared FailOpenAfter)")
 	fs.StringSliceVar(&f.FailurePolicies, "failure-policy", nil, "CAPABILITY=Fail|Ignore: a capability's failure policy instead of the module's, as the admission role has it (repeatable)")
 	addIgnoreFlag(fs, &f.Ignored)

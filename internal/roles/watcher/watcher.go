@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +45,8 @@ type Options struct {
 	// MetricsAddr serves /metrics; ProbeAddr serves /healthz and /readyz.
 	// Empty disables either.
 	MetricsAddr, ProbeAddr string
+	// Pprof serves Go's profiles under /debug/pprof/ on MetricsAddr.
+	Pprof bool
 	// OutageCheckInterval is how often the watch for outages of the
 	// admission replicas checks: 2s when zero.
 	OutageCheckInterval time.Duration
@@ -216,7 +220,7 @@ func managerOptions(ctx context.Context, o runOptions, byObject map[client.Objec
 		LeaderElectionID:              spec.WatcherLeaseName(o.Module),
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserver.Options{BindAddress: orDisabled(o.MetricsAddr)},
+		Metrics:                       metricsOptions(o),
 		// The role serves its own probes (serveProbes), which say why.
 		HealthProbeBindAddress:  "",
 		Controller:              config.Controller{SkipNameValidation: ptr.To(true), RecoverPanic: ptr.To(true)},
@@ -232,6 +236,21 @@ func managerOptions(ctx context.Context, o runOptions, byObject map[client.Objec
 		mopts.RetryPeriod = &o.RetryPeriod
 	}
 	return mopts
+}
+
+// metricsOptions serve /metrics on MetricsAddr and, with Pprof, Go's
+// profiles beside it.
+func metricsOptions(o runOptions) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: orDisabled(o.MetricsAddr)}
+	if o.Pprof {
+		m.ExtraHandlers = map[string]http.Handler{
+			"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+			"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+			"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+			"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+		}
+	}
+	return m
 }
 
 // nonLeader runs on every replica, leader or not.
