@@ -159,6 +159,7 @@ var layers = map[string]struct {
 	"examples/labeler":              {entry, []string{".", "admission"}},
 	"test/labeler/listerbench":      {entry, []string{".", "admission"}},
 	"test/scale/podwatch":           {entry, []string{"."}},
+	"test/scale/crcache":            {entry, nil},
 	"examples/phases":               {entry, []string{".", "gate", "store"}},
 	"examples/quota":                {entry, []string{".", "admission"}},
 	"examples/uds-core":             {entry, []string{".", "admission", "gate", "store", "pattern"}},

@@ -103,8 +103,6 @@ func NewProxy(cfg *rest.Config, o Options) (*Proxy, error) {
 // Config returns a copy of the API server's config that connects through the proxy.
 func (p *Proxy) Config() *rest.Config { return rest.CopyConfig(p.config) }
 
-// Addr is the proxy's listening address.
-func (p *Proxy) Addr() string { return p.addr }
 
 // Stats returns the proxy's counters.
 func (p *Proxy) Stats() Stats {
