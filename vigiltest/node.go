@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/clusters/podrun"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/vigilkit/vigil/internal/clusters/controlplane"
 	"github.com/vigilkit/vigil/internal/clusters/kubeversion"
+	"github.com/vigilkit/vigil/internal/clusters/podrun"
 )
 
 // startWithNode starts a node and the control plane that serves it

@@ -103,7 +103,6 @@ func NewProxy(cfg *rest.Config, o Options) (*Proxy, error) {
 // Config returns a copy of the API server's config that connects through the proxy.
 func (p *Proxy) Config() *rest.Config { return rest.CopyConfig(p.config) }
 
-
 // Stats returns the proxy's counters.
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()

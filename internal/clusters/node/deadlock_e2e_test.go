@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/clusters/podrun"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/vigilkit/vigil/internal/clusters/podrun"
 	"github.com/vigilkit/vigil/internal/operating/status"
 	"github.com/vigilkit/vigil/internal/serving/certs"
 	"github.com/vigilkit/vigil/internal/testsupport/meshtest"

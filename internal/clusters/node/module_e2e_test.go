@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/clusters/podrun"
-
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/internal/clusters/controlplane"
+	"github.com/vigilkit/vigil/internal/clusters/podrun"
 	"github.com/vigilkit/vigil/internal/shipping/image"
 )
 

@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/definition/spec"
-
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/serving/registration"
 	"github.com/vigilkit/vigil/vigiltest"
 )
