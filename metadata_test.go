@@ -3,6 +3,9 @@ package vigil_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/vigiltest"
 )
 
 // A binding of vigil.Metadata reads objects by their metadata alone: its
@@ -81,4 +85,41 @@ func TestMetadataOnlyBindingsSeeMetadata(t *testing.T) {
 		_, done := finalized.Load("held")
 		return done && apierrors.IsNotFound(c.Get(context.Background(), client.ObjectKeyFromObject(held), &corev1.ConfigMap{}))
 	})
+}
+
+// The watcher's --pprof serves Go's profiles beside /metrics, and only with
+// it; a forced collection (heap?gc=1) answers.
+func TestWatcherServesProfilesWithPprof(t *testing.T) {
+	ns := env.Namespace(t)
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, pprof := range []bool{false, true} {
+		m := vigil.NewModule("profiled", vigil.Options{Namespace: ns})
+		vigil.Watch(m.Capability("cms"), vigil.Metadata("", "v1", "ConfigMap")).InNamespace(ns).
+			Reconcile(func(context.Context, *metav1.PartialObjectMetadata) error { return nil })
+		addr := vigiltest.FreeAddr(t)
+		flags := []string{"--leader-elect=false", "--metrics-addr", addr}
+		if pprof {
+			flags = append(flags, "--pprof")
+		}
+		stop := runWatcher(t, m, kubeconfig(t), flags...)
+		if code, body := get("http://" + addr + "/metrics"); code != http.StatusOK || !strings.Contains(body, "go_memstats_heap_alloc_bytes") {
+			t.Fatalf("--pprof=%t: /metrics answered %d without the heap's size", pprof, code)
+		}
+		code, body := get("http://" + addr + "/debug/pprof/heap?gc=1&debug=1")
+		if pprof && (code != http.StatusOK || !strings.Contains(body, "heap profile")) {
+			t.Fatalf("with --pprof: /debug/pprof/heap answered %d %.200q, want the heap profile", code, body)
+		}
+		if !pprof && code == http.StatusOK {
+			t.Fatal("without --pprof: /debug/pprof/heap answered 200, want no profiles")
+		}
+		stop()
+	}
 }

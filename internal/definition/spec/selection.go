@@ -49,29 +49,43 @@ func Agree(users []Lister) []Agreed {
 		}
 		return !order[i].meta && order[j].meta
 	})
+	// The selection is agreed per kind, over both ways of reading it: the
+	// informer cache keeps one selection per kind (controller-runtime's
+	// ByObject is keyed by kind), so a whole and a metadata informer of one
+	// kind must select the same objects, or one would miss the other's.
+	byGVK := map[schema.GroupVersionKind][]Lister{}
+	for _, u := range users {
+		byGVK[u.GVK] = append(byGVK[u.GVK], u)
+	}
 	out := make([]Agreed, 0, len(order))
 	for _, k := range order {
-		us := byKey[k]
-		a := Agreed{GVK: k.gvk, Metadata: k.meta, New: us[0].New, Labels: us[0].Select.Labels, Name: us[0].Select.Name}
-		allLimited := true
-		var namespaces []string
-		for _, u := range us {
-			if len(u.Select.Namespaces) == 0 {
-				allLimited = false
-			}
-			namespaces = append(namespaces, u.Select.Namespaces...)
-			if u.Select.Labels != a.Labels {
-				a.Labels = ""
-			}
-			if u.Select.Name != a.Name {
-				a.Name = ""
-			}
-		}
-		if allLimited {
-			slices.Sort(namespaces)
-			a.Namespaces = slices.Compact(namespaces)
-		}
+		a := agreeOn(byGVK[k.gvk])
+		a.GVK, a.Metadata, a.New = k.gvk, k.meta, byKey[k][0].New
 		out = append(out, a)
 	}
 	return out
+}
+
+// agreeOn is the selection every one of us agrees on.
+func agreeOn(us []Lister) Agreed {
+	a := Agreed{Labels: us[0].Select.Labels, Name: us[0].Select.Name}
+	allLimited := true
+	var namespaces []string
+	for _, u := range us {
+		if len(u.Select.Namespaces) == 0 {
+			allLimited = false
+		}
+		namespaces = append(namespaces, u.Select.Namespaces...)
+		if u.Select.Labels != a.Labels {
+			a.Labels = ""
+		}
+		if u.Select.Name != a.Name {
+			a.Name = ""
+		}
+	}
+	if allLimited {
+		slices.Sort(namespaces)
+		a.Namespaces = slices.Compact(namespaces)
+	}
+	return a
 }

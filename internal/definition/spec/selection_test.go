@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -51,6 +52,23 @@ func TestAgree(t *testing.T) {
 	}
 	if got := Agree([]Lister{user(podGVK, Selection{}), user(cmGVK, Selection{}), user(podGVK, Selection{})}); len(got) != 2 || got[0].GVK.Kind != "ConfigMap" {
 		t.Fatalf("one informer per type, sorted: got %+v", got)
+	}
+}
+
+// A kind read whole and read as metadata gets an informer each way, both
+// selecting what every user of the kind agrees on: the cache keeps one
+// selection per kind, so a narrower one would hide objects from the other.
+func TestAgreeAcrossWholeAndMetadata(t *testing.T) {
+	meta := Lister{GVK: podGVK, New: func() client.Object { return &metav1.PartialObjectMetadata{} }, Select: Selection{}}
+	whole := user(podGVK, Selection{Namespaces: []string{"apps"}, Labels: "app=web"})
+	got := Agree([]Lister{meta, whole})
+	if len(got) != 2 || got[0].Metadata || !got[1].Metadata {
+		t.Fatalf("got %+v, want the whole informer, then the metadata one", got)
+	}
+	for _, a := range got {
+		if len(a.Namespaces) != 0 || a.Labels != "" {
+			t.Fatalf("informer %+v selects less than the cluster-wide metadata user reads", a)
+		}
 	}
 }
 
