@@ -41,9 +41,10 @@ func steps(b *testing.B) []int {
 }
 
 // memoryNeeded is what a step of pods needs of the machine's memory, in
-// MiB, as measured on the 10,000-pod step (about 100 KiB a pod across the
-// API server, etcd, the controllers, kwok and the modules) with a base of
-// 3 GiB for the 1,000 nodes.
+// MiB: an estimate, not a measurement — 3 GiB for the 1,000 nodes and the
+// processes, and about 100 KiB a pod across the API server, etcd, the
+// controllers, kwok and the modules (the 10,000-pod step's API server held
+// about 2.8 GiB resident).
 func memoryNeeded(pods int) int { return 3072 + pods/10 }
 
 // memAvailable is the machine's available memory in MiB.
