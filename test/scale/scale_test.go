@@ -43,7 +43,7 @@ func steps(b *testing.B) []int {
 // memoryNeeded is what a step of pods needs of the machine's memory, in
 // MiB: an estimate, not a measurement — 3 GiB for the 1,000 nodes and the
 // processes, and about 100 KiB a pod across the API server, etcd, the
-// controllers, kwok and the modules (the 10,000-pod step's API server held
+// controllers, kwok and the modules (with 52,000 pods the API server held
 // about 2.8 GiB resident).
 func memoryNeeded(pods int) int { return 3072 + pods/10 }
 
