@@ -164,10 +164,10 @@ bench-uds:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkUDS$$' -benchtime 1x -timeout 15m ./test/uds-core/
 
-## soak-uds: UDS Core's policy engine (examples/uds-core): an Exemption and the privileged Pod it exempts in one kubectl apply -f, 300 times, 8 at a time, the module's watch events held back 250 ms: no false denial
+## soak-uds: UDS Core's policy engine (examples/uds-core, driven from test/uds-core): an Exemption and the privileged Pod it exempts in one kubectl apply -f, 300 times, 8 at a time, the module's watch events held back 250 ms: no false denial
 soak-uds:
 	@assets="$$(hack/control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakUDSExemptions' -benchtime 1x -timeout 15m ./examples/uds-core/
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakUDSExemptions' -benchtime 1x -timeout 15m ./test/uds-core/
 
 ## bench-scale: 1,000 simulated nodes (kwok) and 1,000 / 10,000 / 50,000 pods (SCALE_PODS=1000,10000 for fewer): per step and create rate, create latency with UDS Core's engine and without, its CPU and memory, a Pod reconciler's memory, relist peak and lag, the audit
 bench-scale:

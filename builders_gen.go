@@ -75,7 +75,7 @@ func (b *AdmissionBuilder[T]) Named(name string) *AdmissionBuilder[T] {
 //
 // Without PodTemplates (the default), a Pod binding judges Pods alone.
 func (b *AdmissionBuilder[T]) PodTemplates(mode ...TemplateMode) *AdmissionBuilder[T] {
-	b.ad.SetPodTemplates(define.Caller(), templateMode(mode))
+	b.ad.SetPodTemplates(define.Caller(), define.TemplateModeOf(mode))
 	return b
 }
 
@@ -222,7 +222,7 @@ func (b *FilteredAdmissionBuilder[T]) Named(name string) *FilteredAdmissionBuild
 //
 // Without PodTemplates (the default), a Pod binding judges Pods alone.
 func (b *FilteredAdmissionBuilder[T]) PodTemplates(mode ...TemplateMode) *FilteredAdmissionBuilder[T] {
-	b.ad.SetPodTemplates(define.Caller(), templateMode(mode))
+	b.ad.SetPodTemplates(define.Caller(), define.TemplateModeOf(mode))
 	return b
 }
 
@@ -390,8 +390,8 @@ func (b *GateBuilder[T]) OnTimeout(fn func(ctx context.Context) (T, error)) *Gat
 // runs cb (which may be nil). A gate has one callback: cb, or Then's.
 func (b *GateBuilder[T]) ToBeCreated(cb func(ctx context.Context, a T, s Store) error) *GateBuilder[T] {
 	site := define.Caller()
-	outcome(b.m, b.g, site, "ToBeCreated", gate.Created())
-	if cb != nil && callback(b.m, b.g, site, "ToBeCreated") {
+	b.m.d.Outcome(b.g, site, "ToBeCreated", gate.Created())
+	if cb != nil && b.m.d.Callback(b.g, site, "ToBeCreated") {
 		b.then = cb
 	}
 	return b
@@ -400,14 +400,14 @@ func (b *GateBuilder[T]) ToBeCreated(cb func(ctx context.Context, a T, s Store) 
 // ToBeGone waits until the object is gone — absent, or replaced by one with
 // another UID — or, over a selection, until no selected object is left.
 func (b *GateBuilder[T]) ToBeGone() *GateBuilder[T] {
-	outcome(b.m, b.g, define.Caller(), "ToBeGone", gate.Gone())
+	b.m.d.Outcome(b.g, define.Caller(), "ToBeGone", gate.Gone())
 	return b
 }
 
 // ToMatch waits until pred holds for the object (or the selected objects).
 func (b *GateBuilder[T]) ToMatch(pred func(T) bool) *GateBuilder[T] {
 	site := define.Caller()
-	outcome(b.m, b.g, site, "ToMatch", define.Predicate(b.proto, pred, site))
+	b.m.d.Outcome(b.g, site, "ToMatch", define.Predicate(b.proto, pred, site))
 	return b
 }
 
@@ -416,7 +416,7 @@ func (b *GateBuilder[T]) ToMatch(pred func(T) bool) *GateBuilder[T] {
 func (b *GateBuilder[T]) ToBe(conds ...gate.Cond) *GateBuilder[T] {
 	site := define.Caller()
 	b.m.d.Check(site, b.g.CheckConds(len(conds)))
-	outcome(b.m, b.g, site, "ToBe", gate.And(conds...))
+	b.m.d.Outcome(b.g, site, "ToBe", gate.And(conds...))
 	return b
 }
 
@@ -425,7 +425,7 @@ func (b *GateBuilder[T]) ToBe(conds ...gate.Cond) *GateBuilder[T] {
 // wrap it in gate.Permanent to fail the phase. A gate has one callback:
 // Then's, or ToBeCreated's.
 func (b *GateBuilder[T]) Then(cb func(ctx context.Context, a T, s Store) error) *GateBuilder[T] {
-	if callback(b.m, b.g, define.Caller(), "Then") {
+	if b.m.d.Callback(b.g, define.Caller(), "Then") {
 		b.then = cb
 	}
 	return b
@@ -475,8 +475,8 @@ func (b *SetGateBuilder[T]) OnTimeout(fn func(ctx context.Context) ([]T, error))
 // runs cb (which may be nil). A gate has one callback: cb, or Then's.
 func (b *SetGateBuilder[T]) ToBeCreated(cb func(ctx context.Context, a []T, s Store) error) *SetGateBuilder[T] {
 	site := define.Caller()
-	outcome(b.m, b.g, site, "ToBeCreated", gate.Created())
-	if cb != nil && callback(b.m, b.g, site, "ToBeCreated") {
+	b.m.d.Outcome(b.g, site, "ToBeCreated", gate.Created())
+	if cb != nil && b.m.d.Callback(b.g, site, "ToBeCreated") {
 		b.then = cb
 	}
 	return b
@@ -485,14 +485,14 @@ func (b *SetGateBuilder[T]) ToBeCreated(cb func(ctx context.Context, a []T, s St
 // ToBeGone waits until the object is gone — absent, or replaced by one with
 // another UID — or, over a selection, until no selected object is left.
 func (b *SetGateBuilder[T]) ToBeGone() *SetGateBuilder[T] {
-	outcome(b.m, b.g, define.Caller(), "ToBeGone", gate.Gone())
+	b.m.d.Outcome(b.g, define.Caller(), "ToBeGone", gate.Gone())
 	return b
 }
 
 // ToMatch waits until pred holds for the object (or the selected objects).
 func (b *SetGateBuilder[T]) ToMatch(pred func(T) bool) *SetGateBuilder[T] {
 	site := define.Caller()
-	outcome(b.m, b.g, site, "ToMatch", define.Predicate(b.proto, pred, site))
+	b.m.d.Outcome(b.g, site, "ToMatch", define.Predicate(b.proto, pred, site))
 	return b
 }
 
@@ -501,7 +501,7 @@ func (b *SetGateBuilder[T]) ToMatch(pred func(T) bool) *SetGateBuilder[T] {
 func (b *SetGateBuilder[T]) ToBe(conds ...gate.Cond) *SetGateBuilder[T] {
 	site := define.Caller()
 	b.m.d.Check(site, b.g.CheckConds(len(conds)))
-	outcome(b.m, b.g, site, "ToBe", gate.And(conds...))
+	b.m.d.Outcome(b.g, site, "ToBe", gate.And(conds...))
 	return b
 }
 
@@ -510,7 +510,7 @@ func (b *SetGateBuilder[T]) ToBe(conds ...gate.Cond) *SetGateBuilder[T] {
 // wrap it in gate.Permanent to fail the phase. A gate has one callback:
 // Then's, or ToBeCreated's.
 func (b *SetGateBuilder[T]) Then(cb func(ctx context.Context, a []T, s Store) error) *SetGateBuilder[T] {
-	if callback(b.m, b.g, define.Caller(), "Then") {
+	if b.m.d.Callback(b.g, define.Caller(), "Then") {
 		b.then = cb
 	}
 	return b

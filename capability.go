@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"fmt"
 	"slices"
 	"time"
 
@@ -186,15 +185,3 @@ const (
 	// TemplatesDeny refuses the workload with the denial.
 	TemplatesDeny TemplateMode = TemplateMode(define.TemplatesDeny)
 )
-
-// templateMode is the one mode PodTemplates was given, TemplatesWarn when
-// none; more than one is a mistake the definition reports, naming them.
-func templateMode(mode []TemplateMode) define.TemplateMode {
-	switch len(mode) {
-	case 0:
-		return define.TemplateMode(TemplatesWarn)
-	case 1:
-		return define.TemplateMode(mode[0])
-	}
-	return define.TemplateMode(fmt.Sprint(mode))
-}

@@ -54,11 +54,7 @@ type EnvBuilder struct {
 //
 //	vigil.Env(m, "API_TOKEN").FromSecret("api", "token").For(vigil.Phase(1))
 func Env(m *Module, name string) *EnvBuilder {
-	site := define.Caller()
-	e, err := define.NewEnv(name, site)
-	m.d.Check(site, err)
-	m.d.AddEnv(e)
-	return &EnvBuilder{m: m, e: e}
+	return &EnvBuilder{m: m, e: m.d.DeclareEnv(name, define.Caller())}
 }
 
 // Value gives the variable a literal value.
@@ -121,10 +117,7 @@ func MountConfigMap(m *Module, name, path string) *MountBuilder {
 }
 
 func mount(m *Module, kind, name, path, site string) *MountBuilder {
-	mt, err := define.NewMount(kind, name, path, site)
-	m.d.Check(site, err)
-	m.d.AddMount(mt)
-	return &MountBuilder{m: m, mt: mt}
+	return &MountBuilder{m: m, mt: m.d.DeclareMount(kind, name, path, site)}
 }
 
 // Keys mounts only these keys, one file each; every key is mounted without
@@ -175,16 +168,5 @@ func Setting(m *Module, name, def string) string {
 //
 //	timeout := vigil.SettingAs(m, "SHOP_TIMEOUT", "2m", time.ParseDuration)
 func SettingAs[T any](m *Module, name, def string, parse func(string) (T, error)) T {
-	site := define.Caller()
-	value := m.d.Setting(site, name, def)
-	v, err := parse(value)
-	if err != nil {
-		if value == def {
-			m.d.Recordf(site, "Setting(%q): the default %q does not parse: %v: declare a default that does", name, def, err)
-		} else {
-			m.d.Recordf(site, "Setting(%q): %s=%q does not parse: %v: set a value that does, or unset it for the default %q", name, name, value, err, def)
-		}
-		v, _ = parse(def)
-	}
-	return v
+	return define.SettingAs(m.d, define.Caller(), name, def, parse)
 }

@@ -2,18 +2,12 @@ package vigil
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/definition/define"
-	"github.com/vigilkit/vigil/internal/definition/scheme"
 	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
@@ -40,30 +34,13 @@ func Metadata(group, version, kind string) *metav1.PartialObjectMetadata {
 // KindWithPlural is Kind for a kind whose resource — the plural its CRD
 // names, as in `kubectl get clusterconfig` — is not the one Kubernetes
 // guesses from the kind (clusterconfigs): the RBAC rules, webhook rules and
-// admission policies vigil derives then name that resource. A plural that
-// is not a lowercase resource name panics at definition, naming the call.
+// admission policies vigil derives for the module that declares a binding,
+// gate or lister of it then name that resource. A plural that is not a
+// lowercase resource name panics at definition, naming the call.
 //
 //	clusterConfig := vigil.KindWithPlural("uds.dev", "v1alpha1", "ClusterConfig", "clusterconfig")
 func KindWithPlural(group, version, kind, plural string) *unstructured.Unstructured {
-	if errs := validation.IsDNS1123Label(plural); len(errs) > 0 {
-		panic(fmt.Sprintf("%s: vigil.KindWithPlural(%q, %q, %q, %q): the plural: expected a lowercase resource name, as the CRD's spec.names.plural: %s",
-			define.Caller(), group, version, kind, plural, strings.Join(errs, "; ")))
-	}
-	spec.SetPlural(schema.GroupKind{Group: group, Kind: kind}, plural)
-	return define.Kind(group, version, kind)
-}
-
-// outcome sets how the gate is done, declared at site.
-func outcome(m *Module, g *define.Gate, site, how string, cond gate.Cond) {
-	m.d.Check(site, g.SetOutcome(how, site, cond))
-}
-
-// callback records that how, at site, set the gate's callback; false if one
-// was set.
-func callback(m *Module, g *define.Gate, site, how string) bool {
-	err := g.SetCallback(how, site)
-	m.d.Check(site, err)
-	return err == nil
+	return define.KindWithPlural(define.Caller(), group, version, kind, plural)
 }
 
 // GateBuilder declares a gate on one object of type T: one named object, or
@@ -80,16 +57,8 @@ type GateBuilder[T client.Object] struct {
 // does not serve until it holds. proto may be a typed object registered in the
 // module's scheme, or one made by Kind.
 func WaitFor[T client.Object](m *Module, proto T) *GateBuilder[T] {
-	site := define.Caller()
-	g := &define.Gate{}
-	b := &GateBuilder[T]{m: m, g: g, proto: proto}
-	gvk, err := scheme.GVKOf(m.d.Scheme, proto)
-	if err != nil {
-		m.d.Recordf(site, "WaitFor: %v", err)
-	}
-	g.Wait.GVK = gvk
-	g.Finish = define.FinishOne(proto, &b.then)
-	m.d.AddGate(g, site)
+	b := &GateBuilder[T]{m: m, proto: proto}
+	b.g = define.NewWaitGate(m.d, proto, define.Caller(), &b.then)
 	return b
 }
 

@@ -2,15 +2,10 @@ package vigil
 
 import (
 	"context"
-	"fmt"
-	"slices"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/definition/define"
-	"github.com/vigilkit/vigil/internal/definition/scheme"
-	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
 // Lister is a typed, informer-backed read cache of one kind of object, for
@@ -27,23 +22,7 @@ type Lister[T client.Object] struct {
 // An admission decision a lister may have changed (a denial, or an allow after
 // a read found an object) is made again once the listers it read caught up.
 func NewLister[T client.Object](m *Module, proto T) *Lister[T] {
-	return listerFor(m, proto, define.Caller())
-}
-
-func listerFor[T client.Object](m *Module, proto T, site string) *Lister[T] {
-	c := &Lister[T]{m: m, src: &define.ListerSource{}}
-	gvk, err := scheme.GVKOf(m.d.Scheme, proto)
-	if err != nil {
-		m.d.Recordf(site, "Lister: %v", err)
-		return c
-	}
-	c.src.GVK, c.src.New = gvk, spec.NewObjectFunc(proto, gvk)
-	if c.src.NewList, err = define.ListOf(m.d.Scheme, proto, gvk); err != nil {
-		m.d.Recordf(site, "Lister: %v", err)
-		return c
-	}
-	m.d.AddLister(define.Lister{Spec: spec.Lister{GVK: gvk, New: c.src.New}, Source: c.src, Site: site})
-	return c
+	return &Lister[T]{m: m, src: define.NewListerSource(m.d, proto, define.Caller())}
 }
 
 // InNamespace limits the lister to these namespaces: its informer lists and
@@ -54,13 +33,7 @@ func listerFor[T client.Object](m *Module, proto T, site string) *Lister[T] {
 //	exemptions := vigil.NewLister(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption")).
 //		InNamespace("uds-policy-exemptions")
 func (c *Lister[T]) InNamespace(namespaces ...string) *Lister[T] {
-	if len(namespaces) == 0 || slices.Contains(namespaces, "") {
-		c.m.d.Recordf(define.Caller(), "Lister of %s: InNamespace(%q): expected one or more namespace names, none empty", c.src.GVK.Kind, namespaces)
-		return c
-	}
-	ns := slices.Clone(namespaces)
-	slices.Sort(ns)
-	c.m.d.ScopeLister(c.src, slices.Compact(ns))
+	c.m.d.ScopeLister(define.Caller(), c.src, namespaces)
 	return c
 }
 
@@ -69,12 +42,7 @@ func (c *Lister[T]) InNamespace(namespaces ...string) *Lister[T] {
 // namespaces of InNamespace, is an error for which
 // k8s.io/apimachinery/pkg/api/errors.IsNotFound holds.
 func (c *Lister[T]) Get(ctx context.Context, namespace, name string) (T, error) {
-	var zero T
-	obj, err := c.src.Get(ctx, namespace, name)
-	if err != nil {
-		return zero, err
-	}
-	return obj.(T), nil
+	return define.GetTyped[T](ctx, c.src, namespace, name)
 }
 
 // List returns the cached objects that match the options, such as
@@ -91,24 +59,5 @@ func (c *Lister[T]) List(ctx context.Context, opts ...client.ListOption) ([]T, e
 // objects it looks for is not — as with Get of an object that does not
 // exist — however many others the cache holds.
 func (c *Lister[T]) Find(ctx context.Context, match func(T) bool, opts ...client.ListOption) ([]T, error) {
-	var m func(runtime.Object) bool
-	if match != nil {
-		m = func(o runtime.Object) bool {
-			t, ok := o.(T)
-			return ok && match(t)
-		}
-	}
-	items, err := c.src.Find(ctx, m, opts...)
-	if err != nil {
-		return nil, err
-	}
-	var out []T
-	for _, o := range items {
-		t, ok := o.(T)
-		if !ok {
-			return nil, fmt.Errorf("lister of %s: the cache holds %T, not %T", c.src.GVK.Kind, o, t)
-		}
-		out = append(out, t)
-	}
-	return out, nil
+	return define.FindTyped(ctx, c.src, match, opts...)
 }

@@ -118,6 +118,53 @@ func TestKindWithPluralNamesTheResource(t *testing.T) {
 	vigil.KindWithPlural("plural.example", "v1", "Setting", "Settings")
 }
 
+// A kind's plural is the module's: another module of the process that
+// names the kind without it gets the resource Kubernetes guesses, and one
+// module that gives a kind two plurals is told so, with both call sites.
+func TestAKindsPluralIsTheModules(t *testing.T) {
+	resources := func(m *vigil.Module) []string {
+		var out []string
+		for _, o := range renderManifests(t, m) {
+			if o.GetKind() != "ClusterRole" {
+				continue
+			}
+			var r rbacv1.ClusterRole
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
+				t.Fatal(err)
+			}
+			for _, rule := range r.Rules {
+				if slices.Contains(rule.APIGroups, "plural.example") {
+					out = append(out, rule.Resources...)
+				}
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out) // the rule of each role that reads it
+	}
+	named := vigil.NewModule("named", vigil.Options{Namespace: "named-system"})
+	vigil.NewLister(named, vigil.KindWithPlural("plural.example", "v1", "Widget", "widget"))
+	guessed := vigil.NewModule("guessed", vigil.Options{Namespace: "guessed-system"})
+	vigil.NewLister(guessed, vigil.Kind("plural.example", "v1", "Widget"))
+	for _, m := range []*vigil.Module{named, guessed} {
+		vigil.When(m.Capability("policies"), &corev1.Pod{}).IsCreated().
+			Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
+	}
+	if got := resources(named); !slices.Equal(got, []string{"widget"}) {
+		t.Errorf("the module with KindWithPlural: resources %q of plural.example, want [widget]", got)
+	}
+	if got := resources(guessed); !slices.Equal(got, []string{"widgets"}) {
+		t.Errorf("the module with Kind, beside one with KindWithPlural: resources %q of plural.example, want [widgets]", got)
+	}
+
+	twice := vigil.NewModule("twice", vigil.Options{Namespace: "twice-system"})
+	vigil.NewLister(twice, vigil.KindWithPlural("plural.example", "v1", "Widget", "widget"))
+	vigil.NewLister(twice, vigil.KindWithPlural("plural.example", "v1", "Widget", "widgetz"))
+	err := twice.Verify()
+	if err == nil || strings.Count(err.Error(), "lister_scope_test.go:") < 2 || !strings.Contains(err.Error(), "a kind has one plural") {
+		t.Errorf("one kind given two plurals: Verify() = %v, want a mistake naming both call sites and that a kind has one plural", err)
+	}
+}
+
 // Lister.Find counts only what it matched as found: an allow that looked
 // for a ConfigMap naming the Pod, among others that do not, is not made
 // again on fresh data, where one that listed them all is; an allow that

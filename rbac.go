@@ -13,10 +13,8 @@ import (
 //
 //	m.RBAC("the reconcile patches the tenant's status", rule).For(vigil.Watcher)
 func (m *Module) RBAC(why string, rule rbacv1.PolicyRule, namespaces ...string) *RBACRule {
-	site := define.Caller()
-	rules, err := define.Rules(why, site, rule, namespaces)
-	m.d.Check(site, err)
-	return &RBACRule{m: m, first: m.d.AddRules(rules...), n: len(rules)}
+	first, n := m.d.DeclareRules(why, define.Caller(), rule, namespaces)
+	return &RBACRule{m: m, first: first, n: n}
 }
 
 // RBACRule is a rule RBAC declared.

@@ -1,6 +1,7 @@
 package vigil
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/signal"
@@ -42,12 +43,7 @@ func Execute(ctx context.Context, m *Module, args []string) int {
 // init containers and its main container). found is false when the gate has not run in this pod or
 // was skipped.
 func GateResult[T any](m *Module, name string) (result T, found bool, err error) {
-	dir := callctx.HandoffDir(m.d.Name) // the running role's --handoff-dir
-	if dir == "" {
-		dir = os.Getenv(modcli.EnvHandoffDir)
-	}
-	if dir == "" {
-		dir = modcli.DefaultHandoffDir
-	}
+	// The running role's --handoff-dir, else the environment's, else the pods'.
+	dir := cmp.Or(callctx.HandoffDir(m.d.Name), os.Getenv(modcli.EnvHandoffDir), modcli.DefaultHandoffDir)
 	return handoff.Result[T](dir, name)
 }

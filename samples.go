@@ -28,26 +28,21 @@ type SampleBuilder[S any] struct {
 // matches: the first sample at once, later ones with jitter, each bounded by
 // the sample timeout (the interval, by default), and errors backed off.
 func Sample[S any](m *Module, fn func(ctx context.Context) (S, error), every Interval) *SampleBuilder[S] {
-	site := define.Caller()
-	g := &define.Gate{}
-	b := &SampleBuilder[S]{m: m, g: g}
-	var err error
-	g.Sample, err = define.NewSample(every.every, fn, &b.match, &b.then)
-	m.d.Check(site, err)
-	m.d.AddGate(g, site)
+	b := &SampleBuilder[S]{m: m}
+	b.g = define.NewSampleGate(m.d, every.every, fn, define.Caller(), &b.match, &b.then)
 	return b
 }
 
 // ToMatch waits until pred holds for a sample.
 func (b *SampleBuilder[S]) ToMatch(pred func(S) bool) *SampleBuilder[S] {
-	outcome(b.m, b.g, define.Caller(), "ToMatch", nil)
+	b.m.d.Outcome(b.g, define.Caller(), "ToMatch", nil)
 	b.match = pred
 	return b
 }
 
 // Then runs cb with the matching sample. A gate has one callback.
 func (b *SampleBuilder[S]) Then(cb func(ctx context.Context, sample S, s Store) error) *SampleBuilder[S] {
-	if callback(b.m, b.g, define.Caller(), "Then") {
+	if b.m.d.Callback(b.g, define.Caller(), "Then") {
 		b.then = cb
 	}
 	return b

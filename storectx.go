@@ -44,27 +44,11 @@ type StoreReader = store.Reader
 // calls — Sample functions, gate callbacks and OnTimeout fallbacks; Mutate and
 // Validate; OnEvent, Reconcile, Finalize and OnSchedule — and return nil
 // anywhere else.
-func ClientFrom(ctx context.Context) client.Client {
-	r := callctx.RoleOf(ctx)
-	if r == nil {
-		return nil
-	}
-	c, err := r.Client()
-	if err != nil {
-		return nil
-	}
-	return c
-}
+func ClientFrom(ctx context.Context) client.Client { return callctx.Client(ctx) }
 
 // ConfigFrom returns the rest config the role's process runs with, for
 // clients of other kinds; nil outside the functions vigil calls (see ClientFrom).
-func ConfigFrom(ctx context.Context) *rest.Config {
-	r := callctx.RoleOf(ctx)
-	if r == nil {
-		return nil
-	}
-	return rest.CopyConfig(r.Config)
-}
+func ConfigFrom(ctx context.Context) *rest.Config { return callctx.Config(ctx) }
 
 // LoggerFrom returns the logger of the function vigil called, which writes
 // as vigil's own lines do: the module's, with the binding and the object in

@@ -4,11 +4,8 @@ import (
 	"context"
 	"slices"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/vigilkit/vigil/internal/definition/define"
 	"github.com/vigilkit/vigil/internal/definition/spec"
-	"github.com/vigilkit/vigil/internal/runtime/callctx"
 	"github.com/vigilkit/vigil/provenance"
 )
 
@@ -23,11 +20,7 @@ type TrustedNS struct{ t spec.TrustedNamespace }
 // create, delete or relabel it.
 func TrustedNamespace(m *Module, name string, allowed ...string) *TrustedNS {
 	t := spec.TrustedNamespace{Name: name, Allowed: slices.Clone(allowed), Site: define.Caller()}
-	m.d.AddTrustedNamespace(t)
-	if len(t.Allowed) == 0 {
-		t.Allowed = spec.DefaultTrusted
-	}
-	return &TrustedNS{t: t}
+	return &TrustedNS{t: m.d.AddTrustedNamespace(t)}
 }
 
 // Name is the namespace's name.
@@ -61,13 +54,7 @@ func NamespaceProvenance(m *Module, allowed ...string) *Provenance {
 // a case run in process, which has no API server, it reads the case's
 // objects.
 func (p *Provenance) Origin(ctx context.Context, namespace string) (provenance.Origin, error) {
-	var r client.Reader
-	if c := ClientFrom(ctx); c != nil {
-		r = c
-	} else if role := callctx.RoleOf(ctx); role != nil && role.Config == nil {
-		r, _ = role.Cache()
-	}
-	return define.Origin(ctx, r, p.module, namespace)
+	return define.OriginOf(ctx, p.module, namespace)
 }
 
 // Allowed are the identities that may change or remove a namespace's
@@ -81,11 +68,7 @@ func (p *Provenance) Allowed() []string { return slices.Clone(p.allowed) }
 // evidence. The reason says why, or why not, in words for a denial or a log
 // line; a namespace whose record cannot be read claims nothing.
 func (p *Provenance) Claims(ctx context.Context, namespace string, creators ...string) (bool, string) {
-	o, err := p.Origin(ctx, namespace)
-	if err != nil {
-		return false, "who created namespace " + namespace + " cannot be read: " + err.Error()
-	}
-	return o.Trusted(creators...)
+	return define.Claims(ctx, p.module, namespace, creators...)
 }
 
 // Claimable splits items into those namespace may claim and those it may
@@ -96,20 +79,5 @@ func (p *Provenance) Claims(ctx context.Context, namespace string, creators ...s
 // trusted identity created, so that a tenant who creates the namespace,
 // before or after it was written, claims nothing.
 func Claimable[T any](ctx context.Context, p *Provenance, namespace string, items []T, names func(T) bool, creators ...string) (kept, dropped []T, reason string) {
-	if !slices.ContainsFunc(items, names) {
-		return items, nil, ""
-	}
-	ok, reason := p.Claims(ctx, namespace, creators...)
-	if ok {
-		return items, nil, reason
-	}
-	kept = make([]T, 0, len(items))
-	for _, it := range items {
-		if names(it) {
-			dropped = append(dropped, it)
-		} else {
-			kept = append(kept, it)
-		}
-	}
-	return kept, dropped, reason
+	return define.Claimable(items, names, func() (bool, string) { return p.Claims(ctx, namespace, creators...) })
 }

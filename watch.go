@@ -2,7 +2,6 @@ package vigil
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,9 +58,7 @@ func (b *WatchBuilder[T]) Backoff(initial, maxDelay time.Duration) *WatchBuilder
 // order; events narrows them (all when none). A panic is retried with
 // back-off, up to four tries, while later events wait; then it is dropped.
 func (b *WatchBuilder[T]) OnEvent(fn func(ctx context.Context, obj T, event WatchEvent), events ...WatchEvent) {
-	b.wd.AddWatch(define.Caller(), spec.RoleWatch, define.Events(events), func(w *spec.Watch) {
-		w.OnEvent = func(ctx context.Context, obj client.Object, ev spec.Event) { fn(ctx, obj.(T), WatchEvent(ev)) }
-	})
+	b.wd.AddWatch(define.Caller(), spec.RoleWatch, define.Events(events), define.OnEventOf(fn))
 }
 
 // QueueBy is which events of an Ordered binding share one queue: each
@@ -92,12 +89,7 @@ const (
 // queued when it loses the lease are handled again by the next one from its
 // informer's view, not replayed.
 func (b *WatchBuilder[T]) Ordered(by QueueBy, fn func(ctx context.Context, obj T, event WatchEvent) error) {
-	b.wd.AddWatch(define.Caller(), spec.RoleOrdered, nil, func(w *spec.Watch) {
-		w.Queue = spec.QueueBy(by)
-		w.Ordered = func(ctx context.Context, obj client.Object, ev spec.Event) error {
-			return fn(ctx, obj.(T), WatchEvent(ev))
-		}
-	})
+	b.wd.AddWatch(define.Caller(), spec.RoleOrdered, nil, define.OrderedOf(spec.QueueBy(by), fn))
 }
 
 // Reconcile calls fn for matching objects from a work queue keyed by object:
@@ -107,9 +99,7 @@ func (b *WatchBuilder[T]) Ordered(by QueueBy, fn func(ctx context.Context, obj T
 // RequeueAfter comes back later, a Terminal error is not retried. Objects that
 // are gone are not reconciled: use Finalize.
 func (b *WatchBuilder[T]) Reconcile(fn func(ctx context.Context, obj T) error) {
-	b.wd.AddWatch(define.Caller(), spec.RoleReconcile, nil, func(w *spec.Watch) {
-		w.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
-	})
+	b.wd.AddWatch(define.Caller(), spec.RoleReconcile, nil, define.ReconcileOf(fn))
 }
 
 // Finalize puts the module's finalizer on every matching object and, when one
@@ -121,9 +111,7 @@ func (b *WatchBuilder[T]) Reconcile(fn func(ctx context.Context, obj T) error) {
 // Errors are retried as for Reconcile; `<module> unregister
 // --remove-finalizers` strips the finalizers.
 func (b *WatchBuilder[T]) Finalize(fn func(ctx context.Context, obj T) error) {
-	b.wd.AddWatch(define.Caller(), spec.RoleFinalize, nil, func(w *spec.Watch) {
-		w.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
-	})
+	b.wd.AddWatch(define.Caller(), spec.RoleFinalize, nil, define.ReconcileOf(fn))
 }
 
 // RequeueAfter, returned by a Reconcile or Finalize handler, reconciles the
@@ -171,7 +159,6 @@ func (c CronSchedule) String() string { return c.c.Expr }
 // n runs succeeded. Without a reachable Store it keeps time in memory, from
 // each start.
 func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Context) error, opts ...ScheduleOption) {
-	site := define.Caller()
 	var c *define.Cron
 	var every *time.Duration
 	switch s := when.(type) {
@@ -180,43 +167,22 @@ func (m *Module) OnSchedule(name string, when Schedule, fn func(ctx context.Cont
 	case Interval:
 		every = &s.every
 	}
-	if m.d.CheckSchedule(site, name, when == nil, c, every, fn) {
-		s := spec.Schedule{Name: name, When: fmt.Sprint(when), Next: when.Next, Run: fn, Site: site}
-		if every != nil {
-			s.Every = *every
-		}
-		for _, o := range opts {
-			if o.mistake != "" {
-				m.d.Recordf(site, "OnSchedule(%q): %s", name, o.mistake)
-			}
-			o.apply(&s)
-		}
-		if s.AtInstall && !s.StartAt.IsZero() {
-			m.d.Recordf(site, "OnSchedule(%q): StartingAt and StartingAtInstall both say when it starts: keep one", name)
-		}
-		m.d.AddSchedule(s)
+	options := make([]define.ScheduleOption, len(opts))
+	for i, o := range opts {
+		options[i] = o.o
 	}
+	m.d.OnSchedule(define.Caller(), name, when, c, every, fn, options)
 }
 
 // ScheduleOption refines an OnSchedule: StartingAt, StartingAtInstall,
 // Completions, SkipMissed.
-type ScheduleOption struct {
-	apply func(*spec.Schedule)
-	// mistake, when set, is what is wrong with the option.
-	mistake string
-}
+type ScheduleOption struct{ o define.ScheduleOption }
 
 // StartingAt makes t the schedule's first tick: Every(d) runs at t, t+d,
 // t+2d…; a Cron at its first time from t on. A fixed time, as in
 // time.Date(2027, 1, 1, 3, 0, 0, 0, time.UTC): it is part of the
 // definition, which every container must resolve alike.
-func StartingAt(t time.Time) ScheduleOption {
-	o := ScheduleOption{apply: func(s *spec.Schedule) { s.StartAt = t.UTC() }}
-	if t.Before(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)) {
-		o.mistake = fmt.Sprintf("StartingAt(%s): expected a time, as in time.Date(2027, 1, 1, 3, 0, 0, 0, time.UTC)", t)
-	}
-	return o
-}
+func StartingAt(t time.Time) ScheduleOption { return ScheduleOption{define.StartingAt(t)} }
 
 // StartingAtInstall makes the schedule's first tick the moment it is first
 // seen active, that is just after the module is first installed — Pepr's
@@ -224,22 +190,16 @@ func StartingAt(t time.Time) ScheduleOption {
 // next time). That moment is kept in the module's Store, so a restart or a
 // new leader does not start it over. It cannot be combined with StartingAt.
 func StartingAtInstall() ScheduleOption {
-	return ScheduleOption{apply: func(s *spec.Schedule) { s.AtInstall = true }}
+	return ScheduleOption{define.ScheduleOption{Apply: func(s *spec.Schedule) { s.AtInstall = true }}}
 }
 
 // Completions ends the schedule once n runs succeeded, counted across
 // restarts and leader changes.
-func Completions(n int) ScheduleOption {
-	o := ScheduleOption{apply: func(s *spec.Schedule) { s.Completions = n }}
-	if n <= 0 {
-		o.mistake = fmt.Sprintf("Completions(%d): expected 1 or more runs", n)
-	}
-	return o
-}
+func Completions(n int) ScheduleOption { return ScheduleOption{define.Completions(n)} }
 
 // SkipMissed skips the ticks that passed while no watcher ran: the next run
 // is the next tick. Without it they are made up by one run as soon as a
 // watcher is active.
 func SkipMissed() ScheduleOption {
-	return ScheduleOption{apply: func(s *spec.Schedule) { s.SkipMissed = true }}
+	return ScheduleOption{define.ScheduleOption{Apply: func(s *spec.Schedule) { s.SkipMissed = true }}}
 }

@@ -347,7 +347,7 @@ func resourceOf(m *spec.Module, gvk schema.GroupVersionKind) string {
 			return strings.SplitN(b.Resource(), "/", 2)[0]
 		}
 	}
-	return spec.ResourceOf(gvk)
+	return m.ResourceOf(gvk)
 }
 
 // listers is a reader of the case's objects, for the module's listers, and

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/vigilkit/vigil/internal/definition/scheme"
 	"github.com/vigilkit/vigil/internal/definition/spec"
 )
 
@@ -54,7 +53,7 @@ type Binding struct {
 // type, made by entry (When, Watch) at site.
 func NewBinding(m *Module, c spec.Capability, proto client.Object, entry, site string) *Binding {
 	b := &Binding{m: m, Cap: c, Proto: proto, Site: site}
-	gvk, err := scheme.GVKOf(m.Scheme, proto)
+	gvk, err := m.GVKOf(site, proto)
 	if err != nil {
 		m.Recordf(site, "%s: %v", entry, err)
 	}
@@ -68,7 +67,7 @@ func NewScaleBinding(m *Module, c spec.Capability, parent client.Object, site st
 	b := NewBinding(m, c, &autoscalingv1.Scale{}, "WhenScaled", site)
 	b.Subresource = "scale"
 	var err error
-	if b.Parent, err = scheme.GVKOf(m.Scheme, parent); err != nil {
+	if b.Parent, err = m.GVKOf(site, parent); err != nil {
 		m.Recordf(site, "WhenScaled: %v", err)
 	}
 	return b

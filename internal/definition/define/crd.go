@@ -51,7 +51,7 @@ func (m *Module) AddCRDs(site string, data []byte) {
 		for _, v := range crd.Spec.Versions {
 			c.Versions = append(c.Versions, v.Name)
 		}
-		spec.SetPlural(schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}, crd.Spec.Names.Plural)
+		m.setPlural(site, schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}, crd.Spec.Names.Plural)
 		m.mu.Lock()
 		if slices.ContainsFunc(m.crds, func(o spec.CRD) bool { return o.Name == c.Name }) {
 			m.errs = append(m.errs, fmt.Errorf("%s: CRDs: %s is declared twice", site, c.Name))

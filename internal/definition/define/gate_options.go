@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/definition/scheme"
 	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/runtime/progress"
@@ -84,4 +85,42 @@ func (g *Gate) SetSampleTimeout(d time.Duration) error {
 	}
 	g.Sample.SampleTimeout = d
 	return nil
+}
+
+// NewWaitGate declares, at site, a gate waiting for an object of proto's
+// kind, whose callback is then's: the gate its builder refines.
+func NewWaitGate[T client.Object](m *Module, proto T, site string, then *func(context.Context, T, store.Store) error) *Gate {
+	g := &Gate{}
+	gvk, err := m.GVKOf(site, proto)
+	if err != nil {
+		m.Recordf(site, "WaitFor: %v", err)
+	}
+	g.Wait.GVK = gvk
+	g.Finish = FinishOne(proto, then)
+	m.AddGate(g, site)
+	return g
+}
+
+// NewSampleGate declares, at site, a gate sampling fn every interval,
+// matched by match and whose callback is then's.
+func NewSampleGate[S any](m *Module, every time.Duration, fn func(context.Context) (S, error), site string, match *func(S) bool, then *func(context.Context, S, store.Store) error) *Gate {
+	g := &Gate{}
+	var err error
+	g.Sample, err = NewSample(every, fn, match, then)
+	m.Check(site, err)
+	m.AddGate(g, site)
+	return g
+}
+
+// Outcome sets how the gate g is done, declared at site by how.
+func (m *Module) Outcome(g *Gate, site, how string, cond gate.Cond) {
+	m.Check(site, g.SetOutcome(how, site, cond))
+}
+
+// Callback records that how, at site, set g's callback; false if one was
+// set already, a mistake recorded at site.
+func (m *Module) Callback(g *Gate, site, how string) bool {
+	err := g.SetCallback(how, site)
+	m.Check(site, err)
+	return err == nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/runtime/callctx"
 	"github.com/vigilkit/vigil/internal/serving/fresh"
 )
@@ -99,4 +100,58 @@ func (s *ListerSource) reader(ctx context.Context) (client.Reader, *fresh.Barrie
 		return nil, nil, fmt.Errorf("lister of %s is not started: listers serve the admission and watcher roles, once started", s.GVK.Kind)
 	}
 	return r, barriers.For(s.GVK), nil
+}
+
+// NewListerSource declares a lister of proto's kind on m, at site, and
+// returns the source its reads go to. A kind the scheme cannot place is a
+// mistake recorded at site, which Verify reports before anything starts.
+func NewListerSource(m *Module, proto client.Object, site string) *ListerSource {
+	src := &ListerSource{}
+	gvk, err := m.GVKOf(site, proto)
+	if err != nil {
+		m.Recordf(site, "Lister: %v", err)
+		return src
+	}
+	src.GVK, src.New = gvk, spec.NewObjectFunc(proto, gvk)
+	if src.NewList, err = ListOf(m.Scheme, proto, gvk); err != nil {
+		m.Recordf(site, "Lister: %v", err)
+		return src
+	}
+	m.AddLister(Lister{Spec: spec.Lister{GVK: gvk, New: src.New}, Source: src, Site: site})
+	return src
+}
+
+// GetTyped is Get for a lister of T.
+func GetTyped[T client.Object](ctx context.Context, s *ListerSource, namespace, name string) (T, error) {
+	obj, err := s.Get(ctx, namespace, name)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return obj.(T), nil
+}
+
+// FindTyped is Find for a lister of T: match sees each object as T, and
+// the found objects come back as T.
+func FindTyped[T client.Object](ctx context.Context, s *ListerSource, match func(T) bool, opts ...client.ListOption) ([]T, error) {
+	var m func(runtime.Object) bool
+	if match != nil {
+		m = func(o runtime.Object) bool {
+			t, ok := o.(T)
+			return ok && match(t)
+		}
+	}
+	items, err := s.Find(ctx, m, opts...)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, o := range items {
+		t, ok := o.(T)
+		if !ok {
+			return nil, fmt.Errorf("lister of %s: the cache holds %T, not %T", s.GVK.Kind, o, t)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }

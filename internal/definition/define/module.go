@@ -12,7 +12,9 @@ import (
 	"sync"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/vigilkit/vigil/admission"
@@ -56,6 +58,7 @@ type Module struct {
 	hooks        spec.Hooks
 	storeReady   []func(context.Context, store.Store)
 	ignored      []string
+	plurals      map[schema.GroupKind]plural
 }
 
 // SetIgnoredNamespaces records the namespaces the module keeps away from,
@@ -378,7 +381,15 @@ func (m *Module) AddLister(l Lister) {
 // ScopeLister limits the lister reading src to namespaces: its informer
 // selects only them (unless another user of the type needs more), its RBAC is
 // a Role in each, its barrier reads the same, and its reads see nothing else.
-func (m *Module) ScopeLister(src *ListerSource, namespaces []string) {
+// No namespace, or an empty one, is a mistake recorded at site.
+func (m *Module) ScopeLister(site string, src *ListerSource, namespaces []string) {
+	if len(namespaces) == 0 || slices.Contains(namespaces, "") {
+		m.Recordf(site, "Lister of %s: InNamespace(%q): expected one or more namespace names, none empty", src.GVK.Kind, namespaces)
+		return
+	}
+	namespaces = slices.Clone(namespaces)
+	slices.Sort(namespaces)
+	namespaces = slices.Compact(namespaces)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range m.listers {
@@ -448,6 +459,34 @@ func (m *Module) AddMount(mt *Mount) {
 	m.mu.Lock()
 	m.mounts = append(m.mounts, mt)
 	m.mu.Unlock()
+}
+
+// DeclareEnv records the variable name, declared at site, and returns it
+// for its builder; its mistakes are recorded at site.
+func (m *Module) DeclareEnv(name, site string) *Env {
+	e, err := NewEnv(name, site)
+	m.Check(site, err)
+	m.AddEnv(e)
+	return e
+}
+
+// DeclareMount records the volume of the Secret or ConfigMap name at path,
+// declared at site, and returns it for its builder; its mistakes are
+// recorded at site.
+func (m *Module) DeclareMount(kind, name, path, site string) *Mount {
+	mt, err := NewMount(kind, name, path, site)
+	m.Check(site, err)
+	m.AddMount(mt)
+	return mt
+}
+
+// DeclareRules records rule, declared at site with why, in namespaces
+// (cluster-wide when none); it returns the place of the first rule and how
+// many there are, for RulesFor.
+func (m *Module) DeclareRules(why, site string, rule rbacv1.PolicyRule, namespaces []string) (first, n int) {
+	rules, err := Rules(why, site, rule, namespaces)
+	m.Check(site, err)
+	return m.AddRules(rules...), len(rules)
 }
 
 // Verify reports every mistake recorded while the module was declared and
@@ -551,5 +590,6 @@ func (m *Module) Resolve() *spec.Module {
 		out.Listers = append(out.Listers, l.Spec)
 	}
 	out.IgnoreNamespaces(m.ignored...)
+	m.resolvePlurals(out)
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/internal/runtime/callctx"
 	"github.com/vigilkit/vigil/internal/runtime/served"
 	"github.com/vigilkit/vigil/provenance"
 )
@@ -71,4 +72,43 @@ func Origin(ctx context.Context, c client.Reader, module, namespace string) (pro
 		break
 	}
 	return provenance.Of(ns, stamp), nil
+}
+
+// OriginOf is Origin through what the handler of ctx reads the API server
+// with (callctx.Reader): its client, or a case's objects in process.
+func OriginOf(ctx context.Context, module, namespace string) (provenance.Origin, error) {
+	return Origin(ctx, callctx.Reader(ctx), module, namespace)
+}
+
+// Claims reports whether one of creators created namespace, or an allowed
+// identity vouched for it, with the reason in words; a namespace whose
+// record cannot be read claims nothing.
+func Claims(ctx context.Context, module, namespace string, creators ...string) (bool, string) {
+	o, err := OriginOf(ctx, module, namespace)
+	if err != nil {
+		return false, "who created namespace " + namespace + " cannot be read: " + err.Error()
+	}
+	return o.Trusted(creators...)
+}
+
+// Claimable splits items into those kept and those dropped: an item names
+// reports true for is dropped unless claims does; claims is asked only when
+// there is such an item, and its reason comes back.
+func Claimable[T any](items []T, names func(T) bool, claims func() (bool, string)) (kept, dropped []T, reason string) {
+	if !slices.ContainsFunc(items, names) {
+		return items, nil, ""
+	}
+	ok, reason := claims()
+	if ok {
+		return items, nil, reason
+	}
+	kept = make([]T, 0, len(items))
+	for _, it := range items {
+		if names(it) {
+			dropped = append(dropped, it)
+		} else {
+			kept = append(kept, it)
+		}
+	}
+	return kept, dropped, reason
 }

@@ -40,3 +40,20 @@ func (m *Module) Setting(site, name, def string) string {
 	m.settings = append(m.settings, spec.Setting{Name: name, Value: value, Default: def, Site: site})
 	return value
 }
+
+// SettingAs is Setting with its value parsed by parse: a value parse
+// refuses, the default's or the environment's, is a mistake recorded at
+// site, and the default stands.
+func SettingAs[T any](m *Module, site, name, def string, parse func(string) (T, error)) T {
+	value := m.Setting(site, name, def)
+	v, err := parse(value)
+	if err != nil {
+		if value == def {
+			m.Recordf(site, "Setting(%q): the default %q does not parse: %v: declare a default that does", name, def, err)
+		} else {
+			m.Recordf(site, "Setting(%q): %s=%q does not parse: %v: set a value that does, or unset it for the default %q", name, name, value, err, def)
+		}
+		v, _ = parse(def)
+	}
+	return v
+}

@@ -54,6 +54,18 @@ var workloads = []workload{
 
 var podGVK = corev1.SchemeGroupVersion.WithKind("Pod")
 
+// TemplateModeOf is the one mode PodTemplates was given, TemplatesWarn when
+// none; more than one is a mode SetPodTemplates refuses, naming them.
+func TemplateModeOf[M ~string](modes []M) TemplateMode {
+	switch len(modes) {
+	case 0:
+		return TemplatesWarn
+	case 1:
+		return TemplateMode(modes[0])
+	}
+	return TemplateMode(fmt.Sprint(modes))
+}
+
 // SetPodTemplates makes a Pod validation judge the pod templates of the
 // workload kinds too, with mode.
 func (b *Binding) SetPodTemplates(site string, mode TemplateMode) {

@@ -13,7 +13,7 @@ import (
 // AddTrustedNamespace records a namespace the module's install creates and
 // guards, checking its name and who is allowed; mistakes are recorded at
 // t.Site.
-func (m *Module) AddTrustedNamespace(t spec.TrustedNamespace) {
+func (m *Module) AddTrustedNamespace(t spec.TrustedNamespace) spec.TrustedNamespace {
 	var errs []error
 	if problems := validation.IsDNS1123Label(t.Name); len(problems) > 0 {
 		errs = append(errs, fmt.Errorf("not a namespace name: %s", strings.Join(problems, "; ")))
@@ -39,6 +39,7 @@ func (m *Module) AddTrustedNamespace(t spec.TrustedNamespace) {
 		t.Allowed = spec.DefaultTrusted
 	}
 	m.trusted = append(m.trusted, t)
+	return t
 }
 
 // SetProvenance records that the module's install records who creates each

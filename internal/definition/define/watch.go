@@ -2,6 +2,7 @@ package define
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/definition/spec"
 )
@@ -79,10 +81,64 @@ func (c Cron) Next(t time.Time) time.Time {
 	return c.sched.Next(t.UTC())
 }
 
-// CheckSchedule checks a schedule declared at site by OnSchedule: none when
+// Schedule is when a scheduled function runs: an Every or a Cron.
+type Schedule interface {
+	Next(t time.Time) time.Time
+}
+
+// ScheduleOption refines an OnSchedule; Mistake, when set, is what is wrong
+// with it.
+type ScheduleOption struct {
+	Apply   func(*spec.Schedule)
+	Mistake string
+}
+
+// OnSchedule records the schedule name declared at site: fn run on when, c
+// a Cron's, every an Every's interval (nil when the schedule is another),
+// refined by opts. Every mistake is recorded at site.
+func (m *Module) OnSchedule(site, name string, when Schedule, c *Cron, every *time.Duration, fn func(context.Context) error, opts []ScheduleOption) {
+	if !m.checkSchedule(site, name, when == nil, c, every, fn) {
+		return
+	}
+	s := spec.Schedule{Name: name, When: fmt.Sprint(when), Next: when.Next, Run: fn, Site: site}
+	if every != nil {
+		s.Every = *every
+	}
+	for _, o := range opts {
+		if o.Mistake != "" {
+			m.Recordf(site, "OnSchedule(%q): %s", name, o.Mistake)
+		}
+		o.Apply(&s)
+	}
+	if s.AtInstall && !s.StartAt.IsZero() {
+		m.Recordf(site, "OnSchedule(%q): StartingAt and StartingAtInstall both say when it starts: keep one", name)
+	}
+	m.AddSchedule(s)
+}
+
+// StartingAt makes t the schedule's first tick; a time before 2000 is a
+// mistake (the zero time, a duration taken for a time).
+func StartingAt(t time.Time) ScheduleOption {
+	o := ScheduleOption{Apply: func(s *spec.Schedule) { s.StartAt = t.UTC() }}
+	if t.Before(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		o.Mistake = fmt.Sprintf("StartingAt(%s): expected a time, as in time.Date(2027, 1, 1, 3, 0, 0, 0, time.UTC)", t)
+	}
+	return o
+}
+
+// Completions ends the schedule once n runs succeeded.
+func Completions(n int) ScheduleOption {
+	o := ScheduleOption{Apply: func(s *spec.Schedule) { s.Completions = n }}
+	if n <= 0 {
+		o.Mistake = fmt.Sprintf("Completions(%d): expected 1 or more runs", n)
+	}
+	return o
+}
+
+// checkSchedule checks a schedule declared at site by OnSchedule: none when
 // it has no schedule, c a Cron's, every an Every's interval (nil when the
 // schedule is another). It reports whether the schedule can be recorded.
-func (m *Module) CheckSchedule(site, name string, none bool, c *Cron, every *time.Duration, fn func(context.Context) error) bool {
+func (m *Module) checkSchedule(site, name string, none bool, c *Cron, every *time.Duration, fn func(context.Context) error) bool {
 	switch {
 	case none:
 		m.Recordf(site, "OnSchedule(%q): no schedule: pass Every(d) or Cron(expr)", name)
@@ -126,4 +182,26 @@ func Kind(group, version, kind string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: version, Kind: kind})
 	return u
+}
+
+// OnEventOf is the watch of an OnEvent handler of T.
+func OnEventOf[T client.Object, E ~string](fn func(context.Context, T, E)) func(*spec.Watch) {
+	return func(w *spec.Watch) {
+		w.OnEvent = func(ctx context.Context, obj client.Object, ev spec.Event) { fn(ctx, obj.(T), E(ev)) }
+	}
+}
+
+// OrderedOf is the watch of an Ordered handler of T, queued by.
+func OrderedOf[T client.Object, E ~string](by spec.QueueBy, fn func(context.Context, T, E) error) func(*spec.Watch) {
+	return func(w *spec.Watch) {
+		w.Queue = by
+		w.Ordered = func(ctx context.Context, obj client.Object, ev spec.Event) error { return fn(ctx, obj.(T), E(ev)) }
+	}
+}
+
+// ReconcileOf is the watch of a Reconcile or Finalize handler of T.
+func ReconcileOf[T client.Object](fn func(context.Context, T) error) func(*spec.Watch) {
+	return func(w *spec.Watch) {
+		w.Reconcile = func(ctx context.Context, obj client.Object) error { return fn(ctx, obj.(T)) }
+	}
 }

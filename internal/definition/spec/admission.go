@@ -198,6 +198,9 @@ type Binding struct {
 	// Parent is the kind whose resource the binding's requests are for,
 	// when that is not GVK: a Scale's Deployment. Zero for GVK itself.
 	Parent schema.GroupVersionKind `json:"parent,omitempty"`
+	// Plural is the resource of the kind the requests are for, when it is
+	// not the one Kubernetes guesses (Module.Plurals).
+	Plural string `json:"plural,omitempty"`
 	// Subresource the binding's requests are for, such as
 	// "ephemeralcontainers" of pods or "scale" of deployments; empty for the
 	// resource itself.
@@ -282,13 +285,15 @@ func (b *Binding) ResourceKind() schema.GroupVersionKind {
 // Resource names what the binding admits as kubectl does: "pods", or
 // "deployments/scale" for a subresource (the kind's plural: see
 // ResourceOf).
-func (b *Binding) Resource() string { return resourceOf(b.ResourceKind(), b.Subresource) }
+func (b *Binding) Resource() string {
+	return withSubresource(b.ResourceKind(), b.Plural, b.Subresource)
+}
 
-func resourceOf(kind schema.GroupVersionKind, subresource string) string {
+func withSubresource(kind schema.GroupVersionKind, plural, subresource string) string {
 	if subresource != "" {
-		return ResourceOf(kind) + "/" + subresource
+		return resourceOf(kind, plural) + "/" + subresource
 	}
-	return ResourceOf(kind)
+	return resourceOf(kind, plural)
 }
 
 // Check is a requirement the API server checks itself, with no call to the
@@ -305,6 +310,7 @@ type Check struct {
 	Namespaces []string `json:"namespaces,omitempty"`
 	// Parent and Subresource are as a Binding's.
 	Parent      schema.GroupVersionKind `json:"parent,omitempty"`
+	Plural      string                  `json:"plural,omitempty"`
 	Subresource string                  `json:"subresource,omitempty"`
 	// OptOut is the capability's opt-out label; empty when it has none.
 	OptOut string `json:"optOut,omitempty"`
@@ -348,7 +354,7 @@ func (c *Check) ResourceKind() schema.GroupVersionKind {
 }
 
 // Resource names what the check admits as kubectl does.
-func (c *Check) Resource() string { return resourceOf(c.ResourceKind(), c.Subresource) }
+func (c *Check) Resource() string { return withSubresource(c.ResourceKind(), c.Plural, c.Subresource) }
 
 // StatusMetadata reports whether the check also holds on the writes through
 // its kind's status subresource that change labels or annotations, as a

@@ -9,6 +9,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/store"
@@ -80,6 +81,9 @@ type Module struct {
 
 	// Scheme resolves the module's Go types.
 	Scheme *runtime.Scheme `json:"-"`
+	// Plurals are the resources of the module's kinds whose plural is not
+	// the one Kubernetes guesses (KindWithPlural, a CRD the module ships).
+	Plurals map[schema.GroupKind]string `json:"-"`
 }
 
 // Phase is one phase of gates: one init container.

@@ -19,8 +19,6 @@ type metrics struct {
 	scheduleRuns    *prometheus.CounterVec
 	scheduleSkipped *prometheus.CounterVec
 	scheduleSeconds *prometheus.HistogramVec
-	failOpens       *prometheus.CounterVec
-	failedOpen      *prometheus.GaugeVec
 }
 
 var (
@@ -53,17 +51,9 @@ func registerMetrics() *metrics {
 				Namespace: "vigil", Subsystem: "schedule", Name: "run_seconds",
 				Help: "How long schedule runs take.",
 			}, []string{"module", "schedule"}),
-			failOpens: prometheus.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "vigil", Subsystem: "outage", Name: "fail_opens_total",
-				Help: "Webhooks the watcher set to failurePolicy Ignore because no admission replica served within their capability's FailOpenAfter bound.",
-			}, []string{"module", "webhook"}),
-			failedOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-				Namespace: "vigil", Subsystem: "outage", Name: "failed_open_webhooks",
-				Help: "Webhooks failed open now (failurePolicy Ignore during an outage), as the last outage check saw them.",
-			}, []string{"module"}),
 		}
 		ctrlmetrics.Registry.MustRegister(shared.events, shared.panics, shared.scheduleRuns, shared.scheduleSkipped, shared.scheduleSeconds,
-			shared.failOpens, shared.failedOpen, watchhealth.Collector())
+			watchhealth.Collector())
 	})
 	return shared
 }

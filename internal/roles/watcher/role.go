@@ -2,10 +2,8 @@ package watcher
 
 import (
 	"context"
-	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -13,7 +11,6 @@ import (
 	"github.com/vigilkit/vigil/internal/runtime/callctx"
 	"github.com/vigilkit/vigil/internal/runtime/rolebind"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
-	"github.com/vigilkit/vigil/internal/serving/admit"
 	"github.com/vigilkit/vigil/internal/serving/audit"
 	"github.com/vigilkit/vigil/internal/serving/registration"
 	"github.com/vigilkit/vigil/store"
@@ -55,38 +52,14 @@ func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, opts Options) er
 		// The audit judges existing objects with the module's validations,
 		// as the admission role would, their Store refusing writes.
 		scope := func(capability string) store.Store { return st.Scope(capability) }
-		h := admit.NewHandler(m.Bindings, admit.Options{
-			Module:        m.Name,
-			FailurePolicy: m.FailurePolicy,
-			Policies:      m.Policies(),
-			Timeout:       m.BindingTimeout(),
-			Store:         scope,
-			Context: func(ctx context.Context, s store.Store) context.Context {
-				return callctx.With(ctx, calls, s)
-			},
-			Log: o.Log,
+		o.Audit = audit.New(m, cfg, o.Log, scope, func(ctx context.Context, s store.Store) context.Context {
+			return callctx.With(ctx, calls, s)
 		})
-		o.Audit = &audit.Auditor{Module: m, Handler: h, Config: cfg, Log: o.Log, Store: scope}
 	}
 	if m.FailsOpen() {
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
+		if o.Outages, err = registration.Outages(cfg, m, o.Log, o.OutageCheckInterval); err != nil {
 			return err
 		}
-		met := registerMetrics()
-		observed := func(failedOpen, changed []string) {
-			met.failedOpen.WithLabelValues(m.Name).Set(float64(len(failedOpen)))
-			for _, w := range changed {
-				met.failOpens.WithLabelValues(m.Name, w).Inc()
-			}
-		}
-		r := registration.New(cs, registration.Options{Module: m.Name, Namespace: m.Namespace, Version: m.Version, Bindings: m.Bindings, Policies: m.Policies(), Log: o.Log,
-			OutageObserved: observed})
-		interval := o.OutageCheckInterval
-		if interval <= 0 {
-			interval = 2 * time.Second
-		}
-		o.Outages = func(ctx context.Context) error { return r.WatchOutages(ctx, interval) }
 	}
 	return run(ctx, cfg, o)
 }

@@ -95,6 +95,44 @@ func RoleOf(ctx context.Context) *Role {
 	return nil
 }
 
+// Client is the handler's client of the API server, made from its role's
+// Config on first use; nil outside a callback or handler, or when it cannot
+// be made.
+func Client(ctx context.Context) client.Client {
+	r := RoleOf(ctx)
+	if r == nil {
+		return nil
+	}
+	c, err := r.Client()
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// Config is a copy of the handler's role's config of the API server; nil
+// outside a callback or handler, or in a case run in process.
+func Config(ctx context.Context) *rest.Config {
+	if r := RoleOf(ctx); r != nil && r.Config != nil {
+		return rest.CopyConfig(r.Config)
+	}
+	return nil
+}
+
+// Reader is what a handler reads the API server through: its client, or,
+// where the role has no config (a case run in process), the objects its
+// cache holds; nil outside a callback or handler.
+func Reader(ctx context.Context) client.Reader {
+	if c := Client(ctx); c != nil {
+		return c
+	}
+	if r := RoleOf(ctx); r != nil && r.Config == nil {
+		reader, _ := r.Cache()
+		return reader
+	}
+	return nil
+}
+
 type readsKey struct{}
 
 // WithReads gives ctx the record of one admission binding's lister reads.

@@ -34,7 +34,7 @@ func FinalizerStamps(m *spec.Module) []Stamp {
 			map[string]string{"app.kubernetes.io/name": m.Name, "app.kubernetes.io/managed-by": "vigil", "app.kubernetes.io/component": "watcher"},
 			admissionregistrationv1.RuleWithOperations{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{w.GVK.Group}, APIVersions: []string{"*"}, Resources: []string{spec.ResourceOf(w.GVK)}},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{w.GVK.Group}, APIVersions: []string{"*"}, Resources: []string{m.ResourceOf(w.GVK)}},
 			}, conds,
 			// finalizers is a set: applied, it is merged with the creator's
 			// own.

@@ -52,7 +52,7 @@ func UninstallRules(m *spec.Module) (cluster, namespaced []rbacv1.PolicyRule) {
 		if w.Role != spec.RoleFinalize {
 			continue
 		}
-		res := manifests.Resource(w.GVK)
+		res := m.ResourceOf(w.GVK)
 		if seen[w.GVK.Group+"/"+res] {
 			continue
 		}

@@ -22,11 +22,6 @@ var (
 	crdPlural = "customresourcedefinitions"
 )
 
-// Resource is the plural resource of a kind, as RBAC and webhooks name it.
-func Resource(gvk schema.GroupVersionKind) string {
-	return spec.ResourceOf(gvk)
-}
-
 // Rules derives every RBAC rule the module needs, each with why. Rules
 // narrow to namespaces and, where the code reads one object by a name field
 // selector, to resourceNames; nothing is a wildcard.
@@ -160,7 +155,7 @@ func (rs *ruleSet) gates(m *spec.Module) {
 		}
 		why := fmt.Sprintf("gate %s (phase %d, %s) waits for it", g.Name, g.Phase, g.Site)
 		gvk := g.Waits.GVK()
-		rs.add(g.Waits.Namespace, gvk.Group, Resource(gvk), nameOrAll(g.Waits.Name), why, read...)
+		rs.add(g.Waits.Namespace, gvk.Group, m.ResourceOf(gvk), nameOrAll(g.Waits.Name), why, read...)
 		if isCustom(gvk.Group) {
 			rs.add("", crdGroup, crdPlural, nil, fmt.Sprintf("gate %s (%s) waits for the CRD of %s when it is not installed yet", g.Name, g.Site, gvk.Kind), "list", "watch")
 		}
@@ -186,7 +181,7 @@ func (rs *ruleSet) stores(m *spec.Module) {
 				why = fmt.Sprintf("a Lister of %s keeps the objects of the kind in its namespaces in a read cache", gvk.Kind)
 			}
 			for _, ns := range orAll(l.Select.Namespaces) {
-				rs.add(ns, gvk.Group, Resource(gvk), nil, why, read...)
+				rs.add(ns, gvk.Group, m.ResourceOf(gvk), nil, why, read...)
 			}
 		}
 		for _, r := range m.Rules {
@@ -245,7 +240,7 @@ func (rs *ruleSet) audit(m *spec.Module) {
 		delete(kinds, b.GVK)
 		why := fmt.Sprintf("the audit runs the validations of %s over the objects that exist", b.GVK.Kind)
 		for _, ns := range orAll(namespaces) {
-			rs.add(ns, b.GVK.Group, Resource(b.GVK), nil, why, "list")
+			rs.add(ns, b.GVK.Group, m.ResourceOf(b.GVK), nil, why, "list")
 			rs.add(ns, "", "events", nil, why+" and reports violations as Events on them", "create")
 		}
 	}
@@ -307,9 +302,9 @@ func (rs *ruleSet) watches(m *spec.Module) {
 	for _, w := range m.Watches {
 		why := fmt.Sprintf("%s %s (%s) watches it through the shared informer", w.Role, w.ID(), w.Site)
 		for _, ns := range orAll(w.Select.Namespaces) {
-			rs.add(ns, w.GVK.Group, Resource(w.GVK), nameOrAll(informerName[w.GVK]), why, read...)
+			rs.add(ns, w.GVK.Group, m.ResourceOf(w.GVK), nameOrAll(informerName[w.GVK]), why, read...)
 			if w.Role == spec.RoleFinalize {
-				rs.add(ns, w.GVK.Group, Resource(w.GVK), nil, fmt.Sprintf("finalize %s (%s) adds and removes its finalizer", w.ID(), w.Site), "patch")
+				rs.add(ns, w.GVK.Group, m.ResourceOf(w.GVK), nil, fmt.Sprintf("finalize %s (%s) adds and removes its finalizer", w.ID(), w.Site), "patch")
 			}
 		}
 	}

@@ -21,6 +21,8 @@ import (
 
 // The names of the module examples/uds-core declares, and of what it reads.
 const (
+	// Namespace is the module's namespace, UDS Core's.
+	Namespace = "pepr-system"
 	// Capability is the module's policies capability.
 	Capability = "uds-core-policies"
 	// PolicyTests is the namespace UDS Core's policy tests run in.

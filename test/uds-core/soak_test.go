@@ -1,4 +1,4 @@
-package main
+package udscore
 
 import (
 	"bufio"
@@ -16,6 +16,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vigilkit/vigil/internal/testsupport/udscore"
 	"github.com/vigilkit/vigil/vigiltest"
 	"github.com/vigilkit/vigil/vigiltest/fault"
 )
@@ -37,17 +42,21 @@ type raceResult struct {
 // events are held back by watchDelay, so its cache of Exemptions lags the
 // API server. A Pod denied is a false denial.
 func soakExemptionRace(t testing.TB, trials, workers int, watchDelay time.Duration) raceResult {
-	udsCRDs(t)
 	// The module reads the API server as its ServiceAccount, through a
 	// proxy that holds its watch events back.
-	proxy, err := fault.NewProxy(env.AsServiceAccountConfig(Namespace, "uds-core"), fault.Options{WatchDelay: watchDelay})
+	proxy, err := fault.NewProxy(env.AsServiceAccountConfig(udscore.Namespace, "uds-core"), fault.Options{WatchDelay: watchDelay})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
 	kc := vigiltest.WriteKubeConfig(t, proxy.Config())
-	m := startUDSCoreWith(t, vigiltest.ModuleOptions{Dir: ".", Args: map[string][]string{"admission": {"--kubeconfig", kc, "--shutdown-delay", "0s"}}})
-	namespace(t, "race") // created and vouched for once the module is installed
+	m := startUDSCoreWith(t, vigiltest.ModuleOptions{Args: map[string][]string{"admission": {"--kubeconfig", kc, "--shutdown-delay", "0s"}}})
+	// The namespace the Pods go to, created and vouched for once the module
+	// is installed.
+	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "race"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	udscore.Vouch(t, env, "race")
 	metrics := "http://" + m.AdmissionPod().Ports["metrics"] + "/metrics"
 	kubectl := filepath.Join(env.BinDir, "kubectl")
 	admin := env.KubeConfigFile(t)
@@ -84,7 +93,7 @@ spec:
   - name: c
     image: 127.0.0.1/fake
     securityContext: {privileged: true}
-`, name, ExemptionsNamespace)
+`, name, udscore.ExemptionsNamespace)
 				cmd := exec.Command(kubectl, "--kubeconfig", admin, "apply", "-f", "-")
 				cmd.Stdin = strings.NewReader(doc)
 				var out bytes.Buffer
@@ -114,7 +123,7 @@ spec:
 	wg.Wait()
 	slices.Sort(r.applies)
 	// Denials the lagging cache made and fresh data turned into allows.
-	r.rechangedDenials = int(metric(t, metrics, `vigil_admission_rechecks_total{binding="disallow-privileged",capability="`+CapabilityName+`",module="uds-core",outcome="changed"}`))
+	r.rechangedDenials = int(metric(t, metrics, `vigil_admission_rechecks_total{binding="disallow-privileged",capability="`+udscore.Capability+`",module="uds-core",outcome="changed"}`))
 	return r
 }
 
