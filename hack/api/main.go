@@ -7,10 +7,10 @@ import (
 	"go/types"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/vigilkit/vigil/internal/shipping/changelog"
 	"golang.org/x/mod/semver"
 	"golang.org/x/tools/go/packages"
 )
@@ -28,10 +28,7 @@ var Public = []string{
 	"github.com/vigilkit/vigil/vigiltest/fault",
 }
 
-const (
-	file      = "api/vigil.txt"
-	changelog = "CHANGELOG.md"
-)
+const file = "api/vigil.txt"
 
 func main() {
 	check := flag.Bool("check", false, "fail when "+file+" is not what the code exports, instead of writing it")
@@ -56,9 +53,9 @@ func run(check bool) error {
 		return nil
 	}
 	removed := Removed(strings.Split(strings.TrimSpace(string(old)), "\n"), lines)
-	log, err := os.ReadFile(changelog)
+	log, err := os.ReadFile(changelog.File)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", changelog, err)
+		return fmt.Errorf("read %s: %w", changelog.File, err)
 	}
 	breakErr := Allowed(removed, string(log))
 	if check {
@@ -197,8 +194,6 @@ func Removed(old, now []string) []string {
 	return out
 }
 
-var heading = regexp.MustCompile(`(?m)^## (v\d+\.\d+\.\d+)\s*(?:[—-]+\s*(.+))?$`)
-
 // Allowed says whether removed, a change's incompatible lines, may go in
 // by what CHANGELOG.md (log) says: anything before the first release; after
 // it, only under an unreleased version with a higher minor or major than the
@@ -207,25 +202,16 @@ func Allowed(removed []string, log string) error {
 	if len(removed) == 0 {
 		return nil
 	}
-	var newest, released string
-	newestUnreleased := false
-	for _, m := range heading.FindAllStringSubmatch(log, -1) {
-		v, when := m[1], strings.TrimSpace(m[2])
-		unreleased := when == "" || strings.EqualFold(when, "unreleased")
-		if newest == "" {
-			newest, newestUnreleased = v, unreleased
-		}
-		if !unreleased && released == "" {
-			released = v
-		}
+	newest, ok := changelog.Newest(log)
+	if !ok {
+		return fmt.Errorf("%s names no version (## vX.Y.Z — date, or — unreleased): add one", changelog.File)
 	}
-	if newest == "" {
-		return fmt.Errorf("%s names no version (## vX.Y.Z — date, or — unreleased): add one", changelog)
-	}
-	if released == "" {
+	last, ok := changelog.LastReleased(log)
+	if !ok {
 		return nil // nothing released yet: nothing to break
 	}
-	if newestUnreleased && semver.Compare(semver.MajorMinor(newest), semver.MajorMinor(released)) > 0 {
+	released := last.Version
+	if newest.Unreleased() && semver.Compare(semver.MajorMinor(newest.Version), semver.MajorMinor(released)) > 0 {
 		return nil
 	}
 	sample := removed
@@ -233,7 +219,7 @@ func Allowed(removed []string, log string) error {
 		sample = sample[:5]
 	}
 	return fmt.Errorf("the change is incompatible with %s, the last release: %d exported line(s) removed or changed, such as\n  %s\nadd an unreleased minor version above %s to %s (## %s — unreleased) saying what breaks, or keep the old API",
-		released, len(removed), strings.Join(sample, "\n  "), released, changelog, nextMinor(released))
+		released, len(removed), strings.Join(sample, "\n  "), released, changelog.File, nextMinor(released))
 }
 
 // nextMinor is v with its minor raised and its patch zero.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/vigilkit/vigil/internal/clusters/gobuild"
+	"github.com/vigilkit/vigil/internal/shipping/changelog"
 	"github.com/vigilkit/vigil/internal/shipping/image"
 )
 
@@ -44,13 +44,15 @@ func main() {
 
 func run(ctx context.Context, version, out, only string) error {
 	if version == "" {
-		log, err := os.ReadFile("CHANGELOG.md")
+		log, err := os.ReadFile(changelog.File)
 		if err != nil {
 			return err
 		}
-		if version = Newest(string(log)); version == "" {
-			return fmt.Errorf("CHANGELOG.md names no version (## vX.Y.Z — date): add the release's, or pass -version")
+		newest, ok := changelog.Newest(string(log))
+		if !ok {
+			return fmt.Errorf("%s names no version (## vX.Y.Z — date): add the release's, or pass -version", changelog.File)
 		}
+		version = newest.Version
 	}
 	commit, err := git(ctx, "rev-parse", "HEAD")
 	if err != nil {
@@ -124,16 +126,6 @@ func Sums(dir string, files []string) (string, error) {
 		fmt.Fprintf(&b, "%s  %s\n", hex.EncodeToString(sum[:]), f)
 	}
 	return b.String(), nil
-}
-
-var versionHeading = regexp.MustCompile(`(?m)^## (v\d+\.\d+\.\d+)\b`)
-
-// Newest is the newest version CHANGELOG.md (log) names.
-func Newest(log string) string {
-	if m := versionHeading.FindStringSubmatch(log); m != nil {
-		return m[1]
-	}
-	return ""
 }
 
 func git(ctx context.Context, args ...string) (string, error) {

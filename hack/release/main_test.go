@@ -7,15 +7,6 @@ import (
 	"testing"
 )
 
-func TestNewestIsTheFirstVersionOfTheChangelog(t *testing.T) {
-	if got := Newest("# Changelog\n\n## v0.2.0 — unreleased\n\n## v0.1.0 — 2026-12-06\n"); got != "v0.2.0" {
-		t.Errorf("Newest = %q, want v0.2.0", got)
-	}
-	if got := Newest("# Changelog\n"); got != "" {
-		t.Errorf("Newest of a changelog without versions = %q, want none", got)
-	}
-}
-
 // The build is the reproducible one: no cgo choice left to the machine
 // (the environment sets it), paths trimmed, no VCS stamp, version and
 // commit from the release.

@@ -58,8 +58,10 @@ var entryPoints = map[string]string{
 	"hack/control-plane -> internal/clusters/kubeversion": "make control-plane takes the release as every tool does",
 	// The release builds with the builds' heartbeat and writes the SBOM
 	// vigil image writes.
-	"hack/release -> internal/clusters/gobuild": "make release shows a cross-build's progress as every build does",
-	"hack/release -> internal/shipping/image":   "make release writes each binary's SBOM as vigil image does",
+	"hack/release -> internal/clusters/gobuild":   "make release shows a cross-build's progress as every build does",
+	"hack/release -> internal/shipping/image":     "make release writes each binary's SBOM as vigil image does",
+	"hack/release -> internal/shipping/changelog": "make release takes its version from the changelog as make api-check reads it",
+	"hack/api -> internal/shipping/changelog":     "make api-check reads the releases from the changelog as make release does",
 }
 
 // layer is each package's layer and the vigil packages it may import, by
@@ -106,6 +108,7 @@ var layers = map[string]struct {
 	"internal/commands/modcli":     {tool, []string{"store", "store/v1alpha1", "provenance", "internal/definition/spec", "internal/commands/policytest", "internal/roles/admissionrole", "internal/roles/gaterun", "internal/roles/watcher", "internal/serving/registration", "internal/runtime/waitfor", "internal/runtime/podevents", "internal/shipping/manifests", "internal/shipping/chart", "internal/shipping/zarf", "internal/operating/deadlock", "internal/commands/cmdutil", "internal/runtime/callctx", "internal/runtime/served"}},
 	"internal/commands/policytest": {tool, []string{"store", "internal/definition/spec", "internal/serving/admit", "internal/runtime/callctx", "internal/definition/celversion", "internal/clusters/kubeversion"}},
 	"internal/shipping/zarf":       {tool, []string{"internal/definition/spec", "internal/shipping/chart"}},
+	"internal/shipping/changelog":  {tool, nil},
 	"internal/commands/cmdutil":    {tool, []string{"internal/definition/spec", "internal/clusters/kubeversion"}},
 	"internal/commands/dev":        {tool, []string{"internal/definition/spec", "internal/commands/policytest", "internal/serving/registration", "internal/shipping/manifests", "internal/clusters/podrun", "internal/serving/certs", "internal/clusters/controlplane", "internal/clusters/kubeversion", "internal/runtime/served", "internal/runtime/events"}},
 	"internal/commands/cli":        {tool, []string{"gate", "store/v1alpha1", "internal/commands/cmdutil", "internal/clusters/controlplane", "internal/clusters/kubeversion", "internal/shipping/crdgen", "internal/commands/dev", "internal/shipping/image", "internal/clusters/node", "internal/runtime/progress", "internal/runtime/waitfor", "internal/operating/status", "internal/operating/monitor"}},
@@ -140,8 +143,8 @@ var layers = map[string]struct {
 	"cmd/vigil":          {entry, []string{"internal/commands/cli"}},
 	"hack/vulndb":        {entry, nil},
 	"hack/builders":      {entry, nil},
-	"hack/api":           {entry, nil},
-	"hack/release":       {entry, []string{"internal/clusters/gobuild", "internal/shipping/image"}},
+	"hack/api":           {entry, []string{"internal/shipping/changelog"}},
+	"hack/release":       {entry, []string{"internal/clusters/gobuild", "internal/shipping/image", "internal/shipping/changelog"}},
 	"hack/control-plane": {entry, []string{"internal/clusters/k8sbuild", "internal/clusters/kubeversion"}},
 	"hack/demo":          {entry, []string{"internal/commands/dev", "provenance"}},
 
