@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,9 +11,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/vigilkit/vigil/internal/shipping/changelog"
 	"golang.org/x/mod/semver"
 	"golang.org/x/tools/go/packages"
+
+	"github.com/vigilkit/vigil/internal/shipping/changelog"
 )
 
 // Public are the packages a module author imports.
@@ -52,14 +54,15 @@ func run(check bool) error {
 	if string(old) == now {
 		return nil
 	}
-	removed := Removed(strings.Split(strings.TrimSpace(string(old)), "\n"), lines)
 	log, err := os.ReadFile(changelog.File)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", changelog.File, err)
 	}
-	breakErr := Allowed(removed, string(log))
+	breakErr := Allowed(string(log), func(tag string) ([]string, error) {
+		return Incompatible(context.Background(), ".", tag, Public)
+	})
 	if check {
-		msg := fmt.Sprintf("%s is not what the code exports: the public API changed (%d line(s) removed or changed). Run `go run ./hack/api` and commit %s", file, len(removed), file)
+		msg := fmt.Sprintf("%s is not what the code exports: the public API changed. Run `go run ./hack/api` and commit %s", file, file)
 		if breakErr != nil {
 			msg += "; that will be refused until: " + breakErr.Error()
 		}
@@ -179,29 +182,12 @@ func typeParams(tps *types.TypeParamList, qual types.Qualifier) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-// Removed are the lines of old that now lacks: names gone, or changed.
-func Removed(old, now []string) []string {
-	have := map[string]bool{}
-	for _, l := range now {
-		have[l] = true
-	}
-	var out []string
-	for _, l := range old {
-		if l != "" && !have[l] {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// Allowed says whether removed, a change's incompatible lines, may go in
-// by what CHANGELOG.md (log) says: anything before the first release; after
-// it, only under an unreleased version with a higher minor or major than the
-// last released one.
-func Allowed(removed []string, log string) error {
-	if len(removed) == 0 {
-		return nil
-	}
+// Allowed says whether the public API may change as it did, by what
+// CHANGELOG.md (log) says: anything before the first release; after it, a
+// change incompatible with the last release (incompatible lists its
+// changes from that release's tag) only under an unreleased version with a
+// higher minor or major than the last released one.
+func Allowed(log string, incompatible func(tag string) ([]string, error)) error {
 	newest, ok := changelog.Newest(log)
 	if !ok {
 		return fmt.Errorf("%s names no version (## vX.Y.Z — date, or — unreleased): add one", changelog.File)
@@ -214,12 +200,19 @@ func Allowed(removed []string, log string) error {
 	if newest.Unreleased() && semver.Compare(semver.MajorMinor(newest.Version), semver.MajorMinor(released)) > 0 {
 		return nil
 	}
-	sample := removed
+	changes, err := incompatible(released)
+	if err != nil {
+		return err
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	sample := changes
 	if len(sample) > 5 {
 		sample = sample[:5]
 	}
-	return fmt.Errorf("the change is incompatible with %s, the last release: %d exported line(s) removed or changed, such as\n  %s\nadd an unreleased minor version above %s to %s (## %s — unreleased) saying what breaks, or keep the old API",
-		released, len(removed), strings.Join(sample, "\n  "), released, changelog.File, nextMinor(released))
+	return fmt.Errorf("the change is incompatible with %s, the last release: %d incompatible change(s), such as\n  %s\nadd an unreleased minor version above %s to %s (## %s — unreleased) saying what breaks, or keep the old API",
+		released, len(changes), strings.Join(sample, "\n  "), released, changelog.File, nextMinor(released))
 }
 
 // nextMinor is v with its minor raised and its patch zero.
