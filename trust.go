@@ -68,7 +68,7 @@ func (p *Provenance) Allowed() []string { return slices.Clone(p.allowed) }
 // evidence. The reason says why, or why not, in words for a denial or a log
 // line; a namespace whose record cannot be read claims nothing.
 func (p *Provenance) Claims(ctx context.Context, namespace string, creators ...string) (bool, string) {
-	return define.Claims(ctx, p.module, namespace, creators...)
+	return define.Claims(namespace, func() (provenance.Origin, error) { return p.Origin(ctx, namespace) }, creators...)
 }
 
 // Claimable splits items into those namespace may claim and those it may

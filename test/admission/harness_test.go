@@ -85,13 +85,6 @@ func serveAdmission(t *testing.T, m *vigil.Module, module string, namespaces []s
 	return testkit.ServeAdmission(t, env, m, module, namespaces, flags...)
 }
 
-// register creates webhook configurations for the module's paths
-// (testkit.Register).
-func register(t *testing.T, module, base string, caBundle []byte, namespaces []string, rules map[string][]admissionregistrationv1.RuleWithOperations) {
-	t.Helper()
-	testkit.Register(t, env, module, base, caBundle, namespaces, rules)
-}
-
 // bootstrapConfigs creates a module's empty webhook configurations, as its
 // manifests do, and deletes them after the test.
 func bootstrapConfigs(t testing.TB, name string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {

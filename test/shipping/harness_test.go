@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,33 +60,12 @@ func denyPrivileged(ctx context.Context, r *vigil.Request[*corev1.Pod]) vigil.Ve
 	return testkit.DenyPrivileged(ctx, r)
 }
 
-// register creates webhook configurations for the module's paths
-// (testkit.Register).
-func register(t *testing.T, module, base string, caBundle []byte, namespaces []string, rules map[string][]admissionregistrationv1.RuleWithOperations) {
-	t.Helper()
-	testkit.Register(t, env, module, base, caBundle, namespaces, rules)
-}
-
 // servingDir, metricsURL, writeServing and runAdmission are testkit's: the
 // in-process admission role of these tests.
 func servingDir(t testing.TB) (*certs.CA, string) { return testkit.ServingDir(t) }
 
 func runAdmission(t testing.TB, m *vigil.Module, addr string, flags ...string) (stop func()) {
 	return testkit.RunAdmission(t, m, addr, flags...)
-}
-
-// tenant makes user a tenant who may create, get and delete resource (of
-// group) in namespaces, and nothing else; it returns her client.
-func tenant(t *testing.T, user, group, resource string, namespaces ...string) client.Client {
-	t.Helper()
-	return testkit.Tenant(t, env, user, group, resource, namespaces...)
-}
-
-// until retries try every 100ms until done says it is done, for at most
-// within; fatal with what the last try saw.
-func until(t *testing.T, within time.Duration, what string, try func(i int) error, done func(error) bool) {
-	t.Helper()
-	testkit.Until(t, within, what, try, done)
 }
 
 // startChild re-runs the test binary as a process of one of the modules

@@ -81,10 +81,10 @@ func OriginOf(ctx context.Context, module, namespace string) (provenance.Origin,
 }
 
 // Claims reports whether one of creators created namespace, or an allowed
-// identity vouched for it, with the reason in words; a namespace whose
-// record cannot be read claims nothing.
-func Claims(ctx context.Context, module, namespace string, creators ...string) (bool, string) {
-	o, err := OriginOf(ctx, module, namespace)
+// identity vouched for it, by its origin, with the reason in words; a
+// namespace whose record cannot be read claims nothing.
+func Claims(namespace string, origin func() (provenance.Origin, error), creators ...string) (bool, string) {
+	o, err := origin()
 	if err != nil {
 		return false, "who created namespace " + namespace + " cannot be read: " + err.Error()
 	}

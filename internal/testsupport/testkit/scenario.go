@@ -26,7 +26,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -41,7 +40,6 @@ import (
 	"github.com/vigilkit/vigil/internal/definition/define"
 	"github.com/vigilkit/vigil/internal/serving/admit"
 	"github.com/vigilkit/vigil/internal/serving/certs"
-	"github.com/vigilkit/vigil/internal/shipping/manifests"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -400,23 +398,6 @@ func FewRights(t testing.TB, env *vigiltest.Env, name string, users ...string) [
 		out = append(out, c)
 	}
 	return out
-}
-
-// EnforcedValidating is the validating webhook configuration registration
-// makes for m once it enforces, with ConfigMaps its only kind.
-func EnforcedValidating(t testing.TB, m *vigil.Module) *admissionregistrationv1.ValidatingWebhookConfiguration {
-	t.Helper()
-	s, mistakes, _ := define.Resolved(m)
-	if mistakes != nil {
-		t.Fatal(mistakes)
-	}
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	_, validating, err := manifests.Enforced(s, mapper)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return validating
 }
 
 // AdmissionHandler serves the module's admission bindings in process, as
