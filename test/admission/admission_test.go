@@ -141,7 +141,7 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 	var first *corev1.Pod
 	deadline := time.Now().Add(15 * time.Second)
 	for i := 0; ; i++ {
-		first = testPod(apps, fmt.Sprint("web-", i), map[string]string{"app": "web"}, false)
+		first = testkit.TestPod(apps, fmt.Sprint("web-", i), map[string]string{"app": "web"}, false)
 		if err := c.Create(ctx, first); err != nil {
 			t.Fatal(err)
 		}
@@ -160,13 +160,13 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 		}
 	})
 	t.Run("denial", func(t *testing.T) {
-		err := c.Create(ctx, testPod(apps, "root", nil, true))
+		err := c.Create(ctx, testkit.TestPod(apps, "root", nil, true))
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "container app is privileged") {
 			t.Fatalf("err = %v, want the module's denial", err)
 		}
 	})
 	t.Run("namespace outside the capability", func(t *testing.T) {
-		p := testPod(other, "root", nil, true)
+		p := testkit.TestPod(other, "root", nil, true)
 		if err := c.Create(ctx, p); err != nil {
 			t.Fatalf("create in a namespace outside the capability: %v", err)
 		}
@@ -231,7 +231,7 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 	})
 	t.Run("metrics", func(t *testing.T) {
 		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: srv.CA.Pool()}}}
-		resp, err := hc.Get(metricsURL(srv.Addr))
+		resp, err := hc.Get(testkit.MetricsURL(srv.Addr))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,7 +358,7 @@ func TestManagedCertificateSecret(t *testing.T) {
 	m := vigil.NewModule("managed", vigil.Options{Namespace: ns})
 	addr := vigiltest.FreeAddr(t)
 	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
-	runAdmission(t, m, addr, "--cert-secret", "managed-tls", "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s")
+	testkit.RunAdmission(t, m, addr, "--cert-secret", "managed-tls", "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s")
 	secret := &corev1.Secret{}
 	deadline := time.Now().Add(20 * time.Second)
 	for env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "managed-tls"}, secret) != nil {
@@ -429,12 +429,12 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	if err := env.Client.Create(ctx, sneaky); err != nil {
 		t.Fatal(err)
 	}
-	ca, certDir := servingDir(t)
+	ca, certDir := testkit.ServingDir(t)
 	addr := vigiltest.FreeAddr(t)
 	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
-	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
+	testkit.RunAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
 		"--webhook-url", "https://"+addr, "--registration-check-interval", "200ms")
-	runWatcher(t, m, kubeconfig(t), "--audit-interval", "1s", "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms")
+	testkit.RunWatcher(t, m, kubeconfig(t), "--audit-interval", "1s", "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms")
 
 	// Not ready: the gate's result is not handed over, so nothing registers
 	// in 1.5s, over seven registration checks.
@@ -558,8 +558,8 @@ func TestAdmissionRegistersItselfWhenReady(t *testing.T) {
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		_, ready := httpGet(hc, "https://"+addr+"/readyz")
-		_, metrics := httpGet(hc, metricsURL(addr))
+		_, ready := testkit.HTTPGet(hc, "https://"+addr+"/readyz")
+		_, metrics := testkit.HTTPGet(hc, testkit.MetricsURL(addr))
 		if strings.Contains(ready, "webhook configuration missing") &&
 			strings.Contains(metrics, `vigil_registration_configuration_missing{module="`+name+`"} 1`) {
 			break
@@ -588,7 +588,7 @@ func TestPlanShowsCapabilities(t *testing.T) {
 	vigil.When(lenient, &corev1.ConfigMap{}).IsCreatedOrUpdated().Named("label").Mutate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) error { return nil })
 	trial := m.Capability("trial", vigil.Mode(vigil.ModeAudit))
 	vigil.When(trial, &corev1.Pod{}).IsCreated().Named("no-latest").Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
-	out := captureStdout(t, func() {
+	out := testkit.CaptureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
 			t.Errorf("plan exit %d", code)
 		}
@@ -700,8 +700,8 @@ func TestUnattributedRequestsThroughTheAPIServer(t *testing.T) {
 			return admission.Allow()
 		})
 	srv := serveAdmission(t, m, "unattr", []string{apps})
-	eventually(t, 15*time.Second, "the module's Pod validation to apply", func() bool {
-		err := env.Client.Create(ctx, testPod(apps, fmt.Sprint("root-", time.Now().UnixNano()), nil, true))
+	testkit.Eventually(t, 15*time.Second, "the module's Pod validation to apply", func() bool {
+		err := env.Client.Create(ctx, testkit.TestPod(apps, fmt.Sprint("root-", time.Now().UnixNano()), nil, true))
 		return err != nil && strings.Contains(err.Error(), "privileged pods are not allowed")
 	})
 
@@ -733,14 +733,14 @@ func TestUnattributedRequestsThroughTheAPIServer(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), wide) })
 
 	var cmErr, secretErr error
-	eventually(t, 15*time.Second, "the ConfigMap to be refused", func() bool {
+	testkit.Eventually(t, 15*time.Second, "the ConfigMap to be refused", func() bool {
 		cmErr = env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, GenerateName: "cm-"}})
 		return cmErr != nil
 	})
 	if want := regexp.MustCompile(`vigil module unattr has no binding at /validate/unattr for CREATE of ConfigMap \(v1\) cm-\w+: expected CREATE of Pod \(v1\) \(failurePolicy Fail\)`); !want.MatchString(cmErr.Error()) {
 		t.Fatalf("ConfigMap: %v, want the failure policy's answer %s", cmErr, want)
 	}
-	eventually(t, 15*time.Second, "the Secret to be refused", func() bool {
+	testkit.Eventually(t, 15*time.Second, "the Secret to be refused", func() bool {
 		secretErr = env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: apps, GenerateName: "s-"}})
 		return secretErr != nil
 	})
@@ -748,11 +748,11 @@ func TestUnattributedRequestsThroughTheAPIServer(t *testing.T) {
 		t.Fatalf("Secret: %v, want the failure policy's answer %s", secretErr, want)
 	}
 	// An ordinary Pod still passes.
-	if err := env.Client.Create(ctx, testPod(apps, "web", nil, false)); err != nil {
+	if err := env.Client.Create(ctx, testkit.TestPod(apps, "web", nil, false)); err != nil {
 		t.Fatalf("an ordinary pod: %v", err)
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: srv.CA.Pool()}}}
-	_, metrics := httpGet(hc, metricsURL(srv.Addr))
+	_, metrics := testkit.HTTPGet(hc, testkit.MetricsURL(srv.Addr))
 	for _, want := range []string{
 		`vigil_admission_unattributed_total{answer="failure_policy",module="unattr",reason="kind"} 1`,
 		`vigil_admission_unattributed_total{answer="failure_policy",module="unattr",reason="path"} 1`,

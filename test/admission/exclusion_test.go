@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/commands/modcli"
-	"github.com/vigilkit/vigil/internal/definition/spec"
-
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +19,9 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/commands/cmdutil"
+	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -60,11 +60,11 @@ func TestGateExcludesExactlyTheObjectItWaitsFor(t *testing.T) {
 	m := vigil.NewModule(name, vigil.Options{Namespace: home})
 	vigil.WaitFor(m, &corev1.Pod{}).WithName("seed").InNamespace(infra).Named("seed").ToBeCreated(nil)
 	hooks := m.Capability("hooks", vigil.InNamespaces(infra, web))
-	vigil.When(hooks, &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(denyPrivileged)
+	vigil.When(hooks, &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(testkit.DenyPrivileged)
 	checks := m.Capability("checks", vigil.InNamespaces(infra, checked))
 	vigil.When(checks, &corev1.Pod{}).IsCreated().Named("no-privileged").Require(noPrivileged, "privileged pods are refused by the check")
 
-	code, plan := runCapture(t, m, "plan")
+	code, plan := testkit.RunCapture(t, m, "plan")
 	line := "Pod seed in namespace " + infra + ": gate seed (exclusion_test.go:"
 	if code != 0 || strings.Count(plan, line) != 2 {
 		t.Errorf("plan (exit %d) does not list the exclusion with its namespace, once per capability (%q):\n%s", code, line, plan)
@@ -78,38 +78,38 @@ func TestGateExcludesExactlyTheObjectItWaitsFor(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), "privileged pods are not allowed")
 	}
 
-	_, certDir := servingDir(t)
+	_, certDir := testkit.ServingDir(t)
 	addr := vigiltest.FreeAddr(t)
 	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
-	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
+	testkit.RunAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
 		"--webhook-url", "https://"+addr, "--bootstrap", "--registration-check-interval", "200ms")
 
 	// The check --bootstrap created is in force once the API server's
 	// policy informer has it (RBAC reaching the authorizer is in the wait).
-	until(t, 30*time.Second, "the check refuses mallory a privileged pod", func(i int) error {
-		return mallory.Create(ctx, testPod(checked, fmt.Sprint("probe-", i), nil, true), client.DryRunAll)
+	testkit.Until(t, 30*time.Second, "the check refuses mallory a privileged pod", func(i int) error {
+		return mallory.Create(ctx, testkit.TestPod(checked, fmt.Sprint("probe-", i), nil, true), client.DryRunAll)
 	}, byCheck)
 
 	// The module waits for its gate: the gated Pod passes the check.
-	seed := testPod(infra, "seed", nil, true)
+	seed := testkit.TestPod(infra, "seed", nil, true)
 	if err := env.Client.Create(ctx, seed); err != nil {
 		t.Fatalf("the privileged Pod the gate waits for, in its namespace %s: %v, want it to pass the check: the module would never start", infra, err)
 	}
-	if err := env.Client.Create(ctx, testPod(infra, "other", nil, true), client.DryRunAll); !byCheck(err) {
+	if err := env.Client.Create(ctx, testkit.TestPod(infra, "other", nil, true), client.DryRunAll); !byCheck(err) {
 		t.Errorf("another privileged Pod in %s: err = %v, want refused by the check", infra, err)
 	}
 	if code := vigil.Execute(ctx, m, []string{"gate", "--phase", "0", "--kubeconfig", kubeconfig(t)}); code != 0 {
 		t.Fatalf("gate exit %d", code)
 	}
-	until(t, 30*time.Second, "the module registers and denies mallory a privileged pod", func(i int) error {
-		return mallory.Create(ctx, testPod(web, fmt.Sprint("probe-", i), nil, true), client.DryRunAll)
+	testkit.Until(t, 30*time.Second, "the module registers and denies mallory a privileged pod", func(i int) error {
+		return mallory.Create(ctx, testkit.TestPod(web, fmt.Sprint("probe-", i), nil, true), client.DryRunAll)
 	}, byWebhook)
 
 	// Named after the gated Pod, in her own namespaces: denied by both.
-	if err := mallory.Create(ctx, testPod(web, "seed", nil, true)); !byWebhook(err) {
+	if err := mallory.Create(ctx, testkit.TestPod(web, "seed", nil, true)); !byWebhook(err) {
 		t.Errorf("mallory's privileged Pod seed in %s: err = %v, want denied by the webhook", web, err)
 	}
-	if err := mallory.Create(ctx, testPod(checked, "seed", nil, true)); !byCheck(err) {
+	if err := mallory.Create(ctx, testkit.TestPod(checked, "seed", nil, true)); !byCheck(err) {
 		t.Errorf("mallory's privileged Pod seed in %s: err = %v, want refused by the check", checked, err)
 	}
 	// The gated Pod itself, re-created while the webhook enforces: it passes
@@ -124,10 +124,10 @@ func TestGateExcludesExactlyTheObjectItWaitsFor(t *testing.T) {
 		}
 		return fmt.Errorf("Pod %s/seed not gone yet: %v", infra, err)
 	})
-	if err := env.Client.Create(ctx, testPod(infra, "seed", nil, true)); err != nil {
+	if err := env.Client.Create(ctx, testkit.TestPod(infra, "seed", nil, true)); err != nil {
 		t.Errorf("the privileged Pod the gate waits for, re-created in %s while the module enforces: %v, want it to pass", infra, err)
 	}
-	if err := env.Client.Create(ctx, testPod(infra, "other", nil, true), client.DryRunAll); !byWebhook(err) && !byCheck(err) {
+	if err := env.Client.Create(ctx, testkit.TestPod(infra, "other", nil, true), client.DryRunAll); !byWebhook(err) && !byCheck(err) {
 		t.Errorf("another privileged Pod in %s: err = %v, want denied", infra, err)
 	}
 }
@@ -144,7 +144,7 @@ func TestGateByNameInEveryNamespaceOnAGovernedKindIsAMistake(t *testing.T) {
 		want    []string
 	}{
 		{"a webhook governs it", func(m *vigil.Module) {
-			vigil.When(m.Capability("hooks"), &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(denyPrivileged)
+			vigil.When(m.Capability("hooks"), &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(testkit.DenyPrivileged)
 		}, []string{"webhook hooks/no-privileged (exclusion_test.go:"}},
 		{"a check governs it", func(m *vigil.Module) {
 			vigil.When(m.Capability("checks"), &corev1.Pod{}).IsCreated().Named("no-privileged").Require(noPrivileged, "no")
@@ -152,7 +152,7 @@ func TestGateByNameInEveryNamespaceOnAGovernedKindIsAMistake(t *testing.T) {
 		{"a cluster-scoped kind in a namespace", func(m *vigil.Module) {
 			vigil.WaitFor(m, &corev1.Namespace{}).WithName("team").InNamespace("team").ToBeCreated(nil)
 			vigil.When(m.Capability("ns"), &corev1.Namespace{}).IsCreated().Named("namespaces").Require("true", "no")
-			vigil.When(m.Capability("hooks"), &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(denyPrivileged)
+			vigil.When(m.Capability("hooks"), &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(testkit.DenyPrivileged)
 		}, []string{"gate namespace-team waits for the Namespace named team in namespace team, but Namespaces are cluster-scoped", "drop InNamespace"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,12 +183,12 @@ func TestGateByNameInEveryNamespaceOnAGovernedKindIsAMistake(t *testing.T) {
 	vigil.WaitFor(m, &corev1.Namespace{}).WithName("infra").ToBeCreated(nil)
 	vigil.WaitFor(m, &corev1.ConfigMap{}).WithName("settings").ToBeCreated(nil)
 	hooks := m.Capability("hooks")
-	vigil.When(hooks, &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(denyPrivileged)
+	vigil.When(hooks, &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(testkit.DenyPrivileged)
 	vigil.When(hooks, &corev1.Namespace{}).IsCreated().Named("namespaces").Validate(func(context.Context, *vigil.Request[*corev1.Namespace]) vigil.Verdict { return admission.Allow() })
 	if err := m.Verify(); err != nil {
 		t.Errorf("Verify() = %v, want nil", err)
 	}
-	code, plan := runCapture(t, m, "plan")
+	code, plan := testkit.RunCapture(t, m, "plan")
 	for _, want := range []string{"Pod seed in namespace infra: gate pod-seed", "Namespace infra (cluster-scoped): gate namespace-infra"} {
 		if code != 0 || !strings.Contains(plan, want) {
 			t.Errorf("plan (exit %d) lacks %q:\n%s", code, want, plan)
@@ -251,14 +251,14 @@ func TestGateByNameOnANamespacedCRDKind(t *testing.T) {
 	if err := m.Verify(); err != nil {
 		t.Fatalf("Verify() = %v: the definition cannot tell a Widget's scope, want no mistake yet", err)
 	}
-	code, plan := runCapture(t, m, "plan")
+	code, plan := testkit.RunCapture(t, m, "plan")
 	if code != 0 || !strings.Contains(plan, "Widget seed (cluster-scoped; the admission role refuses to register if Widget is a namespaced kind its webhooks or checks govern): gate seed (exclusion_test.go:") {
 		t.Errorf("plan (exit %d) does not list the Widget as excluded only when cluster-scoped:\n%s", code, plan)
 	}
 
 	// The check, as the manifests ship it.
 	var policies []*unstructured.Unstructured
-	for _, o := range renderManifests(t, m) {
+	for _, o := range testkit.RenderManifests(t, m) {
 		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
 			policies = append(policies, o)
 		}
@@ -276,7 +276,7 @@ func TestGateByNameOnANamespacedCRDKind(t *testing.T) {
 	byCheck := func(err error) bool {
 		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "privileged widgets are refused by the check")
 	}
-	until(t, 30*time.Second, "the check refuses mallory a privileged Widget", func(i int) error {
+	testkit.Until(t, 30*time.Second, "the check refuses mallory a privileged Widget", func(i int) error {
 		return mallory.Create(ctx, widget(mine, fmt.Sprint("probe-", i)), client.DryRunAll)
 	}, byCheck)
 	if err := mallory.Create(ctx, widget(mine, "seed")); !byCheck(err) {
@@ -284,7 +284,7 @@ func TestGateByNameOnANamespacedCRDKind(t *testing.T) {
 	}
 
 	// The admission role asks the API server, and refuses.
-	_, certDir := servingDir(t)
+	_, certDir := testkit.ServingDir(t)
 	addr := vigiltest.FreeAddr(t)
 	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)

@@ -11,6 +11,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/commands/cmdutil"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 )
 
 // FailOpenAfter is a definition mistake on a fail-closed capability, in
@@ -56,7 +57,7 @@ func TestPlanShowsFailOpenAfter(t *testing.T) {
 	if err := m.Verify(); err != nil {
 		t.Fatal(err)
 	}
-	out := captureStdout(t, func() {
+	out := testkit.CaptureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
 			t.Errorf("plan exit %d", code)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/vigilkit/vigil/internal/commands/modcli"
 	"github.com/vigilkit/vigil/internal/definition/define"
 	"github.com/vigilkit/vigil/internal/shipping/manifests"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -58,13 +59,13 @@ func TestFailurePolicyInOutsideTheCapability(t *testing.T) {
 
 	// Serve the module, and register the configuration registration makes,
 	// pointed at it.
-	ca, certDir := servingDir(t)
+	ca, certDir := testkit.ServingDir(t)
 	addr := vigiltest.FreeAddr(t)
 	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
-	stop := runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s", "--register=false")
+	stop := testkit.RunAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s", "--register=false")
 	defer stop()
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
-	eventually(t, 30*time.Second, "admission ready", func() bool {
+	testkit.Eventually(t, 30*time.Second, "admission ready", func() bool {
 		resp, err := hc.Get("https://" + addr + "/readyz")
 		if err != nil {
 			return false
@@ -89,7 +90,7 @@ func TestFailurePolicyInOutsideTheCapability(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), validating) })
 
 	for _, ns := range []string{apps, extra} {
-		eventually(t, 15*time.Second, "the capability's binding judges "+ns, func() bool {
+		testkit.Eventually(t, 15*time.Second, "the capability's binding judges "+ns, func() bool {
 			err := env.Client.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "no-team-"}})
 			return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "needs a team label")
 		})

@@ -305,7 +305,7 @@ func TestDeadNamespaceFiltersAreRefused(t *testing.T) {
 	if err := ok.Verify(); err != nil {
 		t.Fatalf("Verify() = %v for bindings within their capability", err)
 	}
-	code, out := runCapture(t, ok, "plan")
+	code, out := testkit.RunCapture(t, ok, "plan")
 	if code != 0 || !strings.Contains(out, "in namespaces [team-a], named settings") || !strings.Contains(out, "in namespaces matching ^team-") {
 		t.Errorf("plan (exit %d) does not show the bindings' filters:\n%s", code, out)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 )
 
 // A module's ignored namespaces are kept away from it: its webhooks select
@@ -54,12 +55,12 @@ func TestIgnoredNamespacesAreKeptAwayFromTheModule(t *testing.T) {
 			t.Errorf("webhook %s: namespaceSelector %v does not select %s out by its name", w.Name, w.NamespaceSelector, ignored)
 		}
 	}
-	code, plan := runCapture(t, m, "plan")
+	code, plan := testkit.RunCapture(t, m, "plan")
 	if code != 0 || !strings.Contains(plan, ignored) {
 		t.Errorf("plan (exit %d) does not name the ignored namespace %s:\n%s", code, ignored, plan)
 	}
 
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 	c := newClient(t)
 	for _, in := range []string{ignored, other} {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: in, Name: "x", Labels: map[string]string{"seen": "yes"}}}
@@ -67,7 +68,7 @@ func TestIgnoredNamespacesAreKeptAwayFromTheModule(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "the watch sees the ConfigMap of "+other, func() bool {
+	testkit.Eventually(t, 10*time.Second, "the watch sees the ConfigMap of "+other, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return seen[other] && seenNamespaces[other]
@@ -116,7 +117,7 @@ func TestIgnoredNamespacesGivenAtInstall(t *testing.T) {
 	vigil.Watch(policies, &corev1.Secret{}).Named("cleanup").Finalize(func(context.Context, *corev1.Secret) error { return nil })
 
 	// The watcher, given the namespace at start.
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false", "--ignore-namespace", ignored)
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false", "--ignore-namespace", ignored)
 	c := newClient(t)
 	for _, in := range []string{ignored, other} {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: in, Name: "x", Labels: map[string]string{"seen": "yes", "team": "a"}}}
@@ -124,7 +125,7 @@ func TestIgnoredNamespacesGivenAtInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "the watch sees the ConfigMap of "+other, func() bool {
+	testkit.Eventually(t, 10*time.Second, "the watch sees the ConfigMap of "+other, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return seen[other]
@@ -137,8 +138,8 @@ func TestIgnoredNamespacesGivenAtInstall(t *testing.T) {
 	mu.Unlock()
 
 	// The manifests: the admission and the watcher Deployments.
-	plain := renderManifests(t, m)
-	installed := renderManifests(t, m, "--ignore-namespace", ignored)
+	plain := testkit.RenderManifests(t, m)
+	installed := testkit.RenderManifests(t, m, "--ignore-namespace", ignored)
 	specHash := func(objs []*unstructured.Unstructured, withFlag bool) []string {
 		t.Helper()
 		var out []string
@@ -188,19 +189,19 @@ func TestIgnoredNamespacesGivenAtInstall(t *testing.T) {
 	excludes(installed, "manifests --ignore-namespace")
 
 	// The chart.
-	chart, err := renderChart(t, m, "v1.37.0", nil, map[string]any{"ignoredNamespaces": []any{ignored}})
+	chart, err := testkit.RenderChart(t, m, "v1.37.0", nil, map[string]any{"ignoredNamespaces": []any{ignored}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	specHash(decodeObjects(t, []byte(chart)), true)
-	excludes(decodeObjects(t, []byte(chart)), "the chart's ignoredNamespaces")
-	if _, err := renderChart(t, m, "v1.37.0", nil, map[string]any{"ignoredNamespaces": []any{"Not_A_Name"}}); err == nil || !strings.Contains(err.Error(), "ignoredNamespaces") {
+	specHash(testkit.DecodeObjects(t, []byte(chart)), true)
+	excludes(testkit.DecodeObjects(t, []byte(chart)), "the chart's ignoredNamespaces")
+	if _, err := testkit.RenderChart(t, m, "v1.37.0", nil, map[string]any{"ignoredNamespaces": []any{"Not_A_Name"}}); err == nil || !strings.Contains(err.Error(), "ignoredNamespaces") {
 		t.Errorf("the chart with ignoredNamespaces [Not_A_Name]: %v, want the schema to refuse it", err)
 	}
 
 	// Refused.
 	for _, bad := range []string{"Not_A_Name", ns} {
-		code, _ := runCapture(t, m, "manifests", "--image", "example.com/m:1", "--ignore-namespace", bad)
+		code, _ := testkit.RunCapture(t, m, "manifests", "--image", "example.com/m:1", "--ignore-namespace", bad)
 		if code == 0 {
 			t.Errorf("manifests --ignore-namespace %s: exit 0, want a refusal", bad)
 		}

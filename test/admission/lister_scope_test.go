@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -30,7 +31,7 @@ func TestScopedListerRBACIsARoleInItsNamespaces(t *testing.T) {
 	vigil.When(m.Capability("policies"), &corev1.Pod{}).IsCreated().
 		Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
 	roles := map[string][]rbacv1.PolicyRule{} // "Kind namespace" → rules
-	for _, o := range renderManifests(t, m) {
+	for _, o := range testkit.RenderManifests(t, m) {
 		if o.GetKind() != "Role" && o.GetKind() != "ClusterRole" {
 			continue
 		}
@@ -63,7 +64,7 @@ func TestScopedListerRBACIsARoleInItsNamespaces(t *testing.T) {
 	if !reads("ClusterRole ", "clusterconfigs") {
 		t.Errorf("the cluster-wide lister of ClusterConfigs has no ClusterRole rule: %v", roles["ClusterRole "])
 	}
-	code, out := runCapture(t, m, "plan")
+	code, out := testkit.RunCapture(t, m, "plan")
 	if code != 0 || !strings.Contains(out, "Exemption: namespaces more-exemptions,uds-policy-exemptions") {
 		t.Errorf("plan (exit %d) does not say the Exemption informer selects its two namespaces:\n%s", code, out)
 	}
@@ -88,7 +89,7 @@ func TestKindWithPluralNamesTheResource(t *testing.T) {
 	vigil.When(m.Capability("policies"), &corev1.Pod{}).IsCreated().
 		Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
 	var rules []rbacv1.PolicyRule
-	for _, o := range renderManifests(t, m) {
+	for _, o := range testkit.RenderManifests(t, m) {
 		if o.GetKind() != "ClusterRole" {
 			continue
 		}
@@ -124,7 +125,7 @@ func TestKindWithPluralNamesTheResource(t *testing.T) {
 func TestAKindsPluralIsTheModules(t *testing.T) {
 	resources := func(m *vigil.Module) []string {
 		var out []string
-		for _, o := range renderManifests(t, m) {
+		for _, o := range testkit.RenderManifests(t, m) {
 			if o.GetKind() != "ClusterRole" {
 				continue
 			}
@@ -204,17 +205,17 @@ func TestFindCountsOnlyMatchesAsFound(t *testing.T) {
 	})
 	srv := serveAdmission(t, m, "finder", []string{apps})
 	rechecked := func(binding string) string {
-		return grepLines(grepLines(scrape(t, metricsURL(srv.Addr)), "vigil_admission_rechecks_total{"), `binding="`+binding+`"`)
+		return testkit.GrepLines(testkit.GrepLines(testkit.Scrape(t, testkit.MetricsURL(srv.Addr)), "vigil_admission_rechecks_total{"), `binding="`+binding+`"`)
 	}
 	for i, c := range []struct{ name, how string }{{"nothing", "find"}, {"found", "find"}, {"all", "list"}} {
-		pod := testPod(apps, c.name, map[string]string{"how": c.how}, false)
+		pod := testkit.TestPod(apps, c.name, map[string]string{"how": c.how}, false)
 		vigiltest.Eventually(t, 15*time.Second, func() error {
 			_ = env.Client.Delete(ctx, pod)
 			pod.ResourceVersion = ""
 			if err := env.Client.Create(ctx, pod); err != nil {
 				return err
 			}
-			if i == 0 && rechecked("find") == "" && !strings.Contains(scrape(t, metricsURL(srv.Addr)), `binding="find"`) {
+			if i == 0 && rechecked("find") == "" && !strings.Contains(testkit.Scrape(t, testkit.MetricsURL(srv.Addr)), `binding="find"`) {
 				return fmt.Errorf("the module has not judged a Pod yet")
 			}
 			return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 )
 
 // Capabilities in Warn and Audit mode, called by the real API server: their
@@ -50,7 +51,7 @@ func TestModesThroughTheAPIServer(t *testing.T) {
 	// informers: retry until the enforced capability denies.
 	deadline := time.Now().Add(15 * time.Second)
 	for i := 0; ; i++ {
-		err := c.Create(ctx, testPod(apps, fmt.Sprint("probe-", i), map[string]string{"deny-me": "true"}, false))
+		err := c.Create(ctx, testkit.TestPod(apps, fmt.Sprint("probe-", i), map[string]string{"deny-me": "true"}, false))
 		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "is labelled deny-me") {
 			break
 		}
@@ -64,7 +65,7 @@ func TestModesThroughTheAPIServer(t *testing.T) {
 	}
 
 	t.Run("warn admits with a warning", func(t *testing.T) {
-		if err := c.Create(ctx, testPod(apps, "warned", map[string]string{"warn-me": "true"}, false)); err != nil {
+		if err := c.Create(ctx, testkit.TestPod(apps, "warned", map[string]string{"warn-me": "true"}, false)); err != nil {
 			t.Fatalf("create: %v, want admitted", err)
 		}
 		want := `vigil module modal: capability "trial" binding "warned" would deny this (mode Warn, not enforced): pod warned is labelled warn-me`
@@ -74,20 +75,20 @@ func TestModesThroughTheAPIServer(t *testing.T) {
 	})
 	t.Run("audit admits silently and counts the finding", func(t *testing.T) {
 		before := warned.String()
-		if err := c.Create(ctx, testPod(apps, "audited", map[string]string{"audit-me": "true"}, false)); err != nil {
+		if err := c.Create(ctx, testkit.TestPod(apps, "audited", map[string]string{"audit-me": "true"}, false)); err != nil {
 			t.Fatalf("create: %v, want admitted", err)
 		}
 		if after := warned.String(); after != before {
 			t.Errorf("warnings %q after an audited create, want none added to %q", after, before)
 		}
-		got := grepLines(scrape(t, metricsURL(srv.Addr)), "vigil_admission_unenforced_denials_total{")
+		got := testkit.GrepLines(testkit.Scrape(t, testkit.MetricsURL(srv.Addr)), "vigil_admission_unenforced_denials_total{")
 		want := `vigil_admission_unenforced_denials_total{binding="audited",capability="audited",mode="Audit",module="modal"} 1`
 		if !strings.Contains(got, want) {
 			t.Errorf("metrics %q, want %q", got, want)
 		}
 	})
 	t.Run("enforce still denies", func(t *testing.T) {
-		err := c.Create(ctx, testPod(apps, "denied", map[string]string{"deny-me": "true", "warn-me": "true", "audit-me": "true"}, false))
+		err := c.Create(ctx, testkit.TestPod(apps, "denied", map[string]string{"deny-me": "true", "warn-me": "true", "audit-me": "true"}, false))
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "pod denied is labelled deny-me") {
 			t.Fatalf("err = %v, want the enforced capability's denial", err)
 		}
@@ -122,7 +123,7 @@ func TestJoinDenialsThroughTheAPIServer(t *testing.T) {
 
 	deadline := time.Now().Add(15 * time.Second)
 	for i := 0; ; i++ {
-		err := env.Client.Create(ctx, testPod(apps, fmt.Sprint("probe-", i), map[string]string{"a": "true"}, false))
+		err := env.Client.Create(ctx, testkit.TestPod(apps, fmt.Sprint("probe-", i), map[string]string{"a": "true"}, false))
 		if apierrors.IsForbidden(err) {
 			break
 		}
@@ -144,12 +145,12 @@ func TestJoinDenialsThroughTheAPIServer(t *testing.T) {
 		{map[string]string{"a": "true", "b": "true", "c": "true"}, "first says no; second says no; third says no", "fourth"},
 		{map[string]string{"d": "true"}, "denied the request: fourth says no", "fifth"},
 	} {
-		err := env.Client.Create(ctx, testPod(apps, "joined", c.labels, false))
+		err := env.Client.Create(ctx, testkit.TestPod(apps, "joined", c.labels, false))
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.wantNoMsg) {
 			t.Errorf("a Pod labelled %v: %v; want a denial saying %q and nothing of %q", c.labels, err, c.want, c.wantNoMsg)
 		}
 	}
-	if err := env.Client.Create(ctx, testPod(apps, "plain", nil, false)); err != nil {
+	if err := env.Client.Create(ctx, testkit.TestPod(apps, "plain", nil, false)); err != nil {
 		t.Errorf("a Pod no validation denies: %v, want it admitted", err)
 	}
 }
@@ -176,7 +177,7 @@ func TestFailurePolicyInMistakesAndPlan(t *testing.T) {
 	m := vigil.NewModule("nsp", vigil.Options{Namespace: "nsp-system"})
 	vigil.When(m.Capability("policies", vigil.FailurePolicyIn(admission.Ignore, "istio-system")), &corev1.Pod{}).IsCreated().
 		Validate(func(context.Context, *vigil.Request[*corev1.Pod]) vigil.Verdict { return admission.Allow() })
-	code, out := runCapture(t, m, "plan")
+	code, out := testkit.RunCapture(t, m, "plan")
 	if code != 0 || !strings.Contains(out, "failurePolicy Ignore in namespaces istio-system (FailurePolicyIn, modes_test.go:") {
 		t.Errorf("plan (exit %d) does not show the namespace policy:\n%s", code, out)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/commands/modcli"
 	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -52,10 +53,10 @@ func TestOptInLabel(t *testing.T) {
 	users := fewRights(t, name, mallory, alice)
 	mc, ac := users[0], users[1]
 
-	_, certDir := servingDir(t)
+	_, certDir := testkit.ServingDir(t)
 	addr := vigiltest.FreeAddr(t)
 	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
-	stop := runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
+	stop := testkit.RunAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
 		"--webhook-url", "https://"+addr, "--bootstrap")
 
 	// alice enrolls a namespace; once the module enforces there (RBAC and
@@ -66,7 +67,7 @@ func TestOptInLabel(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; ; i++ {
-		err := mc.Create(ctx, testPod(enrolled, fmt.Sprint("probe-", i), map[string]string{"size": "huge"}, false))
+		err := mc.Create(ctx, testkit.TestPod(enrolled, fmt.Sprint("probe-", i), map[string]string{"size": "huge"}, false))
 		if err != nil && strings.Contains(err.Error(), "huge pods are over quota") {
 			break
 		}
@@ -76,7 +77,7 @@ func TestOptInLabel(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// A namespace without the label is not judged.
-	if err := mc.Create(ctx, testPod(plain, "huge", map[string]string{"size": "huge"}, false)); err != nil {
+	if err := mc.Create(ctx, testkit.TestPod(plain, "huge", map[string]string{"size": "huge"}, false)); err != nil {
 		t.Fatalf("a huge pod in a namespace that did not opt in: %v; want it admitted", err)
 	}
 
@@ -111,7 +112,7 @@ func TestOptInLabel(t *testing.T) {
 		}
 	}
 	checkGuard("module running")
-	if err := mc.Create(ctx, testPod(enrolled, "huge", map[string]string{"size": "huge"}, false)); err == nil || !strings.Contains(err.Error(), "over quota") {
+	if err := mc.Create(ctx, testkit.TestPod(enrolled, "huge", map[string]string{"size": "huge"}, false)); err == nil || !strings.Contains(err.Error(), "over quota") {
 		t.Fatalf("a huge pod in the enrolled namespace: %v; want denied", err)
 	}
 	stop()

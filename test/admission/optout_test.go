@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilkit/vigil/internal/commands/modcli"
-	"github.com/vigilkit/vigil/internal/definition/spec"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +16,9 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/commands/cmdutil"
+	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -63,16 +63,16 @@ func TestNoSilentOptOut(t *testing.T) {
 	users := fewRights(t, name, mallory, alice)
 	mc, ac := users[0], users[1]
 
-	_, certDir := servingDir(t)
+	_, certDir := testkit.ServingDir(t)
 	addr := vigiltest.FreeAddr(t)
 	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
-	stop := runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
+	stop := testkit.RunAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s",
 		"--webhook-url", "https://"+addr, "--bootstrap")
 	// Registered and enforced once a privileged Pod in apps is denied; RBAC
 	// reaching the authorizer is part of the wait.
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; ; i++ {
-		err := mc.Create(ctx, testPod(apps, fmt.Sprint("probe-", i), nil, true))
+		err := mc.Create(ctx, testkit.TestPod(apps, fmt.Sprint("probe-", i), nil, true))
 		if err != nil && strings.Contains(err.Error(), "privileged pods are not allowed") {
 			break
 		}
@@ -101,7 +101,7 @@ func TestNoSilentOptOut(t *testing.T) {
 	if err := mc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sneaky, Labels: map[string]string{"vigil.dev/ignore": "true"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := mc.Create(ctx, testPod(sneaky, "privileged", map[string]string{"vigil.dev/ignore": "true"}, true)); err == nil || !strings.Contains(err.Error(), "privileged pods are not allowed") {
+	if err := mc.Create(ctx, testkit.TestPod(sneaky, "privileged", map[string]string{"vigil.dev/ignore": "true"}, true)); err == nil || !strings.Contains(err.Error(), "privileged pods are not allowed") {
 		t.Fatalf("a privileged pod in a namespace labelled vigil.dev/ignore=true: err = %v, want denied", err)
 	}
 
@@ -124,24 +124,24 @@ func TestNoSilentOptOut(t *testing.T) {
 			t.Errorf("%s: alice creates a namespace with the label: %v", when, err)
 		}
 	}
-	if err := mc.Create(ctx, testPod(apps, "plain", nil, false)); err != nil {
+	if err := mc.Create(ctx, testkit.TestPod(apps, "plain", nil, false)); err != nil {
 		t.Fatal(err)
 	}
-	refused("mallory creates a pod with the label", mc.Create(ctx, testPod(apps, "labelled", map[string]string{skip: "true", "size": "huge"}, false)))
+	refused("mallory creates a pod with the label", mc.Create(ctx, testkit.TestPod(apps, "labelled", map[string]string{skip: "true", "size": "huge"}, false)))
 	checkGuard("module running")
-	if err := mc.Create(ctx, testPod(apps, "huge", map[string]string{"size": "huge"}, false)); err == nil || !strings.Contains(err.Error(), "over quota") {
+	if err := mc.Create(ctx, testkit.TestPod(apps, "huge", map[string]string{"size": "huge"}, false)); err == nil || !strings.Contains(err.Error(), "over quota") {
 		t.Fatalf("a huge pod without the opt-out label: err = %v, want denied", err)
 	}
 	if err := ac.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: skipped, Labels: map[string]string{skip: "true"}}}); err != nil {
 		t.Fatalf("alice creates a namespace with the label: %v", err)
 	}
-	if err := mc.Create(ctx, testPod(skipped, "huge", map[string]string{"size": "huge"}, false)); err != nil {
+	if err := mc.Create(ctx, testkit.TestPod(skipped, "huge", map[string]string{"size": "huge"}, false)); err != nil {
 		t.Fatalf("a huge pod in a namespace alice opted out of quota: %v", err)
 	}
-	if err := mc.Create(ctx, testPod(skipped, "privileged", nil, true)); err == nil || !strings.Contains(err.Error(), "privileged pods are not allowed") {
+	if err := mc.Create(ctx, testkit.TestPod(skipped, "privileged", nil, true)); err == nil || !strings.Contains(err.Error(), "privileged pods are not allowed") {
 		t.Fatalf("a privileged pod in a namespace opted out of quota only: err = %v, want denied by policies", err)
 	}
-	if err := ac.Create(ctx, testPod(apps, "huge-labelled", map[string]string{skip: "true", "size": "huge"}, false)); err != nil {
+	if err := ac.Create(ctx, testkit.TestPod(apps, "huge-labelled", map[string]string{skip: "true", "size": "huge"}, false)); err != nil {
 		t.Fatalf("alice creates a huge pod with the opt-out label: %v", err)
 	}
 

@@ -24,6 +24,7 @@ import (
 	"github.com/vigilkit/vigil/internal/commands/modcli"
 	"github.com/vigilkit/vigil/internal/serving/certs"
 	"github.com/vigilkit/vigil/internal/serving/registration"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -50,7 +51,7 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 		}
 		return admission.Allow()
 	})
-	ca, certDir := servingDir(t)
+	ca, certDir := testkit.ServingDir(t)
 	addr := vigiltest.FreeAddr(t)
 	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
 	pod := name + "-admission"
@@ -58,11 +59,11 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", home)
 	// No --registration-check-interval: the default is what is measured.
 	flags := []string{"--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s", "--webhook-url", "https://" + addr}
-	stop := runAdmission(t, m, addr, flags...)
+	stop := testkit.RunAdmission(t, m, addr, flags...)
 
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
 	metric := func(series string) int {
-		_, body := httpGet(hc, metricsURL(addr))
+		_, body := testkit.HTTPGet(hc, testkit.MetricsURL(addr))
 		match := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\d+)`).FindStringSubmatch(body)
 		if match == nil {
 			return -1
@@ -152,7 +153,7 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 			}
 			// Deleted outright: reported, not re-created.
 			vigiltest.Eventually(t, 10*time.Second, func() error {
-				_, ready := httpGet(hc, "https://"+addr+"/readyz")
+				_, ready := testkit.HTTPGet(hc, "https://"+addr+"/readyz")
 				if !strings.Contains(ready, "webhook configuration missing") || metric(`vigil_registration_configuration_missing{module="`+name+`"}`) != 1 {
 					return fmt.Errorf("a deleted configuration is not reported: readyz %q", ready)
 				}
@@ -189,7 +190,7 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 			for {
 				// Once /readyz warned, it says nothing is wrong only after the
 				// repair was written.
-				_, ready := httpGet(hc, "https://"+addr+"/readyz")
+				_, ready := testkit.HTTPGet(hc, "https://"+addr+"/readyz")
 				warned = warned || strings.Contains(ready, "warning")
 				if warned && !strings.Contains(ready, "warning") {
 					for _, cfg := range configs(t, name) {
@@ -237,7 +238,7 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 				}
 				return nil
 			})
-			if _, ready := httpGet(hc, "https://"+addr+"/readyz"); strings.Contains(ready, "warning") {
+			if _, ready := testkit.HTTPGet(hc, "https://"+addr+"/readyz"); strings.Contains(ready, "warning") {
 				t.Fatalf("/readyz still warns after the repair: %q", ready)
 			}
 		})
@@ -252,7 +253,7 @@ func TestAdmissionKeepsItsRegistrationTrue(t *testing.T) {
 		func(w *admissionregistrationv1.ValidatingWebhook) {
 			w.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
 		})
-	runAdmission(t, m, addr, flags...)
+	testkit.RunAdmission(t, m, addr, flags...)
 	vigiltest.Eventually(t, 30*time.Second, enforced)
 	vigiltest.Eventually(t, 5*time.Second, func() error {
 		evs := &corev1.EventList{}

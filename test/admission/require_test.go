@@ -18,6 +18,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/internal/commands/cmdutil"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -44,14 +45,14 @@ func TestRequireIsCheckedByTheAPIServer(t *testing.T) {
 	vigil.When(warned, &corev1.ConfigMap{}).IsCreated().Named("need-team").
 		Require(`has(object.metadata.labels) && 'team' in object.metadata.labels`, "a ConfigMap needs a team label")
 
-	code, plan := runCapture(t, m, "plan")
+	code, plan := testkit.RunCapture(t, m, "plan")
 	if code != 0 || !strings.Contains(plan, "need-app require ConfigMap CREATE,UPDATE (require_test.go:") ||
 		!strings.Contains(plan, "checked by the API server itself (ValidatingAdmissionPolicy "+name+"-labels-need-app)") {
 		t.Errorf("plan (exit %d) does not show the check, where it was declared and its policy:\n%s", code, plan)
 	}
 
 	var policies []*unstructured.Unstructured
-	for _, o := range renderManifests(t, m) {
+	for _, o := range testkit.RenderManifests(t, m) {
 		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") && o.GetName() != name+"-rolebindings" { // the roles' own RoleBindings' guard
 			policies = append(policies, o)
 		}
@@ -213,12 +214,12 @@ func TestRequireHoldsOnStatusWrites(t *testing.T) {
 	labels := m.Capability("labels", vigil.InNamespaces(apps))
 	vigil.When(labels, &corev1.Pod{}).IsCreatedOrUpdated().Named("need-app").
 		Require(`has(object.metadata.labels) && 'app' in object.metadata.labels`, "a Pod needs an app label")
-	code, plan := runCapture(t, m, "plan")
+	code, plan := testkit.RunCapture(t, m, "plan")
 	if code != 0 || !strings.Contains(plan, "need-app require Pod CREATE,UPDATE (and pods/status writes that change labels or annotations)") {
 		t.Errorf("plan (exit %d) does not say the check holds on pods/status:\n%s", code, plan)
 	}
 	var policies []*unstructured.Unstructured
-	for _, o := range renderManifests(t, m) {
+	for _, o := range testkit.RenderManifests(t, m) {
 		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
 			policies = append(policies, o)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -89,9 +90,9 @@ func TestRolesWaitForTheKindsTheyRead(t *testing.T) {
 			t.Error("watcher did not stop within 30s")
 		}
 	})
-	ca, certDir := servingDir(t)
+	ca, certDir := testkit.ServingDir(t)
 	addr := vigiltest.FreeAddr(t)
-	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s")
+	testkit.RunAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s")
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}}
 	get := func(url string) (int, string) {
 		resp, err := hc.Get(url)
@@ -164,5 +165,5 @@ func TestRolesWaitForTheKindsTheyRead(t *testing.T) {
 	if err := c.Create(t.Context(), w); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the Reconcile of the late kind sees its object", func() bool { return reconciled.Load() > 0 })
+	testkit.Eventually(t, 10*time.Second, "the Reconcile of the late kind sees its object", func() bool { return reconciled.Load() > 0 })
 }

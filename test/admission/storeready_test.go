@@ -13,6 +13,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/commands/modcli"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -66,13 +67,13 @@ func TestOnStoreReadyRunsInEveryReplica(t *testing.T) {
 		return append([]string(nil), calls...)
 	}
 
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
-	eventually(t, 10*time.Second, "the watcher's call", func() bool { return len(callsNow()) == 1 })
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.Eventually(t, 10*time.Second, "the watcher's call", func() bool { return len(callsNow()) == 1 })
 
-	_, certDir := servingDir(t)
+	_, certDir := testkit.ServingDir(t)
 	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
-	runAdmission(t, m, vigiltest.FreeAddr(t), "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s", "--register=false")
-	eventually(t, 20*time.Second, "the admission replica's call", func() bool { return len(callsNow()) == 2 })
+	testkit.RunAdmission(t, m, vigiltest.FreeAddr(t), "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s", "--register=false")
+	testkit.Eventually(t, 20*time.Second, "the admission replica's call", func() bool { return len(callsNow()) == 2 })
 	time.Sleep(300 * time.Millisecond)
 	for _, got := range callsNow() {
 		if got != "hello with a handler's context" {

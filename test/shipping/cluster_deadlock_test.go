@@ -13,6 +13,7 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
 	"github.com/vigilkit/vigil/internal/testsupport/meshtest"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 )
 
 // A second webhook server, as istiod's sidecar injector is installed: a
@@ -56,17 +57,17 @@ func TestPlanClusterFindsDeadlocksWithOtherWebhooks(t *testing.T) {
 	module := func(opts ...vigil.CapabilityOption) *vigil.Module {
 		m := vigil.NewModule("meshed-"+home[len(home)-6:], vigil.Options{Namespace: home})
 		policies := m.Capability("policies", opts...)
-		vigil.When(policies, &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(denyPrivileged)
+		vigil.When(policies, &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(testkit.DenyPrivileged)
 		return m
 	}
-	code, plan := runCapture(t, module(), "plan", "--cluster", "--kubeconfig", kubeconfig(t))
+	code, plan := testkit.RunCapture(t, module(), "plan", "--cluster", "--kubeconfig", kubeconfig(t))
 	if code != 1 || !strings.Contains(plan, "deadlocks with the cluster's other webhooks") || !strings.Contains(plan, "1 found") ||
 		!strings.Contains(plan, "MutatingWebhookConfiguration "+injector) || !strings.Contains(plan, "Service "+mesh+"/istiod") ||
 		!strings.Contains(plan, `FailurePolicyIn(admission.Ignore, "`+mesh+`")`) {
 		t.Fatalf("plan --cluster (exit %d) does not report the cycle with the injector:\n%s", code, plan)
 	}
 	t.Logf("plan --cluster:\n%s", plan[strings.Index(plan, "deadlocks with the cluster"):])
-	code, plan = runCapture(t, module(vigil.FailurePolicyIn(admission.Ignore, mesh)), "plan", "--cluster", "--kubeconfig", kubeconfig(t))
+	code, plan = testkit.RunCapture(t, module(vigil.FailurePolicyIn(admission.Ignore, mesh)), "plan", "--cluster", "--kubeconfig", kubeconfig(t))
 	if code != 0 || !strings.Contains(plan, "deadlocks with the cluster's other webhooks") || !strings.Contains(plan, "none found") {
 		t.Fatalf("plan --cluster (exit %d) with Ignore in the injector's namespace: want no cycle:\n%s", code, plan)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/gate"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -31,7 +32,7 @@ func widgeted(t *testing.T) *vigil.Module {
 // waiting for one says the install applies it.
 func TestTheModulesOwnCRDsShip(t *testing.T) {
 	m := widgeted(t)
-	out := captureStdout(t, func() {
+	out := testkit.CaptureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"manifests", "--image", "example.com/widgeted:1"}); code != 0 {
 			t.Errorf("manifests: exit %d", code)
 		}
@@ -72,7 +73,7 @@ func TestTheModulesOwnCRDsShip(t *testing.T) {
 		t.Errorf("the chart's crds/ %v: want the Widget CRD in one file", files)
 	}
 
-	plan := captureStdout(t, func() { vigil.Execute(t.Context(), m, []string{"plan"}) })
+	plan := testkit.CaptureStdout(t, func() { vigil.Execute(t.Context(), m, []string{"plan"}) })
 	for _, want := range []string{"its own kinds (CRDs shipped with the install", "widgets.example.vigil.dev: Widget (v1, Namespaced; crd_test.go:", "(the module's own CRD: its install applies it)"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("plan lacks %q:\n%s", want, plan)

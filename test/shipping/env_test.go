@@ -17,6 +17,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 )
 
 // here is the line it is called on.
@@ -143,7 +144,7 @@ func TestManifestsGiveEnvAndVolumesToTheNamedContainers(t *testing.T) {
 	ns := env.Namespace(t)
 	m := gated(ns)
 	configure(m)
-	objs := renderManifests(t, m)
+	objs := testkit.RenderManifests(t, m)
 	deployments := map[string]*appsv1.Deployment{}
 	var rest []*unstructured.Unstructured
 	for _, o := range objs {
@@ -214,7 +215,7 @@ func TestManifestsGiveEnvAndVolumesToTheNamedContainers(t *testing.T) {
 func TestPlanShowsEnvVolumesAndStartupDependencies(t *testing.T) {
 	m := gated("configured-system")
 	configure(m)
-	code, out := runCapture(t, m, "plan")
+	code, out := testkit.RunCapture(t, m, "plan")
 	if code != 0 {
 		t.Fatalf("plan exit %d:\n%s", code, out)
 	}
@@ -243,7 +244,7 @@ func TestPlanShowsEnvVolumesAndStartupDependencies(t *testing.T) {
 			t.Errorf("plan says %q: the watcher's volume and variable are optional, and the pod's volume is needed before its first container:\n%s", not, out)
 		}
 	}
-	code, out = runCapture(t, m, "plan", "-o", "json")
+	code, out = testkit.RunCapture(t, m, "plan", "-o", "json")
 	if code != 0 {
 		t.Fatalf("plan -o json exit %d", code)
 	}
@@ -269,7 +270,7 @@ func TestPlanShowsEnvVolumesAndStartupDependencies(t *testing.T) {
 		t.Errorf("plan -o json mounts: %+v", plan.Mounts)
 	}
 	// A module that declares none keeps its plan as it was: no env, no mounts.
-	if _, out := runCapture(t, gated("configured-system"), "plan", "-o", "json"); strings.Contains(out, `"env"`) || strings.Contains(out, `"mounts"`) {
+	if _, out := testkit.RunCapture(t, gated("configured-system"), "plan", "-o", "json"); strings.Contains(out, `"env"`) || strings.Contains(out, `"mounts"`) {
 		t.Errorf("plan -o json of a module without env or volumes has the fields:\n%s", out)
 	}
 }
@@ -287,7 +288,7 @@ func TestPlanFindsDeadlocksOfRequiredSecrets(t *testing.T) {
 		m := gated("configured-system")
 		creates(m, 1, "made")
 		vigil.MountSecret(m, "made", "/etc/made").For(vigil.Admission)
-		code, out := runCapture(t, m, "plan")
+		code, out := testkit.RunCapture(t, m, "plan")
 		if code != 1 || !strings.Contains(out, "deadlocks: 1 found") ||
 			!strings.Contains(out, "configured phase 0 (init container gate-phase-0) cannot start before Secret configured-system/made exists: volume secret-made at /etc/made of admission, mounted before the pod's first container starts (env_test.go:") ||
 			!strings.Contains(out, "Secret configured-system/made is created only by configured phase 1 (gate configmap-maker-1") {
@@ -298,7 +299,7 @@ func TestPlanFindsDeadlocksOfRequiredSecrets(t *testing.T) {
 		m := gated("configured-system")
 		creates(m, 1, "made")
 		vigil.Env(m, "TOKEN").FromSecret("made", "token").For(vigil.Phase(0))
-		code, out := runCapture(t, m, "plan")
+		code, out := testkit.RunCapture(t, m, "plan")
 		if code != 1 || !strings.Contains(out, "configured phase 0 (init container gate-phase-0) cannot start before Secret configured-system/made exists: variable TOKEN") {
 			t.Fatalf("plan exit %d:\n%s", code, out)
 		}
@@ -307,7 +308,7 @@ func TestPlanFindsDeadlocksOfRequiredSecrets(t *testing.T) {
 		m := gated("configured-system")
 		creates(m, 1, "made")
 		vigil.Env(m, "TOKEN").FromSecret("made", "token").For(vigil.Phase(1))
-		if code, out := runCapture(t, m, "plan"); code != 1 || !strings.Contains(out, "deadlocks: 1 found") {
+		if code, out := testkit.RunCapture(t, m, "plan"); code != 1 || !strings.Contains(out, "deadlocks: 1 found") {
 			t.Fatalf("plan exit %d:\n%s", code, out)
 		}
 	})
@@ -315,7 +316,7 @@ func TestPlanFindsDeadlocksOfRequiredSecrets(t *testing.T) {
 		m := gated("configured-system")
 		creates(m, 1, "made")
 		vigil.Env(m, "TOKEN").FromSecret("made", "token").For(vigil.Admission)
-		if code, out := runCapture(t, m, "plan"); code != 0 || !strings.Contains(out, "deadlocks: none found") {
+		if code, out := testkit.RunCapture(t, m, "plan"); code != 0 || !strings.Contains(out, "deadlocks: none found") {
 			t.Fatalf("plan exit %d:\n%s", code, out)
 		}
 	})
@@ -323,7 +324,7 @@ func TestPlanFindsDeadlocksOfRequiredSecrets(t *testing.T) {
 		m := gated("configured-system")
 		creates(m, 1, "made")
 		vigil.MountSecret(m, "made", "/etc/made").Optional().For(vigil.Admission)
-		if code, out := runCapture(t, m, "plan"); code != 0 || !strings.Contains(out, "deadlocks: none found") {
+		if code, out := testkit.RunCapture(t, m, "plan"); code != 0 || !strings.Contains(out, "deadlocks: none found") {
 			t.Fatalf("plan exit %d:\n%s", code, out)
 		}
 	})
@@ -357,7 +358,7 @@ func TestSettingAsParsesAndIsCarried(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen int
-	for _, o := range renderManifests(t, m) {
+	for _, o := range testkit.RenderManifests(t, m) {
 		if o.GetKind() != "Deployment" {
 			continue
 		}

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
-// childModule is the module a process startChild starts runs.
+// childModule is the module a process testkit.StartChild starts runs.
 func childModule(role string, _ *rest.Config) *vigil.Module {
 	if role == "least" {
 		return leastModule(os.Getenv("VIGIL_TEST_NAMESPACE"), os.Getenv("VIGIL_TEST_APPS"))

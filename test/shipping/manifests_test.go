@@ -32,6 +32,7 @@ import (
 	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/runtime/rolebind"
 	"github.com/vigilkit/vigil/internal/serving/registration"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -112,7 +113,7 @@ func forbiddenLines(out string) []string {
 func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 	ns, apps := env.Namespace(t), env.Namespace(t)
 	admin := newClient(t)
-	objs := renderManifests(t, leastModule(ns, apps))
+	objs := testkit.RenderManifests(t, leastModule(ns, apps))
 	for _, o := range objs {
 		if o.GetKind() == "ValidatingWebhookConfiguration" || o.GetKind() == "MutatingWebhookConfiguration" {
 			// Cluster-scoped, named after the module: removed after the test.
@@ -165,7 +166,7 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	for phase := range 2 {
-		g := startChild(t, "least", childEnv, "gate", "--phase", fmt.Sprint(phase), "--kubeconfig", kc, "--handoff-dir", handoff)
+		g := testkit.StartChild(t, "least", childEnv, "gate", "--phase", fmt.Sprint(phase), "--kubeconfig", kc, "--handoff-dir", handoff)
 		if code := g.Wait(t, 60*time.Second); code != 0 {
 			t.Fatalf("gate phase %d as the ServiceAccount exited %d:\n%s", phase, code, g.Output)
 		}
@@ -174,10 +175,10 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 
 	// Admission: registers itself, then admits.
 	addr := vigiltest.FreeAddr(t)
-	adm := startChild(t, "least", childEnv, "admission", "--kubeconfig", kc, "--addr", addr, "--metrics-addr", "127.0.0.1:0", "--cert-secret", leastName+"-tls",
+	adm := testkit.StartChild(t, "least", childEnv, "admission", "--kubeconfig", kc, "--addr", addr, "--metrics-addr", "127.0.0.1:0", "--cert-secret", leastName+"-tls",
 		"--cert-hosts", "127.0.0.1", "--webhook-url", "https://"+addr, "--handoff-dir", handoff, "--shutdown-delay", "0s")
 	outputs = append(outputs, adm)
-	eventually(t, 60*time.Second, "the webhooks registered with their failure policy", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the webhooks registered with their failure policy", func() bool {
 		val := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if err := admin.Get(context.Background(), client.ObjectKey{Name: leastName}, val); err != nil {
 			return false
@@ -205,14 +206,14 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 	if err := admin.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "exempt-bad"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the exemption, read through the Lister, admits", func() bool { return bad() == nil })
+	testkit.Eventually(t, 10*time.Second, "the exemption, read through the Lister, admits", func() bool { return bad() == nil })
 
 	// The watcher, with leader election.
 	probe := vigiltest.FreeAddr(t)
-	w := startChild(t, "least", childEnv, "watcher", "--kubeconfig", watcherKC, "--probe-addr", probe, "--metrics-addr=",
+	w := testkit.StartChild(t, "least", childEnv, "watcher", "--kubeconfig", watcherKC, "--probe-addr", probe, "--metrics-addr=",
 		"--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms")
 	outputs = append(outputs, w)
-	waitReady(t, "http://"+probe+"/readyz", w.Exited())
+	testkit.WaitReady(t, "http://"+probe+"/readyz", w.Exited())
 	for name, label := range map[string]string{"synced": "sync", "guarded": "guarded"} {
 		if err := admin.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: name, Labels: map[string]string{label: "yes"}}}); err != nil {
 			t.Fatal(err)
@@ -225,18 +226,18 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		}
 		return cm
 	}
-	eventually(t, 20*time.Second, "the reconcile annotated the ConfigMap", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the reconcile annotated the ConfigMap", func() bool {
 		cm := get("synced")
 		return cm != nil && cm.Annotations["reconciled"] == "yes"
 	})
-	eventually(t, 20*time.Second, "the finalizer added", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the finalizer added", func() bool {
 		cm := get("guarded")
 		return cm != nil && len(cm.Finalizers) == 1
 	})
 	if err := admin.Delete(t.Context(), get("guarded")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the finalized ConfigMap gone", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the finalized ConfigMap gone", func() bool {
 		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKey{Namespace: apps, Name: "guarded"}, &corev1.ConfigMap{}))
 	})
 	st, err := store.New(env.Config, store.Options{Namespace: ns, Name: leastName})
@@ -246,7 +247,7 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 	if err := st.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the gate's and the schedule's Store writes", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the gate's and the schedule's Store writes", func() bool {
 		team, _, err := st.Get("team")
 		if err != nil {
 			t.Fatalf("Get(team): %v", err)
@@ -260,7 +261,7 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 	// Every admission replica goes: after the bound, the watcher fails the
 	// lenient capability open with its derived rights, and only it.
 	adm.Stop(t, 30*time.Second)
-	eventually(t, 20*time.Second, "the watcher failed the lenient capability open", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the watcher failed the lenient capability open", func() bool {
 		mut := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		if err := admin.Get(context.Background(), client.ObjectKey{Name: leastName}, mut); err != nil {
 			return false
@@ -315,13 +316,13 @@ func TestManifestsRBACIsLeastPrivilege(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			restore := dropRule(t, objs, tc.drop)
 			defer restore()
-			p := startChild(t, "least", childEnv, tc.role...)
+			p := testkit.StartChild(t, "least", childEnv, tc.role...)
 			if tc.waitExit {
 				if code := p.Wait(t, 60*time.Second); code == 0 {
 					t.Fatalf("%v succeeded without the rule:\n%s", tc.role[0], p.Output)
 				}
 			} else {
-				eventually(t, 30*time.Second, "a Forbidden in the output", func() bool { return len(forbiddenLines(p.Output.String())) > 0 })
+				testkit.Eventually(t, 30*time.Second, "a Forbidden in the output", func() bool { return len(forbiddenLines(p.Output.String())) > 0 })
 			}
 			out := strings.Join(forbiddenLines(p.Output.String()), "\n")
 			for _, want := range tc.want {
@@ -525,7 +526,7 @@ func TestExampleManifestsApplyWithoutWildcards(t *testing.T) {
 			if !bytes.Equal(first, second) {
 				t.Fatalf("two runs of %s manifests differ", name)
 			}
-			objs := decodeObjects(t, first)
+			objs := testkit.DecodeObjects(t, first)
 			if len(objs) == 0 {
 				t.Fatal("no objects")
 			}
@@ -571,7 +572,7 @@ func TestExampleManifestsApplyWithoutWildcards(t *testing.T) {
 // failure policy and registration mode.
 func TestPlanShowsRBACAndWebhooks(t *testing.T) {
 	m := leastModule("least-system", "apps")
-	out := captureStdout(t, func() {
+	out := testkit.CaptureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
 			t.Errorf("plan exit %d", code)
 		}
@@ -600,7 +601,7 @@ func TestPlanNamesSubresourcesAsKubectl(t *testing.T) {
 	m := vigil.NewModule("subres", vigil.Options{Namespace: "subres-system"})
 	m.OnSchedule("sync", vigil.Every(time.Minute), func(context.Context) error { return nil })
 	m.RBAC("the reconcile writes the tenant's status", rbacv1.PolicyRule{APIGroups: []string{"example.dev"}, Resources: []string{"tenants", "tenants/status"}, Verbs: []string{"update"}})
-	code, out := runCapture(t, m, "plan")
+	code, out := testkit.RunCapture(t, m, "plan")
 	if code != 0 {
 		t.Fatalf("plan exit %d:\n%s", code, out)
 	}
@@ -627,7 +628,7 @@ func TestRBACRuleForNamedPods(t *testing.T) {
 	if err := m.Verify(); err != nil {
 		t.Fatal(err)
 	}
-	objs := renderManifests(t, m)
+	objs := testkit.RenderManifests(t, m)
 	for _, o := range objs {
 		if o.GetKind() == "ValidatingWebhookConfiguration" || o.GetKind() == "MutatingWebhookConfiguration" {
 			t.Cleanup(func() { _ = admin.Delete(context.Background(), o.DeepCopy()) })
@@ -645,7 +646,7 @@ func TestRBACRuleForNamedPods(t *testing.T) {
 			t.Fatalf("%s binding its rights in %s: exists %v, created %v, %v", sa, apps, exists, created, err)
 		}
 	}
-	eventually(t, 10*time.Second, "the roles' bindings in force", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the roles' bindings in force", func() bool {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: "system:serviceaccount:" + ns + ":" + name, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "services", Namespace: apps, Name: "x"},
@@ -674,7 +675,7 @@ func TestRBACRuleForNamedPods(t *testing.T) {
 			t.Errorf("ServiceAccount %s may %s %s in %s: %v, want %v", tc.sa, tc.verb, tc.resource, apps, sar.Status.Allowed, tc.want)
 		}
 	}
-	code, out := runCapture(t, m, "plan")
+	code, out := testkit.RunCapture(t, m, "plan")
 	if code != 0 || !strings.Contains(out, "a gate callback creates Secrets (declared at manifests_test.go:") || !strings.Contains(out, ", for the gates pods") {
 		t.Errorf("plan (exit %d) does not say whom the gates' rule is for:\n%s", code, out)
 	}
@@ -708,7 +709,7 @@ func TestATenantCannotTakeTheRolesBindingName(t *testing.T) {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant-of-" + apps},
 			Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: rbacv1.GroupName, Name: "tenant-of-" + apps}}}
 	}
-	objs := renderManifests(t, m)
+	objs := testkit.RenderManifests(t, m)
 	var clusterRoleName string
 	for _, o := range objs {
 		if o.GetNamespace() == "" {
@@ -743,7 +744,7 @@ func TestATenantCannotTakeTheRolesBindingName(t *testing.T) {
 	if got.UID == taken.UID || got.RoleRef.Name != clusterRoleName || len(got.Subjects) != 1 || got.Subjects[0].Name != sa || got.Subjects[0].Namespace != ns {
 		t.Fatalf("RoleBinding %s after the role bound: %s %s to %v (the tenant's was uid %s)", bindingName, got.UID, got.RoleRef.Name, got.Subjects, taken.UID)
 	}
-	eventually(t, 10*time.Second, "the watcher's rights in force", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the watcher's rights in force", func() bool {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: "system:serviceaccount:" + ns + ":" + sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "patch", Resource: "configmaps", Namespace: apps, Name: "x"},
@@ -762,7 +763,7 @@ func TestATenantCannotTakeTheRolesBindingName(t *testing.T) {
 	tenantOther := env.AsTenant(t, other, "tenant-of-"+apps, rbacv1.PolicyRule{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"rolebindings"}, Verbs: []string{"create"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}})
 	var refusal error
-	eventually(t, 20*time.Second, "the binding guard refusing the tenant the role's binding's name", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the binding guard refusing the tenant the role's binding's name", func() bool {
 		rb := squat(bindingName)
 		rb.Namespace = other
 		refusal = tenantOther.Create(t.Context(), rb)
@@ -805,15 +806,15 @@ func TestPlanFindsDeadlocks(t *testing.T) {
 		vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithName("made-later").ToBeCreated(noop)
 		vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithName("input").InPhase(1).ToBeCreated(noop).
 			Creates(&corev1.ConfigMap{}, "apps", "made-later")
-		code, out := runCapture(t, m, "plan")
+		code, out := testkit.RunCapture(t, m, "plan")
 		if code != 1 || !strings.Contains(out, "deadlocks: 1 found") || !strings.Contains(out, "made-later") || !strings.Contains(out, "phase 1") {
 			t.Fatalf("plan exit %d:\n%s", code, out)
 		}
-		code, out = runCapture(t, m, "manifests", "--image", "example.com/later:1")
+		code, out = testkit.RunCapture(t, m, "manifests", "--image", "example.com/later:1")
 		if code != 1 || strings.Contains(out, "kind: Deployment") {
 			t.Fatalf("manifests of a deadlocked module: exit %d, printed %d bytes", code, len(out))
 		}
-		code, out = runCapture(t, m, "manifests", "--image", "example.com/later:1", "--allow-deadlock")
+		code, out = testkit.RunCapture(t, m, "manifests", "--image", "example.com/later:1", "--allow-deadlock")
 		if code != 0 || !strings.Contains(out, "kind: Deployment") {
 			t.Fatalf("manifests --allow-deadlock: exit %d", code)
 		}
@@ -823,7 +824,7 @@ func TestPlanFindsDeadlocks(t *testing.T) {
 		vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithLabel("team").ToBeCreated(noop)
 		strict := m.Capability("strict", vigil.FailClosed(), vigil.InNamespaces("apps"))
 		vigil.When(strict, &corev1.ConfigMap{}).IsCreated().Validate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) vigil.Verdict { return admission.Allow() })
-		code, out := runCapture(t, m, "plan")
+		code, out := testkit.RunCapture(t, m, "plan")
 		if code != 1 || !strings.Contains(out, "deadlocks: 1 found") || !strings.Contains(out, "strict/") {
 			t.Fatalf("plan exit %d:\n%s", code, out)
 		}
@@ -833,7 +834,7 @@ func TestPlanFindsDeadlocks(t *testing.T) {
 		vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithName("settings").ToBeCreated(noop)
 		strict := m.Capability("strict", vigil.FailClosed(), vigil.InNamespaces("apps"))
 		vigil.When(strict, &corev1.ConfigMap{}).IsCreated().Validate(func(context.Context, *vigil.Request[*corev1.ConfigMap]) vigil.Verdict { return admission.Allow() })
-		if code, out := runCapture(t, m, "plan"); code != 0 || !strings.Contains(out, "deadlocks: none found") {
+		if code, out := testkit.RunCapture(t, m, "plan"); code != 0 || !strings.Contains(out, "deadlocks: none found") {
 			t.Fatalf("plan exit %d:\n%s", code, out)
 		}
 	})
@@ -843,11 +844,11 @@ func TestPlanFindsDeadlocks(t *testing.T) {
 		b := vigil.NewModule("mod-b", vigil.Options{Namespace: "b-system"})
 		vigil.WaitFor(b, &corev1.ConfigMap{}).InNamespace("shared").WithName("from-a").ToBeCreated(noop).Creates(&corev1.ConfigMap{}, "shared", "from-b")
 		for _, m := range []*vigil.Module{a, b} {
-			if code, out := runCapture(t, m, "plan"); code != 0 {
+			if code, out := testkit.RunCapture(t, m, "plan"); code != 0 {
 				t.Fatalf("%s alone: plan exit %d:\n%s", m.Name(), code, out)
 			}
 		}
-		code, bJSON := runCapture(t, b, "plan", "-o", "json")
+		code, bJSON := testkit.RunCapture(t, b, "plan", "-o", "json")
 		if code != 0 {
 			t.Fatalf("plan -o json exit %d", code)
 		}
@@ -855,7 +856,7 @@ func TestPlanFindsDeadlocks(t *testing.T) {
 		if err := os.WriteFile(other, []byte(bJSON), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, out := runCapture(t, a, "plan", "--with", other)
+		code, out := testkit.RunCapture(t, a, "plan", "--with", other)
 		if code != 1 || !strings.Contains(out, "together with mod-b: 1 found") || !strings.Contains(out, "mod-a") || !strings.Contains(out, "mod-b") {
 			t.Fatalf("plan --with: exit %d:\n%s", code, out)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/internal/commands/cmdutil"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -34,7 +35,7 @@ func TestTheModulesNamespaceIsOneTruth(t *testing.T) {
 	if m.Namespace() != "moved" {
 		t.Fatalf("with VIGIL_NAMESPACE=moved: namespace %s", m.Namespace())
 	}
-	out := captureStdout(t, func() {
+	out := testkit.CaptureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"manifests", "--image", "example.com/settled:1"}); code != 0 {
 			t.Errorf("manifests: exit %d", code)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/vigilkit/vigil/internal/commands/cli"
 	"github.com/vigilkit/vigil/internal/commands/modcli"
 	"github.com/vigilkit/vigil/internal/operating/status"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -43,9 +44,9 @@ func TestStatusReportsAnInstalledModule(t *testing.T) {
 	name := "status-" + home[len(home)-6:]
 	m := vigil.NewModule(name, vigil.Options{Namespace: home, Version: "1.4.0"})
 	policies := m.Capability("policies", vigil.InNamespaces(apps))
-	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(denyPrivileged)
+	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("no-privileged").Validate(testkit.DenyPrivileged)
 
-	code, rendered := runCapture(t, m, "manifests", "--image", "example.invalid/"+name+":1.4.0")
+	code, rendered := testkit.RunCapture(t, m, "manifests", "--image", "example.invalid/"+name+":1.4.0")
 	if code != 0 {
 		t.Fatalf("manifests exit %d:\n%s", code, rendered)
 	}
@@ -64,10 +65,10 @@ func TestStatusReportsAnInstalledModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, certDir := servingDir(t)
+	_, certDir := testkit.ServingDir(t)
 	addr := vigiltest.FreeAddr(t)
 	t.Setenv(modcli.EnvHandoffDir, t.TempDir())
-	runAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s", "--webhook-url", "https://"+addr)
+	testkit.RunAdmission(t, m, addr, "--cert-dir", certDir, "--kubeconfig", kubeconfig(t), "--shutdown-delay", "0s", "--webhook-url", "https://"+addr)
 
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {

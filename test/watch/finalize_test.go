@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/internal/runtime/served"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 )
 
 // A Finalize binding's finalizer goes on as its objects are created, by a
@@ -62,7 +63,7 @@ func TestFinalizeSeesObjectsDeletedAsSoonAsCreated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stop := runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	stop := testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 	const n = 20
 
 	// The window, with the watcher alone: a figure, not a verdict.
@@ -80,7 +81,7 @@ func TestFinalizeSeesObjectsDeletedAsSoonAsCreated(t *testing.T) {
 
 	// The manifests' policy for the binding.
 	var policies []*unstructured.Unstructured
-	for _, o := range renderManifests(t, m) {
+	for _, o := range testkit.RenderManifests(t, m) {
 		if strings.HasPrefix(o.GetKind(), "MutatingAdmissionPolicy") {
 			policies = append(policies, o)
 			t.Cleanup(func() { _ = c.Delete(context.Background(), o.DeepCopy()) })
@@ -104,7 +105,7 @@ func TestFinalizeSeesObjectsDeletedAsSoonAsCreated(t *testing.T) {
 	}
 	applyObjects(t, policies, false)
 	probe := 0
-	eventually(t, 20*time.Second, "the finalizer put on at the create", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the finalizer put on at the create", func() bool {
 		probe++
 		cm := labelled("probe-" + string(rune('a'+probe%26)) + strings.Repeat("x", probe/26))
 		if err := c.Create(t.Context(), cm); err != nil {
@@ -116,7 +117,7 @@ func TestFinalizeSeesObjectsDeletedAsSoonAsCreated(t *testing.T) {
 	for i := range n {
 		createThenDelete("early-" + string(rune('a'+i)))
 	}
-	eventually(t, 20*time.Second, "every object deleted right after its create finalized, and gone", func() bool {
+	testkit.Eventually(t, 20*time.Second, "every object deleted right after its create finalized, and gone", func() bool {
 		for i := range n {
 			if name := "early-" + string(rune('a'+i)); !was(name) || !gone(name) {
 				return false
@@ -144,14 +145,14 @@ func TestFinalizeSeesObjectsDeletedAsSoonAsCreated(t *testing.T) {
 	if err := c.Update(t.Context(), leaving); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the finalizer released from an object that left the binding", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the finalizer released from an object that left the binding", func() bool {
 		cm := &corev1.ConfigMap{}
 		return c.Get(context.Background(), client.ObjectKeyFromObject(leaving), cm) == nil && !slices.Contains(cm.Finalizers, finalizer)
 	})
 	if err := c.Delete(t.Context(), leaving); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the released object gone", func() bool { return gone("leaving") })
+	testkit.Eventually(t, 10*time.Second, "the released object gone", func() bool { return gone("leaving") })
 	if was("leaving") {
 		t.Error("the handler ran for an object that had left the binding")
 	}
@@ -161,7 +162,7 @@ func TestFinalizeSeesObjectsDeletedAsSoonAsCreated(t *testing.T) {
 	if code := vigil.Execute(t.Context(), m, []string{"unregister", "--remove-finalizers", "--kubeconfig", kubeconfig(t)}); code != 0 {
 		t.Fatalf("unregister --remove-finalizers exited %d", code)
 	}
-	eventually(t, 20*time.Second, "no finalizer on objects created after unregister", func() bool {
+	testkit.Eventually(t, 20*time.Second, "no finalizer on objects created after unregister", func() bool {
 		probe++
 		cm := labelled("after-" + string(rune('a'+probe%26)) + strings.Repeat("x", probe/26))
 		if err := c.Create(t.Context(), cm); err != nil {
@@ -198,7 +199,7 @@ func TestChartPutsTheFinalizerOnWhereServed(t *testing.T) {
 		{"v1.35.0", []string{"admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy", "v1/Namespace"}, false},
 		{"v1.34.0", nil, false},
 	} {
-		manifest, err := renderChart(t, m, tc.kube, tc.apis, nil)
+		manifest, err := testkit.RenderChart(t, m, tc.kube, tc.apis, nil)
 		if err != nil {
 			t.Fatalf("render for %s %v: %v", tc.kube, tc.apis, err)
 		}

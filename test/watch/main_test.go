@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
 }
 
-// childModule is the module a process startChild starts runs.
+// childModule is the module a process testkit.StartChild starts runs.
 func childModule(role string, cfg *rest.Config) *vigil.Module {
 	if role == "leader" {
 		return leaderModule(os.Getenv("VIGIL_TEST_NAMESPACE"), cfg)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -63,8 +64,8 @@ func TestMetadataOnlyBindingsSeeMetadata(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
-	eventually(t, 10*time.Second, "both ConfigMaps reconciled with their annotations, and the lister listing both", func() bool {
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.Eventually(t, 10*time.Second, "both ConfigMaps reconciled with their annotations, and the lister listing both", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return seen["a"]["owner"] == "team-a" && seen["b"]["owner"] == "team-b" && listed == 2
@@ -74,14 +75,14 @@ func TestMetadataOnlyBindingsSeeMetadata(t *testing.T) {
 	if err := c.Create(t.Context(), held); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the finalizer on the object", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the finalizer on the object", func() bool {
 		got := &corev1.ConfigMap{}
 		return c.Get(context.Background(), client.ObjectKeyFromObject(held), got) == nil && len(got.Finalizers) == 1
 	})
 	if err := c.Delete(t.Context(), held); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the object finalized, then gone", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the object finalized, then gone", func() bool {
 		_, done := finalized.Load("held")
 		return done && apierrors.IsNotFound(c.Get(context.Background(), client.ObjectKeyFromObject(held), &corev1.ConfigMap{}))
 	})
@@ -109,7 +110,7 @@ func TestWatcherServesProfilesWithPprof(t *testing.T) {
 		if pprof {
 			flags = append(flags, "--pprof")
 		}
-		stop := runWatcher(t, m, kubeconfig(t), flags...)
+		stop := testkit.RunWatcher(t, m, kubeconfig(t), flags...)
 		if code, body := get("http://" + addr + "/metrics"); code != http.StatusOK || !strings.Contains(body, "go_memstats_heap_alloc_bytes") {
 			t.Fatalf("--pprof=%t: /metrics answered %d without the heap's size", pprof, code)
 		}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 )
 
 // orderLog records what an Ordered binding's handler saw, per object, and
@@ -63,7 +64,7 @@ func TestOrderedHandlesEveryEventInOrderPerQueue(t *testing.T) {
 		Ordered(vigil.QueuePerObject, perObject.handler(func(cm *corev1.ConfigMap) string { return cm.Name }))
 	vigil.Watch(apps, &corev1.ConfigMap{}).InNamespace(ns).WithLabelValue("queue", "kind").Named("per-kind").
 		Ordered(vigil.QueuePerKind, perKind.handler(func(*corev1.ConfigMap) string { return "kind" }))
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 
 	values := []string{"A", "B", "C"}
 	for _, queue := range []string{"object", "kind"} {
@@ -90,7 +91,7 @@ func TestOrderedHandlesEveryEventInOrderPerQueue(t *testing.T) {
 		queue string
 		log   *orderLog
 	}{{"object", perObject}, {"kind", perKind}} {
-		eventually(t, 20*time.Second, tc.queue+": every event of every object", func() bool {
+		testkit.Eventually(t, 20*time.Second, tc.queue+": every event of every object", func() bool {
 			tc.log.mu.Lock()
 			defer tc.log.mu.Unlock()
 			for i := range 3 {

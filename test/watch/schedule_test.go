@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -70,7 +71,7 @@ func TestScheduleOutlivesRestarts(t *testing.T) {
 	kc := kubeconfig(t)
 	began := time.Now()
 	for time.Since(began) < 11*time.Second {
-		stop := runWatcher(t, m, kc, "--leader-elect=false")
+		stop := testkit.RunWatcher(t, m, kc, "--leader-elect=false")
 		time.Sleep(1500 * time.Millisecond)
 		stop()
 	}
@@ -91,11 +92,11 @@ func TestScheduleCompletionsOutliveRestarts(t *testing.T) {
 	var r runs
 	m.OnSchedule("twice", vigil.Every(300*time.Millisecond), r.record, vigil.Completions(2))
 	kc := kubeconfig(t)
-	stop := runWatcher(t, m, kc, "--leader-elect=false")
-	eventually(t, 10*time.Second, "two runs", func() bool { return len(r.times()) >= 2 })
+	stop := testkit.RunWatcher(t, m, kc, "--leader-elect=false")
+	testkit.Eventually(t, 10*time.Second, "two runs", func() bool { return len(r.times()) >= 2 })
 	time.Sleep(time.Second)
 	stop()
-	stop = runWatcher(t, m, kc, "--leader-elect=false")
+	stop = testkit.RunWatcher(t, m, kc, "--leader-elect=false")
 	time.Sleep(1500 * time.Millisecond)
 	stop()
 	if n := len(r.times()); n != 2 {
@@ -132,9 +133,9 @@ func TestScheduleMissedRuns(t *testing.T) {
 			if err := moduleStore(t, ns, module).SetAndWait(t.Context(), "vigil.schedule.hourly", state); err != nil {
 				t.Fatal(err)
 			}
-			runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+			testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 			if tc.runsNow {
-				eventually(t, 10*time.Second, "the missed tick made up", func() bool { return len(r.times()) == 1 })
+				testkit.Eventually(t, 10*time.Second, "the missed tick made up", func() bool { return len(r.times()) == 1 })
 			}
 			vigiltest.Consistently(t, 2*time.Second, func() error {
 				want := map[bool]int{true: 1, false: 0}[tc.runsNow]
@@ -157,9 +158,9 @@ func TestScheduleSurvivesLeaderHandover(t *testing.T) {
 	m.OnSchedule("tick", vigil.Every(2*time.Second), r.record)
 	kc := kubeconfig(t)
 	lease := []string{"--lease-duration", "4s", "--renew-deadline", "3s", "--retry-period", "200ms"}
-	a := runWatcher(t, m, kc, lease...)
-	eventually(t, 10*time.Second, "the first run", func() bool { return len(r.times()) >= 1 })
-	b := runWatcher(t, m, kc, lease...)
+	a := testkit.RunWatcher(t, m, kc, lease...)
+	testkit.Eventually(t, 10*time.Second, "the first run", func() bool { return len(r.times()) >= 1 })
+	b := testkit.RunWatcher(t, m, kc, lease...)
 	// Hand over 1s after a run: the next run is due 1s after the handover,
 	// not 2s.
 	first := r.times()[0]
@@ -167,7 +168,7 @@ func TestScheduleSurvivesLeaderHandover(t *testing.T) {
 	before := len(r.times())
 	handover := time.Now()
 	a()
-	eventually(t, 10*time.Second, "a run by the new leader", func() bool { return len(r.times()) > before })
+	testkit.Eventually(t, 10*time.Second, "a run by the new leader", func() bool { return len(r.times()) > before })
 	took := r.times()[before].Sub(handover)
 	t.Logf("handover 1s after a tick of Every(2s): the new leader ran it %s later", took.Round(10*time.Millisecond))
 	if took > 1800*time.Millisecond {
@@ -184,8 +185,8 @@ func TestScheduleStartingAt(t *testing.T) {
 	var r runs
 	start := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
 	m.OnSchedule("hourly", vigil.Every(time.Hour), r.record, vigil.StartingAt(start))
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
-	eventually(t, 10*time.Second, "the run at StartingAt", func() bool { return len(r.times()) == 1 })
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.Eventually(t, 10*time.Second, "the run at StartingAt", func() bool { return len(r.times()) == 1 })
 	at := r.times()[0]
 	t.Logf("StartingAt(now+2s): ran %s after it", at.Sub(start).Round(time.Millisecond))
 	if at.Before(start) || at.Sub(start) > time.Second {
@@ -203,13 +204,13 @@ func TestScheduleStartingAtInstall(t *testing.T) {
 	m.OnSchedule("now", vigil.Every(time.Hour), r.record, vigil.StartingAtInstall())
 	kc := kubeconfig(t)
 	began := time.Now()
-	stop := runWatcher(t, m, kc, "--leader-elect=false")
-	eventually(t, 10*time.Second, "the first run at install", func() bool { return len(r.times()) == 1 })
+	stop := testkit.RunWatcher(t, m, kc, "--leader-elect=false")
+	testkit.Eventually(t, 10*time.Second, "the first run at install", func() bool { return len(r.times()) == 1 })
 	if d := r.times()[0].Sub(began); d > 10*time.Second {
 		t.Errorf("the first run came %s after the watcher started; want at once", d)
 	}
 	stop()
-	stop = runWatcher(t, m, kc, "--leader-elect=false")
+	stop = testkit.RunWatcher(t, m, kc, "--leader-elect=false")
 	time.Sleep(1500 * time.Millisecond)
 	stop()
 	if n := len(r.times()); n != 1 {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -81,7 +82,7 @@ type watcherProcess struct {
 func startWatcherProcess(t *testing.T, ns, kubeconfig string) *watcherProcess {
 	t.Helper()
 	probe := vigiltest.FreeAddr(t)
-	p := startChild(t, "leader", map[string]string{"VIGIL_TEST_NAMESPACE": ns, "VIGIL_TEST_KUBECONFIG": kubeconfig},
+	p := testkit.StartChild(t, "leader", map[string]string{"VIGIL_TEST_NAMESPACE": ns, "VIGIL_TEST_KUBECONFIG": kubeconfig},
 		"watcher", "--kubeconfig", kubeconfig, "--metrics-addr=", "--probe-addr", probe,
 		"--lease-duration", leaseDuration.String(), "--renew-deadline", "3s", "--retry-period", "200ms")
 	return &watcherProcess{Process: p, probe: probe}
@@ -91,7 +92,7 @@ func (p *watcherProcess) pid() string { return fmt.Sprint(p.Pid()) }
 
 func (p *watcherProcess) waitReady(t *testing.T) {
 	t.Helper()
-	waitReady(t, "http://"+p.probe+"/readyz", p.Exited())
+	testkit.WaitReady(t, "http://"+p.probe+"/readyz", p.Exited())
 }
 
 // Two watcher processes: only the Lease holder reconciles; when it is killed
@@ -122,7 +123,7 @@ func TestWatcherLeaderElection(t *testing.T) {
 			names = append(names, cm.Name)
 		}
 		by = map[string]int{}
-		eventually(t, within, fmt.Sprintf("batch %d reconciled", batch), func() bool {
+		testkit.Eventually(t, within, fmt.Sprintf("batch %d reconciled", batch), func() bool {
 			clear(by)
 			for _, n := range names {
 				cm := &corev1.ConfigMap{}

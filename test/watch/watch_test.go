@@ -20,6 +20,7 @@ import (
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/admission"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 	"github.com/vigilkit/vigil/vigiltest/fault"
 )
@@ -46,7 +47,7 @@ func TestWatchSeesCreateUpdateDeleteInOrder(t *testing.T) {
 		defer mu.Unlock()
 		seen = append(seen, fmt.Sprintf("%s v=%s", ev, cm.Data["v"]))
 	})
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 
 	createConfigMap(t, c, ns, "other", nil) // filtered out by name
 	cm := createConfigMap(t, c, ns, "target", map[string]string{"v": "1"})
@@ -58,7 +59,7 @@ func TestWatchSeesCreateUpdateDeleteInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"ADDED v=1", "MODIFIED v=2", "DELETED v=2"}
-	eventually(t, 10*time.Second, "three events", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= 3 })
+	testkit.Eventually(t, 10*time.Second, "three events", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= 3 })
 	// Exactly these three, and no fourth soon after.
 	vigiltest.Consistently(t, 100*time.Millisecond, func() error {
 		mu.Lock()
@@ -90,8 +91,8 @@ func TestReconcileCollapsesBurst(t *testing.T) {
 			return nil
 		})
 	cm := createConfigMap(t, c, ns, "burst", map[string]string{"n": "0"})
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
-	eventually(t, 10*time.Second, "first reconcile", func() bool { return last.Load() == cm.ResourceVersion })
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.Eventually(t, 10*time.Second, "first reconcile", func() bool { return last.Load() == cm.ResourceVersion })
 	runs.Store(0)
 
 	burstStart := time.Now()
@@ -123,7 +124,7 @@ func TestReconcileCollapsesBurst(t *testing.T) {
 	wg.Wait()
 	burst := time.Since(burstStart)
 	final.Store(fmt.Sprint(maxRV.Load()))
-	eventually(t, 10*time.Second, "a reconcile of the final resourceVersion", func() bool { return last.Load() == final.Load() })
+	testkit.Eventually(t, 10*time.Second, "a reconcile of the final resourceVersion", func() bool { return last.Load() == final.Load() })
 	// No further reconciles follow the final one.
 	vigiltest.Consistently(t, 200*time.Millisecond, func() error {
 		if n := runs.Load(); n > 10 {
@@ -180,15 +181,15 @@ func TestReconcileRetriesRequeuesAndRecovers(t *testing.T) {
 			}
 			return nil
 		})
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 	for _, name := range []string{"failing", "terminal", "requeue", "panics"} {
 		createConfigMap(t, c, ns, name, nil)
 	}
 	count := func(name string) int { mu.Lock(); defer mu.Unlock(); return len(attempts[name]) }
-	eventually(t, 20*time.Second, "8 attempts of the failing reconcile", func() bool { return count("failing") >= 8 })
-	eventually(t, 10*time.Second, "the requeue", func() bool { return count("requeue") >= 2 })
-	eventually(t, 10*time.Second, "the retry after the panic", func() bool { return count("panics") >= 2 })
-	eventually(t, 10*time.Second, "the terminal error's attempt", func() bool { return count("terminal") >= 1 })
+	testkit.Eventually(t, 20*time.Second, "8 attempts of the failing reconcile", func() bool { return count("failing") >= 8 })
+	testkit.Eventually(t, 10*time.Second, "the requeue", func() bool { return count("requeue") >= 2 })
+	testkit.Eventually(t, 10*time.Second, "the retry after the panic", func() bool { return count("panics") >= 2 })
+	testkit.Eventually(t, 10*time.Second, "the terminal error's attempt", func() bool { return count("terminal") >= 1 })
 	// Then nothing more is tried: no retry after success or a terminal error,
 	// no second requeue.
 	vigiltest.Consistently(t, time.Second, func() error {
@@ -246,10 +247,10 @@ func TestReconcileBackoffIsTheDeclaredOne(t *testing.T) {
 			}
 			return nil
 		})
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 	createConfigMap(t, c, ns, "failing", nil)
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(at) }
-	eventually(t, 20*time.Second, "6 attempts", func() bool { return count() >= 6 })
+	testkit.Eventually(t, 20*time.Second, "6 attempts", func() bool { return count() >= 6 })
 	vigiltest.Consistently(t, 2*time.Second, func() error {
 		if n := count(); n != 6 {
 			return fmt.Errorf("the reconcile ran %d times; want 6 (5 failures, then success, then no more)", n)
@@ -306,7 +307,7 @@ func TestFinalizeHoldsDeletionUntilHandlerSucceeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	createConfigMap(t, c, ns, "unlabelled", nil)
-	stop := runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	stop := testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 	after := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "after", Labels: map[string]string{"cleanup": "yes"}}}
 	if err := c.Create(t.Context(), after); err != nil {
 		t.Fatal(err)
@@ -324,8 +325,8 @@ func TestFinalizeHoldsDeletionUntilHandlerSucceeds(t *testing.T) {
 		}
 		return false
 	}
-	eventually(t, 10*time.Second, "finalizer on the object that existed before", func() bool { return hasFinalizer("before") })
-	eventually(t, 10*time.Second, "finalizer on the new object", func() bool { return hasFinalizer("after") })
+	testkit.Eventually(t, 10*time.Second, "finalizer on the object that existed before", func() bool { return hasFinalizer("before") })
+	testkit.Eventually(t, 10*time.Second, "finalizer on the new object", func() bool { return hasFinalizer("after") })
 	if hasFinalizer("unlabelled") {
 		t.Fatal("an object the binding does not select got its finalizer")
 	}
@@ -337,7 +338,7 @@ func TestFinalizeHoldsDeletionUntilHandlerSucceeds(t *testing.T) {
 	if err := c.Delete(t.Context(), before); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "failing finalize calls", func() bool { return calls.Load() >= 3 })
+	testkit.Eventually(t, 10*time.Second, "failing finalize calls", func() bool { return calls.Load() >= 3 })
 	got := &corev1.ConfigMap{}
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(before), got); err != nil {
 		t.Fatalf("the object went while its finalize handler failed: %v", err)
@@ -346,7 +347,7 @@ func TestFinalizeHoldsDeletionUntilHandlerSucceeds(t *testing.T) {
 		t.Fatal("the deleted object has no deletionTimestamp")
 	}
 	allow.Store(true)
-	eventually(t, 10*time.Second, "deletion after the handler succeeds", func() bool {
+	testkit.Eventually(t, 10*time.Second, "deletion after the handler succeeds", func() bool {
 		return apierrors.IsNotFound(c.Get(context.Background(), client.ObjectKeyFromObject(before), &corev1.ConfigMap{}))
 	})
 
@@ -363,7 +364,7 @@ func TestFinalizeHoldsDeletionUntilHandlerSucceeds(t *testing.T) {
 	if err := c.Delete(t.Context(), after); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "deletion without the module", func() bool {
+	testkit.Eventually(t, 5*time.Second, "deletion without the module", func() bool {
 		return apierrors.IsNotFound(c.Get(context.Background(), client.ObjectKeyFromObject(after), &corev1.ConfigMap{}))
 	})
 }
@@ -403,8 +404,8 @@ func TestOnScheduleRunsOnTimeWithoutOverlap(t *testing.T) {
 		return nil
 	})
 	began := time.Now()
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
-	eventually(t, 10*time.Second, "six runs", func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) >= 6 })
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.Eventually(t, 10*time.Second, "six runs", func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) >= 6 })
 	mu.Lock()
 	defer mu.Unlock()
 	if overlaps.Load() > 0 {
@@ -500,7 +501,7 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 		mu.Unlock()
 	})
 	metrics := vigiltest.FreeAddr(t)
-	runWatcher(t, m, vigiltest.WriteKubeConfig(t, proxy.Config()), "--leader-elect=false", "--metrics-addr", metrics)
+	testkit.RunWatcher(t, m, vigiltest.WriteKubeConfig(t, proxy.Config()), "--leader-elect=false", "--metrics-addr", metrics)
 
 	put := func(name, v string) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"tracked": "yes"}}, Data: map[string]string{"v": v}}
@@ -528,7 +529,7 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 		}
 		return true
 	}
-	eventually(t, 10*time.Second, "the first state reconciled", settled)
+	testkit.Eventually(t, 10*time.Second, "the first state reconciled", settled)
 	// client-go relists at once after a watch that lasted under a second; an
 	// older one resumes from its resourceVersion, which the compaction expires.
 	// This sleep is part of the scenario: it ages the watch past that second.
@@ -556,7 +557,7 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 	if _, err := gone.CompactEtcd(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the final state reconciled after the outage", settled)
+	testkit.Eventually(t, 30*time.Second, "the final state reconciled after the outage", settled)
 	mu.Lock()
 	for i := range 3 {
 		if ev := lastEvent[fmt.Sprint("cm-", i)]; ev != vigil.EventDeleted {
@@ -567,9 +568,9 @@ func TestWatcherSurvivesOutageAndGone(t *testing.T) {
 	if cut == 0 {
 		t.Fatal("the outage cut no connection")
 	}
-	body := scrape(t, "http://"+metrics+"/metrics")
+	body := testkit.Scrape(t, "http://"+metrics+"/metrics")
 	if !strings.Contains(body, `vigil_watch_errors_total{module="outage",reason="expired"}`) {
-		t.Errorf("no expired (410) watch counted after the compaction:\n%s", grepLines(body, "vigil_watch"))
+		t.Errorf("no expired (410) watch counted after the compaction:\n%s", testkit.GrepLines(body, "vigil_watch"))
 	}
 	for _, want := range []string{
 		`controller_runtime_reconcile_total{controller="outage.state.configmap-reconcile-0",result="success"}`,
@@ -621,7 +622,7 @@ func TestListerServesAdmissionAndWatcherLive(t *testing.T) {
 	}
 	// The API server takes in a new webhook configuration within a moment:
 	// dry runs show when it calls the module.
-	eventually(t, 10*time.Second, "the API server to call the module's webhook", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the API server to call the module's webhook", func() bool {
 		err := guarded("app", client.DryRunAll)
 		return err != nil && strings.Contains(err.Error(), "no exemption for app")
 	})
@@ -631,19 +632,19 @@ func TestListerServesAdmissionAndWatcherLive(t *testing.T) {
 	if err := c.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "exempt-app"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the new exemption admits the object", func() bool { return guarded("app") == nil })
+	testkit.Eventually(t, 5*time.Second, "the new exemption admits the object", func() bool { return guarded("app") == nil })
 
 	for i := range 3 {
 		if err := c.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("shop-", i), Labels: map[string]string{"team": "shop"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 	createConfigMap(t, c, ns, "mirror", nil)
 	if err := c.Patch(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mirror"}}, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"mirror":"yes"}}}`))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the reconcile lists the three labelled Secrets through the lister", func() bool { return mirrored.Load() == 3 })
+	testkit.Eventually(t, 10*time.Second, "the reconcile lists the three labelled Secrets through the lister", func() bool { return mirrored.Load() == 3 })
 }
 
 // `plan` shows the watcher's bindings, finalizers, schedules, and what each
@@ -657,7 +658,7 @@ func TestPlanShowsWatcher(t *testing.T) {
 	vigil.NewLister(m, &corev1.Secret{})
 	vigil.NewLister(m, vigil.Metadata("", "v1", "Node"))
 	m.OnSchedule("nightly", vigil.Cron("0 3 * * *"), func(context.Context) error { return nil })
-	out := captureStdout(t, func() {
+	out := testkit.CaptureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan"}); code != 0 {
 			t.Errorf("plan exit %d", code)
 		}
@@ -686,7 +687,7 @@ func TestPlanJSON(t *testing.T) {
 	_, _, line, _ := goruntime.Caller(0)
 	vigil.WaitFor(m, &corev1.ConfigMap{}).InNamespace("apps").WithName("settings").InPhase(1).ToBeCreated(nil)
 	vigil.Watch(m.Capability("apps"), &corev1.ConfigMap{}).Named("sync").Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
-	out := captureStdout(t, func() {
+	out := testkit.CaptureStdout(t, func() {
 		if code := vigil.Execute(t.Context(), m, []string{"plan", "-o", "json"}); code != 0 {
 			t.Errorf("plan -o json exit %d", code)
 		}
@@ -730,7 +731,7 @@ func TestWatchPanicIsRetriedInOrder(t *testing.T) {
 			panic("handler bug")
 		}
 	})
-	runWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
 	cm := createConfigMap(t, c, ns, "target", map[string]string{"v": "1"})
 	cm.Data["v"] = "2"
 	if err := c.Update(t.Context(), cm); err != nil {
@@ -739,7 +740,7 @@ func TestWatchPanicIsRetriedInOrder(t *testing.T) {
 	if err := c.Delete(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "five deliveries", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= 5 })
+	testkit.Eventually(t, 10*time.Second, "five deliveries", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= 5 })
 	mu.Lock()
 	defer mu.Unlock()
 	if got := strings.Join(seen, " "); got != "ADDED MODIFIED MODIFIED MODIFIED DELETED" {

@@ -279,3 +279,32 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// kwok is cached as the control plane is, in a folder of its own named by
+// its version whatever the release, and built once; a build that leaves no
+// kwok binary installs nothing.
+func TestEnsureKwokCachesAFolderOfItsOwn(t *testing.T) {
+	root := t.TempDir()
+	t.Setenv(EnvDir, root)
+	var builds atomic.Int32
+	build := func(_ context.Context, _, bin string) error {
+		builds.Add(1)
+		return os.WriteFile(filepath.Join(bin, "kwok"), []byte("#!/bin/sh\n"), 0o755)
+	}
+	for _, r := range []kubeversion.Release{kubeversion.Oldest(), kubeversion.Default()} {
+		dir, err := EnsureKwok(t.Context(), BuildOptions{Release: r, build: build})
+		if err != nil || dir != filepath.Join(root, "kwok-"+Kwok) {
+			t.Fatalf("EnsureKwok for %v = %q, %v; want %s", r, dir, err, filepath.Join(root, "kwok-"+Kwok))
+		}
+	}
+	if n := builds.Load(); n != 1 {
+		t.Errorf("kwok built %d times for two releases, want once", n)
+	}
+	empty := func(context.Context, string, string) error { return nil }
+	if _, err := EnsureKwok(t.Context(), BuildOptions{Dir: filepath.Join(root, "kwok-empty"), build: empty}); err == nil || !strings.Contains(err.Error(), "kwok missing") {
+		t.Errorf("a build that left no kwok binary: %v, want kwok missing", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "kwok-empty")); !os.IsNotExist(err) {
+		t.Errorf("the failed build installed its folder: %v", err)
+	}
+}

@@ -54,7 +54,7 @@ func TestCommandsKeepTheirFlags(t *testing.T) {
 		"chart":     {"output-dir": "", "image": "", "allow-deadlock": "false", "kubernetes": ""},
 		"zarf":      {"output-dir": "", "image": "", "allow-deadlock": "false"},
 		"manifests": {"image": "", "namespace": "", "replicas": "2", "output-dir": "", "ca-bundle": "", "allow-deadlock": "false", "with": "[]", "network-policy": "true", "kubernetes": "", "ignore-namespace": "[]"},
-		"plan":      with(map[string]string{"output": "text", "with": "[]", "cluster": "false"}),
+		"plan":      with(map[string]string{"output": "text", "with": "[]", "cluster": "false", "admission-memory-limit": "256Mi", "watcher-memory-limit": "512Mi"}),
 	}
 	root := NewCommand(module(), nil, &bytes.Buffer{}, &bytes.Buffer{})
 	seen := map[string]bool{}
@@ -120,6 +120,7 @@ func TestFlagMistakesExitOne(t *testing.T) {
 		{[]string{"plan", "--kubeconfig", missing}, "--kubeconfig, --context: it reads a cluster with --cluster only"},
 		{[]string{"plan", "--cluster", "--kubeconfig", missing}, "the kubeconfig " + missing + " (from --kubeconfig) does not exist"},
 		{[]string{"plan", "extra"}, `unknown command "extra"`},
+		{[]string{"plan", "--watcher-memory-limit", "lots"}, `--watcher-memory-limit "lots": expected a memory quantity, as in 512Mi or 2Gi`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer

@@ -13,11 +13,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 
 	"github.com/vigilkit/vigil/internal/commands/cmdutil"
 	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/operating/deadlock"
+	"github.com/vigilkit/vigil/internal/operating/sizing"
 	"github.com/vigilkit/vigil/internal/runtime/served"
 	"github.com/vigilkit/vigil/internal/serving/registration"
 	"github.com/vigilkit/vigil/internal/shipping/manifests"
@@ -417,7 +419,11 @@ configurations (a cluster viewer's rights) and reports each fail-closed webhook
 of another component (istiod's sidecar injector, for instance) that intercepts
 the module's pods while one of the module's fail-closed webhooks intercepts
 that component's pods: once both are down, neither comes back.
-A deadlock makes plan exit 1 with the cycle spelled out.`,
+With --cluster it also counts the objects each informer of each role selects
+there, measures what one takes as the informer holds it, and says whether the
+role fits its memory limit (--admission-memory-limit, --watcher-memory-limit:
+what the install will set), during a relist too.
+A deadlock, or a role that would not fit, makes plan exit 1 and says why.`,
 	}
 }
 
@@ -428,6 +434,9 @@ type PlanFlags struct {
 	Cluster    bool
 	Kubeconfig string
 	Context    string
+	// AdmissionMemory and WatcherMemory are the roles' memory limits the
+	// install will set, for --cluster's sizing.
+	AdmissionMemory, WatcherMemory string
 }
 
 // NewPlanFlags returns the flags.
@@ -440,6 +449,8 @@ func (f *PlanFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.Cluster, "cluster", false, "also find deadlocks with the fail-closed webhooks of the cluster the kubeconfig names")
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "with --cluster: kubeconfig file; KUBECONFIG or ~/.kube/config otherwise")
 	fs.StringVar(&f.Context, "context", "", "with --cluster: kubeconfig context")
+	fs.StringVar(&f.AdmissionMemory, "admission-memory-limit", manifests.AdmissionMemoryLimit, "with --cluster: the admission pods' memory limit the install sets (the chart's admission.resources.limits.memory)")
+	fs.StringVar(&f.WatcherMemory, "watcher-memory-limit", manifests.WatcherMemoryLimit, "with --cluster: the watcher pods' memory limit the install sets (the chart's watcher.resources.limits.memory)")
 }
 
 // ToOptions reads the other modules and checks the output format.
@@ -448,7 +459,14 @@ func (f *PlanFlags) ToOptions(m *spec.Module, out io.Writer) (*PlanOptions, erro
 	if err != nil {
 		return nil, err
 	}
-	o := &PlanOptions{Module: m, Out: out, Others: others}
+	o := &PlanOptions{Module: m, Out: out, Others: others, Limits: map[string]int64{}}
+	for role, limit := range map[string]string{spec.PodAdmission: f.AdmissionMemory, spec.PodWatcher: f.WatcherMemory} {
+		q, err := resource.ParseQuantity(limit)
+		if err != nil || q.Value() <= 0 {
+			return nil, fmt.Errorf("--%s-memory-limit %q: expected a memory quantity, as in 512Mi or 2Gi", role, limit)
+		}
+		o.Limits[role] = q.Value()
+	}
 	if f.Cluster {
 		if o.Cluster, err = cmdutil.LoadConfig(f.Kubeconfig, f.Context); err != nil {
 			return nil, fmt.Errorf("--cluster: %w", err)
@@ -475,8 +493,10 @@ type PlanOptions struct {
 	// JSON prints the resolved definition for tools instead of words.
 	JSON bool
 	// Cluster, when set, is the cluster whose other webhooks the analysis
-	// spans too.
+	// spans too, and whose objects the roles' informers are sized by.
 	Cluster *rest.Config
+	// Limits are the roles' memory limits, in bytes, by role.
+	Limits map[string]int64
 }
 
 // Run prints the plan; in words, it ends with the deadlock analysis and
@@ -500,7 +520,14 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if err := writeClusterDeadlocks(o.Out, cycles, read, missing); err != nil && own == nil {
-		return err
+		own = err
+	}
+	infs, err := sizing.Measure(ctx, o.Cluster, o.Module)
+	if err != nil {
+		return fmt.Errorf("--cluster: size the informers: %w", err)
+	}
+	if err := writeSizing(o.Out, infs, o.Limits); err != nil && own == nil {
+		own = err
 	}
 	return own
 }

@@ -26,6 +26,9 @@ type ListerSource struct {
 	GVK     schema.GroupVersionKind
 	New     func() client.Object
 	NewList func() client.ObjectList
+	// Metadata: the lister reads each object's metadata alone
+	// (vigil.Metadata), from an informer, and a barrier, of its own.
+	Metadata bool
 	// Namespaces, when set, are the only namespaces the lister reads: an
 	// object of another namespace is not found, even where the role's
 	// informer of the type holds it for another user.
@@ -99,7 +102,7 @@ func (s *ListerSource) reader(ctx context.Context) (client.Reader, *fresh.Barrie
 	if r == nil {
 		return nil, nil, fmt.Errorf("lister of %s is not started: listers serve the admission and watcher roles, once started", s.GVK.Kind)
 	}
-	return r, barriers.For(s.GVK), nil
+	return r, barriers.For(s.GVK, s.Metadata), nil
 }
 
 // NewListerSource declares a lister of proto's kind on m, at site, and
@@ -113,6 +116,7 @@ func NewListerSource(m *Module, proto client.Object, site string) *ListerSource 
 		return src
 	}
 	src.GVK, src.New = gvk, spec.NewObjectFunc(proto, gvk)
+	_, src.Metadata = proto.(*metav1.PartialObjectMetadata)
 	if src.NewList, err = ListOf(m.Scheme, proto, gvk); err != nil {
 		m.Recordf(site, "Lister: %v", err)
 		return src

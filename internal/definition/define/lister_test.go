@@ -67,7 +67,7 @@ func TestAListerReadByKeyIsIndexed(t *testing.T) {
 func TestListerReadsAreRecorded(t *testing.T) {
 	gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
 	b := fresh.NewBarrier("ConfigMap", nil)
-	s, ctx := source(t, &countingReader{}, fresh.Set{gvk: b})
+	s, ctx := source(t, &countingReader{}, fresh.Set{{GVK: gvk}: b})
 
 	miss := &fresh.Reads{}
 	if _, err := s.Get(callctx.WithReads(ctx, miss), "apps", "other"); !apierrors.IsNotFound(err) {
@@ -109,5 +109,30 @@ func TestAListerReadsTheCacheOfTheRoleInItsContext(t *testing.T) {
 	}
 	if first.gets != 1 || first.lists != 0 || second.gets != 0 || second.lists != 1 {
 		t.Fatalf("caches read: first %d gets %d lists, second %d gets %d lists; want each role's handler to read its own (1 0, 0 1)", first.gets, first.lists, second.gets, second.lists)
+	}
+}
+
+// A kind read whole and as metadata has an informer each way, and a read
+// waits on the barrier of the informer it reads: the whole lister's
+// recheck never waits on the metadata informer instead.
+func TestAListerWaitsOnTheBarrierOfItsOwnInformer(t *testing.T) {
+	gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	whole, meta := fresh.NewBarrier("ConfigMap", nil), fresh.NewBarrier("ConfigMap metadata", nil)
+	set := fresh.Set{{GVK: gvk}: whole, {GVK: gvk, Metadata: true}: meta}
+	s, ctx := source(t, &countingReader{}, set)
+	ms, _ := source(t, &countingReader{}, set)
+	ms.Metadata = true
+	for _, tc := range []struct {
+		name string
+		src  *define.ListerSource
+		want *fresh.Barrier
+	}{{"whole", s, whole}, {"metadata", ms, meta}} {
+		reads := &fresh.Reads{}
+		if _, err := tc.src.Get(callctx.WithReads(ctx, reads), "apps", "cfg"); err != nil {
+			t.Fatal(err)
+		}
+		if got := reads.Barriers(); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("the %s lister's read noted barriers %v, want only its own informer's", tc.name, got)
+		}
 	}
 }

@@ -22,7 +22,7 @@ func Barriers(cfg *rest.Config, scheme *runtime.Scheme, c cache.Cache, listers [
 	}
 	set := fresh.Set{}
 	for _, a := range spec.Agree(listers) {
-		set[a.GVK] = fresh.ForCache(api, c, a.GVK, a.New, fresh.Selection{Namespaces: a.Namespaces, Labels: a.Labels, Name: a.Name}, within)
+		set[fresh.Key{GVK: a.GVK, Metadata: a.Metadata}] = fresh.ForCache(api, c, a.GVK, a.New, fresh.Selection{Namespaces: a.Namespaces, Labels: a.Labels, Name: a.Name}, within)
 	}
 	return set, nil
 }

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,10 +127,26 @@ func TestAuditReportsWhatPassedWhileFailedOpen(t *testing.T) {
 	}
 
 	h := admit.NewHandler(bindings, admit.Options{Module: name, Timeout: 5 * time.Second})
-	a := &audit.Auditor{Module: m, Handler: h, Config: env.Config, Log: logr.Discard()}
+	var logged []string
+	log := funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
+	a := &audit.Auditor{Module: m, Handler: h, Config: env.Config, Log: log}
 	findings, err := a.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The run says when it is done, how many violations it found and how
+	// long it took.
+	var done string
+	for _, l := range logged {
+		if strings.Contains(l, `"msg"="audit done"`) {
+			done = l
+		}
+	}
+	took := regexp.MustCompile(`"took"="([^"]+)"`).FindStringSubmatch(done)
+	if took == nil || !strings.Contains(done, `"violations"=3`) {
+		t.Errorf("the audit's last line %q, want audit done with violations=3 and took", done)
+	} else if d, err := time.ParseDuration(took[1]); err != nil || d <= 0 {
+		t.Errorf("audit done: took=%q, want a positive duration", took[1])
 	}
 	got := map[string]audit.Finding{}
 	for _, f := range findings {

@@ -18,11 +18,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Set holds a role's barriers, one per lister type.
-type Set map[schema.GroupVersionKind]*Barrier
+// Key names the informer a barrier catches up: its type, and whether it
+// holds each object's metadata alone (vigil.Metadata). A kind read both
+// ways has an informer, and a barrier, each way.
+type Key struct {
+	GVK      schema.GroupVersionKind
+	Metadata bool
+}
 
-// For is the barrier of a type; nil when there is none.
-func (s Set) For(gvk schema.GroupVersionKind) *Barrier { return s[gvk] }
+// Set holds a role's barriers, one per lister informer.
+type Set map[Key]*Barrier
+
+// For is the barrier of a type's informer, whole or metadata; nil when
+// there is none.
+func (s Set) For(gvk schema.GroupVersionKind, metadata bool) *Barrier {
+	return s[Key{GVK: gvk, Metadata: metadata}]
+}
 
 // Selection is what the cache of a type holds, as its informer selects on
 // the server: the consistent read must select the same.

@@ -410,6 +410,12 @@ func resources(cpu, memory, limit string) corev1.ResourceRequirements {
 // server's limits keep it well below (see internal/serving/webhook.Limits).
 const AdmissionMemoryLimit = "256Mi"
 
+// WatcherMemoryLimit is the watcher container's memory limit: its
+// informers hold what its watches and listers select, about 6 KiB per Pod
+// read whole and 2 KiB read as metadata (docs/scale.md); `plan --cluster`
+// says whether a cluster's objects fit.
+const WatcherMemoryLimit = "512Mi"
+
 // envFor is the environment of a container with the memory limit given:
 // the pod's identity, the handoff folder, and GOMEMLIMIT at 90% of the limit,
 // in bytes, so that the Go runtime collects harder as it nears the limit
@@ -551,10 +557,10 @@ func watcherDeployment(m *spec.Module, o Options, objMeta func(string, string, s
 	main := corev1.Container{
 		Name: "watcher", Image: o.Image,
 		Args:            append([]string{"watcher", "--metrics-addr", ":8080", "--probe-addr", ":8081"}, ignoreArgs(o)...),
-		Env:             envFor("512Mi"),
+		Env:             envFor(WatcherMemoryLimit),
 		Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080}, {Name: "probes", ContainerPort: 8081}},
 		SecurityContext: restricted,
-		Resources:       resources("50m", "64Mi", "512Mi"),
+		Resources:       resources("50m", "64Mi", WatcherMemoryLimit),
 		LivenessProbe:   probe("/healthz"),
 		ReadinessProbe:  probe("/readyz"),
 	}
