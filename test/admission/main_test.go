@@ -4,11 +4,10 @@ import (
 	"os"
 	"testing"
 
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
 var env *vigiltest.Env
 
-func TestMain(m *testing.M) {
-	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
-}
+func TestMain(m *testing.M) { os.Exit(testkit.Main(m, &env, nil)) }

@@ -13,20 +13,11 @@ import (
 
 var env *vigiltest.Env
 
-func TestMain(m *testing.M) {
-	if role := os.Getenv(testkit.ChildRoleEnv); role != "" {
-		// The test binary re-run as one of a test's module processes.
-		os.Exit(testkit.RunChild(role, childModule))
-	}
-	if os.Getenv("VIGIL_HELPER") == "1" {
-		// The test binary re-run as a module binary that needs no cluster
-		// (TestHelperManifestsElsewhere): no control plane of its own.
-		os.Exit(m.Run())
-	}
-	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
-}
+// TestMain: TestHelperManifestsElsewhere re-runs the binary with
+// VIGIL_HELPER=1 as a module binary that needs no cluster.
+func TestMain(m *testing.M) { os.Exit(testkit.Main(m, &env, childModule)) }
 
-// childModule is the module a process testkit.StartChild starts runs.
+// childModule is the module of a process testkit.StartChild starts.
 func childModule(role string, _ *rest.Config) *vigil.Module {
 	if role == "least" {
 		return leastModule(os.Getenv("VIGIL_TEST_NAMESPACE"), os.Getenv("VIGIL_TEST_APPS"))

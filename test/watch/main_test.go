@@ -13,15 +13,9 @@ import (
 
 var env *vigiltest.Env
 
-func TestMain(m *testing.M) {
-	if role := os.Getenv(testkit.ChildRoleEnv); role != "" {
-		// The test binary re-run as one of a test's module processes.
-		os.Exit(testkit.RunChild(role, childModule))
-	}
-	os.Exit(vigiltest.Run(m, vigiltest.Options{}, &env))
-}
+func TestMain(m *testing.M) { os.Exit(testkit.Main(m, &env, childModule)) }
 
-// childModule is the module a process testkit.StartChild starts runs.
+// childModule is the module of a process testkit.StartChild starts.
 func childModule(role string, cfg *rest.Config) *vigil.Module {
 	if role == "leader" {
 		return leaderModule(os.Getenv("VIGIL_TEST_NAMESPACE"), cfg)

@@ -447,3 +447,19 @@ func RunChild(role string, modules func(role string, cfg *rest.Config) *vigil.Mo
 	}
 	return vigil.Execute(ctx, m, strings.Split(os.Getenv("VIGIL_TEST_ARGS"), " "))
 }
+
+// Main is the TestMain of a scenario package: the test binary re-run as a
+// module process (StartChild) runs the module childModule returns for its
+// role (childModule nil: the package starts none); re-run with
+// VIGIL_HELPER=1, as a module binary that needs no cluster, it runs the
+// tests without a control plane; else the package's tests run against a
+// control plane of their own, reached through env.
+func Main(m *testing.M, env **vigiltest.Env, childModule func(role string, cfg *rest.Config) *vigil.Module) int {
+	if role := os.Getenv(ChildRoleEnv); role != "" && childModule != nil {
+		return RunChild(role, childModule)
+	}
+	if os.Getenv("VIGIL_HELPER") == "1" {
+		return m.Run()
+	}
+	return vigiltest.Run(m, vigiltest.Options{}, env)
+}
