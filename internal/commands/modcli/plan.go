@@ -289,24 +289,11 @@ func watching(m *spec.Module) watched {
 		w.schedules = append(w.schedules, fmt.Sprintf("%s %s, %s; state in the Store as %s (%s)", s.Name, s.When, strings.Join(how, ", "), s.StateKey(), s.Site))
 	}
 	for _, ag := range spec.Agree(users) {
-		var sel []string
-		if len(ag.Namespaces) > 0 {
-			sel = append(sel, "namespaces "+strings.Join(ag.Namespaces, ","))
-		}
-		if ag.Labels != "" {
-			sel = append(sel, "labels "+ag.Labels)
-		}
-		if ag.Name != "" {
-			sel = append(sel, "name "+ag.Name)
-		}
-		if len(sel) == 0 {
-			sel = append(sel, "everything, cluster-wide")
-		}
 		holds := "whole objects, managed fields dropped"
 		if ag.Metadata {
 			holds = "metadata only (vigil.Metadata)"
 		}
-		w.informers = append(w.informers, fmt.Sprintf("%s: %s; holds %s", ag.GVK.Kind, strings.Join(sel, "; "), holds))
+		w.informers = append(w.informers, fmt.Sprintf("%s: %s; holds %s", ag.GVK.Kind, ag.Selects(), holds))
 	}
 	return w
 }

@@ -20,6 +20,9 @@ var ErrTooLarge = errors.New("a role's informers exceed its memory limit")
 // size, and whether the role fits its limit's GOMEMLIMIT (90% of it) in
 // steady state and during a relist of every informer.
 func writeSizing(out io.Writer, infs []sizing.Informer, limits map[string]int64) error {
+	if len(infs) == 0 {
+		return nil // no role starts an informer: nothing grows with the cluster
+	}
 	fmt.Fprintf(out, "\nmemory at this cluster's size (each informer's objects counted; the heap of one measured on up to %d of them, as the informer holds them):\n", sizing.Sample)
 	var over []string
 	for _, role := range []string{spec.PodAdmission, spec.PodWatcher} {

@@ -3,6 +3,7 @@ package spec
 import (
 	"slices"
 	"sort"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -88,4 +89,23 @@ func agreeOn(us []Lister) Agreed {
 		a.Namespaces = slices.Compact(namespaces)
 	}
 	return a
+}
+
+// Selects says what the informer selects, in words: its namespaces, labels
+// and name, or everything, cluster-wide.
+func (a Agreed) Selects() string {
+	var sel []string
+	if len(a.Namespaces) > 0 {
+		sel = append(sel, "namespaces "+strings.Join(a.Namespaces, ","))
+	}
+	if a.Labels != "" {
+		sel = append(sel, "labels "+a.Labels)
+	}
+	if a.Name != "" {
+		sel = append(sel, "name "+a.Name)
+	}
+	if len(sel) == 0 {
+		return "everything, cluster-wide"
+	}
+	return strings.Join(sel, "; ")
 }

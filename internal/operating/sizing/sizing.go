@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"runtime"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -101,7 +100,7 @@ func Measure(ctx context.Context, cfg *rest.Config, m *spec.Module) ([]Informer,
 				if ctx.Err() != nil {
 					return nil, err
 				}
-				inf = Informer{GVK: a.GVK, Metadata: a.Metadata, Selection: selection(a), Unread: err}
+				inf = Informer{GVK: a.GVK, Metadata: a.Metadata, Selection: a.Selects(), Unread: err}
 			}
 			inf.Role = role
 			out = append(out, inf)
@@ -111,7 +110,7 @@ func Measure(ctx context.Context, cfg *rest.Config, m *spec.Module) ([]Informer,
 }
 
 func measure(ctx context.Context, meta metadata.Interface, dyn dynamic.Interface, m *spec.Module, a spec.Agreed) (Informer, error) {
-	inf := Informer{GVK: a.GVK, Metadata: a.Metadata, Selection: selection(a)}
+	inf := Informer{GVK: a.GVK, Metadata: a.Metadata, Selection: a.Selects()}
 	gvr := a.GVK.GroupVersion().WithResource(m.ResourceOf(a.GVK))
 	opts := metav1.ListOptions{LabelSelector: a.Labels, Limit: 500}
 	if a.Name != "" {
@@ -210,23 +209,6 @@ func heapPer(raw [][]byte, newObj func() client.Object) (int64, error) {
 	runtime.KeepAlive(raw)
 	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / int64(len(objs))
 	return max(per, 0), nil
-}
-
-func selection(a spec.Agreed) string {
-	var sel []string
-	if len(a.Namespaces) > 0 {
-		sel = append(sel, "namespaces "+strings.Join(a.Namespaces, ","))
-	}
-	if a.Labels != "" {
-		sel = append(sel, "labels "+a.Labels)
-	}
-	if a.Name != "" {
-		sel = append(sel, "name "+a.Name)
-	}
-	if len(sel) == 0 {
-		return "cluster-wide"
-	}
-	return strings.Join(sel, "; ")
 }
 
 // Need is what a role needs at the cluster's size: its base, and its
