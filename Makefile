@@ -203,4 +203,4 @@ e2e:
 	@echo "==> the kit's module both ways, by the runner and by the node's kubelet"
 	VIGIL_E2E=1 hack/progress.sh "go test ./vigiltest/" go test -count=1 -v -timeout 20m -run 'TestTheRunnerAndANodeAgree' ./vigiltest/
 	@echo "==> UDS Core's policy engine from its image on the node, before UDS Core's CRDs"
-	VIGIL_E2E=1 hack/progress.sh "go test ./examples/uds-core/" go test -count=1 -v -timeout 20m -run 'TestUDSCoreOnANode' ./examples/uds-core/
+	VIGIL_E2E=1 hack/progress.sh "go test ./test/uds-core/" go test -count=1 -v -timeout 20m -run 'TestUDSCoreOnANode' ./test/uds-core/

@@ -57,10 +57,7 @@ var installCRDs sync.Mutex
 
 // udsCRDs installs UDS Core's CRDs, as its CRD chart does before the
 // policy engine starts.
-func udsCRDs(t testing.TB) { installUDSCRDs(t, env) }
-
-// installUDSCRDs installs UDS Core's CRDs in e's API server.
-func installUDSCRDs(t testing.TB, e *vigiltest.Env) {
+func udsCRDs(t testing.TB) {
 	t.Helper()
 	installCRDs.Lock()
 	defer installCRDs.Unlock()
@@ -70,7 +67,7 @@ func installUDSCRDs(t testing.TB, e *vigiltest.Env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.InstallCRDYAML(data); err != nil {
+		if err := env.InstallCRDYAML(data); err != nil {
 			t.Fatal(err)
 		}
 	}

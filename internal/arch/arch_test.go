@@ -153,6 +153,7 @@ var layers = map[string]struct {
 	"internal/testsupport/soak":     {tests, nil},
 	"test/labeler":                  {tests, nil},
 	"test/uds-core":                 {tests, nil},
+	"test/clusterconfig":            {tests, nil},
 	"test/scale":                    {tests, nil},
 	"test/admission":                {tests, nil},
 	"test/watch":                    {tests, nil},

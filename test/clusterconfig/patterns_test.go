@@ -1,4 +1,4 @@
-package main
+package clusterconfig
 
 import (
 	"context"
@@ -95,48 +95,4 @@ func TestATenantsBacktrackingNamesHoldNoOneElsesPods(t *testing.T) {
 		}
 	}
 	t.Logf("the tenant's %d Pods were denied; the first: %v", len(hers), hers[0])
-}
-
-// A requester holds at most one read of every namespace's Exemptions: her
-// second waits for her first, while another requester's goes ahead; no
-// more than scanSlots run at once; and a wait ends with its context.
-func TestScanSlotsPerRequester(t *testing.T) {
-	short := func() context.Context {
-		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-		t.Cleanup(cancel)
-		return ctx
-	}
-	release, err := takeScan(t.Context(), "tenant in apps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := takeScan(short(), "tenant in apps"); err == nil || !strings.Contains(err.Error(), "on behalf of tenant in apps") {
-		t.Errorf("the same requester's second read, while her first runs: %v, want it to wait for hers", err)
-	}
-	var others []func()
-	for i := range scanSlots - 1 {
-		r, err := takeScan(short(), fmt.Sprint("admin ", i))
-		if err != nil {
-			t.Fatalf("another requester's read %d, while the tenant's runs: %v", i, err)
-		}
-		others = append(others, r)
-	}
-	if _, err := takeScan(short(), "one more"); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("one of the %d reads", scanSlots)) {
-		t.Errorf("a read past the %d slots: %v, want it to wait", scanSlots, err)
-	}
-	release()
-	for _, r := range others {
-		r()
-	}
-	if r, err := takeScan(short(), "tenant in apps"); err != nil {
-		t.Errorf("the tenant's read once hers ended: %v", err)
-	} else {
-		r()
-	}
-	scans.mu.Lock()
-	left := len(scans.mine)
-	scans.mu.Unlock()
-	if left != 0 {
-		t.Errorf("%d requesters still counted after every read ended", left)
-	}
 }

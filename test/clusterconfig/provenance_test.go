@@ -1,4 +1,4 @@
-package main
+package clusterconfig
 
 import (
 	"bytes"
@@ -139,7 +139,7 @@ func patchNS(c client.Client, ctx context.Context, ns, patch string) error {
 func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	ctx := t.Context()
 	id := randomID()
-	crds, err := os.ReadFile("crds.yaml")
+	crds, err := os.ReadFile(moduleFile("crds.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	ns := env.Namespace(t)
 	trusted := "exemptions-" + id
 	moduleEnv := []string{"VIGIL_NAMESPACE=" + ns, "CLUSTERCONFIG_TIMEOUT=1s", "CLUSTERCONFIG_EXEMPTIONS_NAMESPACE=" + trusted}
-	bin := vigiltest.BuildModule(t, ".")
+	bin := vigiltest.BuildModule(t, moduleDir)
 	cmd := exec.Command(bin, "manifests", "--image", "vigiltest.invalid/uds-core:test")
 	cmd.Env = append(os.Environ(), moduleEnv...)
 	rendered, err := cmd.Output()
@@ -400,9 +400,9 @@ func stampMeta(ctx context.Context) (*metav1.PartialObjectMetadata, error) {
 	if err != nil {
 		return nil, err
 	}
-	policy := &metav1.PartialObjectMetadata{}
+	policy := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: stampPolicy}}
 	policy.SetGroupVersionKind(mapping.GroupVersionKind)
-	return policy, env.Client.Get(ctx, client.ObjectKey{Name: stampPolicy}, policy)
+	return policy, env.Client.Get(ctx, client.ObjectKeyFromObject(policy), policy)
 }
 
 // uninstallStamp removes the stamp of namespace creators and its guard, as
@@ -412,7 +412,7 @@ func uninstallStamp(t *testing.T) {
 	ctx := t.Context()
 	api := env.Clientset.AdmissionregistrationV1()
 	policy, err := stampMeta(ctx)
-	if err != nil {
+	if err != nil && !apierrors.IsNotFound(err) { // not installed: no earlier test installed it
 		t.Fatal(err)
 	}
 	binding := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: stampPolicy}}

@@ -1,4 +1,4 @@
-package main
+package clusterconfig
 
 import (
 	"context"
@@ -20,40 +20,6 @@ import (
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/vigiltest"
 )
-
-// A matcher.name is a JavaScript expression that must match the whole pod
-// name; UDS Core's own Exemptions, lookaheads included, still match.
-func TestExemptionNamesMatchTheWholeName(t *testing.T) {
-	for _, c := range []struct {
-		expr, pod string
-		want      bool
-	}{
-		{"debug", "debug", true},
-		{"debug", "totally-not-debug-but-root", false},
-		{"debug", "debug-but-root", false},
-		{"^node-exporter-.*", "node-exporter-x7k2p", true},
-		{"^node-exporter-.*", "evil-node-exporter-x", false},
-		{"istio-cni-node.*", "istio-cni-node-abcde", true},                // UDS Core's istio exemption
-		{"falco-(?!falcosidekick-).*", "falco-x8k2p", true},               // UDS Core's falco exemption
-		{"falco-(?!falcosidekick-).*", "falco-falcosidekick-ui-1", false}, // ... which leaves falcosidekick out
-		{"^keycloak-[0-9]+$", "keycloak-0", true},                         // UDS Core's keycloak exemption
-		{"^prometheus-kube-prometheus-stack-prometheus-.*", "prometheus-kube-prometheus-stack-prometheus-0", true},
-		{"", "anything", true}, // an empty name matches every pod, as the CRD says
-	} {
-		if err := checkName(c.expr); err != nil {
-			t.Errorf("compile %q: %v", c.expr, err)
-			continue
-		}
-		if got, err := matchName(names.Matcher(t.Context()), c.expr, c.pod); err != nil || got != c.want {
-			t.Errorf("%q matches %q: %v (%v), want %v", c.expr, c.pod, got, err, c.want)
-		}
-	}
-	for _, bad := range []string{"([a-z", "/^debug$/", "*x"} {
-		if err := checkName(bad); err == nil {
-			t.Errorf("compile %q: no error, want it refused", bad)
-		}
-	}
-}
 
 // tenantUser is a client of a user who may create namespaces' worth of
 // self-service content in namespace ns only: Pods and Exemptions.
@@ -84,7 +50,7 @@ func exemption(ns, name, podNS, expr string, pad int) *unstructured.Unstructured
 // "initial" another test left: each test says what it holds.
 func installCRDs(t *testing.T) {
 	t.Helper()
-	crds, err := os.ReadFile("crds.yaml")
+	crds, err := os.ReadFile(moduleFile("crds.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +74,10 @@ func installCRDs(t *testing.T) {
 // trusted, with its defaults Secret.
 func installModule(t *testing.T, trusted string) *vigiltest.Module {
 	t.Helper()
-	m := env.InstallModule(t, vigiltest.ModuleOptions{Env: []string{
+	m := env.InstallModule(t, vigiltest.ModuleOptions{Dir: moduleDir, Env: []string{
 		"CLUSTERCONFIG_EXEMPTIONS_NAMESPACE=" + trusted, "CLUSTERCONFIG_TIMEOUT=1s",
 	}})
-	defaults, err := os.ReadFile("defaults.yaml")
+	defaults, err := os.ReadFile(moduleFile("defaults.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,10 @@
-package main
+package udscore
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/testsupport/udscore"
 	"github.com/vigilkit/vigil/provenance"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -101,7 +101,7 @@ func randomID() string {
 // installed stamp of namespace creators (provenance.Settle).
 func stampSettled(t *testing.T) {
 	t.Helper()
-	policy, err := stampMeta(t.Context())
+	policy, err := udscore.StampMeta(t.Context(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,34 +132,29 @@ func TestExemptionsNamespaceIsTheInstalls(t *testing.T) {
 	id := randomID()
 	tess := newSelfService(t, "tess-"+id)
 
-	want := "only group:system:masters may create or delete namespace " + ExemptionsNamespace
-	err := tess.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ExemptionsNamespace}}, client.DryRunAll)
+	want := "only group:system:masters may create or delete namespace " + udscore.ExemptionsNamespace
+	err := tess.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, client.DryRunAll)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("the tenant creates %s: %v, want it refused (%s)", ExemptionsNamespace, err, want)
+		t.Fatalf("the tenant creates %s: %v, want it refused (%s)", udscore.ExemptionsNamespace, err, want)
 	}
-	tess.grant(ExemptionsNamespace)
+	tess.grant(udscore.ExemptionsNamespace)
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"app.kubernetes.io/name":null,"team":"tess"}}}`))
-	if err := tess.c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ExemptionsNamespace}}, patch); !apierrors.IsForbidden(err) {
-		t.Errorf("the tenant relabels %s: %v, want it refused", ExemptionsNamespace, err)
+	if err := tess.c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, patch); !apierrors.IsForbidden(err) {
+		t.Errorf("the tenant relabels %s: %v, want it refused", udscore.ExemptionsNamespace, err)
 	}
-	if err := tess.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ExemptionsNamespace}}, client.DryRunAll); !apierrors.IsForbidden(err) {
-		t.Errorf("the tenant deletes %s: %v, want it refused", ExemptionsNamespace, err)
+	if err := tess.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, client.DryRunAll); !apierrors.IsForbidden(err) {
+		t.Errorf("the tenant deletes %s: %v, want it refused", udscore.ExemptionsNamespace, err)
 	}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: ExemptionsNamespace}, &corev1.Namespace{}); err != nil {
-		t.Fatalf("the install's %s: %v", ExemptionsNamespace, err)
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: udscore.ExemptionsNamespace}, &corev1.Namespace{}); err != nil {
+		t.Fatalf("the install's %s: %v", udscore.ExemptionsNamespace, err)
 	}
 
 	// Every Pod policy, for every Pod of the namespaces it names.
-	var podPolicies []Policy
-	for _, p := range AllPolicies {
-		if !slices.Contains(ServicePolicies, p) {
-			podPolicies = append(podPolicies, p)
-		}
-	}
+	podPolicies := udscore.PodPolicies(t, udsCoreDir)
 	every := func(name string, namespaces ...string) []error {
 		var errs []error
 		for _, ns := range namespaces {
-			errs = append(errs, apply(t, exemption(ExemptionsNamespace, name+"-"+ns, podPolicies, Matcher{Namespace: ns, Name: ".*", Kind: "pod"})))
+			errs = append(errs, apply(t, exemption(udscore.ExemptionsNamespace, name+"-"+ns, podPolicies, matcher{Namespace: ns, Name: ".*", Kind: "pod"})))
 		}
 		return errs
 	}

@@ -1,4 +1,4 @@
-package main
+package udscore
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/testsupport/udscore"
 	"github.com/vigilkit/vigil/vigiltest"
 	"github.com/vigilkit/vigil/vigiltest/node"
 )
@@ -39,8 +40,8 @@ func TestUDSCoreOnANode(t *testing.T) {
 		}
 	})
 	ctx := t.Context()
-	m := nodeEnv.InstallModule(t, vigiltest.ModuleOptions{Dir: ".", OnNode: true})
-	if err := nodeEnv.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: OperatorConfigSecret},
+	m := nodeEnv.InstallModule(t, vigiltest.ModuleOptions{Dir: udsCoreDir, OnNode: true})
+	if err := nodeEnv.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: udscore.OperatorConfigSecret},
 		StringData: map[string]string{"KEYCLOAK_CLIENT_MODE": "AUTO"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -48,20 +49,20 @@ func TestUDSCoreOnANode(t *testing.T) {
 	// Phase 0 waits for UDS Core's CRDs, which come late.
 	p0 := m.StartPhase(0)
 	p0.WaitOutput(t, "gate waiting", 2*time.Minute)
-	installUDSCRDs(t, nodeEnv)
+	udscore.InstallCRDs(t, nodeEnv, udsCoreDir)
 	p0.WaitOK(t, time.Minute)
 
 	// Phase 1 waits for the ClusterConfig; the watcher starts meanwhile.
 	p1 := m.StartPhase(1)
 	p1.WaitOutput(t, "gate waiting", time.Minute)
 	m.StartWatcher(2 * time.Minute)
-	if err := nodeEnv.Client.Create(ctx, clusterConfig(false)); err != nil {
+	if err := nodeEnv.Client.Create(ctx, udscore.ClusterConfigObject(false)); err != nil {
 		t.Fatal(err)
 	}
 	p1.WaitOK(t, time.Minute)
 	m.StartAdmission(2 * time.Minute)
 
-	for _, ns := range []string{PolicyTests, ExemptionsNamespace} {
+	for _, ns := range []string{udscore.PolicyTests, udscore.ExemptionsNamespace} {
 		if err := nodeEnv.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
@@ -85,8 +86,8 @@ func TestUDSCoreOnANode(t *testing.T) {
 		t.Errorf("the plain Pod as admitted: %+v; want capabilities.drop [ALL]", sc)
 	}
 	vigiltest.Eventually(t, 30*time.Second, func() error {
-		cc := clusterConfigKind()
-		if err := nodeEnv.Client.Get(ctx, client.ObjectKey{Name: ClusterConfigName}, cc); err != nil {
+		cc := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "uds.dev/v1alpha1", "kind": "ClusterConfig"}}
+		if err := nodeEnv.Client.Get(ctx, client.ObjectKey{Name: udscore.ClusterConfig}, cc); err != nil {
 			return err
 		}
 		if phase, _, _ := unstructured.NestedString(cc.Object, "status", "phase"); phase != "Ready" {

@@ -1,4 +1,4 @@
-package main
+package udscore
 
 import (
 	"fmt"
@@ -6,45 +6,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/testsupport/udscore"
 	"github.com/vigilkit/vigil/vigiltest"
 )
-
-// tenantClient is a client of a user who may create, in namespace ns only,
-// Pods and Exemptions.
-func tenantClient(t *testing.T, ns string) client.Client {
-	t.Helper()
-	return env.AsTenant(t, ns, "tenant-"+ns,
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "delete"}},
-		rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{"exemptions"}, Verbs: []string{"create", "get", "list", "update", "delete"}},
-	)
-}
-
-// exemptionKind is an empty Exemption, for its kind.
-func exemptionKind() *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "uds.dev/v1alpha1", "kind": "Exemption"}}
-}
-
-// exemptionOf is an Exemption of namespace with one DisallowPrivileged
-// entry per name, each naming pods of podNS.
-func exemptionOf(namespace, name, podNS string, names ...string) *unstructured.Unstructured {
-	entries := make([]any, len(names))
-	for i, n := range names {
-		entries[i] = map[string]any{
-			"policies": []any{string(DisallowPrivileged)},
-			"matcher":  map[string]any{"namespace": podNS, "name": n, "kind": "pod"},
-		}
-	}
-	ex := exemptionKind()
-	ex.SetNamespace(namespace)
-	ex.SetName(name)
-	ex.Object["spec"] = map[string]any{"exemptions": entries}
-	return ex
-}
 
 // Tried as a tenant while the ClusterConfig allows
 // all namespaces' Exemptions. A matcher.name of `[a-z]{0,1000}` a thousand
@@ -56,7 +23,7 @@ func exemptionOf(namespace, name, podNS string, names ...string) *unstructured.U
 // name compiled, and it keeps admitting Pods.
 func TestTenantMatcherNamesAreCompiledWithinABudget(t *testing.T) {
 	ctx := t.Context()
-	udsCRDs(t)
+	udscore.InstallCRDs(t, env, udsCoreDir)
 	apps := env.Namespace(t)
 	// Stored while the module is down, so never validated: each entry
 	// names the tenant's namespace, where her Pods are reviewed.
@@ -67,7 +34,7 @@ func TestTenantMatcherNamesAreCompiledWithinABudget(t *testing.T) {
 		}
 	}
 	m := startUDSCore(t)
-	vouch(t, apps) // made for her by an admin before the install: her Exemptions may name it
+	udscore.Vouch(t, env, apps) // made for her by an admin before the install: her Exemptions may name it
 	adm := m.AdmissionPod().Process("admission")
 	before := adm.Memory("VmHWM")
 	if before == 0 {
@@ -118,11 +85,4 @@ func TestTenantMatcherNamesAreCompiledWithinABudget(t *testing.T) {
 	if grew := (after - before) << 10; grew > 48<<20 {
 		t.Errorf("admission's peak resident memory grew by %d MiB while it reviewed the tenant's names: it compiled them", grew>>20)
 	}
-}
-
-// podIn is an ordinary Pod of namespace.
-func podIn(namespace, name string) *corev1.Pod {
-	p := testPod(name, nil)
-	p.Namespace = namespace
-	return p
 }

@@ -1,4 +1,4 @@
-package main
+package clusterconfig
 
 import (
 	"os/exec"
@@ -30,7 +30,7 @@ func TestProvenanceIsRefusedWhereMutatingAdmissionPolicyIsNotServed(t *testing.T
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = off.Stop() })
-	bin := vigiltest.BuildModule(t, ".")
+	bin := vigiltest.BuildModule(t, moduleDir)
 	kc := off.KubeConfigFile(t)
 	want := "needs MutatingAdmissionPolicy, which this cluster (Kubernetes v1."
 
