@@ -1,7 +1,6 @@
 package vigil
 
 import (
-	"os"
 	"path/filepath"
 
 	"github.com/vigilkit/vigil/internal/definition/define"
@@ -107,17 +106,13 @@ type MountBuilder struct {
 //	defaults := vigil.MountSecret(m, "uds-defaults", "/etc/uds").For(vigil.Admission)
 //	data, err := os.ReadFile(defaults.File("defaults.yaml"))
 func MountSecret(m *Module, name, path string) *MountBuilder {
-	return mount(m, spec.SecretKind, name, path, define.Caller())
+	return &MountBuilder{m: m, mt: m.d.DeclareMount(spec.SecretKind, name, path, define.Caller())}
 }
 
 // MountConfigMap mounts the ConfigMap name of the module's namespace as
 // MountSecret mounts a Secret.
 func MountConfigMap(m *Module, name, path string) *MountBuilder {
-	return mount(m, spec.ConfigMapKind, name, path, define.Caller())
-}
-
-func mount(m *Module, kind, name, path, site string) *MountBuilder {
-	return &MountBuilder{m: m, mt: m.d.DeclareMount(kind, name, path, site)}
+	return &MountBuilder{m: m, mt: m.d.DeclareMount(spec.ConfigMapKind, name, path, define.Caller())}
 }
 
 // Keys mounts only these keys, one file each; every key is mounted without
@@ -140,9 +135,7 @@ func (b *MountBuilder) For(cs ...Container) *MountBuilder {
 
 // Path is the folder the process finds the volume's files in: the mount path,
 // or under `vigil dev` the same path under VIGIL_MOUNT_ROOT.
-func (b *MountBuilder) Path() string {
-	return filepath.FromSlash(spec.Mount{Path: b.mt.Path}.LocalPath(os.Getenv(spec.EnvMountRoot)))
-}
+func (b *MountBuilder) Path() string { return b.mt.LocalPath() }
 
 // File is the path of the file that holds key, in Path.
 func (b *MountBuilder) File(key string) string { return filepath.Join(b.Path(), key) }

@@ -31,6 +31,12 @@ func Metadata(group, version, kind string) *metav1.PartialObjectMetadata {
 	return define.Metadata(group, version, kind)
 }
 
+// MetadataWithPlural is Metadata for a kind whose resource is not the one
+// Kubernetes guesses, as KindWithPlural is Kind.
+func MetadataWithPlural(group, version, kind, plural string) *metav1.PartialObjectMetadata {
+	return define.MetadataWithPlural(define.Caller(), group, version, kind, plural)
+}
+
 // KindWithPlural is Kind for a kind whose resource — the plural its CRD
 // names, as in `kubectl get clusterconfig` — is not the one Kubernetes
 // guesses from the kind (clusterconfigs): the RBAC rules, webhook rules and

@@ -2,7 +2,9 @@ package define
 
 import (
 	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -179,6 +181,12 @@ type Mount struct {
 	Keys     []string
 	Optional bool
 	targets
+}
+
+// LocalPath is the folder the process finds the volume's files in: the
+// mount path, or under `vigil dev` the same path under VIGIL_MOUNT_ROOT.
+func (mt *Mount) LocalPath() string {
+	return filepath.FromSlash(spec.Mount{Path: mt.Path}.LocalPath(os.Getenv(spec.EnvMountRoot)))
 }
 
 // vigilPaths are the folders vigil mounts in its own containers: the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -24,24 +25,40 @@ type plural struct{ resource, site string }
 // module a binding, gate or lister of it is declared in records. A plural
 // that is not a lowercase resource name panics, naming site.
 func KindWithPlural(site, group, version, kind, resource string) *unstructured.Unstructured {
-	if errs := validation.IsDNS1123Label(resource); len(errs) > 0 {
-		panic(fmt.Sprintf("%s: vigil.KindWithPlural(%q, %q, %q, %q): the plural: expected a lowercase resource name, as the CRD's spec.names.plural: %s",
-			site, group, version, kind, resource, strings.Join(errs, "; ")))
-	}
+	checkPlural(site, "KindWithPlural", group, version, kind, resource)
 	u := Kind(group, version, kind)
 	u.SetAnnotations(map[string]string{PluralAnnotation: resource})
 	return u
 }
 
+// MetadataWithPlural is Metadata carrying plural, as KindWithPlural is Kind.
+func MetadataWithPlural(site, group, version, kind, resource string) *metav1.PartialObjectMetadata {
+	checkPlural(site, "MetadataWithPlural", group, version, kind, resource)
+	m := Metadata(group, version, kind)
+	m.SetAnnotations(map[string]string{PluralAnnotation: resource})
+	return m
+}
+
+// checkPlural panics, naming site and the call, unless resource is a
+// lowercase resource name.
+func checkPlural(site, call, group, version, kind, resource string) {
+	if errs := validation.IsDNS1123Label(resource); len(errs) > 0 {
+		panic(fmt.Sprintf("%s: vigil.%s(%q, %q, %q, %q): the plural: expected a lowercase resource name, as the CRD's spec.names.plural: %s",
+			site, call, group, version, kind, resource, strings.Join(errs, "; ")))
+	}
+}
+
 // GVKOf is the kind of proto in the module's scheme; a prototype of
-// KindWithPlural has its plural recorded, declared at site.
+// KindWithPlural or MetadataWithPlural has its plural recorded, declared at
+// site.
 func (m *Module) GVKOf(site string, proto client.Object) (schema.GroupVersionKind, error) {
 	gvk, err := scheme.GVKOf(m.Scheme, proto)
 	if err != nil {
 		return gvk, err
 	}
-	if u, ok := proto.(*unstructured.Unstructured); ok {
-		if p := u.GetAnnotations()[PluralAnnotation]; p != "" {
+	switch proto.(type) {
+	case *unstructured.Unstructured, *metav1.PartialObjectMetadata:
+		if p := proto.GetAnnotations()[PluralAnnotation]; p != "" {
 			m.setPlural(site, gvk.GroupKind(), p)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"sort"
 	"strconv"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -363,7 +364,16 @@ func selectorOf(module, component string) map[string]string {
 func static(m *spec.Module, o Options) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	for _, b := range m.Bindings {
-		mapper.Add(b.GVK, meta.RESTScopeNamespace)
+		// The resource the binding's requests are for, under the plural the
+		// module declares for it (KindWithPlural, a CRD it ships) where
+		// Kubernetes' guess would be wrong.
+		kind := b.ResourceKind()
+		if b.Plural == "" {
+			mapper.Add(kind, meta.RESTScopeNamespace)
+			continue
+		}
+		gv := kind.GroupVersion()
+		mapper.AddSpecific(kind, gv.WithResource(b.Plural), gv.WithResource(strings.ToLower(kind.Kind)), meta.RESTScopeNamespace)
 	}
 	return registrar(m, mapper, o.CABundle).Static()
 }

@@ -293,13 +293,15 @@ func ServeAdmission(t *testing.T, env *vigiltest.Env, m *vigil.Module, module st
 
 // BindingRules are the webhook rules of the module's mutations and
 // validations, read from `<module> plan -o json`; the kinds' resources are
-// their lowercase plurals (pods, configmaps, widgets).
+// the plurals the module declares (KindWithPlural), else their lowercase
+// plurals (pods, configmaps, widgets).
 func BindingRules(t testing.TB, m *vigil.Module) map[string][]admissionregistrationv1.RuleWithOperations {
 	t.Helper()
 	var plan struct {
 		Bindings []struct {
 			Action     string
 			GVK        struct{ Group, Version, Kind string }
+			Plural     string
 			Operations []admissionregistrationv1.OperationType
 		}
 	}
@@ -313,10 +315,14 @@ func BindingRules(t testing.TB, m *vigil.Module) map[string][]admissionregistrat
 	}
 	rules := map[string][]admissionregistrationv1.RuleWithOperations{}
 	for _, b := range plan.Bindings {
+		resource := b.Plural
+		if resource == "" {
+			resource = strings.ToLower(b.GVK.Kind) + "s"
+		}
 		rules[b.Action] = append(rules[b.Action], admissionregistrationv1.RuleWithOperations{
 			Operations: b.Operations,
 			Rule: admissionregistrationv1.Rule{APIGroups: []string{b.GVK.Group}, APIVersions: []string{b.GVK.Version},
-				Resources: []string{strings.ToLower(b.GVK.Kind) + "s"}},
+				Resources: []string{resource}},
 		})
 	}
 	return rules
