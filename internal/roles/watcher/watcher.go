@@ -212,7 +212,7 @@ func managerOptions(ctx context.Context, o runOptions, byObject map[client.Objec
 		Logger: releaseIsNoError(ctx, o.Log),
 		Cache: cache.Options{
 			ByObject:                 byObject,
-			DefaultTransform:         cache.TransformStripManagedFields(),
+			DefaultTransform:         informers.Transform(),
 			DefaultWatchErrorHandler: informers.WatchErrorHandler(o.Module),
 			NewInformer:              informers.NewInformer(o.Module, o.Health, o.Scheme, o.Binder),
 		},

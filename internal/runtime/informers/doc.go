@@ -9,7 +9,8 @@
 // Every type has one shared informer; it selects on the server (namespaces,
 // labels, name) only what every user of the type agrees on (spec.Agree),
 // and each user filters the rest in process. Cached objects lose their
-// managed fields. Each informer's list and watch report to the role's
+// managed fields, and what many of them repeat — namespaces, labels,
+// owners, a Pod's node, images and conditions — is held once (Transform). Each informer's list and watch report to the role's
 // watch-health tracker, and expired watches and watch errors are counted
 // (vigil_watch_errors_total).
 package informers

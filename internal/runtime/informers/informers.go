@@ -107,7 +107,7 @@ func StartCache(ctx context.Context, cfg *rest.Config, module string, scheme *ru
 		// watch cache the API server is still building (see
 		// internal/serving/warming).
 		c, err := cache.New(warming.Wrap(rest.CopyConfig(cfg)), cache.Options{
-			Scheme: scheme, ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(),
+			Scheme: scheme, ByObject: byObject, DefaultTransform: Transform(),
 			DefaultWatchErrorHandler: WatchErrorHandler(module),
 			NewInformer:              NewInformer(module, health, scheme, binder),
 		})

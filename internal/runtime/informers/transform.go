@@ -1,0 +1,201 @@
+package informers
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unique"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// Transform is what the roles' informers do to an object before they cache
+// it: its managed fields dropped, and what many objects of a cluster repeat
+// held once. A Deployment's hundred Pods share their namespace, labels,
+// owner reference and generateName; so do their node's name, images and
+// conditions. Each is decoded into its own strings, maps and slices; the
+// transform makes them one, so that a cache of every Pod costs what each
+// Pod has of its own. Nothing the cache holds is written to (a handler
+// gets a copy; see internal/roles/watcher), so sharing is safe.
+//
+// Strings are interned with package unique, which lets one go once no
+// object holds it. Label, annotation and owner sets are shared through a
+// table that forgets everything when it reaches tableEntries, so a set no
+// object holds any longer costs at most that; a set of more than
+// tableBytes is never shared.
+func Transform() toolscache.TransformFunc {
+	c := &canon{}
+	return func(obj any) (any, error) {
+		o, ok := obj.(metav1.Object)
+		if !ok {
+			return obj, nil
+		}
+		o.SetManagedFields(nil)
+		switch obj := obj.(type) {
+		case *unstructured.Unstructured:
+			// Its getters and setters copy: nothing to share.
+		case *corev1.Pod:
+			c.meta(o)
+			pod(obj)
+		default:
+			c.meta(o)
+		}
+		return obj, nil
+	}
+}
+
+const (
+	// tableEntries is how many sets the table remembers before it starts
+	// over.
+	tableEntries = 8192
+	// tableBytes is the largest set the table shares, in bytes of keys and
+	// values: larger ones are too rare to repeat, and too costly to pin.
+	tableBytes = 512
+	// internBytes is the longest string interned: longer ones are data.
+	internBytes = 128
+)
+
+// canon is the table of shared label, annotation and owner sets.
+type canon struct {
+	mu     sync.Mutex
+	maps   map[string]map[string]string
+	owners map[string][]metav1.OwnerReference
+}
+
+// intern is s, held once however many objects hold it.
+func intern(s string) string {
+	if s == "" || len(s) > internBytes {
+		return s
+	}
+	return unique.Make(s).Value()
+}
+
+func (c *canon) meta(o metav1.Object) {
+	o.SetNamespace(intern(o.GetNamespace()))
+	o.SetGenerateName(intern(o.GetGenerateName()))
+	if l := o.GetLabels(); len(l) > 0 {
+		o.SetLabels(c.stringMap(l))
+	}
+	if a := o.GetAnnotations(); len(a) > 0 {
+		o.SetAnnotations(c.stringMap(a))
+	}
+	if refs := o.GetOwnerReferences(); len(refs) > 0 {
+		o.SetOwnerReferences(c.ownerRefs(refs))
+	}
+	if f := o.GetFinalizers(); len(f) > 0 {
+		for i := range f {
+			f[i] = intern(f[i])
+		}
+	}
+}
+
+// stringMap is m, or an equal map another object holds.
+func (c *canon) stringMap(m map[string]string) map[string]string {
+	size := 0
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		keys = append(keys, k)
+		size += len(k) + len(v)
+	}
+	if size > tableBytes {
+		return m
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	b.Grow(size + 2*len(m))
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(m[k])
+		b.WriteByte(0)
+	}
+	key := b.String()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if shared, ok := c.maps[key]; ok {
+		return shared
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[intern(k)] = intern(v)
+	}
+	if c.maps == nil || len(c.maps) >= tableEntries {
+		c.maps = map[string]map[string]string{}
+	}
+	c.maps[key] = out
+	return out
+}
+
+// ownerRefs is refs, or an equal slice another object holds.
+func (c *canon) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	var b strings.Builder
+	for _, r := range refs {
+		b.WriteString(r.APIVersion + "\x00" + r.Kind + "\x00" + r.Name + "\x00" + string(r.UID) + "\x00")
+		b.WriteString(boolKey(r.Controller) + boolKey(r.BlockOwnerDeletion))
+	}
+	key := b.String()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if shared, ok := c.owners[key]; ok {
+		return shared
+	}
+	for i := range refs {
+		refs[i].APIVersion, refs[i].Kind = intern(refs[i].APIVersion), intern(refs[i].Kind)
+	}
+	if c.owners == nil || len(c.owners) >= tableEntries {
+		c.owners = map[string][]metav1.OwnerReference{}
+	}
+	c.owners[key] = refs
+	return refs
+}
+
+func boolKey(b *bool) string {
+	if b == nil {
+		return "-"
+	}
+	return strconv.FormatBool(*b)
+}
+
+// pod interns what a cluster's Pods repeat in their spec and status.
+func pod(p *corev1.Pod) {
+	s := &p.Spec
+	s.NodeName, s.ServiceAccountName, s.DeprecatedServiceAccount = intern(s.NodeName), intern(s.ServiceAccountName), intern(s.DeprecatedServiceAccount)
+	s.SchedulerName, s.PriorityClassName = intern(s.SchedulerName), intern(s.PriorityClassName)
+	s.RestartPolicy, s.DNSPolicy = corev1.RestartPolicy(intern(string(s.RestartPolicy))), corev1.DNSPolicy(intern(string(s.DNSPolicy)))
+	for _, cs := range [][]corev1.Container{s.InitContainers, s.Containers} {
+		for i := range cs {
+			c := &cs[i]
+			c.Name, c.Image, c.TerminationMessagePath = intern(c.Name), intern(c.Image), intern(c.TerminationMessagePath)
+			c.ImagePullPolicy = corev1.PullPolicy(intern(string(c.ImagePullPolicy)))
+			c.TerminationMessagePolicy = corev1.TerminationMessagePolicy(intern(string(c.TerminationMessagePolicy)))
+			for j := range c.VolumeMounts {
+				c.VolumeMounts[j].MountPath = intern(c.VolumeMounts[j].MountPath)
+			}
+		}
+	}
+	for i := range s.Tolerations {
+		t := &s.Tolerations[i]
+		t.Key, t.Value = intern(t.Key), intern(t.Value)
+		t.Operator, t.Effect = corev1.TolerationOperator(intern(string(t.Operator))), corev1.TaintEffect(intern(string(t.Effect)))
+	}
+	st := &p.Status
+	st.Phase, st.QOSClass = corev1.PodPhase(intern(string(st.Phase))), corev1.PodQOSClass(intern(string(st.QOSClass)))
+	st.HostIP = intern(st.HostIP)
+	for i := range st.HostIPs {
+		st.HostIPs[i].IP = intern(st.HostIPs[i].IP)
+	}
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		c.Type, c.Status = corev1.PodConditionType(intern(string(c.Type))), corev1.ConditionStatus(intern(string(c.Status)))
+		c.Reason = intern(c.Reason)
+	}
+	for _, cs := range [][]corev1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
+		for i := range cs {
+			cs[i].Name, cs[i].Image, cs[i].ImageID = intern(cs[i].Name), intern(cs[i].Image), intern(cs[i].ImageID)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package informers
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// deploymentPod is the JSON of Pod i of a cluster of Deployments' pods, as
+// an API server sends it: 100 pods a Deployment, 10 Deployments a namespace.
+func deploymentPod(i int, whole bool) []byte {
+	ns, dep := fmt.Sprintf("team-%04d", i/1000), fmt.Sprintf("web-%02d", (i/100)%10)
+	hash := fmt.Sprintf("%08x", (i/100)*2654435761%(1<<32))[:10-len(dep)+4]
+	name := fmt.Sprintf("%s-%s-%05x", dep, hash, i*7919%(1<<20))
+	p := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{
+			"name": name, "generateName": dep + "-" + hash + "-", "namespace": ns,
+			"uid": fmt.Sprintf("%08x-1111-2222-3333-%012x", i, i), "resourceVersion": fmt.Sprint(100000 + i),
+			"creationTimestamp": "2026-12-06T10:00:00Z",
+			"labels":            map[string]any{"app": dep, "pod-template-hash": hash},
+			"ownerReferences": []any{map[string]any{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": dep + "-" + hash,
+				"uid": fmt.Sprintf("%08x-aaaa-bbbb-cccc-%012x", i/100, i/100), "controller": true, "blockOwnerDeletion": true}},
+		},
+	}
+	if whole {
+		p["spec"] = map[string]any{"containers": []any{map[string]any{"name": "web", "image": "registry.example/web:1.2.3",
+			"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}}}}, "nodeName": fmt.Sprintf("kwok-node-%d", i%1000),
+			"tolerations": []any{map[string]any{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}}}
+		p["status"] = map[string]any{"phase": "Running", "podIP": fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), "hostIP": fmt.Sprintf("10.255.%d.%d", i%1000/256, i%1000%256),
+			"conditions": []any{map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-06T10:00:01Z"}}}
+	}
+	data, _ := json.Marshal(p)
+	return data
+}
+
+func heapPerPod(b *testing.B, n int, whole bool, transform toolscache.TransformFunc) float64 {
+	raw := make([][]byte, n)
+	for i := range raw {
+		raw[i] = deploymentPod(i, whole)
+	}
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for _, data := range raw {
+		var obj any
+		if whole {
+			p := &corev1.Pod{}
+			if err := json.Unmarshal(data, p); err != nil {
+				b.Fatal(err)
+			}
+			obj = p
+		} else {
+			p := &metav1.PartialObjectMetadata{}
+			if err := json.Unmarshal(data, p); err != nil {
+				b.Fatal(err)
+			}
+			obj = p
+		}
+		obj, err := transform(obj)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := store.Add(obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(raw)
+	runtime.KeepAlive(store)
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+}
+
+func BenchmarkHeapPerPod(b *testing.B) {
+	for _, whole := range []bool{false, true} {
+		for name, tf := range map[string]toolscache.TransformFunc{"strip": stripOnly, "canonical": Transform()} {
+			b.Run(fmt.Sprintf("whole=%v/%s", whole, name), func(b *testing.B) {
+				var per float64
+				for range b.N {
+					per = heapPerPod(b, 20000, whole, tf)
+				}
+				b.ReportMetric(per, "B/pod")
+			})
+		}
+	}
+}
+
+func stripOnly(obj any) (any, error) {
+	if a, ok := obj.(metav1.Object); ok {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}
