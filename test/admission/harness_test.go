@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"fmt"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -46,4 +47,26 @@ func fewRights(t *testing.T, name string, users ...string) []client.Client {
 func tenant(t *testing.T, user, group, resource string, namespaces ...string) client.Client {
 	t.Helper()
 	return testkit.Tenant(t, env, user, group, resource, namespaces...)
+}
+
+// crdYAML is a namespaced CRD serving kind of group at v1 under plural,
+// whose objects hold anything.
+func crdYAML(group, kind, plural, singular string) string {
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: %[3]s.%[1]s
+spec:
+  group: %[1]s
+  scope: Namespaced
+  names: {plural: %[3]s, singular: %[4]s, kind: %[2]s, listKind: %[2]sList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`, group, kind, plural, singular)
 }

@@ -71,23 +71,7 @@ func TestAdmissionOnMetadataAlone(t *testing.T) {
 
 // gadgetCRD serves kind Gadget under the plural "gadget", which is not the
 // one Kubernetes guesses (gadgets).
-const gadgetCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: gadget.plural.vigil.dev
-spec:
-  group: plural.vigil.dev
-  scope: Namespaced
-  names: {plural: gadget, singular: onegadget, kind: Gadget, listKind: GadgetList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
+var gadgetCRD = crdYAML("plural.vigil.dev", "Gadget", "gadget", "onegadget")
 
 // A binding that reads only the metadata of a kind whose plural is not the
 // guessed one (vigil.MetadataWithPlural) is registered and granted under

@@ -22,23 +22,7 @@ import (
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
-const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.late.vigil.dev
-spec:
-  group: late.vigil.dev
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
+var widgetCRD = crdYAML("late.vigil.dev", "Widget", "widgets", "widget")
 
 // A watcher and an admission role whose informers read a kind no CRD serves
 // yet (a scoped Lister and a Reconcile of it) wait for it instead of

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,78 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/provenance"
 	"github.com/vigilkit/vigil/vigiltest"
 )
-
-// selfService is the tenant of the issue: a user who may create namespaces
-// and, in those she creates (grant), Pods and the module's custom
-// resources — and the Namespace itself, as a self-service provisioner's
-// namespace-admin role gives her.
-type selfService struct {
-	t    *testing.T
-	user string
-	c    client.Client
-}
-
-func newSelfService(t *testing.T, user string) *selfService {
-	t.Helper()
-	ctx := t.Context()
-	create := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "self-service-" + user}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"},
-	}}}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: create.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: create.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	admin := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "namespace-admin-" + user}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "update", "patch", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "update", "patch"}},
-		{APIGroups: []string{group}, Resources: []string{"exemptions"}, Verbs: []string{"create", "get", "update", "patch"}},
-	}}
-	for _, o := range []client.Object{create, binding, admin} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
-	c, err := client.New(env.AsUserConfig(user), client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &selfService{t: t, user: user, c: c}
-}
-
-// createNamespace creates a namespace as the tenant and grants her admin of
-// it, as the provisioner does.
-func (s *selfService) createNamespace(name string) *corev1.Namespace {
-	s.t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := s.c.Create(s.t.Context(), ns); err != nil {
-		s.t.Fatalf("the tenant creates namespace %s: %v", name, err)
-	}
-	s.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
-	s.grant(name)
-	return ns
-}
-
-// grant binds the tenant's namespace-admin role in ns; it returns once the
-// authorizer has it.
-func (s *selfService) grant(ns string) {
-	s.t.Helper()
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "namespace-admin"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "namespace-admin-" + s.user},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: s.user}},
-	}
-	if err := env.Client.Create(s.t.Context(), rb); err != nil {
-		s.t.Fatal(err)
-	}
-	vigiltest.Eventually(s.t, 10*time.Second, func() error {
-		return s.c.Get(s.t.Context(), client.ObjectKey{Name: ns}, &corev1.Namespace{})
-	})
-}
 
 func randomID() string {
 	b := make([]byte, 3)
@@ -179,13 +110,13 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	// earlier test's stamp is removed as an uninstall removes it — she
 	// creates a namespace forging an admin's stamp, and an admin creates
 	// one.
-	tess := newSelfService(t, "tess-"+id)
+	tess := testkit.NewSelfService(t, env, "tess-"+id, group, "exemptions")
 	uninstallStamp(t)
 	forged, legacy := "forged-"+id, "legacy-"+id
 	forgedNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: forged, Annotations: map[string]string{
 		provenance.CreatedBy: "system:admin", provenance.CreatedByGroups: `["system:masters","system:authenticated"]`,
 	}}}
-	if err := tess.c.Create(ctx, forgedNS); err != nil {
+	if err := tess.Client.Create(ctx, forgedNS); err != nil {
 		t.Fatalf("the tenant creates %s before the install: %v", forged, err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), forgedNS) })
@@ -204,22 +135,22 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	// Finding 6: the exemptions namespace cannot be taken.
 	want := "only group:system:masters may create or delete namespace " + trusted
 	vigiltest.Eventually(t, 10*time.Second, func() error { // the guard applies within a moment: dry runs until then
-		if err := tess.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trusted}}, client.DryRunAll); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		if err := tess.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trusted}}, client.DryRunAll); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
 			return fmt.Errorf("dry-run create of %s as the tenant: %v, want it refused (%s)", trusted, err, want)
 		}
 		return nil
 	})
-	if err := tess.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trusted}}); !apierrors.IsForbidden(err) {
+	if err := tess.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trusted}}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the tenant creates the exemptions namespace %s: %v, want it refused", trusted, err)
 	}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: trusted}, &corev1.Namespace{}); err != nil {
 		t.Fatalf("the install created the exemptions namespace %s: %v", trusted, err)
 	}
-	tess.grant(trusted)
-	if err := patchNS(tess.c, ctx, trusted, `{"metadata":{"labels":{"app.kubernetes.io/name":null,"team":"tess"}}}`); !apierrors.IsForbidden(err) {
+	tess.Grant(trusted)
+	if err := patchNS(tess.Client, ctx, trusted, `{"metadata":{"labels":{"app.kubernetes.io/name":null,"team":"tess"}}}`); !apierrors.IsForbidden(err) {
 		t.Errorf("the tenant relabels the exemptions namespace: %v, want it refused", err)
 	}
-	if err := tess.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trusted}}); !apierrors.IsForbidden(err) {
+	if err := tess.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trusted}}); !apierrors.IsForbidden(err) {
 		t.Errorf("the tenant deletes the exemptions namespace: %v, want it refused", err)
 	}
 
@@ -253,16 +184,16 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	minesNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mine, Annotations: map[string]string{
 		provenance.CreatedBy: "system:admin", provenance.CreatedByGroups: `["system:masters"]`,
 	}}}
-	if err := tess.c.Create(ctx, minesNS); err != nil {
+	if err := tess.Client.Create(ctx, minesNS); err != nil {
 		t.Fatalf("the tenant creates %s: %v", mine, err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), minesNS) })
-	if got := minesNS.Annotations[provenance.CreatedBy]; got != tess.user {
-		t.Errorf("her namespace records creator %q, want %s", got, tess.user)
+	if got := minesNS.Annotations[provenance.CreatedBy]; got != tess.User {
+		t.Errorf("her namespace records creator %q, want %s", got, tess.User)
 	}
-	tess.grant(mine)
-	err = tess.c.Create(ctx, pod(mine, "node-exporter-x", true))
-	if wantWhy := "Exemption " + trusted + "/node-exporter does not apply: namespace " + mine + " was created by " + tess.user; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), wantWhy) {
+	tess.Grant(mine)
+	err = tess.Client.Create(ctx, pod(mine, "node-exporter-x", true))
+	if wantWhy := "Exemption " + trusted + "/node-exporter does not apply: namespace " + mine + " was created by " + tess.User; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), wantWhy) {
 		t.Fatalf("the tenant's privileged node-exporter-x in the %s she created after the Exemption: %v, want it denied (%s)", mine, err, wantWhy)
 	}
 	for what, patch := range map[string]string{
@@ -270,11 +201,11 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 		"forge": fmt.Sprintf(`{"metadata":{"annotations":{%q:"system:admin",%q:"[\"system:masters\"]"}}}`, provenance.CreatedBy, provenance.CreatedByGroups),
 		"vouch": fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, provenance.VouchedUnder, stampUID(t)),
 	} {
-		if err := patchNS(tess.c, ctx, mine, patch); !apierrors.IsForbidden(err) {
+		if err := patchNS(tess.Client, ctx, mine, patch); !apierrors.IsForbidden(err) {
 			t.Errorf("the tenant tries to %s the record of her namespace's creator: %v, want it refused", what, err)
 		}
 	}
-	if err := tess.c.Create(ctx, pod(mine, "node-exporter-y", true)); !apierrors.IsForbidden(err) {
+	if err := tess.Client.Create(ctx, pod(mine, "node-exporter-y", true)); !apierrors.IsForbidden(err) {
 		t.Errorf("after her attempts on its record, a privileged pod in %s: %v, want it denied", mine, err)
 	}
 
@@ -301,7 +232,7 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 
 	// An Exemption written after her namespace existed does not
 	// apply to it either: age is no evidence.
-	older := tess.createNamespace("metrics-" + id)
+	older := tess.CreateNamespace("metrics-" + id)
 	vigiltest.Eventually(t, 3*time.Second, func() error { // creationTimestamp has whole seconds: write the Exemption in a later one
 		if !time.Now().Truncate(time.Second).After(older.CreationTimestamp.Time) {
 			return fmt.Errorf("still the second %s was created in", older.Name)
@@ -311,7 +242,7 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	if err := env.Client.Create(ctx, exemptionFor(trusted, "metrics", older.Name)); err != nil {
 		t.Fatal(err)
 	}
-	deniedNaming(tess.c, older.Name, "metrics", "was created by "+tess.user)
+	deniedNaming(tess.Client, older.Name, "metrics", "was created by "+tess.User)
 
 	// Nor does one she squatted the namespace of, re-applied with kubectl
 	// replace --force (deleted, then created: younger than her namespace),
@@ -321,8 +252,8 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	if err := env.Client.Create(ctx, original); err != nil {
 		t.Fatal(err)
 	}
-	squat := tess.createNamespace("squat-" + id)
-	deniedNaming(tess.c, squat.Name, "squat", "was created by "+tess.user)
+	squat := tess.CreateNamespace("squat-" + id)
+	deniedNaming(tess.Client, squat.Name, "squat", "was created by "+tess.User)
 	vigiltest.Eventually(t, 3*time.Second, func() error { // creationTimestamp has whole seconds: re-apply it in a later one
 		if !time.Now().Truncate(time.Second).After(squat.CreationTimestamp.Time) {
 			return fmt.Errorf("still the second %s was created in", squat.Name)
@@ -359,17 +290,17 @@ func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	vigiltest.Eventually(t, 10*time.Second, func() error {
 		return env.Client.Create(ctx, pod(marker, "node-exporter-marker", true))
 	})
-	err = tess.c.Create(ctx, pod(squat.Name, "node-exporter-replaced", true))
-	if want := "Exemption " + trusted + "/squat does not apply: namespace " + squat.Name + " was created by " + tess.user; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+	err = tess.Client.Create(ctx, pod(squat.Name, "node-exporter-replaced", true))
+	if want := "Exemption " + trusted + "/squat does not apply: namespace " + squat.Name + " was created by " + tess.User; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
 		t.Errorf("the tenant's privileged pod in %s, after the Exemption naming it was replaced: %v; want it denied (%s)", squat.Name, err, want)
 	}
 
 	// A stamp forged while no stamp was installed is not believed.
-	tess.grant(forged)
+	tess.Grant(forged)
 	if err := env.Client.Create(ctx, exemptionFor(trusted, "forged", forged)); err != nil {
 		t.Fatal(err)
 	}
-	deniedNaming(tess.c, forged, "forged", "before the stamp of namespace creators was in force")
+	deniedNaming(tess.Client, forged, "forged", "before the stamp of namespace creators was in force")
 
 	// An admin's namespace from before the install is unknown too, until an
 	// admin vouches for it.

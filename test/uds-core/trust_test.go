@@ -1,7 +1,6 @@
 package udscore
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -10,86 +9,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/internal/testsupport/udscore"
 	"github.com/vigilkit/vigil/provenance"
 	"github.com/vigilkit/vigil/vigiltest"
 )
-
-// selfService is a client of the tenant of the red-team report: a user who
-// may create namespaces and, in those she creates, Pods and Exemptions —
-// and the Namespace itself, as a self-service provisioner's namespace-admin
-// role gives her (grant).
-type selfService struct {
-	t    *testing.T
-	user string
-	c    client.Client
-}
-
-func newSelfService(t *testing.T, user string) *selfService {
-	t.Helper()
-	create := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "self-service-" + user}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"},
-	}}}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: create.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: create.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	admin := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "namespace-admin-" + user}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "update", "patch", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "update", "patch"}},
-		{APIGroups: []string{group}, Resources: []string{"exemptions"}, Verbs: []string{"create", "get", "update", "patch"}},
-	}}
-	for _, o := range []client.Object{create, binding, admin} {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
-	c, err := client.New(env.AsUserConfig(user), client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &selfService{t: t, user: user, c: c}
-}
-
-// createNamespace creates a namespace as the tenant and grants her admin of
-// it, as the provisioner does.
-func (s *selfService) createNamespace(name string) {
-	s.t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := s.c.Create(s.t.Context(), ns); err != nil {
-		s.t.Fatalf("the tenant creates namespace %s: %v", name, err)
-	}
-	if got := ns.Annotations[provenance.CreatedBy]; got != s.user {
-		s.t.Fatalf("namespace %s records creator %q, want %s", name, got, s.user)
-	}
-	s.grant(name)
-}
-
-// grant binds the tenant's namespace-admin role in ns; it returns once the
-// authorizer has it.
-func (s *selfService) grant(ns string) {
-	s.t.Helper()
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "namespace-admin-" + s.user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "namespace-admin-" + s.user},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: s.user}},
-	}
-	if err := env.Client.Create(s.t.Context(), rb); err != nil {
-		s.t.Fatal(err)
-	}
-	s.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rb) })
-	vigiltest.Eventually(s.t, 10*time.Second, func() error {
-		return s.c.Get(s.t.Context(), client.ObjectKey{Name: ns}, &corev1.Namespace{})
-	})
-}
 
 func randomID() string {
 	b := make([]byte, 3)
@@ -130,19 +59,26 @@ func TestExemptionsNamespaceIsTheInstalls(t *testing.T) {
 	ctx := t.Context()
 	m := startUDSCore(t)
 	id := randomID()
-	tess := newSelfService(t, "tess-"+id)
+	tess := testkit.NewSelfService(t, env, "tess-"+id, group, "exemptions")
+	createNamespace := func(name string) {
+		t.Helper()
+		ns := tess.CreateNamespace(name)
+		if got := ns.Annotations[provenance.CreatedBy]; got != tess.User {
+			t.Fatalf("namespace %s records creator %q, want %s", name, got, tess.User)
+		}
+	}
 
 	want := "only group:system:masters may create or delete namespace " + udscore.ExemptionsNamespace
-	err := tess.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, client.DryRunAll)
+	err := tess.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, client.DryRunAll)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("the tenant creates %s: %v, want it refused (%s)", udscore.ExemptionsNamespace, err, want)
 	}
-	tess.grant(udscore.ExemptionsNamespace)
+	tess.Grant(udscore.ExemptionsNamespace)
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"app.kubernetes.io/name":null,"team":"tess"}}}`))
-	if err := tess.c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, patch); !apierrors.IsForbidden(err) {
+	if err := tess.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, patch); !apierrors.IsForbidden(err) {
 		t.Errorf("the tenant relabels %s: %v, want it refused", udscore.ExemptionsNamespace, err)
 	}
-	if err := tess.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, client.DryRunAll); !apierrors.IsForbidden(err) {
+	if err := tess.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, client.DryRunAll); !apierrors.IsForbidden(err) {
 		t.Errorf("the tenant deletes %s: %v, want it refused", udscore.ExemptionsNamespace, err)
 	}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: udscore.ExemptionsNamespace}, &corev1.Namespace{}); err != nil {
@@ -160,7 +96,7 @@ func TestExemptionsNamespaceIsTheInstalls(t *testing.T) {
 	}
 	stampSettled(t)
 	ledger, monitoring, admins := "ledger-"+id, "monitoring-"+id, "monitoring-admin-"+id
-	tess.createNamespace(ledger)
+	createNamespace(ledger)
 	for _, err := range every("everything", monitoring, admins, ledger) {
 		if err != nil {
 			t.Fatal(err)
@@ -172,9 +108,9 @@ func TestExemptionsNamespaceIsTheInstalls(t *testing.T) {
 	// The admin's namespace claims it, once the module's cache has it.
 	vigiltest.Eventually(t, 10*time.Second, func() error { return apply(t, privilegedPod(admins, "agent")) })
 
-	tess.createNamespace(monitoring)
+	createNamespace(monitoring)
 	for _, ns := range []string{monitoring, ledger} {
-		err := tess.c.Create(ctx, privilegedPod(ns, "agent"))
+		err := tess.Client.Create(ctx, privilegedPod(ns, "agent"))
 		denied(t, "the tenant's privileged Pod in "+ns+", which she created and an Exemption names", err, "Privilege escalation is disallowed")
 	}
 	logged := m.Output("admission")
