@@ -162,7 +162,7 @@ var layers = map[string]struct {
 	"internal/testsupport/udscore":  {tests, []string{"provenance", "vigiltest"}},
 	"internal/testsupport/meshtest": {tests, nil},
 	"internal/testsupport/testenv":  {tests, []string{"internal/clusters/controlplane", "internal/clusters/kubeversion"}},
-	"internal/testsupport/testkit":  {tests, []string{".", "admission", "internal/commands/modcli", "internal/definition/define", "internal/serving/admit", "internal/serving/certs", "internal/serving/registration", "vigiltest"}},
+	"internal/testsupport/testkit":  {tests, []string{".", "admission", "provenance", "internal/commands/modcli", "internal/definition/define", "internal/serving/admit", "internal/serving/certs", "internal/serving/registration", "vigiltest"}},
 	"internal/testsupport/bench":    {tests, []string{"vigiltest"}},
 	"examples/clusterconfig":        {entry, []string{".", "admission", "gate", "store", "pattern"}},
 	"examples/labeler":              {entry, []string{".", "admission"}},

@@ -3,8 +3,6 @@ package clusterconfig
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -27,12 +25,6 @@ import (
 	"github.com/vigilkit/vigil/provenance"
 	"github.com/vigilkit/vigil/vigiltest"
 )
-
-func randomID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 func exemptionFor(ns, name string, namespaces ...string) *unstructured.Unstructured {
 	u := vigil.Kind(group, version, "Exemption")
@@ -69,7 +61,7 @@ func patchNS(c client.Client, ctx context.Context, ns, patch string) error {
 //   - she cannot forge or strip the record of who created her namespace.
 func TestExemptionsNamespaceAndProvenanceAsShipped(t *testing.T) {
 	ctx := t.Context()
-	id := randomID()
+	id := testkit.RandomID()
 	crds, err := os.ReadFile(moduleFile("crds.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -359,7 +351,7 @@ func uninstallStamp(t *testing.T) {
 		}
 	}
 	vigiltest.Eventually(t, 10*time.Second, func() error {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + randomID(), Annotations: map[string]string{provenance.CreatedBy: "probe"}}}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + testkit.RandomID(), Annotations: map[string]string{provenance.CreatedBy: "probe"}}}
 		if err := env.Client.Create(ctx, ns, client.DryRunAll); err != nil {
 			return err
 		}
@@ -400,11 +392,5 @@ func stampSettled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	since := policy.CreationTimestamp.Add(provenance.Settle)
-	vigiltest.Eventually(t, provenance.Settle+5*time.Second, func() error {
-		if now := time.Now().Truncate(time.Second); !now.After(since) {
-			return fmt.Errorf("%s: a namespace created now would be within %s of the stamp's policy", now, provenance.Settle)
-		}
-		return nil
-	})
+	testkit.AwaitSettled(t, policy.CreationTimestamp)
 }

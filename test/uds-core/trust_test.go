@@ -1,9 +1,6 @@
 package udscore
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +17,6 @@ import (
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
-func randomID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // stampSettled waits until a namespace created now is believed under the
 // installed stamp of namespace creators (provenance.Settle).
 func stampSettled(t *testing.T) {
@@ -34,13 +25,7 @@ func stampSettled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	since := policy.CreationTimestamp.Add(provenance.Settle)
-	vigiltest.Eventually(t, provenance.Settle+5*time.Second, func() error {
-		if now := time.Now().Truncate(time.Second); !now.After(since) {
-			return fmt.Errorf("%s: a namespace created now would be within %s of the stamp's policy", now, provenance.Settle)
-		}
-		return nil
-	})
+	testkit.AwaitSettled(t, policy.CreationTimestamp)
 }
 
 // uds-policy-exemptions is the install's and an Exemption in it is not
@@ -58,7 +43,7 @@ func stampSettled(t *testing.T) {
 func TestExemptionsNamespaceIsTheInstalls(t *testing.T) {
 	ctx := t.Context()
 	m := startUDSCore(t)
-	id := randomID()
+	id := testkit.RandomID()
 	tess := testkit.NewSelfService(t, env, "tess-"+id, group, "exemptions")
 	createNamespace := func(name string) {
 		t.Helper()

@@ -2,6 +2,9 @@ package testkit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/provenance"
 	"github.com/vigilkit/vigil/vigiltest"
 )
 
@@ -84,5 +88,26 @@ func (s *SelfService) Grant(ns string) {
 	s.t.Cleanup(func() { _ = s.env.Client.Delete(context.Background(), rb) })
 	vigiltest.Eventually(s.t, 10*time.Second, func() error {
 		return s.Client.Get(s.t.Context(), client.ObjectKey{Name: ns}, &corev1.Namespace{})
+	})
+}
+
+// RandomID is six hex digits, for names no other test run takes.
+func RandomID() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// AwaitSettled waits until a namespace created now is believed under a
+// stamp of namespace creators whose policy was created at stamped
+// (provenance.Settle).
+func AwaitSettled(t testing.TB, stamped metav1.Time) {
+	t.Helper()
+	since := stamped.Add(provenance.Settle)
+	vigiltest.Eventually(t, provenance.Settle+5*time.Second, func() error {
+		if now := time.Now().Truncate(time.Second); !now.After(since) {
+			return fmt.Errorf("%s: a namespace created now would be within %s of the stamp's policy", now, provenance.Settle)
+		}
+		return nil
 	})
 }
