@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -324,4 +325,31 @@ func liveMiB(b *testing.B, probe, metrics string, watcher bool) float64 {
 		b.Fatalf("crcache's live heap: %v", err)
 	}
 	return n / (1 << 20)
+}
+
+// timed runs bin with args and env as a platform engineer would, and
+// returns how long it took; an exit code other than those ok is fatal.
+func timed(b *testing.B, env []string, ok []int, bin string, args ...string) time.Duration {
+	began := time.Now()
+	p := vigiltest.StartProcess(b, env, bin, args...)
+	code := p.Wait(b, 10*time.Minute)
+	took := time.Since(began)
+	if !slices.Contains(ok, code) {
+		b.Fatalf("%s %s: exit %d, want one of %v:\n%s", filepath.Base(bin), strings.Join(args, " "), code, ok, p.Output)
+	}
+	return took
+}
+
+// operatorTimes are how long a platform engineer waits at the cluster's
+// size: a gate on the Pods (at least running of them Running: podwatch's
+// phase 0, which lists every Pod), `vigil status` of UDS Core's engine and
+// `plan --cluster` of podwatch, which counts every Pod and measures some.
+func operatorTimes(b *testing.B, pwBin, vigilBin, kubeconfig string, running int) (gate, status, plan time.Duration) {
+	env := []string{"KUBECONFIG=" + kubeconfig, "VIGIL_NAMESPACE=podwatch-system", "VIGIL_HANDOFF_DIR=" + b.TempDir(),
+		"PODWATCH_GATE_PODS=" + strconv.Itoa(max(1, running/2))}
+	gate = timed(b, env, []int{0}, pwBin, "gate", "--phase", "0")
+	status = timed(b, nil, []int{0}, vigilBin, "status", "uds-core", "--kubeconfig", kubeconfig)
+	// Exit 1 is its answer that a role would not fit its limit.
+	plan = timed(b, nil, []int{0, 1}, pwBin, "plan", "--cluster", "--kubeconfig", kubeconfig)
+	return gate, status, plan
 }

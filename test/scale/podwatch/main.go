@@ -6,7 +6,9 @@
 //
 // The setting PODWATCH_READS says what its informer holds: "pod" (each Pod
 // whole, the default) or "metadata" (vigil.Metadata: each Pod's metadata
-// alone, which is all its handler reads).
+// alone, which is all its handler reads). With PODWATCH_GATE_PODS=N it
+// also has a gate, in phase 0: at least N of the cluster's Pods labelled
+// app are Running, which the bench times from exec to done.
 package main
 
 import (
@@ -29,6 +31,10 @@ func main() { vigil.Run(newModule()) }
 func newModule() *vigil.Module {
 	m := vigil.NewModule("podwatch", vigil.Options{Namespace: "podwatch-system"})
 	pods := m.Capability("pods")
+	if n := vigil.SettingAs(m, "PODWATCH_GATE_PODS", "0", strconv.Atoi); n > 0 {
+		vigil.WaitFor(m, &corev1.Pod{}).WithLabel("app").AtLeast(n).Named("running-pods").
+			ToMatch(func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	}
 	if vigil.SettingAs(m, "PODWATCH_READS", "pod", reads) == "metadata" {
 		vigil.Watch(pods, vigil.Metadata("", "v1", "Pod")).Named("every-pod").
 			Reconcile(func(_ context.Context, p *metav1.PartialObjectMetadata) error {
