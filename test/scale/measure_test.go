@@ -353,3 +353,83 @@ func operatorTimes(b *testing.B, pwBin, vigilBin, kubeconfig string, running int
 	plan = timed(b, nil, []int{0, 1}, pwBin, "plan", "--cluster", "--kubeconfig", kubeconfig)
 	return gate, status, plan
 }
+
+// takeover runs two podwatch watchers reading whole Pods, both ready, kills
+// the one that holds the Lease (a crash: it is not released) and returns
+// how long after the kill the other ran its handler for a Pod changed
+// meanwhile: what a watcher's outage lasts at this size, the Lease's 15 s
+// and the standby's start of its bindings (its informers synced while it
+// waited).
+func takeover(b *testing.B, cs kubernetes.Interface, bin, kubeconfig string) time.Duration {
+	ctx := b.Context()
+	list, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=web", FieldSelector: "status.phase=Running", Limit: 100})
+	if err != nil || len(list.Items) == 0 {
+		b.Fatalf("running pods of the workloads to change: %d (%v)", len(list.Items), err)
+	}
+	next := 0
+	// change annotates a Pod as changed now and returns its key in the
+	// lag lines.
+	change := func() string {
+		p := list.Items[next%len(list.Items)]
+		next++
+		at := strconv.FormatInt(time.Now().UnixNano(), 10)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"scale.vigil.dev/changed-at":%q}}}`, at)
+		if _, err := cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			b.Fatalf("annotate pod %s/%s: %v", p.Namespace, p.Name, err)
+		}
+		return p.Namespace + "/" + p.Name + " " + at
+	}
+	// ran is when w's handler ran for the change key, if it has.
+	ran := func(w *vigiltest.Process, key string) (time.Time, bool) {
+		for _, m := range lagRE.FindAllStringSubmatch(w.Output.String(), -1) {
+			if m[1]+" "+m[2] == key {
+				at, _ := strconv.ParseInt(m[2], 10, 64)
+				ms, _ := strconv.ParseFloat(m[3], 64)
+				return time.Unix(0, at).Add(time.Duration(ms * float64(time.Millisecond))), true
+			}
+		}
+		return time.Time{}, false
+	}
+	var ws []*vigiltest.Process
+	for range 2 {
+		probe := vigiltest.FreeAddr(b)
+		w := vigiltest.StartProcess(b, []string{"PODWATCH_READS=pod"}, bin, "watcher", "--kubeconfig", kubeconfig, "--metrics-addr=", "--probe-addr", probe)
+		defer w.Stop(b, time.Minute)
+		waitReady(b, w, probe, time.Now())
+		ws = append(ws, w)
+	}
+	var leader, standby *vigiltest.Process
+	key := change()
+	waitFor(b, nil, time.Minute, "one of two podwatch watchers reconciles a change", func() (bool, string) {
+		for i, w := range ws {
+			if _, ok := ran(w, key); ok {
+				leader, standby = w, ws[1-i]
+				return true, ""
+			}
+		}
+		return false, "neither has run its handler"
+	})
+	if err := leader.Cmd.Process.Kill(); err != nil {
+		b.Fatal(err)
+	}
+	killed := time.Now()
+	// A change every half second until the standby runs its handler for
+	// one: the first run of any is when its bindings started.
+	var keys []string
+	for time.Since(killed) < 2*time.Minute {
+		keys = append(keys, change())
+		first := time.Time{}
+		for _, k := range keys {
+			if at, ok := ran(standby, k); ok && (first.IsZero() || at.Before(first)) {
+				first = at
+			}
+		}
+		if !first.IsZero() {
+			say("the standby podwatch watcher took over %s after the leader was killed", first.Sub(killed).Round(time.Millisecond))
+			return first.Sub(killed)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	b.Fatalf("the standby podwatch watcher reconciled none of %d changes within 2m of the leader's kill:\n%s", len(keys), standby.Output)
+	return 0
+}
