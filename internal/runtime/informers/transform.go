@@ -175,7 +175,22 @@ func pod(p *corev1.Pod) {
 			for j := range c.VolumeMounts {
 				c.VolumeMounts[j].MountPath = intern(c.VolumeMounts[j].MountPath)
 			}
+			for j := range c.Env {
+				c.Env[j].Name, c.Env[j].Value = intern(c.Env[j].Name), intern(c.Env[j].Value)
+			}
+			for j := range c.Ports {
+				c.Ports[j].Name, c.Ports[j].Protocol = intern(c.Ports[j].Name), corev1.Protocol(intern(string(c.Ports[j].Protocol)))
+			}
+			for j := range c.Command {
+				c.Command[j] = intern(c.Command[j])
+			}
+			for j := range c.Args {
+				c.Args[j] = intern(c.Args[j])
+			}
 		}
+	}
+	for i := range s.Volumes {
+		volume(&s.Volumes[i].VolumeSource)
 	}
 	for i := range s.Tolerations {
 		t := &s.Tolerations[i]
@@ -196,6 +211,52 @@ func pod(p *corev1.Pod) {
 	for _, cs := range [][]corev1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
 		for i := range cs {
 			cs[i].Name, cs[i].Image, cs[i].ImageID = intern(cs[i].Name), intern(cs[i].Image), intern(cs[i].ImageID)
+		}
+	}
+}
+
+// volume interns what the volumes of a cluster's Pods repeat: the sources
+// of the service account token volume every Pod has, and those of Secrets
+// and ConfigMaps. A volume's own name is often a Pod's (kube-api-access-…),
+// and is left.
+func volume(v *corev1.VolumeSource) {
+	items := func(ks []corev1.KeyToPath) {
+		for i := range ks {
+			ks[i].Key, ks[i].Path = intern(ks[i].Key), intern(ks[i].Path)
+		}
+	}
+	if v.Secret != nil {
+		v.Secret.SecretName = intern(v.Secret.SecretName)
+		items(v.Secret.Items)
+	}
+	if v.ConfigMap != nil {
+		v.ConfigMap.Name = intern(v.ConfigMap.Name)
+		items(v.ConfigMap.Items)
+	}
+	if v.Projected == nil {
+		return
+	}
+	for i := range v.Projected.Sources {
+		src := &v.Projected.Sources[i]
+		if t := src.ServiceAccountToken; t != nil {
+			t.Path, t.Audience = intern(t.Path), intern(t.Audience)
+		}
+		if c := src.ConfigMap; c != nil {
+			c.Name = intern(c.Name)
+			items(c.Items)
+		}
+		if c := src.Secret; c != nil {
+			c.Name = intern(c.Name)
+			items(c.Items)
+		}
+		if d := src.DownwardAPI; d != nil {
+			for j := range d.Items {
+				it := &d.Items[j]
+				it.Path = intern(it.Path)
+				if it.FieldRef != nil {
+					it.FieldRef.APIVersion, it.FieldRef.FieldPath = intern(it.FieldRef.APIVersion), intern(it.FieldRef.FieldPath)
+				}
+			}
 		}
 	}
 }

@@ -31,7 +31,13 @@ func deploymentPod(i int, whole bool) []byte {
 	if whole {
 		p["spec"] = map[string]any{"containers": []any{map[string]any{"name": "web", "image": "registry.example/web:1.2.3",
 			"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}}}}, "nodeName": fmt.Sprintf("kwok-node-%d", i%1000),
-			"tolerations": []any{map[string]any{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}}}
+			"tolerations": []any{map[string]any{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}},
+			// The service account token volume every Pod gets.
+			"volumes": []any{map[string]any{"name": fmt.Sprintf("kube-api-access-%05x", i), "projected": map[string]any{"sources": []any{
+				map[string]any{"serviceAccountToken": map[string]any{"path": "token", "expirationSeconds": 3607}},
+				map[string]any{"configMap": map[string]any{"name": "kube-root-ca.crt", "items": []any{map[string]any{"key": "ca.crt", "path": "ca.crt"}}}},
+				map[string]any{"downwardAPI": map[string]any{"items": []any{map[string]any{"path": "namespace", "fieldRef": map[string]any{"apiVersion": "v1", "fieldPath": "metadata.namespace"}}}}},
+			}}}}}
 		p["status"] = map[string]any{"phase": "Running", "podIP": fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), "hostIP": fmt.Sprintf("10.255.%d.%d", i%1000/256, i%1000%256),
 			"conditions": []any{map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-06T10:00:01Z"}}}
 	}
