@@ -3,6 +3,8 @@ package shipping
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/vigilkit/vigil"
 	"github.com/vigilkit/vigil/internal/testsupport/testkit"
@@ -76,5 +80,88 @@ func TestPlanClusterSizesTheInformers(t *testing.T) {
 	}
 	if code, out := testkit.RunCapture(t, module(false), "plan", "--watcher-memory-limit", "lots"); code == 0 || strings.Contains(out, "memory at this cluster's size") {
 		t.Errorf("--watcher-memory-limit lots: exit %d; want it refused", code)
+	}
+}
+
+// `chart --cluster` writes the chart with each role's default memory limit
+// raised to what its informers need on the cluster, measured as plan
+// --cluster measures it, and never lowers one; `manifests` and `chart` take
+// the limits as plan does (--watcher-memory-limit), GOMEMLIMIT following,
+// and refuse one no container runs under.
+func TestChartClusterSizesTheMemoryLimits(t *testing.T) {
+	ctx := t.Context()
+	home, apps := env.Namespace(t), env.Namespace(t)
+	blob := strings.Repeat("x", 256<<10)
+	for i := range 40 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: fmt.Sprintf("big-%02d", i)}, Data: map[string]string{"blob": blob}}
+		if err := env.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := vigil.NewModule("sized", vigil.Options{Namespace: home})
+	vigil.Watch(m.Capability("work"), &corev1.ConfigMap{}).InNamespace(apps).
+		Reconcile(func(context.Context, *corev1.ConfigMap) error { return nil })
+
+	values := func(args ...string) (string, string) {
+		t.Helper()
+		dir := t.TempDir()
+		code, out := testkit.RunCapture(t, m, append([]string{"chart", "-o", dir, "--image", "ghcr.io/acme/sized:1.0.0"}, args...)...)
+		if code != 0 {
+			t.Fatalf("chart %v: exit %d:\n%s", args, code, out)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data), out
+	}
+	limitOf := func(values, role string) string {
+		t.Helper()
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+			t.Fatal(err)
+		}
+		got, _, _ := unstructured.NestedString(v, role, "resources", "limits", "memory")
+		return got
+	}
+
+	vals, out := values("--cluster", "--kubeconfig", kubeconfig(t), "--watcher-memory-limit", "64Mi")
+	if got := limitOf(vals, "watcher"); got != "128Mi" || !strings.Contains(out, "watcher: memory limit 128Mi, sized for its informers' 40 objects on this cluster") {
+		t.Errorf("chart --cluster --watcher-memory-limit 64Mi: the watcher's default limit %q, want 128Mi said as sized:\n%s", got, out)
+	}
+	vals, out = values("--cluster", "--kubeconfig", kubeconfig(t))
+	if got := limitOf(vals, "watcher"); got != "512Mi" || !strings.Contains(out, "watcher: 512Mi holds its informers' 40 objects") {
+		t.Errorf("chart --cluster with the default 512Mi: the watcher's limit %q, want 512Mi kept:\n%s", got, out)
+	}
+	if vals, _ = values("--watcher-memory-limit", "1Gi"); limitOf(vals, "watcher") != "1Gi" {
+		t.Errorf("chart --watcher-memory-limit 1Gi: the watcher's default limit %q", limitOf(vals, "watcher"))
+	}
+
+	var watcher *unstructured.Unstructured
+	for _, o := range testkit.RenderManifests(t, m, "--watcher-memory-limit", "192Mi") {
+		if o.GetKind() == "Deployment" && strings.HasSuffix(o.GetName(), "-watcher") {
+			watcher = o
+		}
+	}
+	if watcher == nil {
+		t.Fatal("manifests --watcher-memory-limit 192Mi: no watcher Deployment")
+	}
+	containers, _, _ := unstructured.NestedSlice(watcher.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	limit, _, _ := unstructured.NestedString(c, "resources", "limits", "memory")
+	var gomemlimit string
+	env, _, _ := unstructured.NestedSlice(c, "env")
+	for _, e := range env {
+		if e := e.(map[string]any); e["name"] == "GOMEMLIMIT" {
+			gomemlimit, _ = e["value"].(string)
+		}
+	}
+	if want := strconv.FormatInt(192<<20/10*9, 10); limit != "192Mi" || gomemlimit != want {
+		t.Errorf("manifests --watcher-memory-limit 192Mi: limit %q, GOMEMLIMIT %q; want 192Mi and %s", limit, gomemlimit, want)
+	}
+	for _, args := range [][]string{{"manifests", "--image", "x", "--watcher-memory-limit", "10Mi"}, {"chart", "-o", t.TempDir(), "--image", "x", "--admission-memory-limit", "lots"}} {
+		if code, _ := testkit.RunCapture(t, m, args...); code == 0 {
+			t.Errorf("%v: exit 0; want it refused (manifests' TestMemoryLimits checks the words)", args)
+		}
 	}
 }

@@ -63,6 +63,7 @@ func refuseDeadlock(m *spec.Module, what string, allowed bool) error {
 type ChartFlags struct {
 	packageFlags
 	Kubernetes cmdutil.KubernetesFlag
+	Memory     memoryFlags
 }
 
 // NewChartFlags returns the flags.
@@ -73,6 +74,7 @@ func (f *ChartFlags) AddFlags(fs *pflag.FlagSet) {
 	f.addFlags(fs, "folder to write the chart into (required)",
 		"the module's container image, the default of image.repository, image.tag and image.digest (required)")
 	cmdutil.AddKubernetesFlag(fs, &f.Kubernetes, "the oldest cluster the chart installs on (its kubeVersion; default the module's MinKubernetes)")
+	f.Memory.addFlags(fs, true)
 }
 
 // ToOptions checks that a folder is given.
@@ -80,7 +82,10 @@ func (f *ChartFlags) ToOptions(m *spec.Module, out io.Writer) (*ChartOptions, er
 	if f.Dir == "" {
 		return nil, errors.New("-o: expected the folder to write the chart into, as in `chart -o ./chart --image ghcr.io/acme/module:1.0.0`")
 	}
-	o := &ChartOptions{Module: m, Out: out, Dir: f.Dir, Chart: chart.Options{Image: f.Image}, AllowDeadlock: f.AllowDeadlock}
+	if err := f.Memory.check(); err != nil {
+		return nil, err
+	}
+	o := &ChartOptions{Module: m, Out: out, Dir: f.Dir, Chart: chart.Options{Image: f.Image}, AllowDeadlock: f.AllowDeadlock, Memory: f.Memory}
 	if f.Kubernetes.Given() {
 		r, err := f.Kubernetes.Release()
 		if err != nil {
@@ -100,12 +105,18 @@ type ChartOptions struct {
 	Chart chart.Options
 	// AllowDeadlock writes the chart even when plan finds a deadlock.
 	AllowDeadlock bool
+	// Memory gives the defaults of the roles' memory limits.
+	Memory memoryFlags
 }
 
 // Run writes the module's chart, unless it would deadlock.
-func (o *ChartOptions) Run(context.Context) error {
+func (o *ChartOptions) Run(ctx context.Context) error {
 	m := o.Module
 	if err := refuseDeadlock(m, "a chart", o.AllowDeadlock); err != nil {
+		return err
+	}
+	var err error
+	if o.Chart.AdmissionMemory, o.Chart.WatcherMemory, err = o.Memory.sized(ctx, m, o.Out); err != nil {
 		return err
 	}
 	if err := chart.Write(m, o.Dir, o.Chart); err != nil {

@@ -49,6 +49,8 @@ type ManifestsFlags struct {
 	NetworkPolicy bool
 	// Kubernetes is the release the manifests are for.
 	Kubernetes cmdutil.KubernetesFlag
+	// Memory gives the roles' memory limits.
+	Memory memoryFlags
 	// Ignored are namespaces the install adds to the module's ignored ones.
 	Ignored []string
 }
@@ -67,6 +69,7 @@ func (f *ManifestsFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.With, "with", nil, "other modules' `plan -o json` files, for the deadlock analysis across modules")
 	cmdutil.AddKubernetesFlag(fs, &f.Kubernetes, "the cluster the manifests are for (the version of each kind whose version depends on it)")
 	fs.BoolVar(&f.NetworkPolicy, "network-policy", true, "ship the admission pods' NetworkPolicy (webhook port from anywhere, metrics from the monitoring namespace, nothing else); false where the cluster enforces none")
+	f.Memory.addFlags(fs, false)
 	fs.StringSliceVar(&f.Ignored, "ignore-namespace", nil, "a namespace the install keeps the module away from besides its Options.IgnoredNamespaces: its roles get it as --ignore-namespace, its policies skip it (repeatable)")
 }
 
@@ -81,7 +84,8 @@ func (f *ManifestsFlags) ToOptions(m *spec.Module, out io.Writer) (*ManifestsOpt
 		return nil, err
 	}
 	o := &ManifestsOptions{Module: m, Out: out, Dir: f.Dir, AllowDeadlock: f.AllowDeadlock,
-		Render: manifests.Options{Image: f.Image, Namespace: f.Namespace, Replicas: f.Replicas, NoNetworkPolicy: !f.NetworkPolicy, Kubernetes: release, IgnoredNamespaces: f.Ignored}}
+		Render: manifests.Options{Image: f.Image, Namespace: f.Namespace, Replicas: f.Replicas, NoNetworkPolicy: !f.NetworkPolicy, Kubernetes: release, IgnoredNamespaces: f.Ignored,
+			AdmissionMemory: f.Memory.Admission, WatcherMemory: f.Memory.Watcher}}
 	if f.CABundleFile != "" {
 		data, err := os.ReadFile(f.CABundleFile)
 		if err != nil {

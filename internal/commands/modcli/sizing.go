@@ -1,15 +1,20 @@
 package modcli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/vigilkit/vigil/internal/commands/cmdutil"
 	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/operating/sizing"
+	"github.com/vigilkit/vigil/internal/shipping/manifests"
 )
 
 // ErrTooLarge is returned by `plan --cluster` when a role's informers
@@ -55,7 +60,7 @@ func writeSizing(out io.Writer, infs []sizing.Informer, limits map[string]int64)
 			fmt.Fprintln(out, line+": fits")
 			continue
 		}
-		need := (peak*10/9 + (64 << 20) - 1) / (64 << 20) * (64 << 20) // a limit whose GOMEMLIMIT holds the peak, rounded up to 64Mi
+		need := sizing.Limit(peak)
 		fmt.Fprintf(out, "%s: DOES NOT FIT: set --%s-memory-limit (the chart's %s.resources.limits.memory) to at least %s, read by metadata alone what handlers only read the metadata of (vigil.Metadata), or select less (InNamespace, WithLabel)\n",
 			line, role, role, quantity(need))
 		over = append(over, fmt.Sprintf("%s needs %s, has %s", role, quantity(need), quantity(limit)))
@@ -81,3 +86,78 @@ func size(b int64) string {
 
 // quantity is bytes as a Kubernetes memory quantity (512Mi).
 func quantity(b int64) string { return resource.NewQuantity(b, resource.BinarySI).String() }
+
+// memoryFlags are the roles' memory limits an install sets: given, or with
+// --cluster raised to what the roles' informers need on a cluster.
+type memoryFlags struct {
+	Admission, Watcher  string
+	Cluster             bool
+	Kubeconfig, Context string
+}
+
+func (f *memoryFlags) addFlags(fs *pflag.FlagSet, cluster bool) {
+	fs.StringVar(&f.Admission, "admission-memory-limit", manifests.AdmissionMemoryLimit, "the admission containers' memory limit; GOMEMLIMIT follows it")
+	fs.StringVar(&f.Watcher, "watcher-memory-limit", manifests.WatcherMemoryLimit, "the watcher container's memory limit; GOMEMLIMIT follows it")
+	if cluster {
+		fs.BoolVar(&f.Cluster, "cluster", false, "raise each memory limit to what the role's informers need at the size of the cluster the kubeconfig names, measured as plan --cluster measures it")
+		fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "with --cluster: kubeconfig file; KUBECONFIG or ~/.kube/config otherwise")
+		fs.StringVar(&f.Context, "context", "", "with --cluster: kubeconfig context")
+	}
+}
+
+// check refuses a limit no container can run under, and a kubeconfig
+// without --cluster.
+func (f *memoryFlags) check() error {
+	for flag, limit := range map[string]string{"--admission-memory-limit": f.Admission, "--watcher-memory-limit": f.Watcher} {
+		if err := manifests.CheckMemoryLimit(limit); err != nil {
+			return fmt.Errorf("%s %q: %w", flag, limit, err)
+		}
+	}
+	if !f.Cluster && (f.Kubeconfig != "" || f.Context != "") {
+		return errors.New("--kubeconfig, --context: the cluster is read with --cluster only: add --cluster to size the memory limits for it")
+	}
+	return nil
+}
+
+// sized are the limits, with --cluster each raised to what its role's
+// informers need on the cluster (said on out); never lowered.
+func (f *memoryFlags) sized(ctx context.Context, m *spec.Module, out io.Writer) (admission, watcher string, err error) {
+	admission, watcher = f.Admission, f.Watcher
+	if !f.Cluster {
+		return admission, watcher, nil
+	}
+	cfg, err := cmdutil.LoadConfig(f.Kubeconfig, f.Context)
+	if err != nil {
+		return "", "", fmt.Errorf("--cluster: %w", err)
+	}
+	infs, err := sizing.Measure(ctx, cfg, m)
+	if err != nil {
+		return "", "", fmt.Errorf("--cluster: size the informers: %w", err)
+	}
+	for _, l := range []struct {
+		role  string
+		limit *string
+	}{{spec.PodAdmission, &admission}, {spec.PodWatcher, &watcher}} {
+		var mine []sizing.Informer
+		objects := 0
+		for _, i := range infs {
+			if i.Role == l.role && i.Unread == nil {
+				mine = append(mine, i)
+				objects += i.Objects
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		_, peak := sizing.Need(l.role, mine)
+		need := sizing.Limit(peak)
+		if q := resource.MustParse(*l.limit); need <= q.Value() {
+			fmt.Fprintf(out, "%s: %s holds its informers' %d objects on this cluster (%s during a relist)\n", l.role, *l.limit, objects, size(peak))
+			continue
+		}
+		sized := quantity(need)
+		fmt.Fprintf(out, "%s: memory limit %s, sized for its informers' %d objects on this cluster (%s during a relist; %s would not hold them)\n", l.role, sized, objects, size(peak), *l.limit)
+		*l.limit = sized
+	}
+	return admission, watcher, nil
+}

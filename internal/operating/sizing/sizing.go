@@ -211,6 +211,10 @@ func heapPer(raw [][]byte, newObj func() client.Object) (int64, error) {
 	return max(per, 0), nil
 }
 
+// Limit is the memory limit whose GOMEMLIMIT (90% of it) holds peak,
+// rounded up to 64 MiB.
+func Limit(peak int64) int64 { return (peak*10/9 + (64 << 20) - 1) / (64 << 20) * (64 << 20) }
+
 // Need is what a role needs at the cluster's size: its base, and its
 // informers' peak during a relist of them all (after an API server
 // restart, say).

@@ -30,6 +30,9 @@ type Options struct {
 	// (MutatingAdmissionPolicy) is chosen by Helm from what the cluster
 	// serves, at install.
 	Kubernetes kubeversion.Release
+	// AdmissionMemory and WatcherMemory are the defaults of the roles'
+	// resources.limits.memory (manifests.Options).
+	AdmissionMemory, WatcherMemory string
 }
 
 // KubeVersion is the chart's kubeVersion: from the oldest release the chart
@@ -89,7 +92,8 @@ func Files(m *spec.Module, o Options) (map[string][]byte, error) {
 	}
 	// The values' ignoredNamespaces: rendered in place of a placeholder
 	// namespace the install ignores (ignoredTemplate).
-	objs, err := manifests.Render(m, manifests.Options{Image: imageSentinel, Kubernetes: kubeversion.Newest(), IgnoredNamespaces: []string{ignoredSentinel}})
+	objs, err := manifests.Render(m, manifests.Options{Image: imageSentinel, Kubernetes: kubeversion.Newest(), IgnoredNamespaces: []string{ignoredSentinel},
+		AdmissionMemory: o.AdmissionMemory, WatcherMemory: o.WatcherMemory})
 	if err != nil {
 		return nil, err
 	}

@@ -297,6 +297,39 @@ func TestMemoryLimitAndMetricsPort(t *testing.T) {
 	}
 }
 
+// Options' memory limits replace the defaults, GOMEMLIMIT following each;
+// a limit no container runs under is refused, naming the flag, what a
+// limit must be and an example.
+func TestMemoryLimits(t *testing.T) {
+	objs, err := Render(sample(), Options{Image: "example.com/uds-core:1.2.3", AdmissionMemory: "384Mi", WatcherMemory: "1Gi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, o := range objs {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			for _, c := range d.Spec.Template.Spec.Containers {
+				got[c.Name] = c.Resources.Limits.Memory().String()
+				for _, e := range c.Env {
+					if e.Name == "GOMEMLIMIT" && e.Value != fmt.Sprint(c.Resources.Limits.Memory().Value()/10*9) {
+						t.Errorf("%s: GOMEMLIMIT %s for a limit of %s", c.Name, e.Value, got[c.Name])
+					}
+				}
+			}
+		}
+	}
+	if got["admission"] != "384Mi" || got["watcher"] != "1Gi" {
+		t.Errorf("memory limits %v, want admission 384Mi and watcher 1Gi", got)
+	}
+	for _, o := range []Options{{WatcherMemory: "10Mi"}, {AdmissionMemory: "lots"}} {
+		o.Image = "example.com/uds-core:1.2.3"
+		_, err := Render(sample(), o)
+		if err == nil || !strings.Contains(err.Error(), "-memory-limit") || !strings.Contains(err.Error(), "expected a memory quantity of at least 64Mi (the container's request), such as 512Mi") {
+			t.Errorf("Render with %+v: %v; want the flag named and what a limit must be", o, err)
+		}
+	}
+}
+
 // The watcher may get and patch the module's two webhook configurations, and
 // dry-run the canary, only when a capability declares an outage bound; a
 // module with such a capability and no watches still gets a watcher.

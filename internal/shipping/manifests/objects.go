@@ -54,6 +54,10 @@ type Options struct {
 	// as they skip the definition's own. The definition's fingerprint is the
 	// one without them: the roles add them again from their flags.
 	IgnoredNamespaces []string
+	// AdmissionMemory and WatcherMemory are the admission and watcher
+	// containers' memory limits, GOMEMLIMIT following each:
+	// AdmissionMemoryLimit and WatcherMemoryLimit when empty.
+	AdmissionMemory, WatcherMemory string
 
 	// fingerprint is the definition's, as Render found it: see SpecEnv.
 	fingerprint spec.Fingerprint
@@ -127,6 +131,18 @@ func Render(m *spec.Module, o Options) ([]client.Object, error) {
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 2
+	}
+	for _, l := range []struct {
+		limit *string
+		def   string
+		flag  string
+	}{{&o.AdmissionMemory, AdmissionMemoryLimit, "--admission-memory-limit"}, {&o.WatcherMemory, WatcherMemoryLimit, "--watcher-memory-limit"}} {
+		if *l.limit == "" {
+			*l.limit = l.def
+		}
+		if err := CheckMemoryLimit(*l.limit); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", l.flag, *l.limit, err)
+		}
 	}
 	target, err := Target(m, o.Kubernetes)
 	if err != nil {
@@ -421,10 +437,26 @@ func resources(cpu, memory, limit string) corev1.ResourceRequirements {
 const AdmissionMemoryLimit = "256Mi"
 
 // WatcherMemoryLimit is the watcher container's memory limit: its
-// informers hold what its watches and listers select, about 6 KiB per Pod
-// read whole and 2 KiB read as metadata (docs/scale.md); `plan --cluster`
-// says whether a cluster's objects fit.
+// informers hold what its watches and listers select, about 10 KiB a Pod
+// read whole and 2.6 KiB read as metadata, resident (docs/scale.md): about
+// 28,000 Pods read whole. `plan --cluster` says whether a cluster's objects
+// fit, and `manifests --cluster` and `chart --cluster` set the limit they
+// need.
 const WatcherMemoryLimit = "512Mi"
+
+// minMemoryLimit is the smallest memory limit a role's container takes:
+// its request.
+var minMemoryLimit = resource.MustParse("64Mi")
+
+// CheckMemoryLimit is nil when limit is a memory quantity a role's
+// container can run under.
+func CheckMemoryLimit(limit string) error {
+	q, err := resource.ParseQuantity(limit)
+	if err != nil || q.Cmp(minMemoryLimit) < 0 {
+		return fmt.Errorf("expected a memory quantity of at least %s (the container's request), such as 512Mi", minMemoryLimit.String())
+	}
+	return nil
+}
 
 // envFor is the environment of a container with the memory limit given:
 // the pod's identity, the handoff folder, and GOMEMLIMIT at 90% of the limit,
@@ -534,11 +566,11 @@ func admissionDeployment(m *spec.Module, o Options, objMeta func(string, string,
 	main := corev1.Container{
 		Name: "admission", Image: o.Image,
 		Args:            append([]string{"admission", "--cert-secret", CertSecret(m.Name), "--addr", ":9443", "--metrics-addr", ":8080"}, ignoreArgs(o)...),
-		Env:             envFor(AdmissionMemoryLimit),
+		Env:             envFor(o.AdmissionMemory),
 		Ports:           []corev1.ContainerPort{{Name: "https", ContainerPort: 9443}, {Name: "metrics", ContainerPort: 8080}},
 		VolumeMounts:    handoffMount,
 		SecurityContext: restricted,
-		Resources:       resources("50m", "64Mi", AdmissionMemoryLimit),
+		Resources:       resources("50m", "64Mi", o.AdmissionMemory),
 		LivenessProbe:   probe("/healthz"),
 		ReadinessProbe:  probe("/readyz"),
 	}
@@ -567,10 +599,10 @@ func watcherDeployment(m *spec.Module, o Options, objMeta func(string, string, s
 	main := corev1.Container{
 		Name: "watcher", Image: o.Image,
 		Args:            append([]string{"watcher", "--metrics-addr", ":8080", "--probe-addr", ":8081"}, ignoreArgs(o)...),
-		Env:             envFor(WatcherMemoryLimit),
+		Env:             envFor(o.WatcherMemory),
 		Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8080}, {Name: "probes", ContainerPort: 8081}},
 		SecurityContext: restricted,
-		Resources:       resources("50m", "64Mi", WatcherMemoryLimit),
+		Resources:       resources("50m", "64Mi", o.WatcherMemory),
 		LivenessProbe:   probe("/healthz"),
 		ReadinessProbe:  probe("/readyz"),
 	}
