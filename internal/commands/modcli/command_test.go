@@ -51,9 +51,9 @@ func TestCommandsKeepTheirFlags(t *testing.T) {
 		"unregister": with(map[string]string{
 			"remove-finalizers": "false", "stop-watcher": "false", "delete-state": "false", "stop-watcher-timeout": "2m0s",
 		}),
-		"chart":     {"output-dir": "", "image": "", "allow-deadlock": "false", "kubernetes": ""},
+		"chart":     {"output-dir": "", "image": "", "allow-deadlock": "false", "kubernetes": "", "admission-memory-limit": "256Mi", "watcher-memory-limit": "512Mi", "cluster": "false", "kubeconfig": "", "context": ""},
 		"zarf":      {"output-dir": "", "image": "", "allow-deadlock": "false"},
-		"manifests": {"image": "", "namespace": "", "replicas": "2", "output-dir": "", "ca-bundle": "", "allow-deadlock": "false", "with": "[]", "network-policy": "true", "kubernetes": "", "ignore-namespace": "[]"},
+		"manifests": {"image": "", "namespace": "", "replicas": "2", "output-dir": "", "ca-bundle": "", "allow-deadlock": "false", "with": "[]", "network-policy": "true", "kubernetes": "", "ignore-namespace": "[]", "admission-memory-limit": "256Mi", "watcher-memory-limit": "512Mi"},
 		"plan":      with(map[string]string{"output": "text", "with": "[]", "cluster": "false", "admission-memory-limit": "256Mi", "watcher-memory-limit": "512Mi"}),
 	}
 	root := NewCommand(module(), nil, &bytes.Buffer{}, &bytes.Buffer{})
