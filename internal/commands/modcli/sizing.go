@@ -141,7 +141,11 @@ func (f *memoryFlags) sized(ctx context.Context, m *spec.Module, out io.Writer) 
 		var mine []sizing.Informer
 		objects := 0
 		for _, i := range infs {
-			if i.Role == l.role && i.Unread == nil {
+			switch {
+			case i.Role != l.role:
+			case i.Unread != nil:
+				fmt.Fprintf(out, "%s: %s (%s) not counted: %v\n", l.role, i.GVK.Kind, i.Selection, i.Unread)
+			default:
 				mine = append(mine, i)
 				objects += i.Objects
 			}
