@@ -34,7 +34,9 @@ func Transform() toolscache.TransformFunc {
 		if !ok {
 			return obj, nil
 		}
-		o.SetManagedFields(nil)
+		if o.GetManagedFields() != nil { // as controller-runtime's TransformStripManagedFields: no write when there is none
+			o.SetManagedFields(nil)
+		}
 		switch obj := obj.(type) {
 		case *unstructured.Unstructured:
 			// Its getters and setters copy: nothing to share.
