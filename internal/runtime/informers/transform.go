@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,11 +21,13 @@ import (
 // Pod has of its own. Nothing the cache holds is written to (a handler
 // gets a copy; see internal/roles/watcher), so sharing is safe.
 //
-// Strings are interned with package unique, which lets one go once no
-// object holds it. Label, annotation and owner sets are shared through a
-// table that forgets everything when it reaches tableEntries, so a set no
-// object holds any longer costs at most that; a set of more than
-// tableBytes is never shared.
+// Strings, and label, annotation and owner sets, are shared through
+// tables that forget everything when one reaches tableEntries, so what no
+// object holds any longer costs at most that; a string of more than
+// internBytes or a set of more than tableBytes is never shared. (Package
+// unique would let a string go with the last handle to it, and a handle
+// cannot be kept in an object: a string would be shared only between two
+// garbage collections.)
 func Transform() toolscache.TransformFunc {
 	c := &canon{}
 	return func(obj any) (any, error) {
@@ -42,7 +43,7 @@ func Transform() toolscache.TransformFunc {
 			// Its getters and setters copy: nothing to share.
 		case *corev1.Pod:
 			c.meta(o)
-			pod(obj)
+			c.pod(obj)
 		default:
 			c.meta(o)
 		}
@@ -61,24 +62,42 @@ const (
 	internBytes = 128
 )
 
-// canon is the table of shared label, annotation and owner sets.
+// canon is the tables of shared strings, label, annotation and owner sets.
 type canon struct {
-	mu     sync.Mutex
-	maps   map[string]map[string]string
-	owners map[string][]metav1.OwnerReference
+	mu      sync.Mutex
+	strings map[string]string
+	maps    map[string]map[string]string
+	owners  map[string][]metav1.OwnerReference
 }
 
 // intern is s, held once however many objects hold it.
-func intern(s string) string {
+func (c *canon) intern(s string) string {
 	if s == "" || len(s) > internBytes {
 		return s
 	}
-	return unique.Make(s).Value()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.internLocked(s)
+}
+
+// internLocked is intern with c.mu held.
+func (c *canon) internLocked(s string) string {
+	if s == "" || len(s) > internBytes {
+		return s
+	}
+	if shared, ok := c.strings[s]; ok {
+		return shared
+	}
+	if c.strings == nil || len(c.strings) >= tableEntries {
+		c.strings = map[string]string{}
+	}
+	c.strings[s] = s
+	return s
 }
 
 func (c *canon) meta(o metav1.Object) {
-	o.SetNamespace(intern(o.GetNamespace()))
-	o.SetGenerateName(intern(o.GetGenerateName()))
+	o.SetNamespace(c.intern(o.GetNamespace()))
+	o.SetGenerateName(c.intern(o.GetGenerateName()))
 	if l := o.GetLabels(); len(l) > 0 {
 		o.SetLabels(c.stringMap(l))
 	}
@@ -90,7 +109,7 @@ func (c *canon) meta(o metav1.Object) {
 	}
 	if f := o.GetFinalizers(); len(f) > 0 {
 		for i := range f {
-			f[i] = intern(f[i])
+			f[i] = c.intern(f[i])
 		}
 	}
 }
@@ -123,7 +142,7 @@ func (c *canon) stringMap(m map[string]string) map[string]string {
 	}
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		out[intern(k)] = intern(v)
+		out[c.internLocked(k)] = c.internLocked(v)
 	}
 	if c.maps == nil || len(c.maps) >= tableEntries {
 		c.maps = map[string]map[string]string{}
@@ -146,7 +165,7 @@ func (c *canon) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference 
 		return shared
 	}
 	for i := range refs {
-		refs[i].APIVersion, refs[i].Kind = intern(refs[i].APIVersion), intern(refs[i].Kind)
+		refs[i].APIVersion, refs[i].Kind = c.internLocked(refs[i].APIVersion), c.internLocked(refs[i].Kind)
 	}
 	if c.owners == nil || len(c.owners) >= tableEntries {
 		c.owners = map[string][]metav1.OwnerReference{}
@@ -163,7 +182,8 @@ func boolKey(b *bool) string {
 }
 
 // pod interns what a cluster's Pods repeat in their spec and status.
-func pod(p *corev1.Pod) {
+func (c *canon) pod(p *corev1.Pod) {
+	intern := c.intern
 	s := &p.Spec
 	s.NodeName, s.ServiceAccountName, s.DeprecatedServiceAccount = intern(s.NodeName), intern(s.ServiceAccountName), intern(s.DeprecatedServiceAccount)
 	s.SchedulerName, s.PriorityClassName = intern(s.SchedulerName), intern(s.PriorityClassName)
@@ -192,7 +212,7 @@ func pod(p *corev1.Pod) {
 		}
 	}
 	for i := range s.Volumes {
-		volume(&s.Volumes[i].VolumeSource)
+		c.volume(&s.Volumes[i].VolumeSource)
 	}
 	for i := range s.Tolerations {
 		t := &s.Tolerations[i]
@@ -221,7 +241,8 @@ func pod(p *corev1.Pod) {
 // of the service account token volume every Pod has, and those of Secrets
 // and ConfigMaps. A volume's own name is often a Pod's (kube-api-access-…),
 // and is left.
-func volume(v *corev1.VolumeSource) {
+func (c *canon) volume(v *corev1.VolumeSource) {
+	intern := c.intern
 	items := func(ks []corev1.KeyToPath) {
 		for i := range ks {
 			ks[i].Key, ks[i].Path = intern(ks[i].Key), intern(ks[i].Path)

@@ -3,6 +3,7 @@ package informers
 import (
 	"encoding/json"
 	"reflect"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -86,6 +87,26 @@ func TestTransformSharesWhatPodsRepeat(t *testing.T) {
 	if !reflect.DeepEqual(u, wantU) {
 		t.Errorf("an unstructured Pod after the transform:\n%v\nwant\n%v", u.Object, wantU.Object)
 	}
+}
+
+// What the transform shares stays shared across garbage collections: a Pod
+// that comes after one holds the same strings.
+func TestTransformSharesAcrossCollections(t *testing.T) {
+	tf := Transform()
+	a := decode[corev1.Pod](t, 1, true)
+	if _, err := tf(a); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.GC()
+	b := decode[corev1.Pod](t, 2, true)
+	if _, err := tf(b); err != nil {
+		t.Fatal(err)
+	}
+	if !sameString(a.Namespace, b.Namespace) || !sameString(a.Spec.Containers[0].Image, b.Spec.Containers[0].Image) {
+		t.Error("two Pods transformed a collection apart hold their namespace or image apart")
+	}
+	runtime.KeepAlive(a)
 }
 
 // A set larger than tableBytes is not remembered, and the table starts over
