@@ -7,9 +7,11 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // Transform is what the roles' informers do to an object before they cache
@@ -214,6 +216,22 @@ func (c *canon) pod(p *corev1.Pod) {
 	for i := range s.Volumes {
 		c.volume(&s.Volumes[i].VolumeSource)
 	}
+	// The small values every Pod points to: its empty security context,
+	// grace period, priority, service links and tolerations' seconds.
+	if s.SecurityContext != nil && equality.Semantic.DeepEqual(*s.SecurityContext, corev1.PodSecurityContext{}) {
+		s.SecurityContext = emptyPodSecurityContext
+	}
+	s.TerminationGracePeriodSeconds = sharedInt64(s.TerminationGracePeriodSeconds)
+	s.EnableServiceLinks = sharedBool(s.EnableServiceLinks)
+	if s.Priority != nil && *s.Priority == 0 {
+		s.Priority = zeroPriority
+	}
+	if s.PreemptionPolicy != nil && *s.PreemptionPolicy == corev1.PreemptLowerPriority {
+		s.PreemptionPolicy = preemptLowerPriority
+	}
+	for i := range s.Tolerations {
+		s.Tolerations[i].TolerationSeconds = sharedInt64(s.Tolerations[i].TolerationSeconds)
+	}
 	for i := range s.Tolerations {
 		t := &s.Tolerations[i]
 		t.Key, t.Value = intern(t.Key), intern(t.Value)
@@ -282,4 +300,38 @@ func (c *canon) volume(v *corev1.VolumeSource) {
 			}
 		}
 	}
+}
+
+// The values Pods point to that the transform shares: never written to.
+var (
+	emptyPodSecurityContext = &corev1.PodSecurityContext{}
+	zeroPriority            = new(int32)
+	preemptLowerPriority    = ptr.To(corev1.PreemptLowerPriority)
+	trueValue, falseValue   = ptr.To(true), ptr.To(false)
+	// commonSeconds are the grace periods and toleration seconds the API
+	// server defaults Pods to.
+	commonSeconds = map[int64]*int64{0: ptr.To[int64](0), 30: ptr.To[int64](30), 300: ptr.To[int64](300)}
+)
+
+// sharedBool is p, or a shared pointer to its value.
+func sharedBool(p *bool) *bool {
+	switch {
+	case p == nil:
+		return nil
+	case *p:
+		return trueValue
+	}
+	return falseValue
+}
+
+// sharedInt64 is p, or a shared pointer to its value when it is a common
+// one.
+func sharedInt64(p *int64) *int64 {
+	if p == nil {
+		return nil
+	}
+	if shared, ok := commonSeconds[*p]; ok {
+		return shared
+	}
+	return p
 }

@@ -29,8 +29,9 @@ func deploymentPod(i int, whole bool) []byte {
 		},
 	}
 	if whole {
-		p["spec"] = map[string]any{"containers": []any{map[string]any{"name": "web", "image": "registry.example/web:1.2.3",
-			"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}}}}, "nodeName": fmt.Sprintf("kwok-node-%d", i%1000),
+		p["spec"] = map[string]any{"securityContext": map[string]any{}, "terminationGracePeriodSeconds": 30, "enableServiceLinks": true,
+			"priority": 0, "preemptionPolicy": "PreemptLowerPriority", "containers": []any{map[string]any{"name": "web", "image": "registry.example/web:1.2.3",
+				"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}}}}, "nodeName": fmt.Sprintf("kwok-node-%d", i%1000),
 			"tolerations": []any{map[string]any{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}},
 			// The service account token volume every Pod gets.
 			"volumes": []any{map[string]any{"name": fmt.Sprintf("kube-api-access-%05x", i), "projected": map[string]any{"sources": []any{
