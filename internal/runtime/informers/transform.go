@@ -54,8 +54,8 @@ func Transform() toolscache.TransformFunc {
 }
 
 const (
-	// tableEntries is how many sets the table remembers before it starts
-	// over.
+	// tableEntries is how many strings, or sets, a table remembers before
+	// it starts over.
 	tableEntries = 8192
 	// tableBytes is the largest set the table shares, in bytes of keys and
 	// values: larger ones are too rare to repeat, and too costly to pin.
@@ -97,6 +97,7 @@ func (c *canon) internLocked(s string) string {
 	return s
 }
 
+// meta shares what o's metadata repeats of other objects'.
 func (c *canon) meta(o metav1.Object) {
 	o.SetNamespace(c.intern(o.GetNamespace()))
 	o.SetGenerateName(c.intern(o.GetGenerateName()))
