@@ -40,14 +40,14 @@ func Transform() toolscache.TransformFunc {
 		if o.GetManagedFields() != nil { // as controller-runtime's TransformStripManagedFields: no write when there is none
 			o.SetManagedFields(nil)
 		}
-		switch obj := obj.(type) {
-		case *unstructured.Unstructured:
-			// Its getters and setters copy: nothing to share.
-		case *corev1.Pod:
-			c.meta(o)
-			c.pod(obj)
-		default:
-			c.meta(o)
+		if _, ok := obj.(*unstructured.Unstructured); ok {
+			return obj, nil // its getters and setters copy: nothing to share
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.meta(o)
+		if p, ok := obj.(*corev1.Pod); ok {
+			c.pod(p)
 		}
 		return obj, nil
 	}
@@ -65,6 +65,7 @@ const (
 )
 
 // canon is the tables of shared strings, label, annotation and owner sets.
+// Its methods are called with mu held, once for a whole object.
 type canon struct {
 	mu      sync.Mutex
 	strings map[string]string
@@ -74,16 +75,6 @@ type canon struct {
 
 // intern is s, held once however many objects hold it.
 func (c *canon) intern(s string) string {
-	if s == "" || len(s) > internBytes {
-		return s
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.internLocked(s)
-}
-
-// internLocked is intern with c.mu held.
-func (c *canon) internLocked(s string) string {
 	if s == "" || len(s) > internBytes {
 		return s
 	}
@@ -138,14 +129,12 @@ func (c *canon) stringMap(m map[string]string) map[string]string {
 		b.WriteByte(0)
 	}
 	key := b.String()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if shared, ok := c.maps[key]; ok {
 		return shared
 	}
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		out[c.internLocked(k)] = c.internLocked(v)
+		out[c.intern(k)] = c.intern(v)
 	}
 	if c.maps == nil || len(c.maps) >= tableEntries {
 		c.maps = map[string]map[string]string{}
@@ -162,13 +151,11 @@ func (c *canon) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference 
 		b.WriteString(boolKey(r.Controller) + boolKey(r.BlockOwnerDeletion))
 	}
 	key := b.String()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if shared, ok := c.owners[key]; ok {
 		return shared
 	}
 	for i := range refs {
-		refs[i].APIVersion, refs[i].Kind = c.internLocked(refs[i].APIVersion), c.internLocked(refs[i].Kind)
+		refs[i].APIVersion, refs[i].Kind = c.intern(refs[i].APIVersion), c.intern(refs[i].Kind)
 	}
 	if c.owners == nil || len(c.owners) >= tableEntries {
 		c.owners = map[string][]metav1.OwnerReference{}

@@ -124,3 +124,32 @@ func TestTransformsTableIsBounded(t *testing.T) {
 		t.Errorf("the table holds %d sets, over its %d", len(c.maps), tableEntries)
 	}
 }
+
+// The informers of one cache transform their objects at once: one
+// transform is safe to call from many goroutines (go test -race).
+func TestTransformFromManyInformers(t *testing.T) {
+	tf := Transform()
+	pods := make([][]*corev1.Pod, 4)
+	for g := range pods {
+		for i := range 200 {
+			pods[g] = append(pods[g], decode[corev1.Pod](t, g*1000+i, true))
+		}
+	}
+	done := make(chan error)
+	for _, mine := range pods {
+		go func() {
+			var err error
+			for _, p := range mine {
+				if _, e := tf(p); e != nil {
+					err = e
+				}
+			}
+			done <- err
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
