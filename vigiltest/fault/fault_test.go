@@ -11,12 +11,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/utils/ptr"
 
 	"github.com/vigilkit/vigil/vigiltest"
 	"github.com/vigilkit/vigil/vigiltest/fault"
@@ -86,6 +88,24 @@ func TestProxyExpiresWatches(t *testing.T) {
 		t.Fatal("the informer did not sync through the proxy")
 	}
 	p.ExpireWatches(2 * time.Second)
+	// A watch resuming from a resourceVersion is answered 410 Gone; one
+	// starting with its initial events, a streamed list, is passed on to
+	// the API server (which serves it, or refuses it itself where it does
+	// not stream lists: never 410).
+	resume := metav1.ListOptions{ResourceVersion: inf.LastSyncResourceVersion()}
+	if w, err := cs.CoreV1().ConfigMaps(ns).Watch(t.Context(), resume); err == nil {
+		w.Stop()
+		t.Error("a watch resuming from a resourceVersion during ExpireWatches was served; want 410 Gone")
+	} else if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+		t.Errorf("a watch resuming from a resourceVersion during ExpireWatches: %v; want 410 Gone", err)
+	}
+	stream := metav1.ListOptions{SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}
+	if w, err := cs.CoreV1().ConfigMaps(ns).Watch(t.Context(), stream); err == nil {
+		w.Stop()
+	} else if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		t.Errorf("a streamed list during ExpireWatches: %v; want it passed on to the API server", err)
+	}
 	if _, err := env.Clientset.CoreV1().ConfigMaps(ns).Create(t.Context(), configMapIn(ns, "after-expiry"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -90,8 +90,13 @@ func (p *Proxy) Throttle(d, retryAfter time.Duration) {
 }
 
 // ExpireWatches ends every open watch and, for d, answers every new watch
-// 410 Gone (reason Expired), as an API server does when the resourceVersion
-// a watch resumes from is older than its history: informers list again.
+// that resumes from a resourceVersion 410 Gone (reason Expired), as an API
+// server does when that resourceVersion is older than its history:
+// informers list again. A watch that starts with its initial events (a
+// streamed list, sendInitialEvents=true) is passed on, as the API server
+// serves one after a compaction too: client-go's informers relist through
+// one where the server streams lists (Kubernetes 1.34 and later), and
+// through a paged list where it does not.
 func (p *Proxy) ExpireWatches(d time.Duration) {
 	p.f.mu.Lock()
 	p.f.expireUntil = time.Now().Add(d)
@@ -119,7 +124,7 @@ func (p *Proxy) intercept(w http.ResponseWriter, r *http.Request) (*http.Request
 	// ExpireWatches looks, never slip between the two.
 	p.f.mu.Lock()
 	throttled, retryAfter := now.Before(p.f.throttleUntil), p.f.retryAfter
-	expired := isWatch(r) && now.Before(p.f.expireUntil)
+	expired := isWatch(r) && !streamsList(r) && now.Before(p.f.expireUntil)
 	if !throttled && !expired && isWatch(r) {
 		ctx, cancel := context.WithCancel(r.Context())
 		r = r.WithContext(ctx)

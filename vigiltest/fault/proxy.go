@@ -25,7 +25,8 @@ import (
 //   - Blackhole: nothing passes either way for a while, with no reset;
 //   - Stall: every open connection half-open for good, new ones served;
 //   - Throttle: 429 Too Many Requests with Retry-After;
-//   - ExpireWatches: open watches ended and new ones answered 410 Gone;
+//   - ExpireWatches: open watches ended and new ones resuming from a
+//     resourceVersion answered 410 Gone;
 //   - Options.WatchDelay: watch events held back, as behind a slow network.
 //
 // It terminates TLS with a certificate of its own, which Config trusts, and

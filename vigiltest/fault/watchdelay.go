@@ -124,6 +124,12 @@ func isWatch(r *http.Request) bool {
 	return w == "true" || w == "1"
 }
 
+// streamsList reports whether r is a watch that starts with its initial
+// events: a streamed list.
+func streamsList(r *http.Request) bool {
+	return r.URL.Query().Get("sendInitialEvents") == "true"
+}
+
 // connListener is a net.Listener of connections handed over by the proxy.
 type connListener struct {
 	addr   net.Addr
