@@ -182,6 +182,7 @@ func BenchmarkScale(b *testing.B) {
 			base := createAt(b.Context(), env.Clientset, metav1.NamespaceSystem, run+"-base", rate, n)
 			idle := bench.ProcCPU(admPid) - idle0
 			cpu0, judged0 := bench.ProcCPU(admPid), metricSum(admMetrics, "vigil_admission_binding_requests_total")
+			conns0 := metricSum(admMetrics, "vigil_admission_connections_total")
 			var profiled chan error
 			if profile != "" && rate == 200 {
 				profiled = make(chan error, 1)
@@ -196,6 +197,7 @@ func BenchmarkScale(b *testing.B) {
 				}
 			}
 			cpu, judged := bench.ProcCPU(admPid)-cpu0, metricSum(admMetrics, "vigil_admission_binding_requests_total")-judged0
+			conns := metricSum(admMetrics, "vigil_admission_connections_total") - conns0
 			checkCluster(b, cluster)
 			// A create the API server refuses under load (a timeout, a
 			// webhook it could not reach) is counted, not timed, and said;
@@ -213,8 +215,8 @@ func BenchmarkScale(b *testing.B) {
 			fmt.Printf("scale: pods=%d nodes=%d creates_per_s=%d p50_ms=%.2f p99_ms=%.2f base_p50_ms=%.2f base_p99_ms=%.2f adm_cpu_per_req_us=%.1f adm_rss_mib=%.1f watcher_rss_mib=%.1f relist_peak_mib=%.1f reconcile_lag_p99_ms=%.1f audit_s=%.1f audit_peak_mib=%.1f\n",
 				pods, nodes, rate, with.p(50), with.p(99), base.p(50), base.p(99), perReq, rssMiB(admPid, "VmRSS"),
 				whole.steady, whole.relistPeak, bench.Ms(bench.Percentile(whole.lags, 99)), auditTook.Seconds(), auditPeak)
-			say("creates at %d/s: %d with the module in %s (%.0f/s achieved, %d failed), %d without in %s (%d failed); %v binding decisions", rate, n, with.took.Round(time.Millisecond),
-				float64(n)/with.took.Seconds(), with.failed, n, base.took.Round(time.Millisecond), base.failed, judged)
+			say("creates at %d/s: %d with the module in %s (%.0f/s achieved, %d failed), %d without in %s (%d failed); %v binding decisions; %v connections (TLS handshakes) from the API server", rate, n, with.took.Round(time.Millisecond),
+				float64(n)/with.took.Seconds(), with.failed, n, base.took.Round(time.Millisecond), base.failed, judged, conns)
 		}
 		perPod := func(w, base watched) (rss, live float64) {
 			return (w.steady - base.steady) * (1 << 20) / float64(pods), (w.live - base.live) * (1 << 20) / float64(pods)

@@ -168,7 +168,12 @@ func serveOptions(m *spec.Module, o Options, r *role, log logr.Logger) webhook.O
 		Help:        "Requests and connections the server's limits refused at once, so that the API server applied the failure policy: in_flight, reading, body_budget, too_large, body_timeout, bad_body; connections, per_source (closed at accept), evicted_idle (an idle one closed for a new one), evicted_reading (one still reading a request closed for a source below its fair share), silent (no request in time); metrics_<reason> for the metrics port's connections.",
 		ConstLabels: prometheus.Labels{"module": m.Name},
 	}, []string{"reason"})
-	r.registry.MustRegister(refused)
+	accepted := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "vigil", Subsystem: "admission", Name: "connections_total",
+		Help:        "Connections the webhook server accepted, each a TLS handshake. Against the reviews served, it says whether the API server keeps its connections alive: a handshake costs more CPU than a review.",
+		ConstLabels: prometheus.Labels{"module": m.Name},
+	})
+	r.registry.MustRegister(refused, accepted)
 	serve := webhook.Options{
 		Addr:          o.Addr,
 		CertFile:      filepath.Join(o.CertDir, "tls.crt"),
@@ -185,6 +190,7 @@ func serveOptions(m *spec.Module, o Options, r *role, log logr.Logger) webhook.O
 	serve.Limits = webhook.Limits{
 		MaxBodyBytes: admit.DefaultMaxBodyBytes,
 		Refused:      func(reason string) { refused.WithLabelValues(reason).Inc() },
+		Accepted:     accepted.Inc,
 	}
 	serve.MetricsLimits = webhook.Limits{Refused: func(reason string) { refused.WithLabelValues("metrics_" + reason).Inc() }}
 	return serve

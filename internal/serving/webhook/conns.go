@@ -49,6 +49,8 @@ type connLimit struct {
 	newGrace       time.Duration
 	// refused is told each connection closed or evicted, with the reason.
 	refused func(reason string)
+	// accepted is told each connection kept.
+	accepted func()
 
 	mu      sync.Mutex
 	open    int
@@ -78,7 +80,7 @@ const (
 
 func newConnLimit(ln net.Listener, l Limits) *connLimit {
 	return &connLimit{Listener: ln, max: l.MaxConns, perSource: l.MaxConnsPerSource, firstRequest: l.FirstRequestTimeout,
-		newGrace: min(time.Second, l.FirstRequestTimeout), refused: l.Refused, sources: map[netip.Addr]*source{}}
+		newGrace: min(time.Second, l.FirstRequestTimeout), refused: l.Refused, accepted: l.Accepted, sources: map[netip.Addr]*source{}}
 }
 
 func (l *connLimit) Accept() (net.Conn, error) {
@@ -136,6 +138,7 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		if l.firstRequest > 0 {
 			tc.timer.Store(time.AfterFunc(l.firstRequest, tc.silent))
 		}
+		l.accepted()
 		return tc, nil
 	}
 }

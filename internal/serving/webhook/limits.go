@@ -91,6 +91,10 @@ type Limits struct {
 	// request closed to make room for a source below its share, "silent"
 	// past FirstRequestTimeout.
 	Refused func(reason string)
+	// Accepted, when set, is told each connection kept at accept: each is
+	// a TLS handshake. A count near the requests' means the client opens a
+	// connection for most requests rather than keeping them alive.
+	Accepted func()
 }
 
 // metricsLimits fills in the defaults of the metrics listener: the same
@@ -153,6 +157,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.Refused == nil {
 		l.Refused = func(string) {}
+	}
+	if l.Accepted == nil {
+		l.Accepted = func() {}
 	}
 	return l
 }

@@ -235,3 +235,58 @@ func TestServesHTTP1Only(t *testing.T) {
 		t.Fatalf("expected HTTP/1.1 to a client offering h2, got %s (ALPN %q)", resp.Proto, resp.TLS.NegotiatedProtocol)
 	}
 }
+
+// Accepted counts the connections the server keeps, each a TLS handshake:
+// one for a client that keeps its connection alive, one a request for a
+// client that does not, none for a connection refused at accept.
+func TestAcceptedCountsConnections(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	var accepted atomic.Int32
+	s := serveWith(t, webhook.Limits{Accepted: func() { accepted.Add(1) }}, ok)
+	post := func(c *http.Client) {
+		t.Helper()
+		resp, err := c.Post(s.base+"/validate/x", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	for range 5 {
+		post(s.client)
+	}
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("5 requests over one kept-alive connection: %d connections accepted; want 1", n)
+	}
+	once := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: s.tlsConfig, DisableKeepAlives: true}}
+	for range 3 {
+		post(once)
+	}
+	if n := accepted.Load(); n != 4 {
+		t.Errorf("then 3 requests each on its own connection: %d connections accepted in all; want 4", n)
+	}
+
+	// One connection held open fills its address's share: a second is
+	// refused at accept, and not counted.
+	var kept atomic.Int32
+	one := serveWith(t, webhook.Limits{MaxConnsPerSource: 1, Accepted: func() { kept.Add(1) }}, ok)
+	addr := strings.TrimPrefix(one.base, "https://")
+	c, err := tls.Dial("tcp", addr, one.tlsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c, err := tls.Dial("tcp", addr, one.tlsConfig); err == nil {
+		c.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for one.refused()["per_source"] < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := one.refused(); r["per_source"] < 1 {
+		t.Fatalf("refused %v: want the second connection refused per_source", r)
+	}
+	if n := kept.Load(); n != 1 {
+		t.Errorf("one connection held and one refused: %d accepted; want 1", n)
+	}
+}

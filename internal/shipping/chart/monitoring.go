@@ -325,6 +325,11 @@ func dashboardRows(m *spec.Module) []dashboardRow {
 						{"sum by (reason, answer) (" + rate("vigil_admission_unattributed_total") + ")", "unattributed {{reason}} ({{answer}})"},
 						{"sum by (reason) (" + rate("vigil_admission_refused_total") + ")", "refused {{reason}}"},
 					}},
+				{"Connections", "Connections the webhook server accepted, each a TLS handshake, beside the bindings' requests: the API server keeps its connections alive, so the first stays far below the second; when they draw near, handshakes take much of the server's CPU.", "ops",
+					[]target{
+						{"sum(" + rate("vigil_admission_connections_total") + ")", "connections"},
+						{"sum(" + rate(req) + ")", "binding requests"},
+					}},
 				{"Rechecks on fresh data", "Decisions made again once the listers a binding read caught up with the API server, by outcome.", "ops",
 					[]target{{"sum by (outcome) (" + rate("vigil_admission_rechecks_total") + ")", "{{outcome}}"}}},
 				{"Freshness wait", "How long rechecks waited for the listers to catch up, p50 and p99.", "s",
