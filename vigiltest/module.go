@@ -46,6 +46,13 @@ type ModuleOptions struct {
 	// admission Deployment up and follow its first pod's containers through
 	// the API; StartWatcher, the watcher's. Binary is not for it.
 	OnNode bool
+	// AdmissionReplicas is how many admission pods StartAdmission runs, as
+	// the Deployment's replicas behind its Service: each its own process
+	// on its own port, and one loopback address in front of them, the
+	// --webhook-url of each, that spreads the API server's connections
+	// over them a connection at a time, round robin. 1 when zero. Not with
+	// OnNode, where the Deployment's replicas are the manifests'.
+	AdmissionReplicas int
 }
 
 // Module is a module installed from its own manifests into the test's API
@@ -65,7 +72,9 @@ type Module struct {
 	env       *Env
 	opts      ModuleOptions
 	admission *Pod
-	pods      []*Pod
+	// replicas are the admission pods StartAdmission started.
+	replicas []*Pod
+	pods     []*Pod
 	// node is set for a module a node runs (ModuleOptions.OnNode).
 	node *onNode
 }
@@ -207,6 +216,12 @@ func (m *Module) pod(component string) *Pod {
 	if m.node != nil {
 		return m.nodePod(component)
 	}
+	return m.podOf(m.deployment(component))
+}
+
+// deployment is the module's Deployment of component, from its manifests.
+func (m *Module) deployment(component string) *appsv1.Deployment {
+	m.t.Helper()
 	d, err := m.Manifests.Deployment(component)
 	if err != nil {
 		m.t.Fatal(err)
@@ -214,7 +229,7 @@ func (m *Module) pod(component string) *Pod {
 	if d == nil {
 		m.t.Fatalf("module %s has no %s Deployment in its manifests", m.Name, component)
 	}
-	return m.podOf(d)
+	return d
 }
 
 func (m *Module) podOf(d *appsv1.Deployment) *Pod {
@@ -228,6 +243,15 @@ func (m *Module) podOf(d *appsv1.Deployment) *Pod {
 // gate phases: the one StartPhase, RunPhase, RunGates and StartAdmission
 // run. Its Name is what the gates' Events on their Pod name.
 func (m *Module) AdmissionPod() *Pod { return m.admissionPod() }
+
+// AdmissionPods are the admission pods StartAdmission started, the first
+// AdmissionPod: as many as ModuleOptions.AdmissionReplicas.
+func (m *Module) AdmissionPods() []*Pod {
+	if m.replicas == nil && m.admission != nil {
+		return []*Pod{m.admission}
+	}
+	return m.replicas
+}
 
 // admissionPod is the admission pod, whose init containers are the gate
 // phases.
@@ -332,19 +356,39 @@ func (m *Module) handoff(p *Pod) map[string]string {
 func (m *Module) StartAdmission(timeout time.Duration) *Pod {
 	m.t.Helper()
 	p := m.admissionPod()
-	var main *Process
+	var mains []*Process
 	if m.node != nil {
+		if m.opts.AdmissionReplicas > 1 {
+			m.t.Fatalf("module %s: ModuleOptions.AdmissionReplicas is not for OnNode, where the admission Deployment's replicas are the manifests'", m.Name)
+		}
 		m.RunGates(timeout)
-		main = p.follow("admission")
+		mains = append(mains, p.follow("admission"))
 		m.waitRolledOut("admission", p, timeout)
 	} else {
-		if m.opts.Args == nil || m.opts.Args["admission"] == nil {
-			p.opts.Args = map[string][]string{"admission": {"--shutdown-delay", "0s"}}
-			for k, v := range m.opts.Args {
-				p.opts.Args[k] = v
+		pods := []*Pod{p}
+		for len(pods) < m.opts.AdmissionReplicas {
+			pods = append(pods, m.podOf(m.deployment("admission")))
+		}
+		if len(pods) > 1 {
+			backends := make([]string, len(pods))
+			for i, r := range pods {
+				backends[i] = r.Ports["https"]
+			}
+			svc := newService(m.t, backends)
+			for _, r := range pods {
+				r.webhookURL = "https://" + svc.Addr()
 			}
 		}
-		main = p.Start(timeout)[0]
+		for _, r := range pods {
+			if m.opts.Args == nil || m.opts.Args["admission"] == nil {
+				r.opts.Args = map[string][]string{"admission": {"--shutdown-delay", "0s"}}
+				for k, v := range m.opts.Args {
+					r.opts.Args[k] = v
+				}
+			}
+			mains = append(mains, r.Start(timeout)[0])
+		}
+		m.replicas = pods
 	}
 	deadline := time.Now().Add(timeout)
 	for {
@@ -352,13 +396,15 @@ func (m *Module) StartAdmission(timeout time.Duration) *Pod {
 		if err == nil && state == "enforced" {
 			return p
 		}
-		select {
-		case <-main.Exited():
-			m.t.Fatalf("the admission container exited %d before its webhooks were enforced:\n%s", main.ExitCode(), main.Output)
-		default:
+		for _, main := range mains {
+			select {
+			case <-main.Exited():
+				m.t.Fatalf("the admission container exited %d before its webhooks were enforced:\n%s", main.ExitCode(), main.Output)
+			default:
+			}
 		}
 		if time.Now().After(deadline) {
-			m.t.Fatalf("the admission webhooks of %s were not enforced within %s (registration state %q, %v):\n%s", m.Name, timeout, state, err, main.Output)
+			m.t.Fatalf("the admission webhooks of %s were not enforced within %s (registration state %q, %v):\n%s", m.Name, timeout, state, err, mains[0].Output)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -88,6 +88,9 @@ type Pod struct {
 	// deployment, for a pod a node runs (ModuleOptions.OnNode): its
 	// Deployment, which Stop scales to 0.
 	deployment string
+	// webhookURL, when set, is the admission container's --webhook-url:
+	// the Service in front of several replicas.
+	webhookURL string
 }
 
 // NewPod prepares a pod of the spec in namespace: its token and its ports.
@@ -249,7 +252,9 @@ func (p *Pod) run(c corev1.Container) *Process {
 	// The command's first word is the image's entrypoint: the binary.
 	args := p.rewrite(c, podrun.Args(c))
 	if len(args) > 0 && args[0] == "admission" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--webhook-url") }) {
-		if addr, ok := p.Ports["https"]; ok {
+		if p.webhookURL != "" {
+			args = append(args, "--webhook-url", p.webhookURL)
+		} else if addr, ok := p.Ports["https"]; ok {
 			args = append(args, "--webhook-url", "https://"+addr)
 		}
 	}

@@ -97,7 +97,7 @@ var layers = map[string]struct {
 	"internal/serving/registration": {role, []string{"admission", "provenance", "internal/definition/spec", "internal/serving/admit", "internal/runtime/events", "internal/runtime/served"}},
 	"internal/runtime/informers":    {role, []string{"internal/runtime/rolebind", "internal/definition/spec", "internal/definition/scheme", "internal/runtime/events", "internal/runtime/podevents", "internal/runtime/waitfor", "internal/runtime/watchhealth", "internal/serving/fresh", "internal/serving/warming"}},
 	"internal/runtime/finalizers":   {role, []string{"internal/definition/spec"}},
-	"internal/roles/watcher":        {role, []string{"internal/runtime/rolebind", "store", "internal/definition/spec", "internal/runtime/informers", "internal/serving/audit", "internal/serving/registration", "internal/runtime/callctx", "internal/runtime/events", "internal/serving/fresh", "internal/serving/warming", "internal/runtime/waitfor", "internal/runtime/podevents", "internal/definition/scheme", "internal/runtime/watchhealth"}},
+	"internal/roles/watcher":        {role, []string{"internal/runtime/rolebind", "store", "internal/definition/spec", "internal/runtime/informers", "internal/serving/audit", "internal/serving/gcpace", "internal/serving/registration", "internal/runtime/callctx", "internal/runtime/events", "internal/serving/fresh", "internal/serving/warming", "internal/runtime/waitfor", "internal/runtime/podevents", "internal/definition/scheme", "internal/runtime/watchhealth"}},
 	"internal/serving/audit":        {role, []string{"store", "internal/definition/spec", "internal/serving/admit", "internal/serving/registration", "internal/runtime/events"}},
 	"internal/runtime/podevents":    {role, []string{"internal/definition/spec"}},
 

@@ -118,6 +118,50 @@ func metricSum(url, name string) float64 {
 // ("VmHWM"), in MiB.
 func rssMiB(pid int, field string) float64 { return float64(bench.ProcStatus(pid, field)) / 1024 }
 
+// admissions are the admission replicas' processes, measured together.
+type admissions []struct {
+	pid     int
+	metrics string
+}
+
+func admissionsOf(pods []*vigiltest.Pod) admissions {
+	var a admissions
+	for _, p := range pods {
+		a = append(a, struct {
+			pid     int
+			metrics string
+		}{p.Process("admission").Pid(), "http://" + p.Ports["metrics"] + "/metrics"})
+	}
+	return a
+}
+
+// cpu is the CPU time the replicas have used, together.
+func (a admissions) cpu() time.Duration {
+	var d time.Duration
+	for _, r := range a {
+		d += bench.ProcCPU(r.pid)
+	}
+	return d
+}
+
+// metric is the sum of a counter over the replicas.
+func (a admissions) metric(name string) float64 {
+	var n float64
+	for _, r := range a {
+		n += metricSum(r.metrics, name)
+	}
+	return n
+}
+
+// rss is the largest replica's resident memory, in MiB.
+func (a admissions) rss() float64 {
+	var most float64
+	for _, r := range a {
+		most = max(most, rssMiB(r.pid, "VmRSS"))
+	}
+	return most
+}
+
 // resetPeak starts the process's VmHWM over from its resident memory now.
 func resetPeak(b *testing.B, pid int) {
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {

@@ -82,6 +82,16 @@ func BenchmarkScale(b *testing.B) {
 		}
 		nodes = n
 	}
+	// The admission replicas, behind one address as behind a Service:
+	// SCALE_ADMISSION_REPLICAS, 2 when unset.
+	replicas := 2
+	if v := os.Getenv("SCALE_ADMISSION_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("SCALE_ADMISSION_REPLICAS=%q: expected a replica count, 1 or more", v)
+		}
+		replicas = n
+	}
 	plan := steps(b)
 	release, err := kubeversion.FromEnv()
 	if err != nil {
@@ -112,14 +122,13 @@ func BenchmarkScale(b *testing.B) {
 	// is taken through the module's creates at 200 a second (profiling
 	// costs CPU: that window's figures include it).
 	profile := os.Getenv("SCALE_PPROF")
-	udsOpts := vigiltest.ModuleOptions{}
+	udsOpts := vigiltest.ModuleOptions{AdmissionReplicas: replicas}
 	if profile != "" {
 		udsOpts.Args = map[string][]string{"admission": {"--shutdown-delay", "0s", "--pprof"}}
 	}
 	uds := udscore.Install(b, env, udsCoreDir, udsOpts)
 	adm := uds.StartAdmission(2 * time.Minute)
-	admPid := adm.Process("admission").Pid()
-	admMetrics := "http://" + adm.Ports["metrics"] + "/metrics"
+	adms := admissionsOf(uds.AdmissionPods())
 
 	// podwatch: its watcher behind a fault proxy, to force a relist; and
 	// controller-runtime's cache of Pods to hold it against. Their memory
@@ -178,11 +187,11 @@ func BenchmarkScale(b *testing.B) {
 			// The admission's CPU through the creates the module does not
 			// see (its background: registration checks, informers,
 			// metrics) is taken off what it used through the module's.
-			idle0 := bench.ProcCPU(admPid)
+			idle0 := adms.cpu()
 			base := createAt(b.Context(), env.Clientset, metav1.NamespaceSystem, run+"-base", rate, n)
-			idle := bench.ProcCPU(admPid) - idle0
-			cpu0, judged0 := bench.ProcCPU(admPid), metricSum(admMetrics, "vigil_admission_binding_requests_total")
-			conns0 := metricSum(admMetrics, "vigil_admission_connections_total")
+			idle := adms.cpu() - idle0
+			cpu0, judged0 := adms.cpu(), adms.metric("vigil_admission_binding_requests_total")
+			conns0 := adms.metric("vigil_admission_connections_total")
 			var profiled chan error
 			if profile != "" && rate == 200 {
 				profiled = make(chan error, 1)
@@ -196,8 +205,8 @@ func BenchmarkScale(b *testing.B) {
 					b.Fatalf("the admission's CPU profile: %v", err)
 				}
 			}
-			cpu, judged := bench.ProcCPU(admPid)-cpu0, metricSum(admMetrics, "vigil_admission_binding_requests_total")-judged0
-			conns := metricSum(admMetrics, "vigil_admission_connections_total") - conns0
+			cpu, judged := adms.cpu()-cpu0, adms.metric("vigil_admission_binding_requests_total")-judged0
+			conns := adms.metric("vigil_admission_connections_total") - conns0
 			checkCluster(b, cluster)
 			// A create the API server refuses under load (a timeout, a
 			// webhook it could not reach) is counted, not timed, and said;
@@ -213,10 +222,10 @@ func BenchmarkScale(b *testing.B) {
 			background := time.Duration(float64(idle) * with.took.Seconds() / base.took.Seconds())
 			perReq := bench.Us(max(0, cpu-background)) / float64(len(with.lat))
 			fmt.Printf("scale: pods=%d nodes=%d creates_per_s=%d p50_ms=%.2f p99_ms=%.2f base_p50_ms=%.2f base_p99_ms=%.2f adm_cpu_per_req_us=%.1f adm_rss_mib=%.1f watcher_rss_mib=%.1f relist_peak_mib=%.1f reconcile_lag_p99_ms=%.1f audit_s=%.1f audit_peak_mib=%.1f\n",
-				pods, nodes, rate, with.p(50), with.p(99), base.p(50), base.p(99), perReq, rssMiB(admPid, "VmRSS"),
+				pods, nodes, rate, with.p(50), with.p(99), base.p(50), base.p(99), perReq, adms.rss(),
 				whole.steady, whole.relistPeak, bench.Ms(bench.Percentile(whole.lags, 99)), auditTook.Seconds(), auditPeak)
-			say("creates at %d/s: %d with the module in %s (%.0f/s achieved, %d failed), %d without in %s (%d failed); %v binding decisions; %v connections (TLS handshakes) from the API server", rate, n, with.took.Round(time.Millisecond),
-				float64(n)/with.took.Seconds(), with.failed, n, base.took.Round(time.Millisecond), base.failed, judged, conns)
+			say("creates at %d/s: %d with the module in %s (%.0f/s achieved, %d failed), %d without in %s (%d failed); %v binding decisions; %v connections (TLS handshakes) from the API server to %d admission replicas", rate, n, with.took.Round(time.Millisecond),
+				float64(n)/with.took.Seconds(), with.failed, n, base.took.Round(time.Millisecond), base.failed, judged, conns, len(adms))
 		}
 		perPod := func(w, base watched) (rss, live float64) {
 			return (w.steady - base.steady) * (1 << 20) / float64(pods), (w.live - base.live) * (1 << 20) / float64(pods)

@@ -3,6 +3,8 @@ package watcher
 import (
 	"context"
 
+	"github.com/vigilkit/vigil/internal/serving/gcpace"
+
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -24,6 +26,10 @@ import (
 // neither its CRD nor its RBAC. It logs to logr.FromContext(ctx).
 func Run(ctx context.Context, cfg *rest.Config, m *spec.Module, opts Options) error {
 	o := runOptions{Options: opts, Log: logr.FromContextOrDiscard(ctx).WithValues("module", m.Name)}
+	// A heap that is mostly the informers' caches: collected as Go would
+	// while small, sooner once large, so that a relist does not double it
+	// (see internal/serving/gcpace; GOGC in the environment turns this off).
+	gcpace.StartHolding()
 	health, err := watchhealth.New(m.Name, "watcher", watchhealth.Options{StaleAfter: opts.StaleAfter, Log: o.Log})
 	if err != nil {
 		return err

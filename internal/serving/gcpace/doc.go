@@ -13,4 +13,10 @@
 // it near its container's limit, which a starved collector can overshoot.
 // The GC percent is set again after every collection. GOGC in the
 // environment turns it off.
+//
+// StartHolding paces a process whose heap is mostly what it holds, as a
+// watcher's informers' caches, the same way but never above Go's default:
+// a small heap is collected as Go would, and one beyond Headroom sooner, so
+// that a relist, which holds a new copy of each cache beside the old one,
+// does not double it.
 package gcpace
