@@ -66,8 +66,10 @@ func memAvailable() int {
 // nodes and pods simulated by kwok, to 1,000 nodes and 1,000, 10,000 and
 // 50,000 pods in 1,000 namespaces (Deployments, and Jobs that complete),
 // and measures at each step what a module costs there: UDS Core's policy
-// engine (examples/uds-core) in admission, and podwatch, which Reconciles
-// every Pod. It prints one line per step and create rate:
+// engine (examples/uds-core) in admission, two replicas behind one address
+// (SCALE_ADMISSION_REPLICAS), and podwatch, which Reconciles every Pod. It
+// prints one line per step and create rate (adm_rss_mib is the largest
+// replica's):
 //
 //	scale: pods=N nodes=N creates_per_s=N p50_ms=.. p99_ms=.. base_p50_ms=.. base_p99_ms=.. adm_cpu_per_req_us=.. adm_rss_mib=.. watcher_rss_mib=.. relist_peak_mib=.. reconcile_lag_p99_ms=.. audit_s=.. audit_peak_mib=..
 //
