@@ -105,3 +105,61 @@ func stripOnly(obj any) (any, error) {
 	}
 	return obj, nil
 }
+
+// BenchmarkRelistHeap holds 20,000 Pods as an informer does, then decodes
+// every one again into a second store, as a relist does while the first
+// still holds them, and reports the heap then against the first store's
+// alone (after a collection each).
+func BenchmarkRelistHeap(b *testing.B) {
+	for _, whole := range []bool{false, true} {
+		b.Run(fmt.Sprintf("whole=%v", whole), func(b *testing.B) {
+			var ratio float64
+			for range b.N {
+				tf := Transform()
+				n := 20000
+				raw := make([][]byte, n)
+				for i := range raw {
+					raw[i] = deploymentPod(i, whole)
+				}
+				fill := func() toolscache.Indexer {
+					store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+					for _, data := range raw {
+						var obj any
+						if whole {
+							obj = &corev1.Pod{}
+						} else {
+							obj = &metav1.PartialObjectMetadata{}
+						}
+						if err := json.Unmarshal(data, obj); err != nil {
+							b.Fatal(err)
+						}
+						obj, err := tf(obj)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := store.Add(obj); err != nil {
+							b.Fatal(err)
+						}
+					}
+					return store
+				}
+				var base, steady, relist runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&base)
+				first := fill()
+				runtime.GC()
+				runtime.ReadMemStats(&steady)
+				second := fill()
+				runtime.GC()
+				runtime.ReadMemStats(&relist)
+				runtime.KeepAlive(first)
+				runtime.KeepAlive(second)
+				runtime.KeepAlive(raw)
+				held := float64(steady.HeapAlloc - base.HeapAlloc)
+				ratio = float64(relist.HeapAlloc-base.HeapAlloc) / held
+				b.ReportMetric(held/float64(n), "B/pod")
+			}
+			b.ReportMetric(ratio, "relist/steady")
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // decode is the Pod or metadata of deploymentPod(i) as an informer decodes
@@ -34,8 +35,12 @@ func sameString(a, b string) bool { return unsafe.StringData(a) == unsafe.String
 // their labels, owner references, namespace and node share their memory,
 // while a Pod of another ReplicaSet keeps labels of its own.
 func TestTransformSharesWhatPodsRepeat(t *testing.T) {
-	tf := Transform()
+	var tf toolscache.TransformFunc
 	for _, whole := range []bool{false, true} {
+		// A transform of its own each: the Pods have the same UIDs and
+		// resourceVersions either way, which one transform takes for the
+		// same objects.
+		tf = Transform()
 		a, b, other := decode[corev1.Pod](t, 1, whole), decode[corev1.Pod](t, 2, whole), decode[corev1.Pod](t, 150, whole)
 		a.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 		want := a.DeepCopy()
@@ -151,5 +156,70 @@ func TestTransformFromManyInformers(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// An object decoded again at the resourceVersion of one the transform
+// returned, still alive, is that one: a relist holds again only what
+// changed. A new resourceVersion is a new object.
+func TestTransformReturnsTheObjectHeldAtItsResourceVersion(t *testing.T) {
+	tf := Transform()
+	apply := func(obj any) any {
+		t.Helper()
+		out, err := tf(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := apply(decode[corev1.Pod](t, 1, true)).(*corev1.Pod)
+	again := apply(decode[corev1.Pod](t, 1, true))
+	if again != first {
+		t.Errorf("a Pod decoded again at resourceVersion %s: a new object; want the one held", first.ResourceVersion)
+	}
+	changed := decode[corev1.Pod](t, 1, true)
+	changed.ResourceVersion += "0"
+	changed.Labels["app"] = "changed"
+	if out := apply(changed).(*corev1.Pod); out == first || out.Labels["app"] != "changed" {
+		t.Errorf("a Pod at a new resourceVersion: got the one held (labels %v); want the new one", out.Labels)
+	}
+	meta := apply(decode[metav1.PartialObjectMetadata](t, 2, false))
+	if apply(decode[metav1.PartialObjectMetadata](t, 2, false)) != meta {
+		t.Error("metadata decoded again at its resourceVersion: a new object; want the one held")
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(deploymentPod(3, true)); err != nil {
+		t.Fatal(err)
+	}
+	held := apply(u)
+	u2 := &unstructured.Unstructured{}
+	if err := u2.UnmarshalJSON(deploymentPod(3, true)); err != nil {
+		t.Fatal(err)
+	}
+	if apply(u2) != held {
+		t.Error("an unstructured object decoded again at its resourceVersion: a new object; want the one held")
+	}
+	// Held weakly: an object nothing else holds goes, and its entry with
+	// it once the table has grown.
+	c := &canon{}
+	for i := range 5000 {
+		if _, err := c.transform(decode[corev1.Pod](t, i, false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.GC()
+	var keep []any
+	for i := range 3000 {
+		out, err := c.transform(decode[corev1.Pod](t, 10000+i, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep = append(keep, out)
+	}
+	runtime.KeepAlive(first)
+	runtime.KeepAlive(keep)
+	if n := len(c.held.pods.m); n >= 8000 || n < 3000 {
+		t.Errorf("%d Pods held after 5,000 were collected and 3,000 more came: want the 3,000 alive, and those gone swept", n)
 	}
 }
