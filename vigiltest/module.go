@@ -393,7 +393,7 @@ func (m *Module) StartAdmission(timeout time.Duration) *Pod {
 	deadline := time.Now().Add(timeout)
 	for {
 		state, err := m.registered()
-		if err == nil && state == "enforced" {
+		if err == nil && state == "enforced" && m.replicasReady() {
 			return p
 		}
 		for _, main := range mains {
@@ -425,6 +425,20 @@ func (m *Module) Output(container string) string {
 		}
 	}
 	return b.String()
+}
+
+// replicasReady reports whether every admission replica but the first
+// answers its readiness probe (/readyz over HTTPS, its certificate not
+// verified, as the kubelet probes): as a Service's endpoints, the replicas
+// StartAdmission returns are Ready. The first's readiness is its webhooks'
+// registration.
+func (m *Module) replicasReady() bool {
+	for _, r := range m.replicas[min(1, len(m.replicas)):] {
+		if httpsOK("https://"+r.Ports["https"]+"/readyz") != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // registered is the state both webhook configurations' registration records

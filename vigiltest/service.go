@@ -63,8 +63,9 @@ func (s *service) serve() {
 func (s *service) relay(c *net.TCPConn) {
 	defer c.Close()
 	var b *net.TCPConn
-	for range s.backends {
-		addr := s.backends[int(s.next.Add(1)-1)%len(s.backends)]
+	first := int(s.next.Add(1) - 1)
+	for i := range s.backends {
+		addr := s.backends[(first+i)%len(s.backends)]
 		if conn, err := net.Dial("tcp", addr); err == nil {
 			b = conn.(*net.TCPConn)
 			break
