@@ -427,13 +427,17 @@ func (m *Module) Output(container string) string {
 	return b.String()
 }
 
-// replicasReady reports whether every admission replica but the first
-// answers its readiness probe (/readyz over HTTPS, its certificate not
-// verified, as the kubelet probes): as a Service's endpoints, the replicas
-// StartAdmission returns are Ready. The first's readiness is its webhooks'
+// replicasReady reports whether every admission replica answers its
+// readiness probe (/readyz over HTTPS, its certificate not verified, as the
+// kubelet probes) when there are several: as a Service's endpoints, the
+// replicas StartAdmission returns are Ready. Any of them may be the one
+// that registered the webhooks. One replica's readiness is its webhooks'
 // registration.
 func (m *Module) replicasReady() bool {
-	for _, r := range m.replicas[min(1, len(m.replicas)):] {
+	if len(m.replicas) < 2 {
+		return true
+	}
+	for _, r := range m.replicas {
 		if httpsOK("https://"+r.Ports["https"]+"/readyz") != nil {
 			return false
 		}

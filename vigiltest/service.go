@@ -20,6 +20,10 @@ type service struct {
 	backends []string
 	next     atomic.Uint64
 	wg       sync.WaitGroup
+	// open are the connections relayed now, closed when the test ends.
+	mu     sync.Mutex
+	open   map[net.Conn]bool
+	closed bool
 }
 
 // newService listens on a free loopback port for backends, until the test
@@ -30,11 +34,17 @@ func newService(t testing.TB, backends []string) *service {
 	if err != nil {
 		t.Fatalf("vigiltest: the Service in front of the replicas: %v", err)
 	}
-	s := &service{ln: ln, backends: backends}
+	s := &service{ln: ln, backends: backends, open: map[net.Conn]bool{}}
 	s.wg.Add(1)
 	go s.serve()
 	t.Cleanup(func() {
 		_ = ln.Close()
+		s.mu.Lock()
+		s.closed = true
+		for c := range s.open {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
 		s.wg.Wait()
 	})
 	return s
@@ -61,7 +71,7 @@ func (s *service) serve() {
 // relay connects c to the next replica that accepts, and copies both ways
 // until each side has closed its half.
 func (s *service) relay(c *net.TCPConn) {
-	defer c.Close()
+	defer s.track(c)()
 	var b *net.TCPConn
 	first := int(s.next.Add(1) - 1)
 	for i := range s.backends {
@@ -75,7 +85,7 @@ func (s *service) relay(c *net.TCPConn) {
 		_ = c.SetLinger(0) // no replica: a reset, as for a Service with no ready endpoint
 		return
 	}
-	defer b.Close()
+	defer s.track(b)()
 	done := make(chan struct{})
 	go func() {
 		halfCopy(b, c)
@@ -83,6 +93,24 @@ func (s *service) relay(c *net.TCPConn) {
 	}()
 	halfCopy(c, b)
 	<-done
+}
+
+// track records c as open, until the function it returns closes it; once
+// the test has ended, it closes c at once.
+func (s *service) track(c net.Conn) func() {
+	s.mu.Lock()
+	if s.closed {
+		_ = c.Close()
+	} else {
+		s.open[c] = true
+	}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.open, c)
+		s.mu.Unlock()
+		_ = c.Close()
+	}
 }
 
 // halfCopy copies from src to dst (spliced in the kernel between TCP
