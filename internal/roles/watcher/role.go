@@ -3,8 +3,6 @@ package watcher
 import (
 	"context"
 
-	"github.com/vigilkit/vigil/internal/serving/gcpace"
-
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -14,6 +12,7 @@ import (
 	"github.com/vigilkit/vigil/internal/runtime/rolebind"
 	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
 	"github.com/vigilkit/vigil/internal/serving/audit"
+	"github.com/vigilkit/vigil/internal/serving/gcpace"
 	"github.com/vigilkit/vigil/internal/serving/registration"
 	"github.com/vigilkit/vigil/store"
 )
