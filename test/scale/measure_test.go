@@ -119,7 +119,10 @@ func metricSum(url, name string) float64 {
 func rssMiB(pid int, field string) float64 { return float64(bench.ProcStatus(pid, field)) / 1024 }
 
 // admissions are the admission replicas' processes, measured together.
-type admissions []struct {
+type admissions []replica
+
+// replica is an admission replica's process and its metrics' URL.
+type replica struct {
 	pid     int
 	metrics string
 }
@@ -127,10 +130,7 @@ type admissions []struct {
 func admissionsOf(pods []*vigiltest.Pod) admissions {
 	var a admissions
 	for _, p := range pods {
-		a = append(a, struct {
-			pid     int
-			metrics string
-		}{p.Process("admission").Pid(), "http://" + p.Ports["metrics"] + "/metrics"})
+		a = append(a, replica{p.Process("admission").Pid(), "http://" + p.Ports["metrics"] + "/metrics"})
 	}
 	return a
 }
