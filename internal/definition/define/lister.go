@@ -47,7 +47,7 @@ func (s *ListerSource) Get(ctx context.Context, namespace, name string) (client.
 	} else {
 		err = r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
 	}
-	callctx.Reads(ctx).Note(barrier, err == nil)
+	callctx.Reads(ctx).Note(barrier, fresh.KeyScope(namespace, name), err == nil)
 	if err != nil {
 		return nil, err
 	}
@@ -68,9 +68,10 @@ func (s *ListerSource) Find(ctx context.Context, match func(runtime.Object) bool
 		return nil, err
 	}
 	list := s.NewList()
+	scope := fresh.ListScope(opts)
 	err = r.List(ctx, list, opts...)
 	if err != nil {
-		callctx.Reads(ctx).Note(barrier, false)
+		callctx.Reads(ctx).Note(barrier, scope, false)
 		return nil, err
 	}
 	items, err := meta.ExtractListWithAlloc(list)
@@ -83,7 +84,7 @@ func (s *ListerSource) Find(ctx context.Context, match func(runtime.Object) bool
 	if match != nil {
 		items = slices.DeleteFunc(items, func(o runtime.Object) bool { return !match(o) })
 	}
-	callctx.Reads(ctx).Note(barrier, len(items) > 0)
+	callctx.Reads(ctx).Note(barrier, scope, len(items) > 0)
 	return items, err
 }
 

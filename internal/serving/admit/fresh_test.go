@@ -37,7 +37,7 @@ func newLagging(server, cache map[string]string) *lagging {
 	return l
 }
 
-func (l *lagging) Latest(ctx context.Context) (fresh.Snapshot, error) {
+func (l *lagging) Latest(ctx context.Context, _ fresh.Scope) (fresh.Snapshot, error) {
 	if l.hang {
 		<-ctx.Done()
 		return fresh.Snapshot{}, ctx.Err()
@@ -63,7 +63,7 @@ func (l *lagging) get(ctx context.Context, key string) (string, bool) {
 	l.mu.Lock()
 	v, ok := l.cache[key]
 	l.mu.Unlock()
-	callctx.Reads(ctx).Note(l.barrier, ok)
+	callctx.Reads(ctx).Note(l.barrier, fresh.Scope{}, ok)
 	return v, ok
 }
 

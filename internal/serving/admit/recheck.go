@@ -52,7 +52,7 @@ func (rv *reviewRun) mutateOnce(ctx context.Context, b *spec.Binding, obj, old c
 // rechecked reports whether a decision must be made again on fresh data: it
 // read a lister, and it refused (refused) or a read found an object.
 func rechecked(reads *fresh.Reads, refused bool) bool {
-	if reads == nil || len(reads.Barriers()) == 0 {
+	if reads == nil || len(reads.All()) == 0 {
 		return false
 	}
 	return refused || reads.Found()
@@ -61,7 +61,7 @@ func rechecked(reads *fresh.Reads, refused bool) bool {
 // refresh waits until the listers read have caught up with the API server.
 func (rv *reviewRun) refresh(ctx context.Context, reads *fresh.Reads) (time.Duration, error) {
 	began := time.Now()
-	if err := fresh.WaitAll(ctx, reads.Barriers()); err != nil {
+	if err := fresh.WaitAll(ctx, reads.All()); err != nil {
 		return time.Since(began), fmt.Errorf("the decision rests on cached data that could not be confirmed fresh: %w", err)
 	}
 	return time.Since(began), nil

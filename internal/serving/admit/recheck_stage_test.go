@@ -18,9 +18,11 @@ import (
 // whose API server cannot be read (err).
 type freshSource struct{ err error }
 
-func (s freshSource) Latest(context.Context) (fresh.Snapshot, error) { return fresh.Snapshot{}, s.err }
-func (freshSource) Caught(fresh.Snapshot) (bool, error)              { return true, nil }
-func (freshSource) Changed() <-chan struct{}                         { return make(chan struct{}) }
+func (s freshSource) Latest(context.Context, fresh.Scope) (fresh.Snapshot, error) {
+	return fresh.Snapshot{}, s.err
+}
+func (freshSource) Caught(fresh.Snapshot) (bool, error) { return true, nil }
+func (freshSource) Changed() <-chan struct{}            { return make(chan struct{}) }
 
 func TestRecheckedDecidesWhichDecisionsAreMadeAgain(t *testing.T) {
 	barrier := fresh.NewBarrier("ConfigMap", freshSource{})
@@ -31,9 +33,9 @@ func TestRecheckedDecidesWhichDecisionsAreMadeAgain(t *testing.T) {
 		}
 		return r
 	}
-	found := func(r *fresh.Reads) { r.Note(barrier, true) }
-	missed := func(r *fresh.Reads) { r.Note(barrier, false) }
-	unbarred := func(r *fresh.Reads) { r.Note(nil, true) } // a lister without a barrier
+	found := func(r *fresh.Reads) { r.Note(barrier, fresh.Scope{}, true) }
+	missed := func(r *fresh.Reads) { r.Note(barrier, fresh.Scope{}, false) }
+	unbarred := func(r *fresh.Reads) { r.Note(nil, fresh.Scope{}, true) } // a lister without a barrier
 	for _, c := range []struct {
 		name    string
 		reads   *fresh.Reads
@@ -60,7 +62,7 @@ func TestRecheckedDecidesWhichDecisionsAreMadeAgain(t *testing.T) {
 func readingBinding(barrier *fresh.Barrier, runs *int, verdicts ...admission.Verdict) *spec.Binding {
 	b := stageBinding("exempt", "check", spec.Enforce)
 	b.Validate = func(ctx context.Context, _, _ client.Object, _ *spec.Call) (admission.Verdict, error) {
-		callctx.Reads(ctx).Note(barrier, false)
+		callctx.Reads(ctx).Note(barrier, fresh.Scope{}, false)
 		v := verdicts[min(*runs, len(verdicts)-1)]
 		*runs++
 		return v, nil

@@ -9,11 +9,15 @@ import (
 	"time"
 )
 
-// Snapshot is the state of one type on the API server at a resourceVersion:
-// each object's key (namespace/name, or name) and resourceVersion.
+// Snapshot is the state of one scope of a type on the API server at a
+// resourceVersion: each object's key (namespace/name, or name) and
+// resourceVersion.
 type Snapshot struct {
 	ResourceVersion string
 	Items           map[string]string
+	// Scope is what the read covered: the cache has caught up when it holds
+	// every item listed, and nothing else of this scope older than the read.
+	Scope Scope
 	// Namespaces, for a cache limited to some namespaces, holds the
 	// resourceVersion each namespace's list was read at.
 	Namespaces map[string]string
@@ -22,10 +26,11 @@ type Snapshot struct {
 // Source is what a Barrier catches up: the API server's view of one type and
 // the cache's.
 type Source interface {
-	// Latest reads the type's current state from the API server, at least as
-	// fresh as etcd when it is called.
-	Latest(ctx context.Context) (Snapshot, error)
-	// Caught reports whether the cache holds s's state or newer.
+	// Latest reads the current state of one scope of the type from the API
+	// server, at least as fresh as etcd when it is called.
+	Latest(ctx context.Context, scope Scope) (Snapshot, error)
+	// Caught reports whether the cache holds s's state or newer, in s's
+	// scope.
 	Caught(s Snapshot) (bool, error)
 	// Changed returns a channel that is closed at the cache's next change.
 	Changed() <-chan struct{}
@@ -39,11 +44,16 @@ type Barrier struct {
 	// roundTimeout bounds one round trip, which no single waiter owns.
 	roundTimeout time.Duration
 
-	mu       sync.Mutex
-	inflight *round
-	next     *round
+	mu    sync.Mutex
+	lanes map[Scope]*lane
 
 	rounds atomic.Int64
+}
+
+// lane is the round trips of one scope: the one in flight, and the one its
+// later waiters share, which starts when it lands.
+type lane struct {
+	inflight, next *round
 }
 
 // round is one round trip to the API server, shared by its waiters.
@@ -57,7 +67,7 @@ type round struct {
 // NewBarrier returns a barrier for src; name says which type in errors. Its
 // round trips give up after 30 seconds.
 func NewBarrier(name string, src Source) *Barrier {
-	return &Barrier{name: name, src: src, roundTimeout: 30 * time.Second}
+	return &Barrier{name: name, src: src, roundTimeout: 30 * time.Second, lanes: map[Scope]*lane{}}
 }
 
 // Name is the type the barrier catches up.
@@ -70,11 +80,11 @@ func (b *Barrier) Rounds() int64 { return b.rounds.Load() }
 // store's resourceVersion also moves on watch bookmarks, which notify nothing.
 const pollEvery = 50 * time.Millisecond
 
-// Wait returns once the cache holds the API server's state as of a moment
-// after Wait was called, or with an error when ctx ends first or the round
-// trip failed.
-func (b *Barrier) Wait(ctx context.Context) error {
-	r := b.join()
+// Wait returns once the cache holds the API server's state of scope as of a
+// moment after Wait was called, or with an error when ctx ends first or the
+// round trip failed.
+func (b *Barrier) Wait(ctx context.Context, scope Scope) error {
+	r := b.join(scope)
 	select {
 	case <-r.done:
 	case <-ctx.Done():
@@ -106,46 +116,52 @@ func (b *Barrier) Wait(ctx context.Context) error {
 	return nil
 }
 
-// join returns the round trip the caller may rely on: the one in flight is
-// not, as it may have read the API server before the caller came.
-func (b *Barrier) join() *round {
+// join returns the round trip of scope the caller may rely on: the one in
+// flight is not, as it may have read the API server before the caller came.
+func (b *Barrier) join(scope Scope) *round {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.inflight == nil {
-		b.inflight = &round{done: make(chan struct{})}
-		go b.fly(b.inflight)
-		return b.inflight
+	l := b.lanes[scope]
+	if l == nil {
+		l = &lane{inflight: &round{done: make(chan struct{})}}
+		b.lanes[scope] = l
+		go b.fly(scope, l, l.inflight)
+		return l.inflight
 	}
-	if b.next == nil {
-		b.next = &round{done: make(chan struct{})}
+	if l.next == nil {
+		l.next = &round{done: make(chan struct{})}
 	}
-	return b.next
+	return l.next
 }
 
-// fly runs a round trip, then starts the one that waited for it, if any.
-func (b *Barrier) fly(r *round) {
+// fly runs a round trip of scope, then starts the one that waited for it, if
+// any; a lane with none is forgotten.
+func (b *Barrier) fly(scope Scope, l *lane, r *round) {
 	b.rounds.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), b.roundTimeout)
-	r.snap, r.err = b.src.Latest(ctx)
+	r.snap, r.err = b.src.Latest(ctx, scope)
 	cancel()
 	close(r.done)
 	b.mu.Lock()
-	b.inflight, b.next = b.next, nil
-	if b.inflight != nil {
-		go b.fly(b.inflight)
+	defer b.mu.Unlock()
+	l.inflight, l.next = l.next, nil
+	if l.inflight == nil {
+		delete(b.lanes, scope)
+		return
 	}
-	b.mu.Unlock()
+	go b.fly(scope, l, l.inflight)
 }
 
-// WaitAll waits for every barrier, concurrently, and returns the first error.
-func WaitAll(ctx context.Context, barriers []*Barrier) error {
-	if len(barriers) == 1 {
-		return barriers[0].Wait(ctx)
+// WaitAll waits for every read's barrier on its scope, concurrently, and
+// returns the first error.
+func WaitAll(ctx context.Context, reads []Read) error {
+	if len(reads) == 1 {
+		return reads[0].Barrier.Wait(ctx, reads[0].Scope)
 	}
-	errs := make([]error, len(barriers))
+	errs := make([]error, len(reads))
 	var wg sync.WaitGroup
-	for i, b := range barriers {
-		wg.Go(func() { errs[i] = b.Wait(ctx) })
+	for i, r := range reads {
+		wg.Go(func() { errs[i] = r.Barrier.Wait(ctx, r.Scope) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)

@@ -3,7 +3,9 @@ package fresh_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,11 +26,21 @@ type fakeSource struct {
 	inflight atomic.Int64
 	maxIn    atomic.Int64
 	fail     error
+	read     []fresh.Scope // the scopes read, in order
+}
+
+func (f *fakeSource) scopes() []fresh.Scope {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.read)
 }
 
 func newFake() *fakeSource { return &fakeSource{change: make(chan struct{})} }
 
-func (f *fakeSource) Latest(ctx context.Context) (fresh.Snapshot, error) {
+func (f *fakeSource) Latest(ctx context.Context, scope fresh.Scope) (fresh.Snapshot, error) {
+	f.mu.Lock()
+	f.read = append(f.read, scope)
+	f.mu.Unlock()
 	n := f.inflight.Add(1)
 	defer f.inflight.Add(-1)
 	for {
@@ -81,7 +93,7 @@ func TestConcurrentWaitersShareOneRoundTripInFlight(t *testing.T) {
 	const waiters = 50
 	errs := make(chan error, waiters)
 	for range waiters {
-		go func() { errs <- b.Wait(t.Context()) }()
+		go func() { errs <- b.Wait(t.Context(), fresh.Scope{}) }()
 	}
 	// Every waiter joins while the first round trip flies (200ms gives the
 	// goroutines time to start); then round trips are released until every
@@ -118,7 +130,7 @@ func TestARoundTripInFlightIsNotFreshForALaterWaiter(t *testing.T) {
 	src.release = make(chan struct{})
 	b := fresh.NewBarrier("Exemption", src)
 	first := make(chan error, 1)
-	go func() { first <- b.Wait(t.Context()) }()
+	go func() { first <- b.Wait(t.Context(), fresh.Scope{}) }()
 	// Wait until the first round trip has read the server's version 1.
 	for src.inflight.Load() == 0 {
 		time.Sleep(time.Millisecond)
@@ -126,7 +138,7 @@ func TestARoundTripInFlightIsNotFreshForALaterWaiter(t *testing.T) {
 	// Then the server moves on, and a second request comes.
 	src.server.Store(2)
 	second := make(chan error, 1)
-	go func() { second <- b.Wait(t.Context()) }()
+	go func() { second <- b.Wait(t.Context(), fresh.Scope{}) }()
 	time.Sleep(20 * time.Millisecond) // lets the second waiter join
 	src.release <- struct{}{}         // the first round trip lands with version 1
 	src.catchUp(1)
@@ -160,7 +172,7 @@ func TestWaitEndsWithAnErrorWhenItCannotComplete(t *testing.T) {
 		b := fresh.NewBarrier("Exemption", src)
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
-		err := b.Wait(ctx)
+		err := b.Wait(ctx, fresh.Scope{})
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Wait = %v, want the deadline", err)
 		}
@@ -169,7 +181,7 @@ func TestWaitEndsWithAnErrorWhenItCannotComplete(t *testing.T) {
 		src := newFake()
 		src.fail = errors.New("connection refused")
 		b := fresh.NewBarrier("Exemption", src)
-		err := b.Wait(t.Context())
+		err := b.Wait(t.Context(), fresh.Scope{})
 		if err == nil || !errors.Is(err, src.fail) {
 			t.Fatalf("Wait = %v, want the read's error", err)
 		}
@@ -181,7 +193,7 @@ func TestWaitEndsWithAnErrorWhenItCannotComplete(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
 		began := time.Now()
-		if err := b.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		if err := b.Wait(ctx, fresh.Scope{}); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Wait = %v, want the deadline", err)
 		}
 		if d := time.Since(began); d > 2*time.Second {
@@ -193,16 +205,82 @@ func TestWaitEndsWithAnErrorWhenItCannotComplete(t *testing.T) {
 func TestReadsRecordEachBarrierOnce(t *testing.T) {
 	a, b := fresh.NewBarrier("A", newFake()), fresh.NewBarrier("B", newFake())
 	r := &fresh.Reads{}
-	r.Note(a, false)
-	r.Note(a, false)
-	r.Note(nil, false)
-	if r.Found() || !r.Read() || len(r.Barriers()) != 1 {
-		t.Fatalf("after misses: found %v read %v barriers %d, want false true 1", r.Found(), r.Read(), len(r.Barriers()))
+	r.Note(a, fresh.Scope{}, false)
+	r.Note(a, fresh.Scope{}, false)
+	r.Note(nil, fresh.Scope{}, false)
+	if r.Found() || !r.Read() || len(r.All()) != 1 {
+		t.Fatalf("after misses: found %v read %v reads %d, want false true 1", r.Found(), r.Read(), len(r.All()))
 	}
-	r.Note(b, true)
-	if !r.Found() || len(r.Barriers()) != 2 {
-		t.Fatalf("after a hit: found %v barriers %d, want true 2", r.Found(), len(r.Barriers()))
+	r.Note(b, fresh.Scope{}, true)
+	if !r.Found() || len(r.All()) != 2 {
+		t.Fatalf("after a hit: found %v reads %d, want true 2", r.Found(), len(r.All()))
 	}
 	var none *fresh.Reads
-	none.Note(a, true) // outside an admission binding: nothing recorded, no panic
+	none.Note(a, fresh.Scope{}, true) // outside an admission binding: nothing recorded, no panic
+}
+
+// Each scope read is recorded once; the whole type covers every scope of
+// it; and a binding that read more scopes of a type than are worth a round
+// trip each is caught up on the whole type.
+func TestReadsRecordEachScopeOnce(t *testing.T) {
+	a, b := fresh.NewBarrier("A", newFake()), fresh.NewBarrier("B", newFake())
+	key := fresh.KeyScope("apps", "web")
+	r := &fresh.Reads{}
+	r.Note(a, key, false)
+	r.Note(a, key, true)
+	r.Note(a, fresh.Scope{Namespace: "apps"}, false)
+	r.Note(b, key, false)
+	want := []fresh.Read{{Barrier: a, Scope: key}, {Barrier: a, Scope: fresh.Scope{Namespace: "apps"}}, {Barrier: b, Scope: key}}
+	if !slices.Equal(r.All(), want) {
+		t.Fatalf("reads %+v, want %+v", r.All(), want)
+	}
+	r.Note(a, fresh.Scope{}, false)
+	r.Note(a, key, false)
+	want = []fresh.Read{{Barrier: b, Scope: key}, {Barrier: a}}
+	if !slices.Equal(r.All(), want) {
+		t.Fatalf("after a read of the whole type: reads %+v, want %+v", r.All(), want)
+	}
+	many := &fresh.Reads{}
+	for i := range 20 {
+		many.Note(a, fresh.KeyScope("apps", strconv.Itoa(i)), false)
+	}
+	if got := many.All(); len(got) != 1 || !got[0].Scope.Whole() {
+		t.Fatalf("20 keys read: reads %+v, want the whole type once", got)
+	}
+}
+
+// A round trip serves the scope it read: a waiter on another scope of the
+// same type does not queue behind it but starts its own at once, and each
+// scope reaches the source as asked.
+func TestRoundTripsAreSharedWithinAScope(t *testing.T) {
+	src := newFake()
+	src.server.Store(1)
+	src.catchUp(1)
+	src.release = make(chan struct{})
+	b := fresh.NewBarrier("Exemption", src)
+	scopes := []fresh.Scope{fresh.KeyScope("a", "x"), {Namespace: "b"}, {}}
+	errs := make(chan error, len(scopes))
+	for i, s := range scopes {
+		go func() { errs <- b.Wait(t.Context(), s) }()
+		deadline := time.Now().Add(5 * time.Second)
+		for src.inflight.Load() != int64(i+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round trips in flight = %d with %d scopes waited on, want one each", src.inflight.Load(), i+1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for range scopes {
+		src.release <- struct{}{}
+	}
+	for range scopes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := src.scopes()
+	slices.SortFunc(got, func(x, y fresh.Scope) int { return strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name) })
+	if want := []fresh.Scope{{}, fresh.KeyScope("a", "x"), {Namespace: "b"}}; !slices.Equal(got, want) {
+		t.Fatalf("scopes read %+v, want each as asked: %+v", got, want)
+	}
 }

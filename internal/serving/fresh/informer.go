@@ -149,32 +149,58 @@ func (s *informerSource) Changed() <-chan struct{} {
 	return s.changed
 }
 
-// Latest lists the type's metadata with no resourceVersion: a consistent
-// read, page by page at the first page's resourceVersion.
-func (s *informerSource) Latest(ctx context.Context) (Snapshot, error) {
+// Latest lists the metadata of scope with no resourceVersion: a consistent
+// read, page by page at the first page's resourceVersion. It selects what
+// the informer selects and, within that, the scope: a read of one object
+// lists its name in its namespace, a read of a namespace lists that
+// namespace, so the round trip costs what the decision read, not what the
+// type holds cluster-wide.
+func (s *informerSource) Latest(ctx context.Context, scope Scope) (Snapshot, error) {
 	if _, err := s.store(ctx); err != nil {
 		return Snapshot{}, err
 	}
+	if s.namespaced() {
+		// What the event handler records has no labels to select on, so a
+		// scope here is its namespace and name: a superset of the read.
+		scope.Labels = ""
+	}
 	opts := []client.ListOption{client.Limit(pageSize)}
-	if s.sel.Labels != "" {
-		ls, err := labels.Parse(s.sel.Labels)
+	if sel := andSelectors(s.sel.Labels, scope.Labels); sel != "" {
+		ls, err := labels.Parse(sel)
 		if err != nil {
 			return Snapshot{}, err
 		}
 		opts = append(opts, client.MatchingLabelsSelector{Selector: ls})
 	}
-	if s.sel.Name != "" {
-		opts = append(opts, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", s.sel.Name)})
+	var names []string
+	for _, n := range []string{s.sel.Name, scope.Name} {
+		if n != "" {
+			names = append(names, fields.OneTermEqualSelector("metadata.name", n).String())
+		}
 	}
-	snap := Snapshot{Items: map[string]string{}}
+	if len(names) > 0 {
+		fs, err := fields.ParseSelector(andSelectors(names...))
+		if err != nil {
+			return Snapshot{}, err
+		}
+		opts = append(opts, client.MatchingFieldsSelector{Selector: fs})
+	}
+	snap := Snapshot{Items: map[string]string{}, Scope: scope}
 	if !s.namespaced() {
+		if scope.Namespace != "" {
+			opts = append(opts, client.InNamespace(scope.Namespace))
+		}
 		_, err := s.list(ctx, &snap, opts)
 		return snap, err
 	}
 	// One list per namespace, as the cache watches them (and as RBAC
-	// allows: a Role in each, no cluster-wide list).
+	// allows: a Role in each, no cluster-wide list); of the scope's alone
+	// when it names one.
 	snap.Namespaces = map[string]string{}
 	for _, ns := range s.sel.Namespaces {
+		if scope.Namespace != "" && ns != scope.Namespace {
+			continue
+		}
 		rv, err := s.list(ctx, &snap, append(slices.Clip(opts), client.InNamespace(ns)))
 		if err != nil {
 			return Snapshot{}, err
@@ -238,29 +264,64 @@ func (s *informerSource) Caught(snap Snapshot) (bool, error) {
 			return false, err
 		}
 	}
-	for _, k := range ix.ListKeys() {
-		if _, listed := snap.Items[k]; listed {
-			continue
-		}
-		obj, ok, err := ix.GetByKey(k)
-		if err != nil {
-			return false, err
-		}
+	held, err := inScope(ix, snap.Scope)
+	if err != nil {
+		return false, err
+	}
+	for _, obj := range held {
+		o, ok := obj.(metav1.Object)
 		if !ok {
-			continue // deleted meanwhile
+			return false, fmt.Errorf("the cache holds %T, which has no metadata", obj)
+		}
+		if _, listed := snap.Items[key(o.GetNamespace(), o.GetName())]; listed {
+			continue
 		}
 		// Kept only if created after the list; otherwise its deletion has
 		// not arrived yet.
-		rv, err := rvOf(obj)
-		if err != nil {
-			return false, err
-		}
-		c, err := resourceversion.CompareResourceVersion(rv, snap.ResourceVersion)
+		c, err := resourceversion.CompareResourceVersion(o.GetResourceVersion(), snap.ResourceVersion)
 		if err != nil || c <= 0 {
 			return false, err
 		}
 	}
 	return true, nil
+}
+
+// inScope is what the store holds in scope: one object by key when the
+// scope names an object of a namespace (or of no namespace, for a
+// cluster-scoped kind), a namespace's objects from the store's namespace
+// index, else every object, each matched against the scope.
+func inScope(ix toolscache.Indexer, scope Scope) ([]any, error) {
+	var held []any
+	switch {
+	case scope.Name != "":
+		obj, ok, err := ix.GetByKey(key(scope.Namespace, scope.Name))
+		if err != nil || !ok {
+			return nil, err
+		}
+		held = []any{obj}
+	case scope.Namespace != "":
+		objs, err := ix.ByIndex(toolscache.NamespaceIndex, scope.Namespace)
+		if err != nil {
+			objs = ix.List() // a store without the index
+		}
+		held = objs
+	default:
+		held = ix.List()
+	}
+	if scope.Whole() {
+		return held, nil
+	}
+	var sel labels.Selector
+	if scope.Labels != "" {
+		var err error
+		if sel, err = labels.Parse(scope.Labels); err != nil {
+			return nil, err
+		}
+	}
+	return slices.DeleteFunc(held, func(obj any) bool {
+		o, ok := obj.(metav1.Object)
+		return ok && !scope.matches(o.GetNamespace(), o.GetName(), o.GetLabels(), sel)
+	}), nil
 }
 
 // caughtNamespaced is Caught for a cache limited to namespaces, on what its
@@ -283,10 +344,13 @@ func (s *informerSource) caughtNamespaced(snap Snapshot) (bool, error) {
 		if _, listed := snap.Items[k]; listed {
 			continue
 		}
-		ns, _, _ := strings.Cut(k, "/")
+		ns, name, _ := strings.Cut(k, "/")
 		since, ok := snap.Namespaces[ns]
 		if !ok {
 			continue // not a namespace the lists read
+		}
+		if snap.Scope.Name != "" && name != snap.Scope.Name {
+			continue // not the object read
 		}
 		if c, err := resourceversion.CompareResourceVersion(rv, since); err != nil || c <= 0 {
 			return false, err

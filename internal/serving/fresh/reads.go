@@ -6,15 +6,27 @@ import "sync"
 // through listers. The zero value is ready to use; it is safe for concurrent
 // use, as a binding may read from several goroutines.
 type Reads struct {
-	mu       sync.Mutex
-	barriers []*Barrier
-	read     bool
-	found    bool
+	mu    sync.Mutex
+	reads []Read
+	read  bool
+	found bool
 }
 
+// Read is one lister type's barrier and a scope of it that a binding read.
+type Read struct {
+	Barrier *Barrier
+	Scope   Scope
+}
+
+// maxScopes is how many scopes of one type a record keeps apart: a binding
+// that read more is caught up on the whole type, in one round trip rather
+// than one for each.
+const maxScopes = 8
+
 // Note records one lister read: b is the lister's barrier (nil when its
-// role has none) and found whether the read returned any object.
-func (r *Reads) Note(b *Barrier, found bool) {
+// role has none), s what the read looked at, and found whether it returned
+// any object.
+func (r *Reads) Note(b *Barrier, s Scope, found bool) {
 	if r == nil {
 		return
 	}
@@ -25,12 +37,28 @@ func (r *Reads) Note(b *Barrier, found bool) {
 	if b == nil {
 		return
 	}
-	for _, have := range r.barriers {
-		if have == b {
+	same := 0
+	for _, have := range r.reads {
+		if have.Barrier != b {
+			continue
+		}
+		if have.Scope == s || have.Scope.Whole() {
 			return
 		}
+		same++
 	}
-	r.barriers = append(r.barriers, b)
+	if same < maxScopes && !s.Whole() {
+		r.reads = append(r.reads, Read{Barrier: b, Scope: s})
+		return
+	}
+	// The whole type covers every scope of it.
+	kept := r.reads[:0]
+	for _, have := range r.reads {
+		if have.Barrier != b {
+			kept = append(kept, have)
+		}
+	}
+	r.reads = append(kept, Read{Barrier: b})
 }
 
 // Reset empties the record, for the next binding's run; a nil record stays
@@ -41,7 +69,7 @@ func (r *Reads) Reset() {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.barriers, r.read, r.found = r.barriers[:0], false, false
+	r.reads, r.read, r.found = r.reads[:0], false, false
 }
 
 // Read reports whether the binding read any lister.
@@ -58,9 +86,10 @@ func (r *Reads) Found() bool {
 	return r.found
 }
 
-// Barriers are the barriers of the listers read, each once.
-func (r *Reads) Barriers() []*Barrier {
+// All is what the binding read through barriers: each barrier with each
+// scope once.
+func (r *Reads) All() []Read {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]*Barrier(nil), r.barriers...)
+	return append([]Read(nil), r.reads...)
 }

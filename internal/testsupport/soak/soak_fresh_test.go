@@ -77,7 +77,7 @@ func (v *verdicts) p99() time.Duration {
 // decided — what the module would have answered without rechecks.
 // Run with -benchtime 1x.
 func BenchmarkSoakFresh(b *testing.B) {
-	r := soakFresh(b, envCount(b, "SOAK_FRESH_TRIALS", 1000), 16, 10*time.Minute, false)
+	r := soakFresh(b, envCount(b, "SOAK_FRESH_TRIALS", 1000), 16, 10*time.Minute, listInNamespace)
 	fmt.Printf("fresh: trials=%d false_denials=%d stale_allows=%d stale_cache_false_denials=%d stale_cache_allows=%d recheck_p99=%dms\n",
 		r.trials, r.falseDenials, r.staleAllows, r.plainDenials, r.plainAllows, r.recheckP99.Milliseconds())
 }
@@ -85,7 +85,7 @@ func BenchmarkSoakFresh(b *testing.B) {
 // The same, in a few trials: decisions whose outcome the lagging cache would
 // change are made on fresh data.
 func TestAdmissionDecidesOnFreshListerData(t *testing.T) {
-	r := soakFresh(t, 8, 4, 2*time.Minute, false)
+	r := soakFresh(t, 8, 4, 2*time.Minute, listInNamespace)
 	t.Logf("trials=%d stale_cache_false_denials=%d stale_cache_allows=%d recheck_p99=%s", r.trials, r.plainDenials, r.plainAllows, r.recheckP99)
 }
 
@@ -95,9 +95,33 @@ func TestAdmissionDecidesOnFreshListerData(t *testing.T) {
 // tenant writes her own Exemptions, though the handler lists with no
 // namespace.
 func TestScopedListerDecidesOnFreshDataOfItsNamespacesOnly(t *testing.T) {
-	r := soakFresh(t, 8, 4, 2*time.Minute, true)
+	r := soakFresh(t, 8, 4, 2*time.Minute, scopedLister)
 	t.Logf("trials=%d stale_cache_false_denials=%d stale_cache_allows=%d recheck_p99=%s", r.trials, r.plainDenials, r.plainAllows, r.recheckP99)
 }
+
+// The same with the handler reading its Exemption by key: the recheck
+// reads that one name from the API server, and catches the cache up on it
+// alone — a created Exemption it did not hold yet, a deleted one it still
+// holds.
+func TestAReadByKeyDecidesOnFreshDataOfThatObject(t *testing.T) {
+	r := soakFresh(t, 8, 4, 2*time.Minute, getByKey)
+	t.Logf("trials=%d stale_cache_false_denials=%d stale_cache_allows=%d recheck_p99=%s", r.trials, r.plainDenials, r.plainAllows, r.recheckP99)
+}
+
+// freshRead is how soakFresh's handler reads the Exemptions.
+type freshRead int
+
+const (
+	// listInNamespace lists the exemptions namespace through a
+	// cluster-wide lister.
+	listInNamespace freshRead = iota
+	// scopedLister lists with no namespace through a lister scoped with
+	// InNamespace to the exemptions namespace; the pods' own namespace
+	// holds an Exemption for every pod, which must exempt none.
+	scopedLister
+	// getByKey reads trial i's Exemption, ex-i, by its key.
+	getByKey
+)
 
 type freshResult struct {
 	trials, falseDenials, staleAllows, plainDenials, plainAllows int64
@@ -106,10 +130,9 @@ type freshResult struct {
 
 // soakFresh runs trials of each kind on workers within budget, failing t if
 // any decision rested on stale data, a request failed, or the cache never
-// lagged (then the run proves nothing). With scoped, the lister is scoped to
-// the exemptions namespace and the pods' own namespace holds an Exemption
-// for every pod, which must exempt none.
-func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped bool) freshResult {
+// lagged (then the run proves nothing). read is how the handler reads the
+// Exemptions.
+func soakFresh(b testing.TB, trials, workers int, budget time.Duration, read freshRead) freshResult {
 	const watchDelay = 250 * time.Millisecond
 	ctx, cancel := context.WithTimeout(b.Context(), budget)
 	defer cancel()
@@ -134,10 +157,26 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped b
 	m := vigil.NewModule(name, vigil.Options{Namespace: home})
 	exemptions := vigil.NewLister(m, vigil.Kind("uds.dev", "v1alpha1", "Exemption"))
 	var opts []client.ListOption
-	if scoped {
+	switch read {
+	case scopedLister:
 		exemptions.InNamespace(exns)
-	} else {
+	case listInNamespace:
 		opts = append(opts, client.InNamespace(exns))
+	}
+	// exemptionsOf reads the Exemptions that may exempt pod.
+	exemptionsOf := func(ctx context.Context, pod string) ([]*unstructured.Unstructured, error) {
+		if read != getByKey {
+			return exemptions.List(ctx, opts...)
+		}
+		var i int
+		if _, err := fmt.Sscanf(pod, "soak-%d-", &i); err != nil {
+			return nil, err
+		}
+		ex, err := exemptions.Get(ctx, exns, fmt.Sprint("ex-", i))
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return []*unstructured.Unstructured{ex}, err
 	}
 	policies := m.Capability("policies", vigil.InNamespaces(apps))
 	vigil.When(policies, &corev1.Pod{}).IsCreated().Named("disallow-privileged").
@@ -146,7 +185,7 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped b
 			if !privilegedPod(r.Object) {
 				return admission.Allow()
 			}
-			list, err := exemptions.List(ctx, opts...)
+			list, err := exemptionsOf(ctx, r.Object.Name)
 			if err != nil {
 				return admission.Deny("the Exemptions cannot be read: " + err.Error())
 			}
@@ -176,7 +215,7 @@ func soakFresh(b testing.TB, trials, workers int, budget time.Duration, scoped b
 		return ex
 	}
 	exemption := func(i int) *unstructured.Unstructured { return exemptionIn(exns, i) }
-	if scoped {
+	if read == scopedLister {
 		// The pods' own namespace exempts every pod of every trial.
 		own := exemptionIn(apps, 0)
 		own.SetName("own")
