@@ -29,7 +29,7 @@ ifdef CONTAINERD
 export VIGIL_NODE_CONTAINERD := $(CONTAINERD)
 endif
 
-.PHONY: api api-check release e2e test test-versions demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh soak-watch soak-uds bench-uds bench-scale bench-ship bench-first-module
+.PHONY: api api-check release e2e test test-versions demo control-plane vet staticcheck tidy deadcode vulncheck unit generate bench-store bench-gates bench-admission bench-watch soak-registration soak-fresh bench-recheck soak-watch soak-uds bench-uds bench-scale bench-ship bench-first-module
 
 ## test: build the control plane if needed, then vet, staticcheck, the go.mod tidiness check, the public API check, deadcode, govulncheck and every test under the race detector
 test:
@@ -153,6 +153,11 @@ soak-registration:
 soak-fresh:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakFresh' -benchtime 1x -timeout 15m ./internal/testsupport/soak/
+
+## bench-recheck: Pods in 1,000 namespaces, grown in steps (RECHECK_PODS=1000,50000 by default): a Pod lister's reads by key and of a namespace, and a recheck's round trip on one Pod, one namespace and the whole type, with the bytes each reads
+bench-recheck:
+	@assets="$$(hack/control-plane.sh)"; \
+	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkRecheck$$' -benchtime 1x -timeout 30m ./internal/testsupport/soak/
 
 ## soak-watch: a gate, an admission lister and the watcher's OnEvent and Reconcile behind a fault proxy that stalls, blackholes, throttles (429), expires (410) and cuts their connections, 15 rounds, while objects change (one deleted and created again in each blackhole): silences noticed, recovery, no stale decision, every final view equal to the API server's
 soak-watch:

@@ -222,24 +222,50 @@ func reconcileLag(b *testing.B, cs kubernetes.Interface, watcher *vigiltest.Proc
 	}
 }
 
-// tookRE finds the duration of the audit in its "audit done" line.
-var tookRE = regexp.MustCompile(`audit done.*?took[="\s:]+"?([0-9.]+[a-zµ]+)`)
+// doneRE finds the audit's "audit done" line.
+var doneRE = regexp.MustCompile(`[^\n]*audit done[^\n]*`)
+
+// logField is the value of field name in a log line, as text or JSON
+// writes it ("name"="v", "name":"v", "name"=3).
+func logField(line, name string) string {
+	m := regexp.MustCompile(`"` + name + `"[=:]"?([^",}\s]+)`).FindStringSubmatch(line)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// auditFigures are what the audit of every pod took: its duration, the
+// watcher's peak memory in MiB at its end, the pages it listed and the
+// longest one list took.
+type auditFigures struct {
+	took, slowestPage time.Duration
+	peakMiB           float64
+	pages             int
+}
 
 // auditOnce runs a watcher of UDS Core's engine from start, whose first
-// audit judges every pod of the cluster, and returns how long the audit
-// took and the watcher's peak memory in MiB at its end.
-func auditOnce(b *testing.B, bin, kubeconfig string) (time.Duration, float64) {
+// audit judges every pod of the cluster, and returns its figures.
+func auditOnce(b *testing.B, bin, kubeconfig string) auditFigures {
 	probe := vigiltest.FreeAddr(b)
 	w := vigiltest.StartProcess(b, nil, bin, "watcher", "--kubeconfig", kubeconfig, "--metrics-addr=", "--probe-addr", probe, "--audit-interval", "1h")
 	defer w.Stop(b, time.Minute)
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		if m := tookRE.FindStringSubmatch(w.Output.String()); m != nil {
-			d, err := time.ParseDuration(m[1])
-			if err != nil {
-				b.Fatalf("the audit's duration %q: %v", m[1], err)
+		if line := doneRE.FindString(w.Output.String()); line != "" {
+			var f auditFigures
+			var err error
+			if f.took, err = time.ParseDuration(logField(line, "took")); err != nil {
+				b.Fatalf("the audit's duration in %q: %v", line, err)
 			}
-			return d, rssMiB(w.Pid(), "VmHWM")
+			if f.slowestPage, err = time.ParseDuration(logField(line, "slowestPage")); err != nil {
+				b.Fatalf("the audit's slowest page in %q: %v", line, err)
+			}
+			if f.pages, err = strconv.Atoi(logField(line, "pages")); err != nil {
+				b.Fatalf("the audit's pages in %q: %v", line, err)
+			}
+			f.peakMiB = rssMiB(w.Pid(), "VmHWM")
+			return f
 		}
 		select {
 		case <-w.Exited():

@@ -172,7 +172,7 @@ func BenchmarkScale(b *testing.B) {
 		plain := watchPods(b, cluster, env.Clientset, crBin, nil, kubeconfig, "", false)
 
 		// The audit over every pod, by a watcher of UDS Core's engine.
-		auditTook, auditPeak := auditOnce(b, uds.Binary, kubeconfig)
+		audited := auditOnce(b, uds.Binary, kubeconfig)
 		running, _, err := workloadPods(b.Context(), env.Clientset)
 		if err != nil {
 			b.Fatal(err)
@@ -225,7 +225,7 @@ func BenchmarkScale(b *testing.B) {
 			perReq := bench.Us(max(0, cpu-background)) / float64(len(with.lat))
 			fmt.Printf("scale: pods=%d nodes=%d creates_per_s=%d p50_ms=%.2f p99_ms=%.2f base_p50_ms=%.2f base_p99_ms=%.2f adm_cpu_per_req_us=%.1f adm_rss_mib=%.1f watcher_rss_mib=%.1f relist_peak_mib=%.1f reconcile_lag_p99_ms=%.1f audit_s=%.1f audit_peak_mib=%.1f\n",
 				pods, nodes, rate, with.p(50), with.p(99), base.p(50), base.p(99), perReq, adms.rss(),
-				whole.steady, whole.relistPeak, bench.Ms(bench.Percentile(whole.lags, 99)), auditTook.Seconds(), auditPeak)
+				whole.steady, whole.relistPeak, bench.Ms(bench.Percentile(whole.lags, 99)), audited.took.Seconds(), audited.peakMiB)
 			say("creates at %d/s: %d with the module in %s (%.0f/s achieved, %d failed), %d without in %s (%d failed); %v binding decisions; %v connections (TLS handshakes) from the API server to %d admission replicas", rate, n, with.took.Round(time.Millisecond),
 				float64(n)/with.took.Seconds(), with.failed, n, base.took.Round(time.Millisecond), base.failed, judged, conns, len(adms))
 		}
@@ -235,9 +235,9 @@ func BenchmarkScale(b *testing.B) {
 		wholeRSS, wholeLive := perPod(whole, baseWhole)
 		metaRSS, metaLive := perPod(meta, baseMeta)
 		plainRSS, plainLive := perPod(plain, basePlain)
-		fmt.Printf("scale-more: pods=%d grow_s=%.0f watcher_ready_s=%.1f reconcile_lag_p50_ms=%.1f pod_rss_bytes_per_pod=%.0f pod_heap_bytes_per_pod=%.0f metadata_rss_mib=%.1f metadata_rss_bytes_per_pod=%.0f metadata_heap_bytes_per_pod=%.0f metadata_relist_peak_mib=%.1f metadata_ready_s=%.1f crcache_rss_mib=%.1f crcache_rss_bytes_per_pod=%.0f crcache_heap_bytes_per_pod=%.0f gate_s=%.2f status_s=%.2f plan_cluster_s=%.2f takeover_s=%.1f\n",
+		fmt.Printf("scale-more: pods=%d grow_s=%.0f watcher_ready_s=%.1f reconcile_lag_p50_ms=%.1f pod_rss_bytes_per_pod=%.0f pod_heap_bytes_per_pod=%.0f metadata_rss_mib=%.1f metadata_rss_bytes_per_pod=%.0f metadata_heap_bytes_per_pod=%.0f metadata_relist_peak_mib=%.1f metadata_ready_s=%.1f crcache_rss_mib=%.1f crcache_rss_bytes_per_pod=%.0f crcache_heap_bytes_per_pod=%.0f gate_s=%.2f status_s=%.2f plan_cluster_s=%.2f takeover_s=%.1f audit_pages=%d audit_slowest_page_s=%.2f\n",
 			pods, growTook.Seconds(), whole.ready.Seconds(), bench.Ms(bench.Percentile(whole.lags, 50)), wholeRSS, wholeLive,
 			meta.steady, metaRSS, metaLive, meta.relistPeak, meta.ready.Seconds(), plain.steady, plainRSS, plainLive,
-			gateTook.Seconds(), statusTook.Seconds(), planTook.Seconds(), takeoverTook.Seconds())
+			gateTook.Seconds(), statusTook.Seconds(), planTook.Seconds(), takeoverTook.Seconds(), audited.pages, audited.slowestPage.Seconds())
 	}
 }

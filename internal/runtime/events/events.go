@@ -75,8 +75,12 @@ const (
 	// namespace, name, violation.
 	AuditViolation Name = "audit-violation"
 	// AuditDone: the audit after registration finished; fields violations,
-	// took.
+	// took, objects (judged), pages (lists read) and slowestPage (the
+	// longest one list took).
 	AuditDone Name = "audit-done"
+	// AuditProgress: an audit still going, every 30 seconds; fields
+	// objects, pages, slowestPage and elapsed, as AuditDone's.
+	AuditProgress Name = "audit-progress"
 	// AuditFinding: a validation of a capability in Audit mode denied a
 	// request, which was allowed; fields capability, binding, mode,
 	// operation, kind, namespace, name, user, dryRun, violation.

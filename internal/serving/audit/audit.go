@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -221,7 +222,7 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 		}
 		res := dyn.Resource(mapping.Resource)
 		for _, ns := range namespaces {
-			err := eachItem(ctx, a.PageSize, metav1.ListOptions{}, unstructuredList(res.Namespace(ns)), func(item runtime.Object) error {
+			err := eachItem(ctx, a.PageSize, metav1.ListOptions{}, r.timed(unstructuredList(res.Namespace(ns))), func(item runtime.Object) error {
 				obj, ok := item.(*unstructured.Unstructured)
 				if !ok {
 					return fmt.Errorf("a list item of %s is a %T, not an unstructured object", mapping.Resource.Resource, item)
@@ -229,6 +230,7 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 				// Judged, then dropped: only its findings are kept.
 				defer func() { *obj = unstructured.Unstructured{} }()
 				r.judge(gvk, mapping, obj)
+				r.objects.Add(1)
 				return nil
 			})
 			if err != nil && r.absent(ns, err) {
@@ -241,7 +243,8 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 	}
 	a.writePolicyReports(ctx, r.findings)
 	a.keep(ctx, r.findings, r.rec, r.mutRec)
-	events.Info(a.Log, events.AuditDone, "audit done", "violations", len(r.findings), "policyVersion", m.Version, "enforcedSince", r.rec.Enforced, "took", time.Since(began).Round(time.Millisecond).String())
+	events.Info(a.Log, events.AuditDone, "audit done", "violations", len(r.findings), "policyVersion", m.Version, "enforcedSince", r.rec.Enforced, "took", time.Since(began).Round(time.Millisecond).String(),
+		"objects", r.objects.Load(), "pages", r.pages.Load(), "slowestPage", r.slowestPage())
 	return r.findings, nil
 }
 
@@ -273,13 +276,48 @@ type auditRun struct {
 	labelled map[string]spec.ExclusionPolicy
 	// nsLabels are the labels of the namespaces seen, by name.
 	nsLabels map[string]map[string]string
+	// objects judged and pages listed so far, and the longest a list took
+	// (the pager lists in a goroutine of its own, beside the judging); when
+	// the run began and last said how far it is.
+	objects, pages      atomic.Int64
+	slowest             atomic.Int64 // nanoseconds
+	began, lastProgress time.Time
+}
+
+// progressEvery is how often a long audit says how far it is.
+const progressEvery = 30 * time.Second
+
+// timed is list, timing each page for the run's figures, and saying how
+// far the run is every progressEvery.
+func (r *auditRun) timed(list func(context.Context, metav1.ListOptions) (runtime.Object, error)) func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		began := time.Now()
+		page, err := list(ctx, o)
+		r.pages.Add(1)
+		for took := int64(time.Since(began)); ; {
+			if s := r.slowest.Load(); took <= s || r.slowest.CompareAndSwap(s, took) {
+				break
+			}
+		}
+		if time.Since(r.lastProgress) >= progressEvery {
+			r.lastProgress = time.Now()
+			events.Info(r.a.Log, events.AuditProgress, "audit going on", "objects", r.objects.Load(), "pages", r.pages.Load(),
+				"slowestPage", r.slowestPage(), "elapsed", time.Since(r.began).Round(time.Second).String())
+		}
+		return page, err
+	}
+}
+
+// slowestPage is the longest one list of the run took, as text.
+func (r *auditRun) slowestPage() string {
+	return time.Duration(r.slowest.Load()).Round(time.Millisecond).String()
 }
 
 // startRun reads the registration records the findings are dated by; a
 // record that cannot be read leaves its findings undated.
 func (a *Auditor) startRun(ctx context.Context, cs kubernetes.Interface) *auditRun {
 	m := a.Module
-	r := &auditRun{a: a, ctx: ctx, cs: cs}
+	r := &auditRun{a: a, ctx: ctx, cs: cs, began: time.Now(), lastProgress: time.Now()}
 	rec, err := registration.ReadRecord(ctx, cs, m.Name)
 	if err != nil {
 		a.Log.Info("audit: cannot read the webhooks' registration record; findings cannot say when they were admitted", "err", err.Error())

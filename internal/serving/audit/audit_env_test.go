@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,18 @@ func TestAuditReportsWhatPassedWhileFailedOpen(t *testing.T) {
 		t.Errorf("the audit's last line %q, want audit done with violations=3 and took", done)
 	} else if d, err := time.ParseDuration(took[1]); err != nil || d <= 0 {
 		t.Errorf("audit done: took=%q, want a positive duration", took[1])
+	}
+	// And how much it read: the four ConfigMaps judged, in at least one
+	// page, the slowest of which took some time.
+	figures := regexp.MustCompile(`"objects"=(\d+) "pages"=(\d+) "slowestPage"="([^"]+)"`).FindStringSubmatch(done)
+	if figures == nil {
+		t.Errorf("audit done %q: want objects, pages and slowestPage", done)
+	} else if objects, _ := strconv.Atoi(figures[1]); objects < 4 {
+		t.Errorf("audit done: objects=%s, want the 4 ConfigMaps at least", figures[1])
+	} else if pages, _ := strconv.Atoi(figures[2]); pages < 1 {
+		t.Errorf("audit done: pages=%s, want at least 1", figures[2])
+	} else if d, err := time.ParseDuration(figures[3]); err != nil || d < 0 {
+		t.Errorf("audit done: slowestPage=%q, want a duration", figures[3])
 	}
 	got := map[string]audit.Finding{}
 	for _, f := range findings {
