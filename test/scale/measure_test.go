@@ -123,6 +123,7 @@ type admissions []replica
 
 // replica is an admission replica's process and its metrics' URL.
 type replica struct {
+	proc    *vigiltest.Process
 	pid     int
 	metrics string
 }
@@ -130,9 +131,40 @@ type replica struct {
 func admissionsOf(pods []*vigiltest.Pod) admissions {
 	var a admissions
 	for _, p := range pods {
-		a = append(a, replica{p.Process("admission").Pid(), "http://" + p.Ports["metrics"] + "/metrics"})
+		proc := p.Process("admission")
+		a = append(a, replica{proc, proc.Pid(), "http://" + p.Ports["metrics"] + "/metrics"})
 	}
 	return a
+}
+
+// logged is how much each replica has written so far: where a later
+// reviews reads from.
+func (a admissions) logged() []int {
+	var at []int
+	for _, r := range a {
+		at = append(at, len(r.proc.Output.String()))
+	}
+	return at
+}
+
+// reviews are the times the replicas took to answer the requests for the
+// objects named with prefix, as their decision lines written since from
+// (a sample: each replica logs up to 100 decisions a second) say.
+func (a admissions) reviews(from []int, prefix string) []time.Duration {
+	var took []time.Duration
+	for i, r := range a {
+		out := r.proc.Output.String()[from[i]:]
+		for line := range strings.Lines(out) {
+			if logField(line, "event") != "decision" || !strings.HasPrefix(logField(line, "name"), prefix) {
+				continue
+			}
+			if d, err := time.ParseDuration(logField(line, "took")); err == nil {
+				took = append(took, d)
+			}
+		}
+	}
+	slices.Sort(took)
+	return took
 }
 
 // cpu is the CPU time the replicas have used, together.
@@ -225,10 +257,10 @@ func reconcileLag(b *testing.B, cs kubernetes.Interface, watcher *vigiltest.Proc
 // doneRE finds the audit's "audit done" line.
 var doneRE = regexp.MustCompile(`[^\n]*audit done[^\n]*`)
 
-// logField is the value of field name in a log line, as text or JSON
-// writes it ("name"="v", "name":"v", "name"=3).
+// logField is the value of field name in a log line, as the modules' text
+// handler (log/slog) writes it (name=v, name="v"), or JSON ("name":"v").
 func logField(line, name string) string {
-	m := regexp.MustCompile(`"` + name + `"[=:]"?([^",}\s]+)`).FindStringSubmatch(line)
+	m := regexp.MustCompile(`(?:^|[\s{,])"?` + regexp.QuoteMeta(name) + `"?[=:]"?([^",}\s]+)`).FindStringSubmatch(line)
 	if m == nil {
 		return ""
 	}

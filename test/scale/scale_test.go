@@ -201,6 +201,7 @@ func BenchmarkScale(b *testing.B) {
 					profiled <- saveProfile("http://"+adm.Ports["metrics"]+"/debug/pprof/profile?seconds=8", strings.TrimSuffix(profile, ".pprof")+fmt.Sprintf("-%d.pprof", pods))
 				}()
 			}
+			logged := adms.logged()
 			with := createAt(b.Context(), env.Clientset, workloadNamespace(1), run, rate, n)
 			if profiled != nil {
 				if err := <-profiled; err != nil {
@@ -226,6 +227,13 @@ func BenchmarkScale(b *testing.B) {
 			fmt.Printf("scale: pods=%d nodes=%d creates_per_s=%d p50_ms=%.2f p99_ms=%.2f base_p50_ms=%.2f base_p99_ms=%.2f adm_cpu_per_req_us=%.1f adm_rss_mib=%.1f watcher_rss_mib=%.1f relist_peak_mib=%.1f reconcile_lag_p99_ms=%.1f audit_s=%.1f audit_peak_mib=%.1f\n",
 				pods, nodes, rate, with.p(50), with.p(99), base.p(50), base.p(99), perReq, adms.rss(),
 				whole.steady, whole.relistPeak, bench.Ms(bench.Percentile(whole.lags, 99)), audited.took.Seconds(), audited.peakMiB)
+			// The module's own time, from the request read to its answer
+			// written: what the cluster's size could change of it, without
+			// the API server's queueing around it.
+			if reviews := adms.reviews(logged, run); len(reviews) > 0 {
+				fmt.Printf("scale-review: pods=%d creates_per_s=%d reviews_sampled=%d review_p50_ms=%.3f review_p99_ms=%.3f\n",
+					pods, rate, len(reviews), bench.Ms(bench.Percentile(reviews, 50)), bench.Ms(bench.Percentile(reviews, 99)))
+			}
 			say("creates at %d/s: %d with the module in %s (%.0f/s achieved, %d failed), %d without in %s (%d failed); %v binding decisions; %v connections (TLS handshakes) from the API server to %d admission replicas", rate, n, with.took.Round(time.Millisecond),
 				float64(n)/with.took.Seconds(), with.failed, n, base.took.Round(time.Millisecond), base.failed, judged, conns, len(adms))
 		}

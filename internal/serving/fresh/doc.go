@@ -12,17 +12,26 @@
 // found something (the exception case) — is made again once every lister the
 // binding read has caught up; ordinary allows stay on the fast path.
 //
-// A Barrier, one per lister type, catches its cache up. Its round trip is a
-// consistent read of the type's metadata from the API server (a paginated
-// list with no resourceVersion: the API server serves it at least as fresh as
-// etcd at that moment), after which the cache has caught up once its store
-// has seen that resourceVersion, or once it holds every listed object at its
-// listed resourceVersion or newer and nothing the list no longer has (unless
-// created after the list). Waiting for the resourceVersion alone is not
-// enough on a quiet type: the API server sends watch bookmarks about once a
-// minute, so the cache would learn it has caught up long after it has.
-// Concurrent waiters share one round trip: at most one is in flight per
-// lister type, and waiters arriving while it flies share the next one, which
-// starts when it lands — a round trip that began before a request came is
-// never taken as fresh for it. Waiters give up at their own deadline.
+// Reads also records what each read looked at, its Scope: a Get, one key; a
+// List, its namespace and labels. A Barrier, one per lister type, catches
+// its cache up on a scope. Its round trip is a consistent read of that
+// scope's metadata from the API server (a paginated list with no
+// resourceVersion, selecting what the informer selects and, within it, the
+// scope's namespace, labels and name: the API server serves it at least as
+// fresh as etcd at that moment), after which the cache has caught up once
+// its store has seen that resourceVersion, or once it holds every listed
+// object at its listed resourceVersion or newer and nothing else of the
+// scope the list no longer has (unless created after the list). So a
+// recheck costs what its decision read, not what the type holds
+// cluster-wide: at 50,000 Pods a read by key's round trip reads one Pod's
+// metadata, where the whole type's reads 100 pages (make bench-recheck). A
+// binding that read more than a few scopes of one type is caught up on the
+// whole type, in one round trip. Waiting for the resourceVersion alone is
+// not enough on a quiet type: the API server sends watch bookmarks about
+// once a minute, so the cache would learn it has caught up long after it
+// has. Concurrent waiters on one scope share one round trip: at most one is
+// in flight per scope, and waiters arriving while it flies share the next
+// one, which starts when it lands — a round trip that began before a
+// request came is never taken as fresh for it. Waiters give up at their own
+// deadline.
 package fresh
