@@ -350,6 +350,9 @@ func (m *Module) handoff(p *Pod) map[string]string {
 // container (with --shutdown-delay 0s), and waits until its webhooks are
 // registered and enforced — Ignore, then the canary, then the failure
 // policy, as in production — within timeout. It returns the pod, running.
+// With ModuleOptions.AdmissionReplicas, a second call starts again the
+// replicas that were stopped, behind the same address, and leaves the
+// running ones as they are.
 //
 // On a node it waits for every admission replica to be Ready too, and the
 // pod's Ports are its pod IP's.
@@ -365,21 +368,30 @@ func (m *Module) StartAdmission(timeout time.Duration) *Pod {
 		mains = append(mains, p.follow("admission"))
 		m.waitRolledOut("admission", p, timeout)
 	} else {
-		pods := []*Pod{p}
-		for len(pods) < m.opts.AdmissionReplicas {
-			pods = append(pods, m.podOf(m.deployment("admission")))
-		}
-		if len(pods) > 1 {
-			backends := make([]string, len(pods))
-			for i, r := range pods {
-				backends[i] = r.Ports["https"]
+		// A second start brings back the replicas a test stopped, behind
+		// the same address, and leaves the running ones alone.
+		pods := m.replicas
+		if pods == nil {
+			pods = []*Pod{p}
+			for len(pods) < m.opts.AdmissionReplicas {
+				pods = append(pods, m.podOf(m.deployment("admission")))
 			}
-			svc := newService(m.t, backends)
-			for _, r := range pods {
-				r.webhookURL = "https://" + svc.Addr()
+			if len(pods) > 1 {
+				backends := make([]string, len(pods))
+				for i, r := range pods {
+					backends[i] = r.Ports["https"]
+				}
+				svc := newService(m.t, backends)
+				for _, r := range pods {
+					r.webhookURL = "https://" + svc.Addr()
+				}
 			}
 		}
 		for _, r := range pods {
+			if running(r.Process("admission")) {
+				mains = append(mains, r.Process("admission"))
+				continue
+			}
 			if m.opts.Args == nil || m.opts.Args["admission"] == nil {
 				r.opts.Args = map[string][]string{"admission": {"--shutdown-delay", "0s"}}
 				for k, v := range m.opts.Args {
@@ -504,4 +516,17 @@ func (m *Module) StartWatcher(timeout time.Duration) *Pod {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return p
+}
+
+// running reports whether proc has been started and has not exited.
+func running(proc *Process) bool {
+	if proc == nil {
+		return false
+	}
+	select {
+	case <-proc.Exited():
+		return false
+	default:
+		return true
+	}
 }

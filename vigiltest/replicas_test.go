@@ -82,6 +82,24 @@ func TestAdmissionReplicasShareTheWebhook(t *testing.T) {
 	if !strings.Contains(msg, "has no app label") {
 		t.Errorf("denial %q with one replica left: want the module's message", msg)
 	}
+
+	// Started again, the module brings back the stopped replica, behind the
+	// same address, and leaves the running one as it is.
+	first, stopped := pods[0].Process("admission"), pods[1].Process("admission")
+	m.StartAdmission(60 * time.Second)
+	again := m.AdmissionPods()
+	if len(again) != 2 || again[0] != pods[0] || again[1] != pods[1] {
+		t.Fatalf("after a second start: %d admission pods %v, want the same 2 as before", len(again), again)
+	}
+	if pods[0].Process("admission") != first {
+		t.Error("the second start ran the running replica again")
+	}
+	if p := pods[1].Process("admission"); p == stopped || p.Pid() == stopped.Pid() {
+		t.Error("the second start did not bring back the stopped replica")
+	}
+	if err := create("after-restart-" + suffix); err != nil {
+		t.Error(err)
+	}
 }
 
 // connections is vigil_admission_connections_total of the pod's admission.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,6 +43,11 @@ func (c creates) p(q int) float64 { return bench.Ms(bench.Percentile(c.lat, q)) 
 // client sees it (the request through the API server, its admission
 // included). The pods are deleted afterwards.
 func createAt(ctx context.Context, cs kubernetes.Interface, ns, run string, rate, n int) creates {
+	return createLabelled(ctx, cs, ns, run, nil, rate, n)
+}
+
+// createLabelled is createAt with these labels besides on each Pod.
+func createLabelled(ctx context.Context, cs kubernetes.Interface, ns, run string, extra map[string]string, rate, n int) creates {
 	jobs := make(chan int, n)
 	var mu sync.Mutex
 	out := creates{}
@@ -56,8 +63,10 @@ func createAt(ctx context.Context, cs kubernetes.Interface, ns, run string, rate
 				// after it, which would load the API server's two cores
 				// more than the creates themselves.
 				tmpl.Spec.SchedulerName = "bench-unscheduled"
+				labels := map[string]string{"app": "probe", "scale.vigil.dev/run": run}
+				maps.Copy(labels, extra)
 				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-%05d", run, i),
-					Labels: map[string]string{"app": "probe", "scale.vigil.dev/run": run}}, Spec: tmpl.Spec}
+					Labels: labels}, Spec: tmpl.Spec}
 				began := time.Now()
 				_, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 				d := time.Since(began)
@@ -534,4 +543,67 @@ func takeover(b *testing.B, cs kubernetes.Interface, bin, kubeconfig string) tim
 	}
 	b.Fatalf("the standby podwatch watcher reconciled none of %d changes within 2m of the leader's kill:\n%s", len(keys), standby.Output)
 	return 0
+}
+
+// floorLabel marks the Pods whose creates go through the floor server.
+const floorLabel = "scale.vigil.dev/floor"
+
+// startFloor runs the floor server (bench.StartFloor: it answers a review
+// at once, decoding nothing) and registers it as a mutating and a
+// validating webhook, as UDS Core's engine is registered, for the Pods
+// created in kube-system with floorLabel: what any two webhooks cost a
+// create on this API server, whatever they do.
+func startFloor(b *testing.B, cs kubernetes.Interface) {
+	cert := vigiltest.NewServingCert(b, "127.0.0.1")
+	fl := bench.StartFloor(b, cert.Dir)
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+	}}
+	nsSel := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": metav1.NamespaceSystem}}
+	objSel := &metav1.LabelSelector{MatchLabels: map[string]string{floorLabel: "true"}}
+	none, fail := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Fail
+	cc := func(path string) admissionregistrationv1.WebhookClientConfig {
+		url := fl.Base + path
+		return admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: cert.CABundle}
+	}
+	ctx := b.Context()
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-scale-floor"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: "mutate.floor.bench", ClientConfig: cc("/mutate"), Rules: rules, NamespaceSelector: nsSel, ObjectSelector: objSel,
+			SideEffects: &none, FailurePolicy: &fail, AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-scale-floor"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "validate.floor.bench", ClientConfig: cc("/validate"), Rules: rules, NamespaceSelector: nsSel, ObjectSelector: objSel,
+			SideEffects: &none, FailurePolicy: &fail, AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	// The floor is called once the API server has seen its configuration:
+	// a labelled Pod comes back with its patch.
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		tmpl := workloadPod("probe")
+		tmpl.Spec.SchedulerName = "bench-unscheduled"
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: fmt.Sprintf("floor-ready-%d", i),
+			Labels: map[string]string{floorLabel: "true"}}, Spec: tmpl.Spec}
+		got, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		if err == nil {
+			_ = cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+			if got.Labels["vigil.dev/labeled"] == "true" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the floor server's webhooks were not called within 30s (last create: %v)", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -128,6 +128,9 @@ func BenchmarkScale(b *testing.B) {
 	if profile != "" {
 		udsOpts.Args = map[string][]string{"admission": {"--shutdown-delay", "0s", "--pprof"}}
 	}
+	// The floor: any two webhooks' cost to a create, to tell the module's
+	// part of the added latency from the API server's.
+	startFloor(b, env.Clientset)
 	uds := udscore.Install(b, env, udsCoreDir, udsOpts)
 	adm := uds.StartAdmission(2 * time.Minute)
 	adms := admissionsOf(uds.AdmissionPods())
@@ -189,6 +192,7 @@ func BenchmarkScale(b *testing.B) {
 			// The admission's CPU through the creates the module does not
 			// see (its background: registration checks, informers,
 			// metrics) is taken off what it used through the module's.
+			floor := createLabelled(b.Context(), env.Clientset, metav1.NamespaceSystem, run+"-floor", map[string]string{floorLabel: "true"}, rate, n)
 			idle0 := adms.cpu()
 			base := createAt(b.Context(), env.Clientset, metav1.NamespaceSystem, run+"-base", rate, n)
 			idle := adms.cpu() - idle0
@@ -230,9 +234,14 @@ func BenchmarkScale(b *testing.B) {
 			// The module's own time, from the request read to its answer
 			// written: what the cluster's size could change of it, without
 			// the API server's queueing around it.
-			if reviews := adms.reviews(logged, run); len(reviews) > 0 {
-				fmt.Printf("scale-review: pods=%d creates_per_s=%d reviews_sampled=%d review_p50_ms=%.3f review_p99_ms=%.3f\n",
-					pods, rate, len(reviews), bench.Ms(bench.Percentile(reviews, 50)), bench.Ms(bench.Percentile(reviews, 99)))
+			// Beside it, a create's latency through the floor server as
+			// the same two webhooks.
+			if reviews := adms.reviews(logged, run); len(reviews) > 0 && len(floor.lat) > 0 {
+				fmt.Printf("scale-review: pods=%d creates_per_s=%d reviews_sampled=%d review_p50_ms=%.3f review_p99_ms=%.3f floor_p50_ms=%.2f floor_p99_ms=%.2f\n",
+					pods, rate, len(reviews), bench.Ms(bench.Percentile(reviews, 50)), bench.Ms(bench.Percentile(reviews, 99)), floor.p(50), floor.p(99))
+			}
+			if floor.failed > 0 {
+				say("creates at %d/s through the floor server: %d of %d failed (first: %v)", rate, floor.failed, n, floor.first)
 			}
 			say("creates at %d/s: %d with the module in %s (%.0f/s achieved, %d failed), %d without in %s (%d failed); %v binding decisions; %v connections (TLS handshakes) from the API server to %d admission replicas", rate, n, with.took.Round(time.Millisecond),
 				float64(n)/with.took.Seconds(), with.failed, n, base.took.Round(time.Millisecond), base.failed, judged, conns, len(adms))
