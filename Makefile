@@ -174,7 +174,7 @@ soak-uds:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkSoakUDSExemptions' -benchtime 1x -timeout 15m ./test/uds-core/
 
-## bench-scale: 1,000 simulated nodes (kwok) and 1,000 / 10,000 / 50,000 pods (SCALE_PODS=1000,10000 for fewer; SCALE_ADMISSION_REPLICAS, 2 by default): per step and create rate, create latency with UDS Core's engine and without, its CPU and memory, a Pod reconciler's memory, relist peak and lag, the audit
+## bench-scale: 1,000 simulated nodes (kwok) and 1,000 / 10,000 / 50,000 pods (SCALE_PODS=1000,10000 for fewer; SCALE_ADMISSION_REPLICAS, 2 by default): per step and create rate, create latency with UDS Core's engine, without, and through a floor server as the same webhooks, the engine's own review time, its CPU and memory, a Pod reconciler's memory, relist peak and lag, the audit
 bench-scale:
 	@assets="$$(hack/control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test -count=1 -run '^$$' -bench 'BenchmarkScale$$' -benchtime 1x -timeout 3h ./test/scale/

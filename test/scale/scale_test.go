@@ -73,8 +73,10 @@ func memAvailable() int {
 //
 //	scale: pods=N nodes=N creates_per_s=N p50_ms=.. p99_ms=.. base_p50_ms=.. base_p99_ms=.. adm_cpu_per_req_us=.. adm_rss_mib=.. watcher_rss_mib=.. relist_peak_mib=.. reconcile_lag_p99_ms=.. audit_s=.. audit_peak_mib=..
 //
-// and a line "scale-more:" with the step's other figures. Run it with
-// -benchtime 1x.
+// a line "scale-review:" per step and rate with the replicas' own review
+// time and a create's latency through a floor server as the same two
+// webhooks, and a line "scale-more:" with the step's other figures. Run it
+// with -benchtime 1x.
 func BenchmarkScale(b *testing.B) {
 	nodes, namespaces := 1000, 1000
 	if v := os.Getenv("SCALE_NODES"); v != "" {
