@@ -116,12 +116,30 @@ func (b *Barrier) Wait(ctx context.Context, scope Scope) error {
 	return nil
 }
 
+// maxScopedLanes bounds the scopes of one type whose round trips fly at
+// once. A waiter on another scope beyond it waits on the whole type's round
+// trip instead, which covers every scope and is shared by all such waiters:
+// a flood of rechecks, each of another object, costs the API server no more
+// round trips at once than one type's waiters did before rechecks were
+// scoped.
+const maxScopedLanes = 4
+
 // join returns the round trip of scope the caller may rely on: the one in
 // flight is not, as it may have read the API server before the caller came.
 func (b *Barrier) join(scope Scope) *round {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.lanes[scope]
+	if l == nil && !scope.Whole() {
+		scoped := len(b.lanes)
+		if _, ok := b.lanes[Scope{}]; ok {
+			scoped--
+		}
+		if scoped >= maxScopedLanes {
+			scope = Scope{}
+			l = b.lanes[scope]
+		}
+	}
 	if l == nil {
 		l = &lane{inflight: &round{done: make(chan struct{})}}
 		b.lanes[scope] = l

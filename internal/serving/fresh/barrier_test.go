@@ -284,3 +284,50 @@ func TestRoundTripsAreSharedWithinAScope(t *testing.T) {
 		t.Fatalf("scopes read %+v, want each as asked: %+v", got, want)
 	}
 }
+
+// However many scopes are waited on at once, only so many of their round
+// trips fly: a waiter on another scope beyond them shares the whole type's
+// round trip, which covers every scope, so a flood of rechecks of ever
+// other objects costs the API server a bounded number of round trips at
+// once.
+func TestScopedRoundTripsInFlightAreBounded(t *testing.T) {
+	src := newFake()
+	src.server.Store(1)
+	src.catchUp(1)
+	src.release = make(chan struct{})
+	b := fresh.NewBarrier("Pod", src)
+	const waiters = 12
+	errs := make(chan error, waiters)
+	for i := range waiters {
+		go func() { errs <- b.Wait(t.Context(), fresh.KeyScope("apps", strconv.Itoa(i))) }()
+	}
+	// 4 scoped round trips and the whole type's fly; the other waiters
+	// share the whole type's next one.
+	time.Sleep(200 * time.Millisecond)
+	if n := src.inflight.Load(); n != 5 {
+		t.Fatalf("round trips in flight = %d for %d waiters on as many objects, want 5 (4 scoped and the whole type's)", n, waiters)
+	}
+	done := 0
+	deadline := time.After(10 * time.Second)
+	for done < waiters {
+		select {
+		case src.release <- struct{}{}:
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+			done++
+		case <-deadline:
+			t.Fatalf("%d of %d waiters returned within 10s", done, waiters)
+		}
+	}
+	whole := 0
+	for _, s := range src.scopes() {
+		if s.Whole() {
+			whole++
+		}
+	}
+	if r := b.Rounds(); r > 6 || whole == 0 {
+		t.Errorf("%d round trips (%d of the whole type) for %d waiters; want at most 6: 4 scoped, the whole type's and its next", r, whole, waiters)
+	}
+}

@@ -32,6 +32,9 @@
 // has. Concurrent waiters on one scope share one round trip: at most one is
 // in flight per scope, and waiters arriving while it flies share the next
 // one, which starts when it lands — a round trip that began before a
-// request came is never taken as fresh for it. Waiters give up at their own
-// deadline.
+// request came is never taken as fresh for it. At most 4 scopes of a type
+// fly at once; a waiter on another scope beyond them shares the whole
+// type's round trip, so a flood of rechecks, each of another object, costs
+// the API server a bounded number of round trips at once. Waiters give up
+// at their own deadline.
 package fresh
