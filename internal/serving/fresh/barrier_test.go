@@ -100,20 +100,7 @@ func TestConcurrentWaitersShareOneRoundTripInFlight(t *testing.T) {
 	// waiter is served, the cache current all along.
 	time.Sleep(200 * time.Millisecond)
 	src.catchUp(1)
-	done := 0
-	deadline := time.After(10 * time.Second)
-	for done < waiters {
-		select {
-		case src.release <- struct{}{}:
-		case err := <-errs:
-			if err != nil {
-				t.Fatal(err)
-			}
-			done++
-		case <-deadline:
-			t.Fatalf("%d of %d waiters returned within 10s", done, waiters)
-		}
-	}
+	releaseAll(t, src, errs, waiters)
 	// The first waiter starts a round trip; those that join while it flies
 	// share the next one.
 	if r := b.Rounds(); r > 2 {
@@ -307,6 +294,22 @@ func TestScopedRoundTripsInFlightAreBounded(t *testing.T) {
 	if n := src.inflight.Load(); n != 5 {
 		t.Fatalf("round trips in flight = %d for %d waiters on as many objects, want 5 (4 scoped and the whole type's)", n, waiters)
 	}
+	releaseAll(t, src, errs, waiters)
+	whole := 0
+	for _, s := range src.scopes() {
+		if s.Whole() {
+			whole++
+		}
+	}
+	if r := b.Rounds(); r > 6 || whole == 0 {
+		t.Errorf("%d round trips (%d of the whole type) for %d waiters; want at most 6: 4 scoped, the whole type's and its next", r, whole, waiters)
+	}
+}
+
+// releaseAll releases src's round trips until waiters waiters have
+// returned on errs, failing t on an error or after 10 seconds.
+func releaseAll(t *testing.T, src *fakeSource, errs <-chan error, waiters int) {
+	t.Helper()
 	done := 0
 	deadline := time.After(10 * time.Second)
 	for done < waiters {
@@ -320,14 +323,5 @@ func TestScopedRoundTripsInFlightAreBounded(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("%d of %d waiters returned within 10s", done, waiters)
 		}
-	}
-	whole := 0
-	for _, s := range src.scopes() {
-		if s.Whole() {
-			whole++
-		}
-	}
-	if r := b.Rounds(); r > 6 || whole == 0 {
-		t.Errorf("%d round trips (%d of the whole type) for %d waiters; want at most 6: 4 scoped, the whole type's and its next", r, whole, waiters)
 	}
 }
