@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 )
@@ -23,5 +25,28 @@ func TestLogFieldReadsTheModulesLines(t *testing.T) {
 				t.Errorf("logField(%q, %q) = %q, want %q", line, field, got, want)
 			}
 		}
+	}
+}
+
+// A heap profile's space in use is read from its samples: runtime/pprof's
+// own profile of this process holds some, at least what this test keeps
+// alive.
+func TestInUseBytesReadsAHeapProfile(t *testing.T) {
+	kept := make([]byte, 8<<20)
+	runtime.GC()
+	var out bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&out, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := inUseBytes(out.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < float64(len(kept)) {
+		t.Errorf("in use %.0f bytes, want at least the %d this test keeps", n, len(kept))
+	}
+	runtime.KeepAlive(kept)
+	if _, err := inUseBytes([]byte("not a profile")); err == nil {
+		t.Error("inUseBytes of a text: want an error")
 	}
 }

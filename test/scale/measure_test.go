@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -414,17 +415,26 @@ func saveProfile(url, file string) error {
 }
 
 // liveMiB is what the process's heap holds once its garbage is collected,
-// in MiB: podwatch's (a watcher with --pprof) through the heap profile's
-// collection and its go_memstats_heap_alloc_bytes, crcache's from /live.
+// in MiB: podwatch's (a watcher with --pprof) from its heap profile taken
+// after a collection (the space in use as that collection left it, so what
+// a busy cluster's events allocate while the figure is read does not count),
+// crcache's from /live (a collection and the heap read at once after it).
 func liveMiB(b *testing.B, probe, metrics string, watcher bool) float64 {
 	if watcher {
 		resp, err := http.Get("http://" + metrics + "/debug/pprof/heap?gc=1")
 		if err != nil {
 			b.Fatalf("collect podwatch's garbage: %v", err)
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
+		data, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		return metricSum("http://"+metrics+"/metrics", "go_memstats_heap_alloc_bytes") / (1 << 20)
+		if err != nil {
+			b.Fatalf("podwatch's heap profile: %v", err)
+		}
+		inuse, err := inUseBytes(data)
+		if err != nil {
+			b.Fatalf("podwatch's heap profile: %v", err)
+		}
+		return inuse / (1 << 20)
 	}
 	resp, err := http.Get("http://" + probe + "/live")
 	if err != nil {
@@ -606,4 +616,27 @@ func startFloor(b *testing.B, cs kubernetes.Interface) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// inUseBytes is the space in use a heap profile records: the heap as its
+// last collection left it.
+func inUseBytes(data []byte) (float64, error) {
+	p, err := profile.ParseData(data)
+	if err != nil {
+		return 0, err
+	}
+	at := -1
+	for i, st := range p.SampleType {
+		if st.Type == "inuse_space" {
+			at = i
+		}
+	}
+	if at < 0 {
+		return 0, fmt.Errorf("a heap profile without inuse_space (sample types %v)", p.SampleType)
+	}
+	var sum int64
+	for _, s := range p.Sample {
+		sum += s.Value[at]
+	}
+	return float64(sum), nil
 }
