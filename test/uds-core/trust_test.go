@@ -1,6 +1,7 @@
 package udscore
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -54,10 +55,16 @@ func TestExemptionsNamespaceIsTheInstalls(t *testing.T) {
 	}
 
 	want := "only group:system:masters may create or delete namespace " + udscore.ExemptionsNamespace
-	err := tess.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, client.DryRunAll)
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("the tenant creates %s: %v, want it refused (%s)", udscore.ExemptionsNamespace, err, want)
-	}
+	// The API server applies the install's guard within a moment of its
+	// creation (another test's uninstall may have just removed it): dry
+	// runs until then.
+	vigiltest.Eventually(t, 10*time.Second, func() error {
+		err := tess.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, client.DryRunAll)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("the tenant creates %s: %v, want it refused (%s)", udscore.ExemptionsNamespace, err, want)
+		}
+		return nil
+	})
 	tess.Grant(udscore.ExemptionsNamespace)
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"app.kubernetes.io/name":null,"team":"tess"}}}`))
 	if err := tess.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: udscore.ExemptionsNamespace}}, patch); !apierrors.IsForbidden(err) {
