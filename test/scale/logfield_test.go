@@ -28,25 +28,24 @@ func TestLogFieldReadsTheModulesLines(t *testing.T) {
 	}
 }
 
-// A heap profile's space in use is read from its samples: runtime/pprof's
-// own profile of this process holds some, at least what this test keeps
-// alive.
-func TestInUseBytesReadsAHeapProfile(t *testing.T) {
+// The heap's bytes are read from a heap profile's text form, which
+// runtime/pprof writes with the heap's figures: this process's holds at
+// least what this test keeps alive.
+func TestHeapAllocReadsAHeapProfile(t *testing.T) {
 	kept := make([]byte, 8<<20)
-	runtime.GC()
 	var out bytes.Buffer
-	if err := pprof.Lookup("heap").WriteTo(&out, 0); err != nil {
+	if err := pprof.Lookup("heap").WriteTo(&out, 1); err != nil {
 		t.Fatal(err)
 	}
-	n, err := inUseBytes(out.Bytes())
+	n, err := heapAlloc(out.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n < float64(len(kept)) {
-		t.Errorf("in use %.0f bytes, want at least the %d this test keeps", n, len(kept))
+		t.Errorf("HeapAlloc %.0f bytes, want at least the %d this test keeps", n, len(kept))
 	}
 	runtime.KeepAlive(kept)
-	if _, err := inUseBytes([]byte("not a profile")); err == nil {
-		t.Error("inUseBytes of a text: want an error")
+	if _, err := heapAlloc([]byte("heap profile: 0: 0 [0: 0] @ heap/1048576\n")); err == nil {
+		t.Error("heapAlloc of a profile without HeapAlloc: want an error")
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/pprof/profile"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -415,13 +414,14 @@ func saveProfile(url, file string) error {
 }
 
 // liveMiB is what the process's heap holds once its garbage is collected,
-// in MiB: podwatch's (a watcher with --pprof) from its heap profile taken
-// after a collection (the space in use as that collection left it, so what
-// a busy cluster's events allocate while the figure is read does not count),
-// crcache's from /live (a collection and the heap read at once after it).
+// in MiB: podwatch's (a watcher with --pprof) from the heap profile's text
+// form, whose handler collects the garbage and then reads the heap's
+// figures in the same request (what a busy cluster's events allocate in a
+// second request, as a metrics scrape would be, does not count), crcache's
+// from /live (a collection and the heap read at once after it).
 func liveMiB(b *testing.B, probe, metrics string, watcher bool) float64 {
 	if watcher {
-		resp, err := http.Get("http://" + metrics + "/debug/pprof/heap?gc=1")
+		resp, err := http.Get("http://" + metrics + "/debug/pprof/heap?gc=1&debug=1")
 		if err != nil {
 			b.Fatalf("collect podwatch's garbage: %v", err)
 		}
@@ -430,11 +430,11 @@ func liveMiB(b *testing.B, probe, metrics string, watcher bool) float64 {
 		if err != nil {
 			b.Fatalf("podwatch's heap profile: %v", err)
 		}
-		inuse, err := inUseBytes(data)
+		alloc, err := heapAlloc(data)
 		if err != nil {
 			b.Fatalf("podwatch's heap profile: %v", err)
 		}
-		return inuse / (1 << 20)
+		return alloc / (1 << 20)
 	}
 	resp, err := http.Get("http://" + probe + "/live")
 	if err != nil {
@@ -618,25 +618,13 @@ func startFloor(b *testing.B, cs kubernetes.Interface) {
 	}
 }
 
-// inUseBytes is the space in use a heap profile records: the heap as its
-// last collection left it.
-func inUseBytes(data []byte) (float64, error) {
-	p, err := profile.ParseData(data)
-	if err != nil {
-		return 0, err
-	}
-	at := -1
-	for i, st := range p.SampleType {
-		if st.Type == "inuse_space" {
-			at = i
+// heapAlloc is the HeapAlloc a heap profile's text form (debug=1) reports:
+// the heap's bytes as read when the profile was written.
+func heapAlloc(profile []byte) (float64, error) {
+	for line := range strings.Lines(string(profile)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "# HeapAlloc = "); ok {
+			return strconv.ParseFloat(v, 64)
 		}
 	}
-	if at < 0 {
-		return 0, fmt.Errorf("a heap profile without inuse_space (sample types %v)", p.SampleType)
-	}
-	var sum int64
-	for _, s := range p.Sample {
-		sum += s.Value[at]
-	}
-	return float64(sum), nil
+	return 0, fmt.Errorf("a heap profile without HeapAlloc (want the text form, debug=1)")
 }
