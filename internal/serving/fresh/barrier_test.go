@@ -76,6 +76,16 @@ func (f *fakeSource) Changed() <-chan struct{} {
 	return f.change
 }
 
+// heldAtOne is a source whose server and cache are at version 1, and whose
+// round trips are held until released.
+func heldAtOne() *fakeSource {
+	src := newFake()
+	src.server.Store(1)
+	src.catchUp(1)
+	src.release = make(chan struct{})
+	return src
+}
+
 // catchUp makes the cache hold version v.
 func (f *fakeSource) catchUp(v int64) {
 	f.mu.Lock()
@@ -240,10 +250,7 @@ func TestReadsRecordEachScopeOnce(t *testing.T) {
 // same type does not queue behind it but starts its own at once, and each
 // scope reaches the source as asked.
 func TestRoundTripsAreSharedWithinAScope(t *testing.T) {
-	src := newFake()
-	src.server.Store(1)
-	src.catchUp(1)
-	src.release = make(chan struct{})
+	src := heldAtOne()
 	b := fresh.NewBarrier("Exemption", src)
 	scopes := []fresh.Scope{fresh.KeyScope("a", "x"), {Namespace: "b"}, {}}
 	errs := make(chan error, len(scopes))
@@ -274,14 +281,11 @@ func TestRoundTripsAreSharedWithinAScope(t *testing.T) {
 
 // However many scopes are waited on at once, only so many of their round
 // trips fly: a waiter on another scope beyond them shares the whole type's
-// round trip, which covers every scope, so a flood of rechecks of ever
-// other objects costs the API server a bounded number of round trips at
+// round trip, which covers every scope, so a flood of rechecks, each of
+// another object, costs the API server a bounded number of round trips at
 // once.
 func TestScopedRoundTripsInFlightAreBounded(t *testing.T) {
-	src := newFake()
-	src.server.Store(1)
-	src.catchUp(1)
-	src.release = make(chan struct{})
+	src := heldAtOne()
 	b := fresh.NewBarrier("Pod", src)
 	const waiters = 12
 	errs := make(chan error, waiters)
