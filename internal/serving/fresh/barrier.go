@@ -119,9 +119,9 @@ func (b *Barrier) Wait(ctx context.Context, scope Scope) error {
 // maxScopedLanes bounds the scopes of one type whose round trips fly at
 // once. A waiter on another scope beyond it waits on the whole type's round
 // trip instead, which covers every scope and is shared by all such waiters:
-// a flood of rechecks, each of another object, costs the API server no more
-// round trips at once than one type's waiters did before rechecks were
-// scoped.
+// a flood of rechecks, each of another object, costs the API server at most
+// maxScopedLanes small round trips and the whole type's at once, however
+// many requests wait.
 const maxScopedLanes = 4
 
 // join returns the round trip of scope the caller may rely on: the one in
