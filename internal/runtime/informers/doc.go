@@ -10,7 +10,9 @@
 // labels, name) only what every user of the type agrees on (spec.Agree),
 // and each user filters the rest in process. Cached objects lose their
 // managed fields, and what many of them repeat — namespaces, labels,
-// owners, a Pod's node, images and conditions — is held once (Transform). Each informer's list and watch report to the role's
-// watch-health tracker, and expired watches and watch errors are counted
-// (vigil_watch_errors_total).
+// owners, a Pod's node, images and conditions — is held once (Transform).
+// An object listed again at the resourceVersion its informer's store holds
+// is the one held, so a relist holds again only what changed (Reuse). Each
+// informer's list and watch report to the role's watch-health tracker, and
+// expired watches and watch errors are counted (vigil_watch_errors_total).
 package informers

@@ -22,7 +22,9 @@ import (
 // refused in a namespace the role's rights are bound in by binder (when not
 // nil) waits for the namespace (see rolebind.ListWatch). The role's
 // health tracker follows it (when not nil): what it hears, and its watch
-// ended and watched again when silent past the stale bound.
+// ended and watched again when silent past the stale bound. The transform
+// the cache sets runs behind Reuse over the informer's own store, so that
+// a relist holds again only what changed.
 func NewInformer(module string, health *watchhealth.Tracker, scheme *runtime.Scheme, binder *rolebind.Binder) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		m := registerMetrics()
@@ -32,7 +34,7 @@ func NewInformer(module string, health *watchhealth.Tracker, scheme *runtime.Sch
 			gvk = g
 		}
 		tracked := health.Informer(gvk.Kind, "").Wrap(rolebind.ListWatch(lw, binder, obj, gvk, scheme))
-		return toolscache.NewSharedIndexInformer(&countingLW{lw: tracked, ctx: toolscache.ToListerWatcherWithContext(tracked), expired: expired}, obj, resync, indexers)
+		return reusing{toolscache.NewSharedIndexInformer(&countingLW{lw: tracked, ctx: toolscache.ToListerWatcherWithContext(tracked), expired: expired}, obj, resync, indexers)}
 	}
 }
 

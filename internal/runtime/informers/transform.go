@@ -5,13 +5,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
@@ -33,15 +31,9 @@ import (
 // cannot be kept in an object: a string would be shared only between two
 // garbage collections.)
 //
-// An object decoded again at the resourceVersion of one the transform
-// returned, and that is still alive, is that one (same UID, same
-// resourceVersion: the same object): a relist, which decodes every object
-// again while the cache still holds the old ones, then holds twice only
-// what changed, not the whole cache. The transform holds what it returned
-// weakly, for Pods, metadata and unstructured objects — what a cluster has
-// most of — at about 60 bytes an object (BenchmarkRelistHeap: a relist of
-// 20,000 Pods held 1.03× the heap of one store, whole, and 1.18× as
-// metadata, against 1.99× without).
+// It changes its input in place and returns it. An object the cache holds
+// already at the same resourceVersion never comes here: the roles'
+// informers hand back the one they hold first (Reuse).
 func Transform() toolscache.TransformFunc { return (&canon{}).transform }
 
 // transform is Transform's function, with c's tables.
@@ -50,13 +42,9 @@ func (c *canon) transform(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	if prior := c.held.prior(obj, o); prior != nil {
-		return prior, nil
-	}
 	if o.GetManagedFields() != nil { // as controller-runtime's TransformStripManagedFields: no write when there is none
 		o.SetManagedFields(nil)
 	}
-	defer c.held.remember(obj, o)
 	if _, ok := obj.(*unstructured.Unstructured); ok {
 		return obj, nil // its getters and setters copy: nothing to share
 	}
@@ -83,7 +71,6 @@ const (
 // canon is the tables of shared strings, label, annotation and owner sets.
 // Its methods are called with mu held, once for a whole object.
 type canon struct {
-	held    held
 	mu      sync.Mutex
 	strings map[string]string
 	maps    map[string]map[string]string
@@ -339,87 +326,4 @@ func sharedInt64(p *int64) *int64 {
 		return shared
 	}
 	return p
-}
-
-// held is the objects the transform returned that are still alive, by
-// UID, weakly: an object decoded again at the resourceVersion of one of
-// them is that one. A relist decodes every object again while the cache
-// still holds the old ones; with this it holds twice only what changed.
-// Pods, metadata and unstructured objects are held this way: what a
-// cluster has most of.
-type held struct {
-	mu      sync.Mutex
-	pods    heldOf[corev1.Pod]
-	metas   heldOf[metav1.PartialObjectMetadata]
-	objects heldOf[unstructured.Unstructured]
-}
-
-// heldOf is the objects of one type held. Entries of objects gone are
-// swept when the table has doubled since the last sweep.
-type heldOf[T any] struct {
-	m map[types.UID]weak.Pointer[T]
-	// swept is how many entries the last sweep left.
-	swept int
-}
-
-// prior is the object held with obj's UID and resourceVersion, or nil.
-func (h *held) prior(obj any, o metav1.Object) any {
-	uid, rv := o.GetUID(), o.GetResourceVersion()
-	if uid == "" || rv == "" {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch obj.(type) {
-	case *corev1.Pod:
-		return priorIn(&h.pods, uid, rv)
-	case *metav1.PartialObjectMetadata:
-		return priorIn(&h.metas, uid, rv)
-	case *unstructured.Unstructured:
-		return priorIn(&h.objects, uid, rv)
-	}
-	return nil
-}
-
-func priorIn[T any, PT interface {
-	*T
-	metav1.Object
-}](h *heldOf[T], uid types.UID, rv string) any {
-	if v := PT(h.m[uid].Value()); v != nil && v.GetResourceVersion() == rv {
-		return v
-	}
-	return nil
-}
-
-// remember holds obj, transformed, as its UID's.
-func (h *held) remember(obj any, o metav1.Object) {
-	uid := o.GetUID()
-	if uid == "" || o.GetResourceVersion() == "" {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch p := obj.(type) {
-	case *corev1.Pod:
-		h.pods.remember(uid, p)
-	case *metav1.PartialObjectMetadata:
-		h.metas.remember(uid, p)
-	case *unstructured.Unstructured:
-		h.objects.remember(uid, p)
-	}
-}
-
-func (h *heldOf[T]) remember(uid types.UID, p *T) {
-	if h.m == nil {
-		h.m = map[types.UID]weak.Pointer[T]{}
-	}
-	h.m[uid] = weak.Make(p)
-	if len(h.m) > 2*h.swept+1024 {
-		for k, w := range h.m {
-			if w.Value() == nil {
-				delete(h.m, k)
-			}
-		}
-		h.swept = len(h.m)
-	}
 }

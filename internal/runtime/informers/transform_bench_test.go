@@ -109,10 +109,13 @@ func stripOnly(obj any) (any, error) {
 // BenchmarkRelistHeap holds 20,000 Pods as an informer does, then decodes
 // every one again into a second store, as a relist does while the first
 // still holds them, and reports the heap then against the first store's
-// alone (after a collection each).
+// alone (after a collection each): with the roles' informers' transform
+// (reuse=true: Reuse over the first store, then Transform) and without
+// (Transform alone: every Pod held twice).
 func BenchmarkRelistHeap(b *testing.B) {
-	for _, whole := range []bool{false, true} {
-		b.Run(fmt.Sprintf("whole=%v", whole), func(b *testing.B) {
+	for _, c := range []struct{ whole, reuse bool }{{false, true}, {true, true}, {true, false}} {
+		whole := c.whole
+		b.Run(fmt.Sprintf("whole=%v/reuse=%v", whole, c.reuse), func(b *testing.B) {
 			var ratio float64
 			for range b.N {
 				tf := Transform()
@@ -121,7 +124,7 @@ func BenchmarkRelistHeap(b *testing.B) {
 				for i := range raw {
 					raw[i] = deploymentPod(i, whole)
 				}
-				fill := func() toolscache.Indexer {
+				fill := func(tf toolscache.TransformFunc) toolscache.Indexer {
 					store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 					for _, data := range raw {
 						var obj any
@@ -146,10 +149,14 @@ func BenchmarkRelistHeap(b *testing.B) {
 				var base, steady, relist runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&base)
-				first := fill()
+				first := fill(tf)
 				runtime.GC()
 				runtime.ReadMemStats(&steady)
-				second := fill()
+				again := tf
+				if c.reuse {
+					again = Reuse(first, tf)
+				}
+				second := fill(again)
 				runtime.GC()
 				runtime.ReadMemStats(&relist)
 				runtime.KeepAlive(first)

@@ -3,6 +3,8 @@ package soak_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,16 +17,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/runtime/informers"
+	"github.com/vigilkit/vigil/internal/runtime/watchhealth"
 	"github.com/vigilkit/vigil/vigiltest/fault"
 )
 
 // A relist after the API server compacted (every open watch ended, and one
 // resuming from a resourceVersion answered 410 Gone) holds again only what
-// changed: the
-// store keeps, for each object the relist brings back at the
-// resourceVersion it held, the very object it held, and a new one only for
-// an object that changed. A relist that decoded every object anew would
-// hold two copies of the cache until the old one is collected.
+// changed, of any type: through the roles' informers (informers.NewInformer
+// and Transform), the store keeps, for each object the relist brings back
+// at the resourceVersion it held, the very object it held, and a new one
+// only for an object that changed. A relist that decoded every object anew
+// would hold two copies of the cache until the old one is collected.
 func TestARelistHoldsAgainOnlyWhatChanged(t *testing.T) {
 	ns := env.Namespace(t)
 	proxy, err := fault.NewProxy(env.Config, fault.Options{})
@@ -32,105 +35,152 @@ func TestARelistHoldsAgainOnlyWhatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	const pods = 30
-	for i := range pods {
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("p-", i), Labels: map[string]string{"app": "web", "relist": ns}},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}},
-		}
-		if err := env.Client.Create(t.Context(), p); err != nil {
-			t.Fatal(err)
+	const each = 30
+	labelled := map[string]string{"app": "web", "relist": ns}
+	kinds := []struct {
+		name string
+		new  func(name string) client.Object
+	}{
+		{"Pod", func(name string) client.Object {
+			return &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: maps.Clone(labelled)},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}},
+			}
+		}},
+		{"ConfigMap", func(name string) client.Object {
+			return &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: maps.Clone(labelled)},
+				Data:       map[string]string{"mode": "strict"},
+			}
+		}},
+	}
+	for _, k := range kinds {
+		for i := range each {
+			if err := env.Client.Create(t.Context(), k.new(fmt.Sprint("o-", i))); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	// Every object the informer decodes goes through the transform: a
-	// relist, through it again.
+	// Every object the informers decode and do not hold already goes
+	// through the transform, once or twice: a streamed list transforms
+	// into its own store, then into the informer's. Each object is counted
+	// once.
 	var transformed atomic.Int64
+	var seen sync.Map
 	transform := informers.Transform()
+	health, err := watchhealth.New("relist", "test", watchhealth.Options{StaleAfter: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer health.Close()
 	c, err := cache.New(proxy.Config(), cache.Options{
 		Scheme: env.Client.Scheme(),
 		DefaultTransform: func(obj any) (any, error) {
-			transformed.Add(1)
+			if _, again := seen.LoadOrStore(obj, true); !again {
+				transformed.Add(1)
+			}
 			return transform(obj)
 		},
 		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{"relist": ns}),
+		NewInformer:          informers.NewInformer("relist", health, env.Client.Scheme(), nil),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inf, err := c.GetInformer(ctx, &corev1.Pod{})
-	if err != nil {
-		t.Fatal(err)
+	stores := make([]toolscache.Indexer, len(kinds))
+	for i, k := range kinds {
+		inf, err := c.GetInformer(ctx, k.new(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = inf.(toolscache.SharedIndexInformer).GetIndexer()
 	}
-	store := inf.(toolscache.SharedIndexInformer).GetIndexer()
 	go func() { _ = c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {
 		t.Fatal("the cache did not sync through the proxy")
 	}
-	held := map[string]any{}
-	for _, k := range store.ListKeys() {
-		obj, _, _ := store.GetByKey(k)
-		held[k] = obj
+	held := make([]map[string]any, len(kinds))
+	for i, store := range stores {
+		held[i] = map[string]any{}
+		for _, key := range store.ListKeys() {
+			obj, _, _ := store.GetByKey(key)
+			held[i][key] = obj
+		}
+		if len(held[i]) != each {
+			t.Fatalf("the cache holds %d %ss, want %d", len(held[i]), kinds[i].name, each)
+		}
 	}
-	if len(held) != pods {
-		t.Fatalf("the cache holds %d Pods, want %d", len(held), pods)
+	if n := transformed.Load(); n != int64(len(kinds)*each) {
+		t.Fatalf("the informers transformed %d objects as they synced, want the %d they hold", n, len(kinds)*each)
 	}
-	synced := transformed.Load()
 
-	// One Pod changes while the watches are cut off, so the relist brings
-	// it back at a new resourceVersion; a Pod created then marks the
-	// relist's end.
+	// One object of each kind changes while the watches are cut off, so
+	// the relist brings it back at a new resourceVersion; an object
+	// created then marks the relist's end.
 	proxy.ExpireWatches(3 * time.Second)
-	changed := &corev1.Pod{}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "p-0"}, changed); err != nil {
-		t.Fatal(err)
-	}
-	changed.Labels["changed"] = "yes"
-	if err := env.Client.Update(t.Context(), changed); err != nil {
-		t.Fatal(err)
-	}
-	marker := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "after-expiry", Labels: map[string]string{"relist": ns}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}},
-	}
-	if err := env.Client.Create(t.Context(), marker); err != nil {
-		t.Fatal(err)
+	for _, k := range kinds {
+		changed := k.new("o-0")
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(changed), changed); err != nil {
+			t.Fatal(err)
+		}
+		changed.SetLabels(map[string]string{"app": "web", "relist": ns, "changed": "yes"})
+		if err := env.Client.Update(t.Context(), changed); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Create(t.Context(), k.new("after-expiry")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, ok, _ := store.GetByKey(ns + "/after-expiry"); ok {
-			break
+	for i, store := range stores {
+		for {
+			if _, ok, _ := store.GetByKey(ns + "/after-expiry"); ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the cache did not see a %s created while its watches expired within 60s (proxy: %+v)", kinds[i].name, proxy.Stats())
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cache did not see a Pod created while its watches expired within 60s (proxy: %+v)", proxy.Stats())
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	if n := transformed.Load() - synced; n < pods {
-		t.Fatalf("the informer decoded %d objects after its watches were ended, fewer than the %d Pods: it did not list again, so the test proves nothing (proxy: %+v)", n, pods, proxy.Stats())
+	for _, inf := range health.Informers() {
+		if c := inf.Counts(); c.Relists == 0 {
+			t.Fatalf("the %s informer did not list again after its watches were ended, so the test proves nothing (proxy: %+v)", inf.Name(), proxy.Stats())
+		}
+	}
+	if n := len(health.Informers()); n != len(kinds) {
+		t.Fatalf("the health tracker follows %d informers, want %d", n, len(kinds))
 	}
 
-	same := 0
-	for k, before := range held {
-		now, ok, _ := store.GetByKey(k)
-		if !ok {
-			t.Fatalf("%s is gone from the cache after the relist", k)
+	for i, store := range stores {
+		same := 0
+		for key, before := range held[i] {
+			now, ok, _ := store.GetByKey(key)
+			if !ok {
+				t.Fatalf("%s %s is gone from the cache after the relist", kinds[i].name, key)
+			}
+			switch {
+			case key == ns+"/o-0":
+				if now == before {
+					t.Errorf("%s %s changed during the relist, yet the cache holds the object it held before", kinds[i].name, key)
+				}
+				if now.(client.Object).GetLabels()["changed"] != "yes" {
+					t.Errorf("%s %s: the cache holds labels %v, want the change", kinds[i].name, key, now.(client.Object).GetLabels())
+				}
+			case now == before:
+				same++
+			}
 		}
-		switch {
-		case k == ns+"/p-0":
-			if now == before {
-				t.Errorf("%s changed during the relist, yet the cache holds the object it held before", k)
-			}
-			if now.(*corev1.Pod).Labels["changed"] != "yes" {
-				t.Errorf("%s: the cache holds labels %v, want the change", k, now.(*corev1.Pod).Labels)
-			}
-		case now == before:
-			same++
+		if same != each-1 {
+			t.Errorf("after the relist the cache holds %d of the %d unchanged %ss as the objects it held before; want every one (proxy: %+v)", same, each-1, kinds[i].name, proxy.Stats())
 		}
 	}
-	if same != pods-1 {
-		t.Errorf("after the relist the cache holds %d of the %d unchanged Pods as the objects it held before; want every one (proxy: %+v)", same, pods-1, proxy.Stats())
+	// Each changed object and each marker came through the transform; the
+	// objects held already did not.
+	if n := transformed.Load() - int64(len(kinds)*each); n != int64(2*len(kinds)) {
+		t.Errorf("after the relist the transform ran on %d objects; want %d: each changed object and each new one, none held already", n, 2*len(kinds))
 	}
 }
