@@ -75,11 +75,12 @@ const (
 	// namespace, name, violation.
 	AuditViolation Name = "audit-violation"
 	// AuditDone: the audit after registration finished; fields violations,
-	// took, objects (judged), pages (lists read) and slowestPage (the
-	// longest one list took).
+	// took, objects (judged), streams (lists streamed whole), pages (pages
+	// listed, where a list was not streamed) and slowestPage (the longest
+	// one page took).
 	AuditDone Name = "audit-done"
 	// AuditProgress: an audit still going, every 30 seconds; fields
-	// objects, pages, slowestPage and elapsed, as AuditDone's.
+	// objects, streams, pages, slowestPage and elapsed, as AuditDone's.
 	AuditProgress Name = "audit-progress"
 	// AuditFinding: a validation of a capability in Audit mode denied a
 	// request, which was allowed; fields capability, binding, mode,

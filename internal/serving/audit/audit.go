@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -123,9 +124,18 @@ type Auditor struct {
 	// Store, when set, is a capability's scope of the module's Store, where
 	// each run keeps its Report.
 	Store func(capability string) store.Store
-	// PageSize is how many objects one page of the audit's lists holds;
-	// zero is DefaultPageSize. Memory is bounded by it, not by the cluster.
+	// PageSize is how many objects one page of the audit's lists holds
+	// when it pages; zero is DefaultPageSize. Memory is bounded by it, not
+	// by the cluster.
 	PageSize int64
+	// Paged lists every kind page by page. Otherwise each kind is streamed
+	// (eachStreamed), and paged only where the API server does not stream
+	// or a stream ends early.
+	Paged bool
+
+	// listsOnly is set once the API server refused to stream a list (422:
+	// it serves no WatchList); the auditor pages from then on.
+	listsOnly atomic.Bool
 
 	csOnce sync.Once
 	hc     *http.Client
@@ -222,7 +232,7 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 		}
 		res := dyn.Resource(mapping.Resource)
 		for _, ns := range namespaces {
-			err := eachItem(ctx, a.PageSize, metav1.ListOptions{}, r.timed(unstructuredList(res.Namespace(ns))), func(item runtime.Object) error {
+			err := r.each(ctx, res.Namespace(ns), mapping.Resource.Resource, func(item runtime.Object) error {
 				obj, ok := item.(*unstructured.Unstructured)
 				if !ok {
 					return fmt.Errorf("a list item of %s is a %T, not an unstructured object", mapping.Resource.Resource, item)
@@ -231,6 +241,7 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 				defer func() { *obj = unstructured.Unstructured{} }()
 				r.judge(gvk, mapping, obj)
 				r.objects.Add(1)
+				r.progress()
 				return nil
 			})
 			if err != nil && r.absent(ns, err) {
@@ -244,7 +255,7 @@ func (a *Auditor) run(ctx context.Context) ([]Finding, error) {
 	a.writePolicyReports(ctx, r.findings)
 	a.keep(ctx, r.findings, r.rec, r.mutRec)
 	events.Info(a.Log, events.AuditDone, "audit done", "violations", len(r.findings), "policyVersion", m.Version, "enforcedSince", r.rec.Enforced, "took", time.Since(began).Round(time.Millisecond).String(),
-		"objects", r.objects.Load(), "pages", r.pages.Load(), "slowestPage", r.slowestPage())
+		"objects", r.objects.Load(), "streams", r.streams.Load(), "pages", r.pages.Load(), "slowestPage", r.slowestPage())
 	return r.findings, nil
 }
 
@@ -276,12 +287,42 @@ type auditRun struct {
 	labelled map[string]spec.ExclusionPolicy
 	// nsLabels are the labels of the namespaces seen, by name.
 	nsLabels map[string]map[string]string
-	// objects judged and pages listed so far, and the longest a list took
-	// (the pager lists in a goroutine of its own, beside the judging); when
-	// the run began and last said how far it is.
-	objects, pages      atomic.Int64
-	slowest             atomic.Int64 // nanoseconds
-	began, lastProgress time.Time
+	// reported are the findings reported so far, by capability, action
+	// and object: an object judged again, after a stream that ended early,
+	// is not reported twice.
+	reported map[string]bool
+	// objects judged, lists streamed and pages listed so far, and the
+	// longest a page took (the pager lists in a goroutine of its own,
+	// beside the judging); when the run began and last said how far it is.
+	objects, streams, pages atomic.Int64
+	slowest                 atomic.Int64 // nanoseconds
+	began                   time.Time
+	lastProgress            atomic.Int64 // Unix nanoseconds
+}
+
+// each calls fn with every object of res: streamed, unless the auditor
+// pages or the API server does not stream; then, or when the stream ends
+// before its last object, page by page (judging again what the stream
+// gave, which report does not report twice).
+func (r *auditRun) each(ctx context.Context, res dynamic.ResourceInterface, resource string, fn func(runtime.Object) error) error {
+	if !r.a.Paged && !r.a.listsOnly.Load() {
+		err := eachStreamed(ctx, res.Watch, fn)
+		var broken *streamError
+		switch {
+		case !errors.As(err, &broken):
+			if err == nil {
+				r.streams.Add(1)
+			}
+			return err
+		case broken.seen == 0 && apierrors.IsInvalid(err):
+			r.a.listsOnly.Store(true)
+			r.a.Log.Info("audit: the API server does not stream lists (Kubernetes before 1.34, or its WatchList feature off); listing page by page")
+		default:
+			r.objects.Add(-broken.seen)
+			r.a.Log.Info("audit: listing page by page", "resource", resource, "reason", broken.Error(), "streamed", broken.seen)
+		}
+	}
+	return eachItem(ctx, r.a.PageSize, metav1.ListOptions{}, r.timed(unstructuredList(res)), fn)
 }
 
 // progressEvery is how often a long audit says how far it is.
@@ -299,13 +340,19 @@ func (r *auditRun) timed(list func(context.Context, metav1.ListOptions) (runtime
 				break
 			}
 		}
-		if time.Since(r.lastProgress) >= progressEvery {
-			r.lastProgress = time.Now()
-			events.Info(r.a.Log, events.AuditProgress, "audit going on", "objects", r.objects.Load(), "pages", r.pages.Load(),
-				"slowestPage", r.slowestPage(), "elapsed", time.Since(r.began).Round(time.Second).String())
-		}
+		r.progress()
 		return page, err
 	}
+}
+
+// progress says how far the run is, every progressEvery.
+func (r *auditRun) progress() {
+	last := r.lastProgress.Load()
+	if time.Since(time.Unix(0, last)) < progressEvery || !r.lastProgress.CompareAndSwap(last, time.Now().UnixNano()) {
+		return
+	}
+	events.Info(r.a.Log, events.AuditProgress, "audit going on", "objects", r.objects.Load(), "streams", r.streams.Load(), "pages", r.pages.Load(),
+		"slowestPage", r.slowestPage(), "elapsed", time.Since(r.began).Round(time.Second).String())
 }
 
 // slowestPage is the longest one list of the run took, as text.
@@ -317,7 +364,8 @@ func (r *auditRun) slowestPage() string {
 // record that cannot be read leaves its findings undated.
 func (a *Auditor) startRun(ctx context.Context, cs kubernetes.Interface) *auditRun {
 	m := a.Module
-	r := &auditRun{a: a, ctx: ctx, cs: cs, began: time.Now(), lastProgress: time.Now()}
+	r := &auditRun{a: a, ctx: ctx, cs: cs, began: time.Now(), reported: map[string]bool{}}
+	r.lastProgress.Store(r.began.UnixNano())
 	rec, err := registration.ReadRecord(ctx, cs, m.Name)
 	if err != nil {
 		a.Log.Info("audit: cannot read the webhooks' registration record; findings cannot say when they were admitted", "err", err.Error())
@@ -360,6 +408,11 @@ func (r *auditRun) outage(capability string, action spec.Action, t time.Time) st
 // report keeps a finding, logs it and records it as an Event on obj.
 func (r *auditRun) report(f Finding, obj *unstructured.Unstructured) {
 	m := r.a.Module
+	key := strings.Join([]string{f.Capability, string(f.Action), f.Namespace, f.Name, string(obj.GetUID())}, "\x00")
+	if r.reported[key] {
+		return
+	}
+	r.reported[key] = true
 	r.findings = append(r.findings, f)
 	events.Info(r.a.Log, events.AuditViolation, "audit: an existing object violates a validation or missed a mutation",
 		"capability", f.Capability, "action", string(f.Action), "kind", f.Kind, "namespace", f.Namespace, "name", f.Name, "violation", f.Violation,

@@ -11,8 +11,10 @@
 // the registration record keeps — are reported as such, mutations that did
 // not run included.
 //
-// Each kind is listed a page at a time (Auditor.PageSize, DefaultPageSize)
-// and each object dropped once judged: the audit's memory is bounded by the
-// page and the largest object, and what it keeps grows only with the
-// findings.
+// Each kind is streamed, an object at a time, in one request where the API
+// server streams lists (eachStreamed), and listed a page at a time where it
+// does not or a stream ends early (Auditor.PageSize, DefaultPageSize). Each
+// object is dropped once judged: the audit's memory is bounded by the
+// largest object and the connection's buffers, or by the page, and what it
+// keeps grows only with the findings.
 package audit

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,11 +69,15 @@ func fillNamespace(tb testing.TB, ns string, n, size, badEvery int) {
 	}
 }
 
-// paddedAuditor audits ConfigMaps in ns: labelled bad is denied.
-func paddedAuditor(ns string, pageSize int64) *audit.Auditor {
+// paddedAuditor audits ConfigMaps in ns: labelled bad is denied. judged,
+// when not nil, is called as each is.
+func paddedAuditor(ns string, pageSize int64, judged func()) *audit.Auditor {
 	name := "padded-" + ns[len(ns)-6:]
 	b := define.ValidateBinding(corev1.SchemeGroupVersion.WithKind("ConfigMap"), &corev1.ConfigMap{},
 		func(_ context.Context, req *admission.Request[*corev1.ConfigMap]) admission.Verdict {
+			if judged != nil {
+				judged()
+			}
 			if req.HasLabel("bad") {
 				return admission.Deny("label bad is not allowed")
 			}
@@ -141,7 +146,8 @@ func TestAuditMemoryIsBoundedByThePage(t *testing.T) {
 	)
 	ns := env.Namespace(t)
 	fillNamespace(t, ns, objects, size, badEvery)
-	a := paddedAuditor(ns, pageSize)
+	a := paddedAuditor(ns, pageSize, nil)
+	a.Paged = true
 	var (
 		findings []audit.Finding
 		err      error
@@ -165,9 +171,75 @@ func TestAuditMemoryIsBoundedByThePage(t *testing.T) {
 	}
 }
 
+// A streamed audit holds the object it judges and what the connection
+// buffers, not a page: 240 ConfigMaps of 256 KiB (60 MiB) grow the heap by
+// a few objects and the HTTP/2 stream's window (4 MiB), however many there
+// are. An API server that does not stream (before Kubernetes 1.34) is
+// paged, in pages of 10, and bounded as they are.
+func TestAStreamedAuditHoldsAnObjectAtATime(t *testing.T) {
+	const (
+		objects  = 240
+		size     = 256 << 10
+		pageSize = 10
+		badEvery = 10
+	)
+	ns := env.Namespace(t)
+	fillNamespace(t, ns, objects, size, badEvery)
+	a := paddedAuditor(ns, pageSize, nil)
+	var logged []string
+	a.Log = funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})
+	var (
+		findings []audit.Finding
+		err      error
+	)
+	grew := peakHeap(func() { findings, err = a.Run(t.Context()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := objects / badEvery; len(findings) != want {
+		t.Fatalf("%d findings, want %d: every object must be audited", len(findings), want)
+	}
+	bound, what := uint64(12*pageSize*size), "12 pages of 10, as it pages"
+	if !listsOnly(t) {
+		if done := lastLine(logged, "audit done"); !strings.Contains(done, `"streams"=1 "pages"=0`) {
+			t.Fatalf("the audit's last line %q: want the kind streamed, no page listed", done)
+		}
+		// The stream's window, 8 objects and the collector's headroom.
+		bound, what = 4<<20+16*size, "the stream's 4 MiB window and 16 objects"
+	}
+	t.Logf("audit: objects=%d object_kib=%d streamed=%v peak_heap_mib=%.1f bound_mib=%.1f", objects, size>>10, !listsOnly(t), mib(grew), mib(bound))
+	if grew > bound {
+		t.Errorf("the audit of %d objects of %d KiB grew the heap by %.1f MiB; want at most %.1f MiB (%s)", objects, size>>10, mib(grew), mib(bound), what)
+	}
+}
+
+// lastLine is the last of lines that holds msg as its message.
+func lastLine(lines []string, msg string) string {
+	last := ""
+	for _, l := range lines {
+		if strings.Contains(l, `"msg"="`+msg+`"`) {
+			last = l
+		}
+	}
+	return last
+}
+
+// listsOnly reports whether the API server under test does not stream
+// lists (the WatchList feature, served from Kubernetes 1.34): the audit
+// pages there.
+func listsOnly(t testing.TB) bool {
+	t.Helper()
+	var major, minor int
+	if _, err := fmt.Sscanf(env.KubernetesVersion, "%d.%d", &major, &minor); err != nil {
+		t.Fatalf("the control plane's version %q: want major.minor", env.KubernetesVersion)
+	}
+	return major == 1 && minor < 34
+}
+
 // BenchmarkAuditMemory is the issue's load: 700 ConfigMaps of 256 KiB (175
-// MiB) audited with the default page size; it prints the heap's peak
-// growth. VIGIL_AUDIT_OBJECTS sets another count. Run it alone:
+// MiB) audited, streamed (paged, with the default page size, with
+// VIGIL_AUDIT_PAGED=1); it prints the heap's peak growth.
+// VIGIL_AUDIT_OBJECTS sets another count. Run it alone:
 //
 //	go test -run '^$' -bench BenchmarkAuditMemory -benchtime 1x ./internal/serving/audit/
 func BenchmarkAuditMemory(b *testing.B) {
@@ -182,7 +254,8 @@ func BenchmarkAuditMemory(b *testing.B) {
 	const size, badEvery = 256 << 10, 10
 	ns := env.Namespace(b)
 	fillNamespace(b, ns, objects, size, badEvery)
-	a := paddedAuditor(ns, 0)
+	a := paddedAuditor(ns, 0, nil)
+	a.Paged = os.Getenv("VIGIL_AUDIT_PAGED") != ""
 	b.ResetTimer()
 	for b.Loop() {
 		var err error
@@ -191,7 +264,7 @@ func BenchmarkAuditMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(mib(grew), "peak_heap_MiB")
-		fmt.Printf("audit: objects=%d object_kib=%d page_size=%d peak_heap_mib=%.1f\n", objects, size>>10, audit.DefaultPageSize, mib(grew))
+		fmt.Printf("audit: objects=%d object_kib=%d paged=%v page_size=%d peak_heap_mib=%.1f\n", objects, size>>10, a.Paged, audit.DefaultPageSize, mib(grew))
 	}
 }
 

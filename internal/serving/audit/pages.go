@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultPageSize is how many objects one page of the audit's lists holds
-// when Auditor.PageSize is zero. The audit holds at most two pages at once
+// when Auditor.PageSize is zero, where it pages (see eachStreamed). The audit holds at most two pages at once
 // (the one it evaluates and the next, fetched meanwhile), so its memory is
 // bounded by the page size times the size of the largest object, not by the
 // size of the cluster: with 50 and the API server's 1.5 MiB limit on one

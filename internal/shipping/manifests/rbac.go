@@ -240,7 +240,7 @@ func (rs *ruleSet) audit(m *spec.Module) {
 		delete(kinds, b.GVK)
 		why := fmt.Sprintf("the audit runs the validations of %s over the objects that exist", b.GVK.Kind)
 		for _, ns := range orAll(namespaces) {
-			rs.add(ns, b.GVK.Group, m.ResourceOf(b.GVK), nil, why, "list")
+			rs.add(ns, b.GVK.Group, m.ResourceOf(b.GVK), nil, why, "list", "watch") // watch: a list streamed (see internal/serving/audit)
 			rs.add(ns, "", "events", nil, why+" and reports violations as Events on them", "create")
 		}
 	}
