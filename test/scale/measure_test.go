@@ -277,12 +277,12 @@ func logField(line, name string) string {
 }
 
 // auditFigures are what the audit of every pod took: its duration, the
-// watcher's peak memory in MiB at its end, the pages it listed and the
-// longest one list took.
+// watcher's peak memory in MiB at its end, the lists it streamed, the pages
+// it listed and the longest one page took.
 type auditFigures struct {
 	took, slowestPage time.Duration
 	peakMiB           float64
-	pages             int
+	streams, pages    int
 }
 
 // auditOnce runs a watcher of UDS Core's engine from start, whose first
@@ -304,6 +304,9 @@ func auditOnce(b *testing.B, bin, kubeconfig string) auditFigures {
 			}
 			if f.pages, err = strconv.Atoi(logField(line, "pages")); err != nil {
 				b.Fatalf("the audit's pages in %q: %v", line, err)
+			}
+			if f.streams, err = strconv.Atoi(logField(line, "streams")); err != nil {
+				b.Fatalf("the audit's streams in %q: %v", line, err)
 			}
 			f.peakMiB = rssMiB(w.Pid(), "VmHWM")
 			return f

@@ -254,9 +254,9 @@ func BenchmarkScale(b *testing.B) {
 		wholeRSS, wholeLive := perPod(whole, baseWhole)
 		metaRSS, metaLive := perPod(meta, baseMeta)
 		plainRSS, plainLive := perPod(plain, basePlain)
-		fmt.Printf("scale-more: pods=%d grow_s=%.0f watcher_ready_s=%.1f reconcile_lag_p50_ms=%.1f pod_rss_bytes_per_pod=%.0f pod_heap_bytes_per_pod=%.0f metadata_rss_mib=%.1f metadata_rss_bytes_per_pod=%.0f metadata_heap_bytes_per_pod=%.0f metadata_relist_peak_mib=%.1f metadata_ready_s=%.1f crcache_rss_mib=%.1f crcache_rss_bytes_per_pod=%.0f crcache_heap_bytes_per_pod=%.0f gate_s=%.2f status_s=%.2f plan_cluster_s=%.2f takeover_s=%.1f audit_pages=%d audit_slowest_page_s=%.2f\n",
+		fmt.Printf("scale-more: pods=%d grow_s=%.0f watcher_ready_s=%.1f reconcile_lag_p50_ms=%.1f pod_rss_bytes_per_pod=%.0f pod_heap_bytes_per_pod=%.0f metadata_rss_mib=%.1f metadata_rss_bytes_per_pod=%.0f metadata_heap_bytes_per_pod=%.0f metadata_relist_peak_mib=%.1f metadata_ready_s=%.1f crcache_rss_mib=%.1f crcache_rss_bytes_per_pod=%.0f crcache_heap_bytes_per_pod=%.0f gate_s=%.2f status_s=%.2f plan_cluster_s=%.2f takeover_s=%.1f audit_streams=%d audit_pages=%d audit_slowest_page_s=%.2f\n",
 			pods, growTook.Seconds(), whole.ready.Seconds(), bench.Ms(bench.Percentile(whole.lags, 50)), wholeRSS, wholeLive,
 			meta.steady, metaRSS, metaLive, meta.relistPeak, meta.ready.Seconds(), plain.steady, plainRSS, plainLive,
-			gateTook.Seconds(), statusTook.Seconds(), planTook.Seconds(), takeoverTook.Seconds(), audited.pages, audited.slowestPage.Seconds())
+			gateTook.Seconds(), statusTook.Seconds(), planTook.Seconds(), takeoverTook.Seconds(), audited.streams, audited.pages, audited.slowestPage.Seconds())
 	}
 }
