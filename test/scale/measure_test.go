@@ -375,7 +375,7 @@ func watchPods(b *testing.B, ds []*daemon, cs kubernetes.Interface, bin string, 
 	w.ready = waitReady(b, p, probe, began)
 	time.Sleep(5 * time.Second)
 	w.steady = rssMiB(p.Pid(), "VmRSS")
-	w.live = liveMiB(b, probe, metrics, reads != "")
+	w.live = liveMiB(b, probe, metrics, reads)
 	if proxy != nil {
 		relists := metricSum("http://"+metrics+"/metrics", "vigil_informer_relists_total")
 		resetPeak(b, p.Pid())
@@ -422,8 +422,11 @@ func saveProfile(url, file string) error {
 // figures in the same request (what a busy cluster's events allocate in a
 // second request, as a metrics scrape would be, does not count), crcache's
 // from /live (a collection and the heap read at once after it).
-func liveMiB(b *testing.B, probe, metrics string, watcher bool) float64 {
-	if watcher {
+//
+// With SCALE_HEAP_DIR set, podwatch's heap profile is kept there, for
+// `go tool pprof -sample_index=inuse_space -top FILE`: what holds the heap.
+func liveMiB(b *testing.B, probe, metrics, reads string) float64 {
+	if reads != "" {
 		resp, err := http.Get("http://" + metrics + "/debug/pprof/heap?gc=1&debug=1")
 		if err != nil {
 			b.Fatalf("collect podwatch's garbage: %v", err)
@@ -432,6 +435,13 @@ func liveMiB(b *testing.B, probe, metrics string, watcher bool) float64 {
 		resp.Body.Close()
 		if err != nil {
 			b.Fatalf("podwatch's heap profile: %v", err)
+		}
+		if dir := os.Getenv("SCALE_HEAP_DIR"); dir != "" {
+			file := filepath.Join(dir, fmt.Sprintf("podwatch-%s-%s.heap", reads, time.Now().Format("150405")))
+			if err := os.WriteFile(file, data, 0o644); err != nil {
+				b.Fatalf("keep podwatch's heap profile: %v", err)
+			}
+			say("podwatch's heap profile written to %s", file)
 		}
 		alloc, err := heapAlloc(data)
 		if err != nil {
