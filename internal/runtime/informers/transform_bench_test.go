@@ -56,7 +56,7 @@ func jobPod(i int) []byte {
 		"metadata": map[string]any{
 			"name": job + "-x", "generateName": job + "-", "namespace": fmt.Sprintf("jobs-%03d", i%100),
 			"uid": fmt.Sprintf("%08x-1111-2222-4444-%012x", i, i), "resourceVersion": fmt.Sprint(900000 + i),
-			"labels": map[string]any{"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": job, "controller-uid": uid, "job-name": job},
+			"labels":          map[string]any{"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": job, "controller-uid": uid, "job-name": job},
 			"ownerReferences": []any{map[string]any{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": uid, "controller": true, "blockOwnerDeletion": true}},
 		},
 	})
