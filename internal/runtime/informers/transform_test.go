@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -24,7 +25,7 @@ func decode[T any](t *testing.T, i int, whole bool) *T {
 	return obj
 }
 
-func sameMap(a, b map[string]string) bool {
+func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
@@ -65,6 +66,21 @@ func TestTransformSharesWhatPodsRepeat(t *testing.T) {
 		if whole && !sameString(a.Spec.Containers[0].Image, other.Spec.Containers[0].Image) {
 			t.Errorf("two Pods of one image hold its name apart")
 		}
+		if whole && (!sameMap(a.Spec.Containers[0].Resources.Requests, other.Spec.Containers[0].Resources.Requests) || &a.Spec.Tolerations[0] != &other.Spec.Tolerations[0]) {
+			t.Errorf("two Pods of equal requests and tolerations hold them apart")
+		}
+	}
+	// Requests that differ are held apart.
+	more := decode[corev1.Pod](t, 7, true)
+	more.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("256Mi")
+	same := decode[corev1.Pod](t, 8, true)
+	for _, p := range []*corev1.Pod{more, same} {
+		if _, err := tf(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sameMap(more.Spec.Containers[0].Resources.Requests, same.Spec.Containers[0].Resources.Requests) || more.Spec.Containers[0].Resources.Requests.Memory().String() != "256Mi" {
+		t.Errorf("requests of 256Mi after the transform: %v, shared with 128Mi's; want their own", more.Spec.Containers[0].Resources.Requests)
 	}
 
 	m1, m2 := decode[metav1.PartialObjectMetadata](t, 3, false), decode[metav1.PartialObjectMetadata](t, 4, false)
