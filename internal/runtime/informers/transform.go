@@ -17,15 +17,17 @@ import (
 // Transform is what the roles' informers do to an object before they cache
 // it: its managed fields dropped, and what many objects of a cluster repeat
 // held once. A Deployment's hundred Pods share their namespace, labels,
-// owner reference and generateName; so do their node's name, images and
-// conditions. Each is decoded into its own strings, maps and slices; the
+// owner reference and generateName; so do their node's name, images,
+// resource requests and limits, tolerations and conditions. Each is
+// decoded into its own strings, maps and slices; the
 // transform makes them one, so that a cache of every Pod costs what each
 // Pod has of its own. Nothing the cache holds is written to (a handler
 // gets a copy; see internal/roles/watcher), so sharing is safe.
 //
-// Strings, and label, annotation and owner sets, are shared through
-// tables that forget everything when one reaches tableEntries, so what no
-// object holds any longer costs at most that; a string of more than
+// Strings, and label, annotation, owner, resource and toleration sets, are
+// shared through tables that forget everything when one reaches
+// tableEntries, so what no object holds any longer costs at most that; a
+// string of more than
 // internBytes or a set of more than tableBytes is never shared. (Package
 // unique would let a string go with the last handle to it, and a handle
 // cannot be kept in an object: a string would be shared only between two
