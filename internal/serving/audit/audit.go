@@ -317,6 +317,10 @@ func (r *auditRun) each(ctx context.Context, res dynamic.ResourceInterface, reso
 		case broken.seen == 0 && apierrors.IsInvalid(err):
 			r.a.listsOnly.Store(true)
 			r.a.Log.Info("audit: the API server does not stream lists (Kubernetes before 1.34, or its WatchList feature off); listing page by page")
+		case broken.seen == 0 && apierrors.IsForbidden(err):
+			// A role without watch (installed by an older vigil), or a
+			// namespace not made yet: the list says which.
+			r.a.Log.V(1).Info("audit: may not watch; listing page by page", "resource", resource, "reason", broken.Error())
 		default:
 			r.objects.Add(-broken.seen)
 			r.a.Log.Info("audit: listing page by page", "resource", resource, "reason", broken.Error(), "streamed", broken.seen)
