@@ -129,7 +129,8 @@ func (r *reconciler) finalize(ctx context.Context, obj client.Object) (reconcile
 	if !controllerutil.ContainsFinalizer(obj, f) {
 		return reconcile.Result{}, nil
 	}
-	if res, err := r.result(r.call(ctx, obj)); err != nil || res.RequeueAfter > 0 {
+	// The handler gets a copy: obj is patched after it, from what it was.
+	if res, err := r.result(r.call(ctx, obj.DeepCopyObject().(client.Object))); err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
 	orig := obj.DeepCopyObject().(client.Object)
@@ -158,18 +159,22 @@ func (r *reconciler) release(ctx context.Context, obj client.Object) error {
 	return err
 }
 
-// call runs the handler, turning a panic into an error that is retried.
+// call runs the handler on obj, turning a panic into an error that is
+// retried. obj is the handler's to keep or change: the cache's Get made it
+// (a copy of what the cache holds), and a caller that reads it afterwards
+// passes a copy of its own.
 func (r *reconciler) call(ctx context.Context, obj client.Object) (err error) {
 	ctx = handlerContext(ctx, r.o, r.b, obj)
+	ns, name := obj.GetNamespace(), obj.GetName() // as read: the handler may change obj
 	defer func() {
 		if p := recover(); p != nil {
 			r.metrics.panics.WithLabelValues(r.o.Module, r.b.ID()).Inc()
 			r.o.Log.Error(fmt.Errorf("%v", p), "handler panicked; retrying like an error", "binding", r.b.ID(), "site", r.b.Site,
-				"kind", r.b.GVK.Kind, "namespace", obj.GetNamespace(), "name", obj.GetName(), "stack", string(debug.Stack()))
-			err = fmt.Errorf("binding %s panicked on %s %s/%s: %v", r.b.ID(), r.b.GVK.Kind, obj.GetNamespace(), obj.GetName(), p)
+				"kind", r.b.GVK.Kind, "namespace", ns, "name", name, "stack", string(debug.Stack()))
+			err = fmt.Errorf("binding %s panicked on %s %s/%s: %v", r.b.ID(), r.b.GVK.Kind, ns, name, p)
 		}
 	}()
-	return r.b.Reconcile(ctx, obj.DeepCopyObject().(client.Object))
+	return r.b.Reconcile(ctx, obj)
 }
 
 // result maps a handler's error to the queue's: a requeue request comes back
