@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -136,6 +137,9 @@ type Auditor struct {
 	// listsOnly is set once the API server refused to stream a list (422:
 	// it serves no WatchList); the auditor pages from then on.
 	listsOnly atomic.Bool
+	// stream, when not nil, is what each stream passes through: the tests
+	// end one early with it.
+	stream func(watch.Interface) watch.Interface
 
 	csOnce sync.Once
 	hc     *http.Client
@@ -306,7 +310,17 @@ type auditRun struct {
 // gave, which report does not report twice).
 func (r *auditRun) each(ctx context.Context, res dynamic.ResourceInterface, resource string, fn func(runtime.Object) error) error {
 	if !r.a.Paged && !r.a.listsOnly.Load() {
-		err := eachStreamed(ctx, res.Watch, fn)
+		open := res.Watch
+		if through := r.a.stream; through != nil {
+			open = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				w, err := res.Watch(ctx, o)
+				if err != nil {
+					return nil, err
+				}
+				return through(w), nil
+			}
+		}
+		err := eachStreamed(ctx, open, fn)
 		var broken *streamError
 		switch {
 		case !errors.As(err, &broken):

@@ -1,5 +1,11 @@
 package audit
 
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/watch"
+)
+
 // EachItem is eachItem, for the tests of paging.
 var EachItem = eachItem
 
@@ -11,3 +17,43 @@ type StreamError = streamError
 
 // Seen is how many objects the stream gave before it broke.
 func (e *streamError) Seen() int64 { return e.seen }
+
+// CutStreamsAfter ends each of a's streams after n objects, as a stream
+// the API server or the network ends before its last object.
+func (a *Auditor) CutStreamsAfter(n int) {
+	a.stream = func(w watch.Interface) watch.Interface { return newCutWatch(w, n) }
+}
+
+// cutWatch passes on w's events until n objects have passed, then stops w
+// and ends its own.
+type cutWatch struct {
+	w    watch.Interface
+	ch   chan watch.Event
+	done chan struct{}
+	once sync.Once
+}
+
+func newCutWatch(w watch.Interface, n int) *cutWatch {
+	c := &cutWatch{w: w, ch: make(chan watch.Event), done: make(chan struct{})}
+	go func() {
+		defer close(c.ch)
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Added {
+				if n == 0 {
+					return
+				}
+				n--
+			}
+			select {
+			case c.ch <- ev:
+			case <-c.done:
+				return
+			}
+		}
+	}()
+	return c
+}
+
+func (c *cutWatch) ResultChan() <-chan watch.Event { return c.ch }
+func (c *cutWatch) Stop()                          { c.once.Do(func() { close(c.done) }) }
