@@ -19,19 +19,18 @@ import (
 // held once. A Deployment's hundred Pods share their namespace, labels,
 // owner reference and generateName; so do their node's name, images,
 // resource requests and limits, tolerations and conditions. Each is
-// decoded into its own strings, maps and slices; the
-// transform makes them one, so that a cache of every Pod costs what each
-// Pod has of its own. Nothing the cache holds is written to (a handler
-// gets a copy; see internal/roles/watcher), so sharing is safe.
+// decoded into its own strings, maps and slices; the transform makes them
+// one, so that a cache of every Pod costs what each Pod has of its own.
+// Nothing the cache holds is written to (a handler gets a copy; see
+// internal/roles/watcher), so sharing is safe.
 //
 // Strings, and label, annotation, owner, resource and toleration sets, are
 // shared through tables that forget everything when one reaches
 // tableEntries, so what no object holds any longer costs at most that; a
-// string of more than
-// internBytes or a set of more than tableBytes is never shared. (Package
-// unique would let a string go with the last handle to it, and a handle
-// cannot be kept in an object: a string would be shared only between two
-// garbage collections.)
+// string of more than internBytes or a label or annotation set of more
+// than tableBytes is never shared. (Package unique would let a string go
+// with the last handle to it, and a handle cannot be kept in an object: a
+// string would be shared only between two garbage collections.)
 //
 // It changes its input in place and returns it. An object the cache holds
 // already at the same resourceVersion never comes here: the roles'
@@ -70,7 +69,8 @@ const (
 	internBytes = 128
 )
 
-// canon is the tables of shared strings, label, annotation and owner sets.
+// canon is the tables of shared strings, and label, annotation, owner,
+// resource and toleration sets.
 // Its methods are called with mu held, once for a whole object.
 type canon struct {
 	mu          sync.Mutex
