@@ -258,10 +258,21 @@ func listOptions(spec Spec) func(o *metav1.ListOptions) {
 
 // listWatch lists and watches through ri with options, counting the watches
 // the API server ends as expired (410 Gone).
+//
+// A wait sees every write made before it began. Where the API server
+// streams the first list (WatchList), that read is consistent already; where
+// it does not (1.33, or WatchList off), the reflector's first list asks for
+// resourceVersion "0", which the API server may answer from a watch cache a
+// write or two behind. A gate begun just after an object left its ready
+// state would then pass on the state it left. The first list is therefore
+// read at the latest resourceVersion instead: one consistent read a wait.
 func (w *Waiter) listWatch(ri dynamic.ResourceInterface, options func(o *metav1.ListOptions)) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			options(&o)
+			if o.ResourceVersion == "0" {
+				o.ResourceVersion = ""
+			}
 			return ri.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -178,6 +180,78 @@ func TestDeletedByUID(t *testing.T) {
 		t.Fatal(r.err)
 	}
 }
+
+// A wait sees every write made before it began: its first read of the
+// objects is consistent, never resourceVersion "0", which the API server may
+// answer from a watch cache a write behind. Where WatchList is served (1.37)
+// the first read is a stream from the latest resourceVersion; where it is not
+// (1.33) it is a list at the latest one. Each of ten waits begins right after
+// the object left the state it waits for, and none may pass on that state.
+func TestAWaitSeesWhatWasWrittenBeforeIt(t *testing.T) {
+	ctx := t.Context()
+	ns := env.Namespace(t)
+	obj := cm(ns, "flips", nil, map[string]string{"mode": "ready"})
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		reads []url.Values
+	)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/configmaps") {
+				mu.Lock()
+				reads = append(reads, r.URL.Query())
+				mu.Unlock()
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	w := newWaiter(t, cfg)
+	for i := range 10 {
+		obj.Data["mode"] = fmt.Sprint("starting-", i)
+		if err := env.Client.Update(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		reads = nil
+		mu.Unlock()
+		ch := waitAsync(ctx, w, waitfor.Spec{GVK: configMapGVK, Namespace: ns, Name: "flips", Cond: gate.JSONPath("{.data.mode}", "ready")}, nil)
+		notWithin(t, ch, 150*time.Millisecond)
+		mu.Lock()
+		first := reads
+		mu.Unlock()
+		if len(first) == 0 {
+			t.Fatalf("wait %d: made no read of the ConfigMaps", i)
+		}
+		lists := 0
+		for _, q := range first {
+			if q.Get("watch") == "true" {
+				continue
+			}
+			lists++
+			if rv := q.Get("resourceVersion"); rv != "" {
+				t.Fatalf("wait %d: lists %v at resourceVersion %q; want the latest (empty), so the wait sees what was written before it", i, q, rv)
+			}
+		}
+		if q := first[0]; lists == 0 && (q.Get("sendInitialEvents") != "true" || q.Get("resourceVersion") != "") {
+			t.Fatalf("wait %d: first read %v neither lists nor streams from the latest resourceVersion", i, q)
+		}
+		obj.Data["mode"] = "ready"
+		if err := env.Client.Update(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		if r := within(t, ch, 10*time.Second); r.err != nil || len(r.objs) != 1 {
+			t.Fatalf("wait %d: result %+v", i, r)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // Conditions on content: JSONPath and CEL, level-driven through updates.
 func TestConditionsOnContent(t *testing.T) {
