@@ -133,10 +133,13 @@ type Auditor struct {
 	// (eachStreamed), and paged only where the API server does not stream
 	// or a stream ends early.
 	Paged bool
+	// StreamSilence is how long a stream may give nothing before the audit
+	// gives it up and pages; zero is DefaultStreamSilence.
+	StreamSilence time.Duration
 
-	// listsOnly is set once the API server refused to stream a list (422:
-	// it serves no WatchList); the auditor pages from then on.
-	listsOnly atomic.Bool
+	// saidListsOnly: the auditor has said once that the API server does
+	// not stream lists; it says so again only at V(1).
+	saidListsOnly atomic.Bool
 	// stream, when not nil, is what each stream passes through: the tests
 	// end one early with it.
 	stream func(watch.Interface) watch.Interface
@@ -291,6 +294,9 @@ type auditRun struct {
 	labelled map[string]spec.ExclusionPolicy
 	// nsLabels are the labels of the namespaces seen, by name.
 	nsLabels map[string]map[string]string
+	// listsOnly: a stream was refused or fell silent in this run, and the
+	// rest of it pages.
+	listsOnly bool
 	// reported are the findings reported so far, by capability, action
 	// and object: an object judged again, after a stream that ended early,
 	// is not reported twice.
@@ -308,8 +314,13 @@ type auditRun struct {
 // pages or the API server does not stream; then, or when the stream ends
 // before its last object, page by page (judging again what the stream
 // gave, which report does not report twice).
+//
+// Where the API server refuses to stream (422) or a stream falls silent,
+// the rest of the run pages: the next run tries to stream again, so a
+// cluster upgraded to serve streams, or a stall that has passed, is
+// streamed without a restart, for one refused request a run.
 func (r *auditRun) each(ctx context.Context, res dynamic.ResourceInterface, resource string, fn func(runtime.Object) error) error {
-	if !r.a.Paged && !r.a.listsOnly.Load() {
+	if !r.a.Paged && !r.listsOnly {
 		open := res.Watch
 		if through := r.a.stream; through != nil {
 			open = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -320,7 +331,11 @@ func (r *auditRun) each(ctx context.Context, res dynamic.ResourceInterface, reso
 				return through(w), nil
 			}
 		}
-		err := eachStreamed(ctx, open, fn)
+		silence := r.a.StreamSilence
+		if silence <= 0 {
+			silence = DefaultStreamSilence
+		}
+		err := eachStreamed(ctx, open, silence, fn)
 		var broken *streamError
 		switch {
 		case !errors.As(err, &broken):
@@ -329,14 +344,20 @@ func (r *auditRun) each(ctx context.Context, res dynamic.ResourceInterface, reso
 			}
 			return err
 		case broken.seen == 0 && apierrors.IsInvalid(err):
-			r.a.listsOnly.Store(true)
-			r.a.Log.Info("audit: the API server does not stream lists (Kubernetes before 1.34, or its WatchList feature off); listing page by page")
+			r.listsOnly = true
+			log := r.a.Log
+			if r.a.saidListsOnly.Swap(true) {
+				log = log.V(1)
+			}
+			log.Info("audit: the API server does not stream lists (Kubernetes before 1.34, or its WatchList feature off); listing page by page")
 		case broken.seen == 0 && apierrors.IsForbidden(err):
 			// A role without watch (installed by an older vigil), or a
 			// namespace not made yet: the list says which.
 			r.a.Log.V(1).Info("audit: may not watch; listing page by page", "resource", resource, "reason", broken.Error())
 		default:
+			// Judged again as they are paged: counted once.
 			r.objects.Add(-broken.seen)
+			r.listsOnly = r.listsOnly || broken.stalled
 			r.a.Log.Info("audit: listing page by page", "resource", resource, "reason", broken.Error(), "streamed", broken.seen)
 		}
 	}

@@ -13,7 +13,7 @@
 //
 // Each kind is streamed, an object at a time, in one request where the API
 // server streams lists (eachStreamed), and listed a page at a time where it
-// does not or a stream ends early (Auditor.PageSize, DefaultPageSize). Each
+// does not, or a stream ends early or falls silent (DefaultStreamSilence) (Auditor.PageSize, DefaultPageSize). Each
 // object is dropped once judged: the audit's memory is bounded by the
 // largest object and the connection's buffers, or by the page, and what it
 // keeps grows only with the findings.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,15 +17,25 @@ import (
 
 // streamError is why a streamed list could not give every object: the API
 // server refused to stream it (a server without the WatchList feature
-// answers 422), or the stream ended before its last object. Seen says how
-// many objects it had given by then.
+// answers 422), or the stream ended or fell silent before its last object.
+// Seen says how many objects it had given by then.
 type streamError struct {
 	err  error
 	seen int64
+	// stalled: the stream fell silent, rather than ending or being refused.
+	stalled bool
 }
 
 func (e *streamError) Error() string { return e.err.Error() }
 func (e *streamError) Unwrap() error { return e.err }
+
+// DefaultStreamSilence is how long a streamed list may give nothing, when
+// Auditor.StreamSilence is zero, before the audit gives it up and pages. A
+// stream gives its objects as fast as the API server's watch cache sends
+// them (50,000 Pods in under 40 s on a saturated 2-core API server): a
+// silence this long is a stall, not a slow server. A list page takes at
+// most the API server's request timeout, 60 s.
+const DefaultStreamSilence = 30 * time.Second
 
 // eachStreamed calls fn with each object of a kind as one watch streams
 // them (a watch-list: sendInitialEvents, ended by the bookmark that marks
@@ -33,23 +46,44 @@ func (e *streamError) Unwrap() error { return e.err }
 // those the API server's watch cache holds at a resourceVersion at least
 // as new as when the watch began, as a list's are.
 //
+// A stream that gives nothing for silence (nor its end) is given up: an
+// API server that stops sending, or a proxy before it that holds a watch's
+// bytes back, would otherwise hold the audit for as long as the connection
+// lives. The silence counts from the request and from each event, never
+// the time fn takes.
+//
 // It returns a *streamError when the API server refuses to stream, or the
-// stream ends before its end (the caller then pages: see auditRun.each),
-// and fn's own error as fn returns it.
-func eachStreamed(ctx context.Context, open func(context.Context, metav1.ListOptions) (watch.Interface, error), fn func(runtime.Object) error) error {
+// stream ends or falls silent before its end (the caller then pages: see
+// auditRun.each), and fn's own error as fn returns it.
+func eachStreamed(ctx context.Context, open func(context.Context, metav1.ListOptions) (watch.Interface, error), silence time.Duration, fn func(runtime.Object) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var stalled atomic.Bool
+	quiet := time.AfterFunc(silence, func() {
+		stalled.Store(true)
+		cancel()
+	})
+	defer quiet.Stop()
+	var seen int64
+	silent := func() error {
+		return &streamError{err: fmt.Errorf("the streamed list gave nothing for %s before its last object", silence), seen: seen, stalled: true}
+	}
 	w, err := open(ctx, metav1.ListOptions{
 		SendInitialEvents:    ptr.To(true),
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		AllowWatchBookmarks:  true,
 	})
 	if err != nil {
+		if stalled.Load() {
+			return silent()
+		}
 		return &streamError{err: fmt.Errorf("streaming the list: %w", err)}
 	}
 	defer w.Stop()
-	var seen int64
-	for ev := range w.ResultChan() {
+	for ev := range untilDone(ctx, w) {
+		if !quiet.Stop() {
+			break // fell silent meanwhile
+		}
 		switch ev.Type {
 		case watch.Added:
 			seen++
@@ -65,9 +99,30 @@ func eachStreamed(ctx context.Context, open func(context.Context, metav1.ListOpt
 		}
 		// A change after the initial events begins comes after their end:
 		// the stream has none to give before it.
+		quiet.Reset(silence)
+	}
+	if stalled.Load() {
+		return silent()
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return &streamError{err: errors.New("the streamed list ended before its last object"), seen: seen}
+}
+
+// untilDone is w's events until w ends them or ctx ends: a watch that holds
+// back its events need not also notice that its request was cancelled.
+func untilDone(ctx context.Context, w watch.Interface) iter.Seq[watch.Event] {
+	return func(yield func(watch.Event) bool) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok || !yield(ev) {
+					return
+				}
+			}
+		}
+	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,23 +22,36 @@ import (
 // watch was opened with and the error.
 func streamed(t *testing.T, events []watch.Event, open bool, fnErr error) ([]string, metav1.ListOptions, error) {
 	t.Helper()
-	w := watch.NewFakeWithChanSize(len(events), false)
-	for _, ev := range events {
-		w.Action(ev.Type, ev.Object)
-	}
-	if !open {
-		w.Stop()
-	}
-	var opts metav1.ListOptions
 	var seen []string
-	err := audit.EachStreamed(t.Context(), func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		opts = o
-		return w, nil
-	}, func(o runtime.Object) error {
+	if !open {
+		events = append(events, watch.Event{})
+	}
+	opts, err := streamedWith(t, events, time.Minute, func(o runtime.Object) error {
 		seen = append(seen, o.(*corev1.ConfigMap).Name)
 		return fnErr
 	})
 	return seen, opts, err
+}
+
+// streamedWith runs eachStreamed with fn and silence over a watch that
+// sends events and stays open (an empty event closes it instead), and
+// returns the options the watch was opened with and the error.
+func streamedWith(t *testing.T, events []watch.Event, silence time.Duration, fn func(runtime.Object) error) (metav1.ListOptions, error) {
+	t.Helper()
+	w := watch.NewFakeWithChanSize(len(events), false)
+	for _, ev := range events {
+		if ev.Type == "" {
+			w.Stop()
+			break
+		}
+		w.Action(ev.Type, ev.Object)
+	}
+	var opts metav1.ListOptions
+	err := audit.EachStreamed(t.Context(), func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		opts = o
+		return w, nil
+	}, silence, fn)
+	return opts, err
 }
 
 func added(name string) watch.Event {
@@ -80,7 +95,7 @@ func TestAStreamCutShortSaysHowFarItGot(t *testing.T) {
 		t.Errorf("a stream ended by 410 after 1 object: %v; want a stream error having seen 1, the 410 kept", err)
 	}
 	refused := apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("ConfigMap").GroupKind(), "", nil)
-	err := audit.EachStreamed(t.Context(), func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, refused }, func(runtime.Object) error {
+	err := audit.EachStreamed(t.Context(), func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, refused }, time.Minute, func(runtime.Object) error {
 		t.Error("fn called for a stream that was refused")
 		return nil
 	})
@@ -90,5 +105,53 @@ func TestAStreamCutShortSaysHowFarItGot(t *testing.T) {
 	stop := errors.New("stop")
 	if seen, _, err := streamed(t, []watch.Event{added("a"), added("b"), bookmark(true)}, true, stop); err != stop || len(seen) != 1 {
 		t.Errorf("fn failing on the first object: %v after %v; want fn's error, at once", err, seen)
+	}
+}
+
+// A stream that falls silent before its end is given up after the silence,
+// and says so and how far it got, whether it falls silent after some
+// objects or before the API server answers at all; the time fn takes is
+// never counted as silence.
+func TestAStreamThatFallsSilentIsGivenUp(t *testing.T) {
+	const silence = 100 * time.Millisecond
+	within := func(what string, run func() error) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- run() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * silence):
+			t.Fatalf("%s: still waiting after %s with a silence of %s", what, 20*silence, silence)
+			return nil
+		}
+	}
+	var broken *audit.StreamError
+	w := watch.NewFakeWithChanSize(2, false)
+	w.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}})
+	w.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b"}})
+	err := within("a stream silent after 2 objects", func() error {
+		return audit.EachStreamed(t.Context(), func(context.Context, metav1.ListOptions) (watch.Interface, error) { return w, nil }, silence, func(runtime.Object) error { return nil })
+	})
+	if !errors.As(err, &broken) || broken.Seen() != 2 || !strings.Contains(err.Error(), "gave nothing for 100ms") {
+		t.Errorf("a stream silent after 2 objects: %v; want a stream error saying it gave nothing for 100ms, having seen 2", err)
+	}
+	err = within("an API server that never answers", func() error {
+		return audit.EachStreamed(t.Context(), func(ctx context.Context, _ metav1.ListOptions) (watch.Interface, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}, silence, func(runtime.Object) error { return nil })
+	})
+	if !errors.As(err, &broken) || broken.Seen() != 0 || !strings.Contains(err.Error(), "gave nothing") {
+		t.Errorf("an API server that never answers: %v; want a stream error saying it gave nothing, having seen none", err)
+	}
+	var slow []string
+	_, err = streamedWith(t, []watch.Event{added("a"), added("b"), bookmark(true)}, silence, func(o runtime.Object) error {
+		slow = append(slow, o.(*corev1.ConfigMap).Name)
+		time.Sleep(3 * silence)
+		return nil
+	})
+	if err != nil || !slices.Equal(slow, []string{"a", "b"}) {
+		t.Errorf("judging each object for 3 times the silence: %v after %v; want both objects and no error", err, slow)
 	}
 }
