@@ -12,9 +12,10 @@
 // not run included.
 //
 // Each kind is streamed, an object at a time, in one request where the API
-// server streams lists (eachStreamed), and listed a page at a time where it
-// does not, or a stream ends early or falls silent (DefaultStreamSilence) (Auditor.PageSize, DefaultPageSize). Each
-// object is dropped once judged: the audit's memory is bounded by the
-// largest object and the connection's buffers, or by the page, and what it
-// keeps grows only with the findings.
+// server streams lists (eachStreamed), and listed a page at a time
+// (Auditor.PageSize, DefaultPageSize) where it does not, or where a stream
+// ends early or falls silent (DefaultStreamSilence). Each object is
+// dropped once judged: the audit's memory is bounded by the largest object
+// and the connection's buffers, or by the page, and what it keeps grows
+// only with the findings.
 package audit
