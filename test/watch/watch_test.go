@@ -228,6 +228,44 @@ func TestReconcileRetriesRequeuesAndRecovers(t *testing.T) {
 	}
 }
 
+// A Reconcile handler's object is its own to change: what it changes stays
+// out of the watcher's cache, so a requeued Reconcile of the same object,
+// with nothing new from the API server, gets it as the API server has it.
+func TestAReconcileHandlerMayChangeTheObjectItGets(t *testing.T) {
+	ns := env.Namespace(t)
+	c := newClient(t)
+	m := vigil.NewModule("reconcile-scribble", vigil.Options{Namespace: ns})
+	var mu sync.Mutex
+	var got []corev1.ConfigMap
+	vigil.Watch(m.Capability("scribble"), &corev1.ConfigMap{}).InNamespace(ns).
+		Reconcile(func(ctx context.Context, cm *corev1.ConfigMap) error {
+			mu.Lock()
+			got = append(got, *cm.DeepCopy())
+			n := len(got)
+			mu.Unlock()
+			cm.Data["scribbled"] = "by the handler"
+			cm.Labels = map[string]string{"scribbled": "yes"}
+			if n == 1 {
+				return vigil.RequeueAfter(200 * time.Millisecond)
+			}
+			return nil
+		})
+	testkit.RunWatcher(t, m, kubeconfig(t), "--leader-elect=false")
+	createConfigMap(t, c, ns, "mine", map[string]string{"a": "1"})
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+	testkit.Eventually(t, 10*time.Second, "the requeued Reconcile", func() bool { return count() >= 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if got[0].ResourceVersion != got[1].ResourceVersion {
+		t.Fatalf("the object changed between the two Reconciles (resourceVersion %s, then %s); want the requeue alone", got[0].ResourceVersion, got[1].ResourceVersion)
+	}
+	for i, cm := range got {
+		if _, ok := cm.Data["scribbled"]; ok || cm.Labels["scribbled"] != "" {
+			t.Errorf("Reconcile %d got data %v and labels %v: the handler's own changes, kept in the cache; want the object as the API server has it", i+1, cm.Data, cm.Labels)
+		}
+	}
+}
+
 // A declared Backoff is the retry delay: its first delay after the first
 // failure, doubling, held at its maximum; a success ends the retries.
 func TestReconcileBackoffIsTheDeclaredOne(t *testing.T) {
