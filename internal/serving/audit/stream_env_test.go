@@ -25,7 +25,7 @@ func TestAStreamCutShortIsPagedWithoutReportingTwice(t *testing.T) {
 		cut       func(a *audit.Auditor, n int)
 	}{
 		{"ends", "ended before its last object", (*audit.Auditor).CutStreamsAfter},
-		{"falls silent", "gave nothing for 500ms", (*audit.Auditor).StallStreamsAfter},
+		{"falls silent", "gave nothing for 5s", (*audit.Auditor).StallStreamsAfter},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const objects, badEvery, cutAfter = 40, 4, 15
@@ -33,7 +33,9 @@ func TestAStreamCutShortIsPagedWithoutReportingTwice(t *testing.T) {
 			fillNamespace(t, ns, objects, 1<<10, badEvery)
 			var judged atomic.Int64
 			a := paddedAuditor(ns, 10, func() { judged.Add(1) })
-			a.StreamSilence = 500 * time.Millisecond
+			// Long enough that a loaded API server's first event comes
+			// within it, short enough for a test.
+			a.StreamSilence = 5 * time.Second
 			tc.cut(a, cutAfter)
 			var logged []string
 			a.Log = funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})
@@ -65,6 +67,7 @@ func TestAStreamCutShortIsPagedWithoutReportingTwice(t *testing.T) {
 				t.Errorf("the audit's last line %q: want the %d objects counted once, from pages", done, objects)
 			}
 			a.NoStreamHook()
+			a.StreamSilence = 0
 			if _, err := a.Run(t.Context()); err != nil {
 				t.Fatal(err)
 			}

@@ -121,8 +121,8 @@ func TestAStreamThatFallsSilentIsGivenUp(t *testing.T) {
 		select {
 		case err := <-done:
 			return err
-		case <-time.After(20 * silence):
-			t.Fatalf("%s: still waiting after %s with a silence of %s", what, 20*silence, silence)
+		case <-time.After(100 * silence):
+			t.Fatalf("%s: still waiting after %s with a silence of %s", what, 100*silence, silence)
 			return nil
 		}
 	}
