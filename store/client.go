@@ -183,6 +183,15 @@ func (s *Client) Start(ctx context.Context) error {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
+			// The first list reads the latest resourceVersion, not "0",
+			// which a watch cache may answer a write behind: a client
+			// started after a write (a gate phase's handoff to the main
+			// container) sees it once synced. Where the API server
+			// streams the first list (WatchList), that read is consistent
+			// already.
+			if o.ResourceVersion == "0" {
+				o.ResourceVersion = ""
+			}
 			list := &v1alpha1.StoreList{}
 			return list, s.c.List(ctx, list, &client.ListOptions{Namespace: s.ns, Raw: &o})
 		},

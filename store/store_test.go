@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,6 +156,68 @@ func TestSetAndWaitReachesOtherReplicaAndSubscribers(t *testing.T) {
 		t.Errorf("keys(t, b) = %v", keys)
 	}
 }
+
+// A Store client started after a write sees it once synced, as a gate
+// phase's handoff needs: the phase writes and exits, the main container
+// starts and reads. Its first read of the Store is consistent, never
+// resourceVersion "0", which the API server may answer from a watch cache a
+// write behind: a stream from the latest resourceVersion where WatchList is
+// served, a list at the latest one where it is not (1.33).
+func TestAClientStartedAfterAWriteSeesIt(t *testing.T) {
+	ns := env.Namespace(t)
+	a := start(t, env.Config, ns)
+	var (
+		mu    sync.Mutex
+		reads []url.Values
+	)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/stores") {
+				mu.Lock()
+				reads = append(reads, r.URL.Query())
+				mu.Unlock()
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	for i := range 5 {
+		want := strconv.Itoa(i)
+		if err := a.SetAndWait(t.Context(), "handoff", want); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		reads = nil
+		mu.Unlock()
+		b := start(t, cfg, ns)
+		if got, ok := get(t, b, "handoff"); !ok || got != want {
+			t.Fatalf("client %d, started after the write of %q, read %q, %v", i, want, got, ok)
+		}
+		mu.Lock()
+		first := slices.Clone(reads)
+		mu.Unlock()
+		lists := 0
+		for _, q := range first {
+			if q.Get("watch") == "true" {
+				continue
+			}
+			lists++
+			if rv := q.Get("resourceVersion"); rv != "" {
+				t.Fatalf("client %d lists %v at resourceVersion %q; want the latest (empty), so it sees what was written before it started", i, q, rv)
+			}
+		}
+		if len(first) == 0 {
+			t.Fatalf("client %d made no read of the Store", i)
+		}
+		if q := first[0]; lists == 0 && (q.Get("sendInitialEvents") != "true" || q.Get("resourceVersion") != "") {
+			t.Fatalf("client %d: first read %v neither lists nor streams from the latest resourceVersion", i, q)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // A write that changes nothing returns at once and writes nothing.
 func TestNoOpWriteReturnsAtOnce(t *testing.T) {
