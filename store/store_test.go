@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
-	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/store"
 	"github.com/vigilkit/vigil/store/v1alpha1"
 	"github.com/vigilkit/vigil/vigiltest"
@@ -166,58 +164,22 @@ func TestSetAndWaitReachesOtherReplicaAndSubscribers(t *testing.T) {
 func TestAClientStartedAfterAWriteSeesIt(t *testing.T) {
 	ns := env.Namespace(t)
 	a := start(t, env.Config, ns)
-	var (
-		mu    sync.Mutex
-		reads []url.Values
-	)
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/stores") {
-				mu.Lock()
-				reads = append(reads, r.URL.Query())
-				mu.Unlock()
-			}
-			return rt.RoundTrip(r)
-		})
-	})
+	cfg, reads := testkit.RecordReads(env.Config, "/namespaces/"+ns+"/stores")
 	for i := range 5 {
 		want := strconv.Itoa(i)
 		if err := a.SetAndWait(t.Context(), "handoff", want); err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
-		reads = nil
-		mu.Unlock()
+		reads.Reset()
 		b := start(t, cfg, ns)
 		if got, ok := get(t, b, "handoff"); !ok || got != want {
 			t.Fatalf("client %d, started after the write of %q, read %q, %v", i, want, got, ok)
 		}
-		mu.Lock()
-		first := slices.Clone(reads)
-		mu.Unlock()
-		lists := 0
-		for _, q := range first {
-			if q.Get("watch") == "true" {
-				continue
-			}
-			lists++
-			if rv := q.Get("resourceVersion"); rv != "" {
-				t.Fatalf("client %d lists %v at resourceVersion %q; want the latest (empty), so it sees what was written before it started", i, q, rv)
-			}
-		}
-		if len(first) == 0 {
-			t.Fatalf("client %d made no read of the Store", i)
-		}
-		if q := first[0]; lists == 0 && (q.Get("sendInitialEvents") != "true" || q.Get("resourceVersion") != "") {
-			t.Fatalf("client %d: first read %v neither lists nor streams from the latest resourceVersion", i, q)
+		if why := reads.NotConsistent(); why != "" {
+			t.Fatalf("client %d: %s", i, why)
 		}
 	}
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // A write that changes nothing returns at once and writes nothing.
 func TestNoOpWriteReturnsAtOnce(t *testing.T) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/vigilkit/vigil/gate"
 	"github.com/vigilkit/vigil/internal/runtime/waitfor"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/vigiltest"
 	"github.com/vigilkit/vigil/vigiltest/fault"
 )
@@ -194,50 +193,18 @@ func TestAWaitSeesWhatWasWrittenBeforeIt(t *testing.T) {
 	if err := env.Client.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu    sync.Mutex
-		reads []url.Values
-	)
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns+"/configmaps") {
-				mu.Lock()
-				reads = append(reads, r.URL.Query())
-				mu.Unlock()
-			}
-			return rt.RoundTrip(r)
-		})
-	})
+	cfg, reads := testkit.RecordReads(env.Config, "/namespaces/"+ns+"/configmaps")
 	w := newWaiter(t, cfg)
 	for i := range 10 {
 		obj.Data["mode"] = fmt.Sprint("starting-", i)
 		if err := env.Client.Update(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
-		mu.Lock()
-		reads = nil
-		mu.Unlock()
+		reads.Reset()
 		ch := waitAsync(ctx, w, waitfor.Spec{GVK: configMapGVK, Namespace: ns, Name: "flips", Cond: gate.JSONPath("{.data.mode}", "ready")}, nil)
 		notWithin(t, ch, 150*time.Millisecond)
-		mu.Lock()
-		first := reads
-		mu.Unlock()
-		if len(first) == 0 {
-			t.Fatalf("wait %d: made no read of the ConfigMaps", i)
-		}
-		lists := 0
-		for _, q := range first {
-			if q.Get("watch") == "true" {
-				continue
-			}
-			lists++
-			if rv := q.Get("resourceVersion"); rv != "" {
-				t.Fatalf("wait %d: lists %v at resourceVersion %q; want the latest (empty), so the wait sees what was written before it", i, q, rv)
-			}
-		}
-		if q := first[0]; lists == 0 && (q.Get("sendInitialEvents") != "true" || q.Get("resourceVersion") != "") {
-			t.Fatalf("wait %d: first read %v neither lists nor streams from the latest resourceVersion", i, q)
+		if why := reads.NotConsistent(); why != "" {
+			t.Fatalf("wait %d: %s", i, why)
 		}
 		obj.Data["mode"] = "ready"
 		if err := env.Client.Update(ctx, obj); err != nil {
@@ -248,10 +215,6 @@ func TestAWaitSeesWhatWasWrittenBeforeIt(t *testing.T) {
 		}
 	}
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // Conditions on content: JSONPath and CEL, level-driven through updates.
 func TestConditionsOnContent(t *testing.T) {
