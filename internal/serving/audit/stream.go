@@ -82,7 +82,9 @@ func eachStreamed(ctx context.Context, open func(context.Context, metav1.ListOpt
 	defer w.Stop()
 	for ev := range untilDone(ctx, w) {
 		if !quiet.Stop() {
-			break // fell silent meanwhile
+			// The timer runs whenever an event is awaited: it fired, and
+			// its cancel may not have run yet.
+			return silent()
 		}
 		switch ev.Type {
 		case watch.Added:
