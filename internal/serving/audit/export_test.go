@@ -38,14 +38,13 @@ func (a *Auditor) StallStreamsAfter(n int) {
 // and ends its own, or, when stall is set, stops w and sends nothing more
 // until it is stopped itself.
 type cutWatch struct {
-	w    watch.Interface
 	ch   chan watch.Event
 	done chan struct{}
 	once sync.Once
 }
 
 func newCutWatch(w watch.Interface, n int, stall bool) *cutWatch {
-	c := &cutWatch{w: w, ch: make(chan watch.Event), done: make(chan struct{})}
+	c := &cutWatch{ch: make(chan watch.Event), done: make(chan struct{})}
 	go func() {
 		defer close(c.ch)
 		defer w.Stop()

@@ -127,11 +127,9 @@ func TestAStreamThatFallsSilentIsGivenUp(t *testing.T) {
 		}
 	}
 	var broken *audit.StreamError
-	w := watch.NewFakeWithChanSize(2, false)
-	w.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}})
-	w.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b"}})
 	err := within("a stream silent after 2 objects", func() error {
-		return audit.EachStreamed(t.Context(), func(context.Context, metav1.ListOptions) (watch.Interface, error) { return w, nil }, silence, func(runtime.Object) error { return nil })
+		_, err := streamedWith(t, []watch.Event{added("a"), added("b")}, silence, func(runtime.Object) error { return nil })
+		return err
 	})
 	if !errors.As(err, &broken) || broken.Seen() != 2 || !strings.Contains(err.Error(), "gave nothing for 100ms") {
 		t.Errorf("a stream silent after 2 objects: %v; want a stream error saying it gave nothing for 100ms, having seen 2", err)
