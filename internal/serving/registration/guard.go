@@ -129,9 +129,6 @@ func EnsurePolicies(ctx context.Context, c kubernetes.Interface, cluster served.
 	if err := EnsureTrustedNamespaces(ctx, c, m, map[string]string{"app.kubernetes.io/name": m.Name, "app.kubernetes.io/managed-by": "vigil"}); err != nil {
 		return err
 	}
-	if err := ensureStamps(ctx, c, cluster, m); err != nil {
-		return err
-	}
 	api := c.AdmissionregistrationV1()
 	for _, g := range Policies(m) {
 		p, b := g.Policy, g.Binding
@@ -162,5 +159,8 @@ func EnsurePolicies(ctx context.Context, c kubernetes.Interface, cluster served.
 			}
 		}
 	}
-	return nil
+	// The stamps after their guards: a stamp in force is believed
+	// (provenance.Settle after its creation), and its guard must hold by
+	// then.
+	return ensureStamps(ctx, c, cluster, m)
 }

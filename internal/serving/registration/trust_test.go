@@ -199,21 +199,9 @@ func TestNamespaceProvenanceIsRecordedAndGuarded(t *testing.T) {
 	ctx := t.Context()
 	id := suffix()
 	m := &spec.Module{Name: "prov-" + id, Namespace: "prov-" + id + "-system", Provenance: &spec.Provenance{}}
-	removePolicies(t, m)
-	if err := registration.EnsurePolicies(ctx, env.Clientset, servedBy(t, env), m); err != nil {
-		t.Fatalf("EnsurePolicies: %v (MutatingAdmissionPolicy is served from Kubernetes 1.36, and enabled by the test control plane on older releases)", err)
-	}
-	// The stamp applies within a moment of its creation: dry runs until it does.
-	vigiltest.Eventually(t, 10*time.Second, func() error {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + id}}
-		if err := env.Client.Create(ctx, ns, client.DryRunAll); err != nil {
-			return err
-		}
-		if !provenance.Of(ns, provenance.Stamp{}).Stamped {
-			return fmt.Errorf("namespace not stamped yet: %v", ns.Annotations)
-		}
-		return nil
-	})
+	// The stamp and its guard each apply within a moment of their
+	// creation, the guard a little after the stamp: wait for both.
+	installProvenance(t, m)
 	user := "tess-" + id
 	tess := tenant(t, user)
 

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vigilkit/vigil/internal/definition/spec"
+	"github.com/vigilkit/vigil/internal/serving/registration"
 )
 
 var cm = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
@@ -196,6 +197,34 @@ func TestRenderShipsOptOutGuards(t *testing.T) {
 				t.Errorf("the module gets rights to its guards: %+v", r)
 			}
 		}
+	}
+}
+
+// The provenance guard ships before the stamp it guards: a stamp is
+// believed provenance.Settle after its creation, and by then its guard,
+// created first, holds.
+func TestProvenanceGuardShipsBeforeItsStamp(t *testing.T) {
+	m := sample()
+	m.Provenance = &spec.Provenance{}
+	objs, err := Render(m, Options{Image: "example.com/uds-core:1.2.3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, stamp := -1, -1
+	for i, o := range objs {
+		switch o.(type) {
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			if o.GetName() == registration.ProvenanceGuardName(m.Name) {
+				guard = i
+			}
+		case *admissionregistrationv1.MutatingAdmissionPolicy:
+			if o.GetName() == registration.ProvenanceStampName(m.Name) {
+				stamp = i
+			}
+		}
+	}
+	if guard < 0 || stamp < 0 || guard > stamp {
+		t.Errorf("the provenance guard is object %d and its stamp %d of %d: want both, the guard first", guard, stamp, len(objs))
 	}
 }
 

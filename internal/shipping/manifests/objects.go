@@ -324,8 +324,18 @@ func webhookObjects(m *spec.Module, o Options, labels func(string) map[string]st
 // its binding.
 func policyObjects(m *spec.Module, rules []spec.Rule, target served.Cluster, labels func(string) map[string]string) []client.Object {
 	var objs []client.Object
-	// The opt-out guards and the checks: evaluated by the API server itself,
-	// so they hold from install on, and the module needs no rights to them.
+	// The guards and the checks: evaluated by the API server itself, so
+	// they hold from install on, and the module needs no rights to them.
+	// The guards come before the stamps they guard, so that no stamp is in
+	// force, and believed, before its guard.
+	guards := registration.Policies(m)
+	if sas := binders(m, rules); len(sas) > 0 {
+		guards = append(guards, registration.BindingGuard(m, sas))
+	}
+	for _, g := range guards {
+		g.Policy.Labels, g.Binding.Labels = labels("admission"), labels("admission")
+		objs = append(objs, g.Policy, g.Binding)
+	}
 	for _, st := range registration.Stamps(m) {
 		st.Policy.Labels, st.Binding.Labels = labels("admission"), labels("admission")
 		st.Policy.APIVersion = target.APIVersion(served.MutatingAdmissionPolicy)
@@ -342,14 +352,6 @@ func policyObjects(m *spec.Module, rules []spec.Rule, target served.Cluster, lab
 			st.Binding.APIVersion = st.Policy.APIVersion
 			objs = append(objs, st.Policy, st.Binding)
 		}
-	}
-	guards := registration.Policies(m)
-	if sas := binders(m, rules); len(sas) > 0 {
-		guards = append(guards, registration.BindingGuard(m, sas))
-	}
-	for _, g := range guards {
-		g.Policy.Labels, g.Binding.Labels = labels("admission"), labels("admission")
-		objs = append(objs, g.Policy, g.Binding)
 	}
 	return objs
 }
