@@ -199,8 +199,8 @@ func TestNamespaceProvenanceIsRecordedAndGuarded(t *testing.T) {
 	ctx := t.Context()
 	id := suffix()
 	m := &spec.Module{Name: "prov-" + id, Namespace: "prov-" + id + "-system", Provenance: &spec.Provenance{}}
-	// The stamp and its guard each apply within a moment of their
-	// creation, the guard a little after the stamp: wait for both.
+	// The stamp and its guard each apply a moment after their creation,
+	// independently: wait for both.
 	installProvenance(t, m)
 	user := "tess-" + id
 	tess := tenant(t, user)

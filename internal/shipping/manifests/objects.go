@@ -320,14 +320,14 @@ func webhookObjects(m *spec.Module, o Options, labels func(string) map[string]st
 	return objs, nil
 }
 
-// policyObjects are the opt-out guards and the checks, each a policy and
-// its binding.
+// policyObjects are the guards, the checks and the stamps, each a policy
+// and its binding.
 func policyObjects(m *spec.Module, rules []spec.Rule, target served.Cluster, labels func(string) map[string]string) []client.Object {
 	var objs []client.Object
 	// The guards and the checks: evaluated by the API server itself, so
 	// they hold from install on, and the module needs no rights to them.
-	// The guards come before the stamps they guard, so that no stamp is in
-	// force, and believed, before its guard.
+	// The guards come before the stamps they guard, so that no stamp is
+	// created, and so believed provenance.Settle later, before its guard.
 	guards := registration.Policies(m)
 	if sas := binders(m, rules); len(sas) > 0 {
 		guards = append(guards, registration.BindingGuard(m, sas))
