@@ -15,12 +15,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/vigilkit/vigil/internal/definition/define"
 	"github.com/vigilkit/vigil/internal/definition/spec"
 	"github.com/vigilkit/vigil/internal/runtime/served"
 	"github.com/vigilkit/vigil/internal/serving/registration"
+	"github.com/vigilkit/vigil/internal/testsupport/testkit"
 	"github.com/vigilkit/vigil/provenance"
 	"github.com/vigilkit/vigil/vigiltest"
 )
@@ -244,6 +246,35 @@ func TestNamespaceProvenanceIsRecordedAndGuarded(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), admins) })
 	if o := provenance.Of(admins, provenance.Stamp{}); !slices.Contains(o.Groups, "system:masters") {
 		t.Errorf("an admin's namespace records %q, groups %v; want group system:masters among them", o.Creator, o.Groups)
+	}
+}
+
+// The install creates the provenance guard before the stamp it guards: a
+// stamp is believed provenance.Settle after its creation, and its guard,
+// created first, has had longer to take effect by then.
+func TestProvenanceGuardIsCreatedBeforeItsStamp(t *testing.T) {
+	id := suffix()
+	m := &spec.Module{Name: "order-" + id, Namespace: "order-" + id + "-system", Provenance: &spec.Provenance{}}
+	removePolicies(t, m)
+	cfg, creates := testkit.RecordCreates(env.Config)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := registration.EnsurePolicies(t.Context(), cs, servedBy(t, env), m); err != nil {
+		t.Fatal(err)
+	}
+	guard, stamp := -1, -1
+	for i, path := range creates() {
+		switch {
+		case strings.HasSuffix(path, "/validatingadmissionpolicies") && guard < 0:
+			guard = i
+		case strings.HasSuffix(path, "/mutatingadmissionpolicies") && stamp < 0:
+			stamp = i
+		}
+	}
+	if guard < 0 || stamp < 0 || guard > stamp {
+		t.Errorf("creates %v: the first ValidatingAdmissionPolicy is create %d and the first MutatingAdmissionPolicy %d; want both, the guard first", creates(), guard, stamp)
 	}
 }
 

@@ -37,6 +37,32 @@ func RecordReads(cfg *rest.Config, suffix string) (*rest.Config, *Reads) {
 	return cfg, r
 }
 
+// RecordCreates returns a copy of cfg whose POST requests are recorded, by
+// path, and a function that returns the paths recorded so far, in order:
+// for the tests of the order in which a client creates objects.
+func RecordCreates(cfg *rest.Config) (*rest.Config, func() []string) {
+	var (
+		mu    sync.Mutex
+		paths []string
+	)
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPost {
+				mu.Lock()
+				paths = append(paths, req.URL.Path)
+				mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return cfg, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(paths)
+	}
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
